@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * mkinitramfs.c - thaw-mkinitramfs: packs a guest's initramfs.
+ *
+ * The archive is the kernel's "newc" cpio format, uncompressed: a guest
+ * kernel under emulation (KVM on PVM) spends seconds inflating gzip, while
+ * an uncompressed archive only costs memory that clones share anyway.
+ *
+ * It always contains the directory skeleton, /dev/console (the kernel opens
+ * it for init's stdio before anything can mount devtmpfs), busybox with
+ * /bin/sh, and the given /init; --file adds more (the guest agent, test
+ * scripts).  Entries have fixed owners, times and inode numbers, so the same
+ * inputs give the same bytes.  The archive is stored in the cache under its
+ * own XXH3-128 hash and that path is printed: callers and later snapshot
+ * records name an initramfs by content, and equal content is stored once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define MAX_FILES 64
+
+static const char *const skeleton[] = {
+	"bin", "dev",  "etc",  "proc",	"sys",	   "tmp",      "root",
+	"run", "sbin", "usr",  "mnt",	"var",	   "usr/bin",  "usr/sbin",
+};
+
+struct buffer {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+struct archive {
+	struct buffer buf;
+	uint32_t next_ino;
+	char *dirs[128]; /* directories already emitted, to add parents once */
+	int nr_dirs;
+};
+
+static int buffer_append(struct buffer *b, const void *p, size_t len)
+{
+	if (b->len + len > b->cap) {
+		size_t cap = b->cap ? b->cap : 1 << 20;
+
+		while (cap < b->len + len)
+			cap *= 2;
+		uint8_t *data = realloc(b->data, cap);
+		if (!data) {
+			fprintf(stderr, "thaw-mkinitramfs: out of memory\n");
+			return -1;
+		}
+		b->data = data;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, len);
+	b->len += len;
+	return 0;
+}
+
+static int pad4(struct buffer *b)
+{
+	static const uint8_t zeros[4];
+
+	return buffer_append(b, zeros, (4 - b->len % 4) % 4);
+}
+
+static int add_entry(struct archive *a, const char *name, uint32_t mode,
+		     uint32_t rdev_major, uint32_t rdev_minor,
+		     const void *data, size_t size)
+{
+	char header[128];
+
+	/* newc stores sizes in 8 hex digits */
+	if (size > UINT32_MAX) {
+		fprintf(stderr, "thaw-mkinitramfs: %s: larger than 4 GiB\n",
+			name);
+		return -1;
+	}
+	snprintf(header, sizeof(header),
+		 "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		 a->next_ino++, mode, 0, 0, S_ISDIR(mode) ? 2 : 1, 0,
+		 (uint32_t)size, 0, 0, rdev_major, rdev_minor,
+		 (uint32_t)strlen(name) + 1, 0);
+	if (buffer_append(&a->buf, header, 110) < 0 ||
+	    buffer_append(&a->buf, name, strlen(name) + 1) < 0 ||
+	    pad4(&a->buf) < 0 || buffer_append(&a->buf, data, size) < 0 ||
+	    pad4(&a->buf) < 0)
+		return -1;
+	return 0;
+}
+
+static bool dir_emitted(const struct archive *a, const char *dir)
+{
+	for (int i = 0; i < a->nr_dirs; i++)
+		if (!strcmp(a->dirs[i], dir))
+			return true;
+	return false;
+}
+
+static int add_dir(struct archive *a, const char *dir)
+{
+	if (dir_emitted(a, dir))
+		return 0;
+	if (a->nr_dirs == (int)(sizeof(a->dirs) / sizeof(a->dirs[0]))) {
+		fprintf(stderr, "thaw-mkinitramfs: too many directories\n");
+		return -1;
+	}
+	a->dirs[a->nr_dirs++] = strdup(dir);
+	return add_entry(a, dir, S_IFDIR | 0755, 0, 0, NULL, 0);
+}
+
+/* Emits every missing parent directory of @path, outermost first. */
+static int add_parents(struct archive *a, const char *path)
+{
+	char dir[4096];
+
+	for (const char *slash = strchr(path, '/'); slash;
+	     slash = strchr(slash + 1, '/')) {
+		size_t len = slash - path;
+
+		if (len >= sizeof(dir))
+			return -1;
+		memcpy(dir, path, len);
+		dir[len] = '\0';
+		if (add_dir(a, dir) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int add_host_file(struct archive *a, const char *guest_path,
+			 const char *host_path)
+{
+	struct stat st;
+	int fd = open(host_path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "thaw-mkinitramfs: %s: %s\n", host_path,
+			fd < 0 ? strerror(errno) : "not a regular file");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	uint8_t *data = malloc(st.st_size ? st.st_size : 1);
+	size_t got = 0;
+
+	while (data && got < (size_t)st.st_size) {
+		ssize_t n = read(fd, data + got, st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(fd);
+	if (!data || got != (size_t)st.st_size) {
+		fprintf(stderr, "thaw-mkinitramfs: %s: short read\n", host_path);
+		free(data);
+		return -1;
+	}
+	int ret = add_parents(a, guest_path);
+	if (ret == 0)
+		ret = add_entry(a, guest_path, S_IFREG | (st.st_mode & 0777), 0,
+				0, data, got);
+	free(data);
+	return ret;
+}
+
+static int write_atomically(const char *path, const struct buffer *b)
+{
+	char tmp[4200];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "thaw-mkinitramfs: %s: %s\n", tmp,
+			strerror(errno));
+		return -1;
+	}
+	size_t done = 0;
+	while (done < b->len) {
+		ssize_t n = write(fd, b->data + done, b->len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += n;
+	}
+	if (done != b->len || fsync(fd) < 0 || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
+		fprintf(stderr, "thaw-mkinitramfs: cannot write %s: %s\n", path,
+			strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* mkdir -p for the cache directory. */
+static int make_dirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		int ret = mkdir(path, 0755);
+		*p = '/';
+		if (ret < 0 && errno != EEXIST)
+			return -1;
+	}
+	return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static const char usage[] =
+	"usage: thaw-mkinitramfs --init PATH [--file GUEST=HOST]...\n"
+	"                        [--busybox PATH] [--cache-dir DIR]\n"
+	"Packs an uncompressed newc initramfs, stores it in the cache as\n"
+	"initramfs/<xxh3-128>.cpio and prints that path.\n";
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "init", required_argument, NULL, 'i' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "busybox", required_argument, NULL, 'b' },
+		{ "cache-dir", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *init = NULL, *busybox = "/bin/busybox", *cache = NULL;
+	char *files[MAX_FILES];
+	int nr_files = 0, opt;
+	char cache_buf[4096];
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			init = optarg;
+			break;
+		case 'f':
+			if (nr_files == MAX_FILES || !strchr(optarg, '=') ||
+			    optarg[0] == '/' || optarg[0] == '=') {
+				fprintf(stderr,
+					"thaw-mkinitramfs: --file '%s': want GUEST=HOST with a relative guest path (at most %d files)\n",
+					optarg, MAX_FILES);
+				return 2;
+			}
+			files[nr_files++] = optarg;
+			break;
+		case 'b':
+			busybox = optarg;
+			break;
+		case 'c':
+			cache = optarg;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fprintf(stderr,
+				"thaw-mkinitramfs: bad option '%s'\n%s",
+				argv[optind - 1], usage);
+			return 2;
+		}
+	}
+	if (!init || optind < argc) {
+		fprintf(stderr, "thaw-mkinitramfs: --init is required\n%s",
+			usage);
+		return 2;
+	}
+	if (!cache) {
+		const char *env = getenv("THAW_CACHE_DIR");
+		const char *xdg = getenv("XDG_CACHE_HOME");
+		const char *home = getenv("HOME");
+
+		if (env)
+			snprintf(cache_buf, sizeof(cache_buf), "%s", env);
+		else if (xdg)
+			snprintf(cache_buf, sizeof(cache_buf), "%s/thaw", xdg);
+		else
+			snprintf(cache_buf, sizeof(cache_buf), "%s/.cache/thaw",
+				 home ? home : "/tmp");
+		cache = cache_buf;
+	}
+
+	struct archive a = { .next_ino = 1 };
+	int ret = 0;
+	for (size_t i = 0; i < sizeof(skeleton) / sizeof(*skeleton); i++)
+		ret = ret ? ret : add_dir(&a, skeleton[i]);
+	if (!ret)
+		ret = add_entry(&a, "dev/console", S_IFCHR | 0600, 5, 1, NULL,
+				0);
+	if (!ret)
+		ret = add_host_file(&a, "bin/busybox", busybox);
+	if (!ret)
+		ret = add_entry(&a, "bin/sh", S_IFLNK | 0777, 0, 0, "busybox",
+				strlen("busybox"));
+	if (!ret)
+		ret = add_host_file(&a, "init", init);
+	for (int i = 0; !ret && i < nr_files; i++) {
+		char *eq = strchr(files[i], '=');
+
+		*eq = '\0';
+		ret = add_host_file(&a, files[i], eq + 1);
+	}
+	if (!ret)
+		ret = add_entry(&a, "TRAILER!!!", 0, 0, 0, NULL, 0);
+	if (ret) {
+		free(a.buf.data);
+		return 1;
+	}
+
+	XXH128_hash_t h = XXH3_128bits(a.buf.data, a.buf.len);
+	char dir[4200], path[4300];
+	snprintf(dir, sizeof(dir), "%s/initramfs", cache);
+	snprintf(path, sizeof(path), "%s/%016llx%016llx.cpio", dir,
+		 (unsigned long long)h.high64, (unsigned long long)h.low64);
+	if (make_dirs(dir) < 0) {
+		fprintf(stderr, "thaw-mkinitramfs: cannot create %s: %s\n", dir,
+			strerror(errno));
+		ret = 1;
+	} else if (access(path, F_OK) != 0) {
+		ret = write_atomically(path, &a.buf) < 0;
+	}
+	if (!ret)
+		printf("%s\n", path);
+	free(a.buf.data);
+	for (int i = 0; i < a.nr_dirs; i++)
+		free(a.dirs[i]);
+	return ret;
+}

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * harness.c - see harness.h.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int append(char **buf, size_t *len, int fd)
+{
+	char chunk[65536];
+	ssize_t n = read(fd, chunk, sizeof(chunk));
+
+	if (n <= 0)
+		return n < 0 && errno == EINTR ? 1 : 0;
+	char *grown = realloc(*buf, *len + n + 1);
+	if (!grown)
+		return 0;
+	memcpy(grown + *len, chunk, n);
+	*len += n;
+	grown[*len] = '\0';
+	*buf = grown;
+	return 1;
+}
+
+int run_command(char *const argv[], int timeout_s, struct run_result *r)
+{
+	int out[2], err[2], status;
+	pid_t pid;
+	posix_spawn_file_actions_t fa;
+
+	memset(r, 0, sizeof(*r));
+	r->out = calloc(1, 1);
+	r->err = calloc(1, 1);
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+		return -1;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null",
+					 O_RDONLY, 0);
+	double start = now_s();
+	int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	close(err[1]);
+	if (e) {
+		close(out[0]);
+		close(err[0]);
+		errno = e;
+		return -1;
+	}
+
+	struct pollfd fds[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
+	int open_fds = 2;
+	while (open_fds > 0) {
+		int left_ms = (int)((start + timeout_s - now_s()) * 1000);
+
+		if (left_ms <= 0) {
+			r->timed_out = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(fds, 2, left_ms) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (fds[i].fd < 0 || !fds[i].revents)
+				continue;
+			if (!append(i ? &r->err : &r->out,
+				    i ? &r->err_len : &r->out_len, fds[i].fd)) {
+				close(fds[i].fd);
+				fds[i].fd = -1;
+				open_fds--;
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (fds[i].fd >= 0)
+			close(fds[i].fd);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	r->seconds = now_s() - start;
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status)
+				      : 128 + WTERMSIG(status);
+	return 0;
+}
+
+void run_result_free(struct run_result *r)
+{
+	free(r->out);
+	free(r->err);
+	memset(r, 0, sizeof(*r));
+}
+
+int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+bool kvm_available(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}

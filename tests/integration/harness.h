@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * harness.h - runs a thaw command the way a user would and captures what
+ * it did: exit status, stdout, stderr, wall time.  A command that outlives
+ * its time limit is killed and reported as timed out, so a hang fails the
+ * test instead of stalling the suite.
+ */
+#ifndef THAW_TESTS_HARNESS_H
+#define THAW_TESTS_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct run_result {
+	int status; /* exit code, or 128 + signal number */
+	bool timed_out;
+	double seconds;
+	char *out;
+	size_t out_len;
+	char *err;
+	size_t err_len;
+};
+
+/* argv[0] is a path.  Returns 0 when the command ran (whatever its status). */
+int run_command(char *const argv[], int timeout_s, struct run_result *r);
+void run_result_free(struct run_result *r);
+
+/* Number of '\n'-terminated lines in @s. */
+int count_lines(const char *s);
+
+/* True when /dev/kvm can be opened: tests that boot guests need it. */
+bool kvm_available(void);
+
+#endif

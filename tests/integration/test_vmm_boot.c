@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_vmm_boot.c - thaw-vmm boots thaw's guest kernel on real KVM and the
+ * guest's user space does real work (PVM hosts: through the syscall patch
+ * and the emulation fixups; VMX/SVM hosts: natively).  Boots are slow on
+ * PVM hosts (minutes), so the suite boots twice: once for everything that
+ * should work, once for a guest that panics.
+ *
+ * Without /dev/kvm the binary exits 77, which CTest reports as skipped
+ * (never as passed).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define BOOT_TIMEOUT_S 900
+#define EXIT_CRASHED 3
+
+static void boot(const char *initrd, const char *vcpus, struct run_result *r)
+{
+	char *argv[] = { THAW_VMM,   "--kernel", THAW_TEST_IMAGES "/vmlinux",
+			 "--initrd", (char *)initrd, "--vcpus",
+			 (char *)vcpus, "--mem",     "256",
+			 NULL };
+
+	cr_assert_eq(run_command(argv, BOOT_TIMEOUT_S, r), 0);
+	cr_assert_not(r->timed_out, "thaw-vmm did not finish in %d s; stdout: %s\nstderr: %s",
+		      BOOT_TIMEOUT_S, r->out, r->err);
+}
+
+static void expect_line(const struct run_result *r, const char *line)
+{
+	cr_expect_not_null(strstr(r->out, line),
+			   "console lacks '%s'; console was:\n%s", line,
+			   r->out);
+}
+
+Test(boot, user_space_runs_on_two_vcpus_and_powers_off,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	struct run_result r;
+
+	boot(THAW_TEST_IMAGES "/boot-test.cpio", "2", &r);
+	cr_expect_eq(r.status, 0, "exit status %d; stderr: %s", r.status,
+		     r.err);
+	expect_line(&r, "T: init pid 1\n");
+	expect_line(&r, "T: pipeline gamma\n");
+	expect_line(&r, "T: forks 20\n");
+	expect_line(&r, "T: urandom 32 hex digits\n");
+	expect_line(&r, "T: cpus 2\n");
+	expect_line(&r, "T: tty hello\n");
+	expect_line(&r, "thaw-boot-test: hello from kmsg");
+	expect_line(&r, "T: done\n");
+
+	const char *proc = strstr(r.out, "T: proc-self entries ");
+	cr_assert_not_null(proc);
+	cr_expect_gt(atoi(proc + strlen("T: proc-self entries ")), 50);
+
+	cr_expect_not_null(strstr(r.err, "thaw-vmm: timings: vmm setup "),
+			   "stderr: %s", r.err);
+	cr_expect_null(strstr(r.err, "not reached"), "stderr: %s", r.err);
+	run_result_free(&r);
+}
+
+Test(boot, kernel_panic_ends_the_vmm_with_an_error,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	struct run_result r;
+
+	boot(THAW_TEST_IMAGES "/panic-test.cpio", "1", &r);
+	cr_expect_eq(r.status, EXIT_CRASHED, "exit status %d; stderr: %s",
+		     r.status, r.err);
+	expect_line(&r, "T: about to exit");
+	cr_expect_not_null(strstr(r.err, "Kernel panic - not syncing"),
+			   "stderr: %s", r.err);
+	run_result_free(&r);
+}
+
+int main(int argc, char *argv[])
+{
+	if (!kvm_available()) {
+		printf("SKIPPED: /dev/kvm cannot be opened on this host; booting guests needs KVM\n");
+		return 77;
+	}
+	struct criterion_test_set *tests = criterion_initialize();
+	int result = 0;
+
+	if (criterion_handle_args(argc, argv, true))
+		result = !criterion_run_all_tests(tests);
+	criterion_finalize(tests);
+	return result;
+}

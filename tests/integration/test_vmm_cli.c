@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_vmm_cli.c - thaw-vmm's answer to bad input: one line on stderr that
+ * names the problem, the documented exit status, no hang.  thaw-vmm checks
+ * every input before it opens /dev/kvm, so these run on any host.
+ */
+#include <criterion/criterion.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define EXIT_ERROR 1
+#define EXIT_USAGE 2
+#define TIMEOUT_S 30
+#define KERNEL_LOAD_ADDR 0x1000000
+
+static char dir[] = "/tmp/thaw-cli-test-XXXXXX";
+
+static void make_dir(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* Paths live in a small static ring: a test makes at most a few files. */
+static char *file_in_dir(const char *name, const void *data, size_t len,
+			 off_t size)
+{
+	static char paths[4][256];
+	static int next;
+	char *path = paths[next++ % 4];
+
+	snprintf(path, sizeof(paths[0]), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	if (size > (off_t)len)
+		cr_assert_eq(ftruncate(fd, size), 0);
+	close(fd);
+	return path;
+}
+
+/* The smallest ELF thaw-vmm accepts: one loadable segment, entry inside. */
+static char *fake_elf_kernel(uint64_t memsz)
+{
+	struct {
+		Elf64_Ehdr eh;
+		Elf64_Phdr ph;
+		uint8_t code[16];
+	} k = {
+		.eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+				     ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
+			.e_type = ET_EXEC,
+			.e_machine = EM_X86_64,
+			.e_version = EV_CURRENT,
+			.e_entry = KERNEL_LOAD_ADDR,
+			.e_phoff = sizeof(Elf64_Ehdr),
+			.e_ehsize = sizeof(Elf64_Ehdr),
+			.e_phentsize = sizeof(Elf64_Phdr),
+			.e_phnum = 1 },
+		.ph = { .p_type = PT_LOAD,
+			.p_offset = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr),
+			.p_vaddr = KERNEL_LOAD_ADDR,
+			.p_paddr = KERNEL_LOAD_ADDR,
+			.p_filesz = 16,
+			.p_memsz = memsz },
+	};
+	return file_in_dir("vmlinux", &k, sizeof(k), 0);
+}
+
+static char *small_initrd(void)
+{
+	return file_in_dir("initrd", "070701", 6, 4096);
+}
+
+/* Runs thaw-vmm with @args and checks the status and the one error line. */
+static void expect_error(int status, const char *needle, char **args)
+{
+	char *argv[32] = { THAW_VMM };
+	struct run_result r;
+	int n = 1;
+
+	while (*args)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	cr_assert_eq(run_command(argv, TIMEOUT_S, &r), 0);
+	cr_expect_not(r.timed_out, "thaw-vmm hung");
+	cr_expect_eq(r.status, status, "exit status %d, want %d; stderr: %s",
+		     r.status, status, r.err);
+	cr_expect_eq(count_lines(r.err), 1, "want one error line, got: %s",
+		     r.err);
+	cr_expect_not_null(strstr(r.err, needle), "stderr lacks '%s': %s",
+			   needle, r.err);
+	cr_expect_eq(r.out_len, 0, "stdout not empty: %s", r.out);
+	run_result_free(&r);
+}
+
+#define ARGS(...) ((char *[]){ __VA_ARGS__, NULL })
+
+TestSuite(cli, .init = make_dir, .fini = remove_dir);
+
+Test(cli, unknown_flag)
+{
+	expect_error(EXIT_USAGE, "unknown option '--frobnicate'",
+		     ARGS("--frobnicate"));
+}
+
+Test(cli, flag_without_value)
+{
+	expect_error(EXIT_USAGE, "option '--mem' needs a value",
+		     ARGS("--initrd", "x", "--mem"));
+}
+
+Test(cli, initrd_required)
+{
+	expect_error(EXIT_USAGE, "--initrd is required",
+		     ARGS("--kernel", "/nonexistent"));
+}
+
+Test(cli, memory_below_minimum)
+{
+	expect_error(EXIT_USAGE, "--mem 16 is outside 64..",
+		     ARGS("--mem", "16", "--initrd", "x"));
+}
+
+Test(cli, memory_not_a_number)
+{
+	expect_error(EXIT_USAGE, "--mem '1G' is not a number",
+		     ARGS("--mem", "1G", "--initrd", "x"));
+}
+
+Test(cli, too_many_vcpus)
+{
+	expect_error(EXIT_USAGE, "--vcpus 9 is outside 1..8",
+		     ARGS("--vcpus", "9", "--initrd", "x"));
+}
+
+Test(cli, bad_pvm_mode)
+{
+	expect_error(EXIT_USAGE, "--pvm takes auto, on or off, not 'maybe'",
+		     ARGS("--pvm", "maybe", "--initrd", "x"));
+}
+
+Test(cli, stray_argument)
+{
+	expect_error(EXIT_USAGE, "unexpected argument 'extra'",
+		     ARGS("--initrd", "x", "extra"));
+}
+
+Test(cli, missing_kernel)
+{
+	expect_error(EXIT_ERROR,
+		     "kernel /nonexistent/vmlinux: No such file or directory",
+		     ARGS("--kernel", "/nonexistent/vmlinux", "--initrd",
+			  small_initrd()));
+}
+
+Test(cli, missing_initrd)
+{
+	expect_error(EXIT_ERROR,
+		     "initrd /nonexistent/initrd: No such file or directory",
+		     ARGS("--kernel", fake_elf_kernel(4096), "--initrd",
+			  "/nonexistent/initrd"));
+}
+
+Test(cli, corrupt_kernel)
+{
+	char garbage[65536];
+
+	for (size_t i = 0; i < sizeof(garbage); i++)
+		garbage[i] = (char)(i * 2654435761u >> 24);
+	expect_error(EXIT_ERROR, "neither an ELF vmlinux nor a bzImage",
+		     ARGS("--kernel",
+			  file_in_dir("garbage", garbage, sizeof(garbage), 0),
+			  "--initrd", small_initrd()));
+}
+
+Test(cli, truncated_elf_kernel)
+{
+	Elf64_Ehdr eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+				       ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
+			  .e_type = ET_EXEC,
+			  .e_machine = EM_X86_64,
+			  .e_phoff = 4096,
+			  .e_phentsize = sizeof(Elf64_Phdr),
+			  .e_phnum = 3 };
+
+	expect_error(EXIT_ERROR, "program header table",
+		     ARGS("--kernel",
+			  file_in_dir("truncated", &eh, sizeof(eh), 0),
+			  "--initrd", small_initrd()));
+}
+
+Test(cli, user_program_is_not_a_kernel)
+{
+	expect_error(EXIT_ERROR, "not a 64-bit x86-64 kernel image",
+		     ARGS("--kernel", "/bin/sh", "--initrd", small_initrd()));
+}
+
+Test(cli, kernel_larger_than_memory)
+{
+	expect_error(EXIT_ERROR, "does not fit in 64 MiB of guest memory",
+		     ARGS("--kernel", fake_elf_kernel(1ULL << 30), "--mem",
+			  "64", "--initrd", small_initrd()));
+}
+
+Test(cli, truncated_bzimage)
+{
+	uint8_t image[0x400] = { 0 };
+
+	image[0x1f1] = 60; /* setup_sects: far more than the file holds */
+	image[0x201] = 0x6a;
+	memcpy(image + 0x202, "HdrS", 4);
+	image[0x206] = 0x0f; /* protocol 2.15 */
+	image[0x207] = 0x02;
+	image[0x236] = 1; /* XLF_KERNEL_64 */
+	expect_error(EXIT_ERROR, "truncated bzImage",
+		     ARGS("--kernel",
+			  file_in_dir("bzImage", image, sizeof(image), 0),
+			  "--initrd", small_initrd()));
+}
+
+Test(cli, initrd_too_large_for_memory)
+{
+	char *initrd = file_in_dir("big-initrd", "070701", 6, 100 << 20);
+
+	expect_error(EXIT_ERROR, "does not fit in guest memory",
+		     ARGS("--kernel", fake_elf_kernel(4096), "--mem", "64",
+			  "--initrd", initrd));
+}
+
+Test(cli, command_line_too_long)
+{
+	static char extra[3000];
+
+	memset(extra, 'x', sizeof(extra) - 1);
+	expect_error(EXIT_ERROR, "kernel command line is",
+		     ARGS("--kernel", fake_elf_kernel(4096), "--initrd",
+			  small_initrd(), "--cmdline", extra));
+}

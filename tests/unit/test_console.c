@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_console.c - the console copies every byte and recognises the lines
+ * thaw-vmm acts on (init started, kernel panic), however the UART splits
+ * the output.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "console.h"
+
+static void feed(struct console *c, const char *s, size_t chunk)
+{
+	for (size_t i = 0; i < strlen(s); i += chunk) {
+		size_t n = strlen(s) - i < chunk ? strlen(s) - i : chunk;
+
+		console_write(c, (const uint8_t *)s + i, n);
+	}
+}
+
+Test(console, copies_bytes_and_notices_init)
+{
+	int p[2];
+	struct console c;
+	char buf[256] = { 0 };
+	const char *log = "[    0.5] Run /init as init process\r\nhello\n";
+
+	cr_assert_eq(pipe(p), 0);
+	console_init(&c, p[1], -1);
+	feed(&c, log, 3);
+	cr_expect_neq(c.first_output_ns, 0);
+	cr_expect_neq(c.init_ns, 0);
+	cr_expect_not(c.panicked);
+	cr_assert_eq(read(p[0], buf, sizeof(buf)), (ssize_t)strlen(log));
+	cr_expect_str_eq(buf, log);
+	close(p[0]);
+	close(p[1]);
+}
+
+Test(console, notices_panic_split_across_writes)
+{
+	struct console c;
+
+	console_init(&c, -1, -1);
+	feed(&c, "[ 1.0] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000700\n",
+	     5);
+	cr_expect(c.panicked);
+	cr_expect_str_eq(c.panic_line,
+			 "Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000700");
+	cr_expect_eq(c.init_ns, 0);
+}
+
+Test(console, overlong_lines_do_not_overflow)
+{
+	struct console c;
+	char longline[4 * CONSOLE_LINE_MAX];
+
+	console_init(&c, -1, -1);
+	memset(longline, 'x', sizeof(longline) - 1);
+	longline[sizeof(longline) - 1] = '\0';
+	feed(&c, longline, 100);
+	feed(&c, " Kernel panic - not syncing: late\n", 7);
+	cr_expect_not(c.panicked, "marker beyond the kept prefix is not seen");
+	feed(&c, "Kernel panic - not syncing: now\n", 64);
+	cr_expect(c.panicked);
+}
+
+Test(console, closed_output_is_dropped_not_fatal)
+{
+	int p[2];
+	struct console c;
+
+	cr_assert_eq(pipe(p), 0);
+	close(p[0]);
+	console_init(&c, p[1], -1);
+	signal(SIGPIPE, SIG_IGN);
+	feed(&c, "line\n", 5);
+	cr_expect_eq(c.out_fd, -1);
+	close(p[1]);
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * console.c - see console.h.  Lines longer than CONSOLE_LINE_MAX are still
+ * copied whole; only the copy kept for recognising markers is cut.
+ */
+#include "console.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PANIC_MARKER "Kernel panic - not syncing"
+#define INIT_MARKER_PREFIX "Run /"
+#define INIT_MARKER_SUFFIX " as init process"
+
+uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void console_init(struct console *c, int out_fd, int log_fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->out_fd = out_fd;
+	c->log_fd = log_fd;
+}
+
+/* A closed stdout or a full disk must not stop the guest: drop the copy. */
+static void write_all(int *fd, const uint8_t *buf, size_t len)
+{
+	while (*fd >= 0 && len > 0) {
+		ssize_t n = write(*fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			*fd = -1;
+			return;
+		}
+		buf += n;
+		len -= n;
+	}
+}
+
+static void end_of_line(struct console *c, uint64_t now)
+{
+	char *line = c->line;
+
+	c->line[c->line_len] = '\0';
+	c->line_len = 0;
+	if (!c->panicked) {
+		char *panic = strstr(line, PANIC_MARKER);
+
+		if (panic) {
+			c->panicked = true;
+			strcpy(c->panic_line, panic);
+		}
+	}
+	if (!c->init_ns) {
+		char *run = strstr(line, INIT_MARKER_PREFIX);
+
+		if (run && strstr(run, INIT_MARKER_SUFFIX))
+			c->init_ns = now;
+	}
+}
+
+void console_write(void *ctx, const uint8_t *buf, size_t len)
+{
+	struct console *c = ctx;
+	uint64_t now = monotonic_ns();
+
+	if (!c->first_output_ns && len)
+		c->first_output_ns = now;
+	write_all(&c->out_fd, buf, len);
+	write_all(&c->log_fd, buf, len);
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] == '\n') {
+			end_of_line(c, now);
+		} else if (buf[i] != '\r' &&
+			   c->line_len < CONSOLE_LINE_MAX - 1) {
+			c->line[c->line_len++] = buf[i];
+		}
+	}
+}

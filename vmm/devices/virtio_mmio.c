@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * virtio_mmio.c - virtio-mmio transport; see virtio_mmio.h.
+ *
+ * A register access is decoded under the lock and may leave one backend call
+ * to make (notify, activate, reset); that call happens after unlocking.
+ */
+#include "devices/virtio_mmio.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define TRANSPORT_FEATURES                                             \
+	((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_EVENT_IDX) | \
+	 (1ULL << VIRTIO_F_INDIRECT_DESC))
+
+enum backend_call_kind {
+	BACKEND_CALL_NONE,
+	BACKEND_CALL_NOTIFY,
+	BACKEND_CALL_ACTIVATE,
+	BACKEND_CALL_RESET,
+};
+
+struct backend_call {
+	enum backend_call_kind kind;
+	uint16_t queue;
+	uint64_t features;
+};
+
+int virtio_mmio_init(struct virtio_mmio *vm, const char *name,
+		     const struct virtio_backend_ops *ops, void *backend,
+		     const struct guest_memory *mem, struct irq_line irq)
+{
+	uint16_t size_max = ops->queue_size_max;
+	int err;
+
+	if (!ops->config_access || !ops->queue_notify || !ops->activate ||
+	    !ops->reset) {
+		fprintf(stderr, "virtio-mmio %s: backend callback missing\n",
+			name);
+		return -1;
+	}
+	if (ops->num_queues == 0 || ops->num_queues > VIRTIO_MMIO_MAX_QUEUES) {
+		fprintf(stderr, "virtio-mmio %s: %u queues, limit is %d\n",
+			name, ops->num_queues, VIRTIO_MMIO_MAX_QUEUES);
+		return -1;
+	}
+	if (size_max == 0 || size_max > VIRTQ_MAX_SIZE ||
+	    (size_max & (size_max - 1))) {
+		fprintf(stderr,
+			"virtio-mmio %s: queue size %u is not a power of two "
+			"up to %d\n",
+			name, size_max, VIRTQ_MAX_SIZE);
+		return -1;
+	}
+	memset(vm, 0, sizeof(*vm));
+	err = pthread_mutex_init(&vm->lock, NULL);
+	if (err) {
+		fprintf(stderr, "virtio-mmio %s: pthread_mutex_init: %s\n",
+			name, strerror(err));
+		return -1;
+	}
+	vm->name = name;
+	vm->ops = ops;
+	vm->backend = backend;
+	vm->mem = mem;
+	vm->irq = irq;
+	return 0;
+}
+
+void virtio_mmio_destroy(struct virtio_mmio *vm)
+{
+	pthread_mutex_destroy(&vm->lock);
+}
+
+static uint64_t device_features(const struct virtio_mmio *vm)
+{
+	return vm->ops->features | TRANSPORT_FEATURES;
+}
+
+static void update_irq(struct virtio_mmio *vm)
+{
+	irq_line_set(&vm->irq, vm->state.interrupt_status != 0);
+}
+
+static void raise_interrupt(struct virtio_mmio *vm, uint32_t reason)
+{
+	vm->state.interrupt_status |= reason;
+	update_irq(vm);
+}
+
+static void device_needs_reset(struct virtio_mmio *vm, uint32_t queue,
+			       const char *why)
+{
+	fprintf(stderr, "virtio-mmio %s: queue %u: %s; device needs reset\n",
+		vm->name, queue, why);
+	vm->state.status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
+	raise_interrupt(vm, VIRTIO_MMIO_INT_CONFIG);
+}
+
+static bool device_live(const struct virtio_mmio_state *s)
+{
+	return (s->status & VIRTIO_STATUS_DRIVER_OK) &&
+	       !(s->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+}
+
+static struct virtq_state *selected_queue(struct virtio_mmio *vm)
+{
+	uint32_t sel = vm->state.queue_sel;
+
+	return sel < vm->ops->num_queues ? &vm->state.queues[sel] : NULL;
+}
+
+/* Queue setup registers are frozen while the queue is live. */
+static struct virtq_state *configurable_queue(struct virtio_mmio *vm)
+{
+	struct virtq_state *vq = selected_queue(vm);
+
+	return vq && !vq->ready ? vq : NULL;
+}
+
+static void set_low(uint64_t *field, uint32_t value)
+{
+	*field = (*field & 0xffffffff00000000ULL) | value;
+}
+
+static void set_high(uint64_t *field, uint32_t value)
+{
+	*field = (*field & 0xffffffffULL) | (uint64_t)value << 32;
+}
+
+static void write_queue_address(struct virtio_mmio *vm, uint64_t offset,
+				uint32_t value)
+{
+	struct virtq_state *vq = configurable_queue(vm);
+	uint64_t *field;
+
+	if (!vq)
+		return;
+	if (offset < VIRTIO_MMIO_QUEUE_DRIVER_LOW)
+		field = &vq->desc_addr;
+	else if (offset < VIRTIO_MMIO_QUEUE_DEVICE_LOW)
+		field = &vq->avail_addr;
+	else
+		field = &vq->used_addr;
+	/* Each LOW register sits at a multiple of 8, its HIGH right after. */
+	if (offset % 8 == 0)
+		set_low(field, value);
+	else
+		set_high(field, value);
+}
+
+static void write_queue_ready(struct virtio_mmio *vm, uint32_t value)
+{
+	struct virtq_state *vq = selected_queue(vm);
+	const char *error;
+
+	if (!vq)
+		return;
+	if (!value) {
+		vq->ready = false;
+		return;
+	}
+	if (vq->ready)
+		return;
+	if (!virtq_layout_valid(vm->mem, vq, vm->ops->queue_size_max,
+				&error)) {
+		device_needs_reset(vm, vm->state.queue_sel, error);
+		return;
+	}
+	vq->next_avail = 0;
+	vq->next_used = 0;
+	vq->signalled_used = 0;
+	vq->ready = true;
+}
+
+static bool features_acceptable(const struct virtio_mmio *vm)
+{
+	uint64_t driver = vm->state.driver_features;
+
+	return !(driver & ~device_features(vm)) &&
+	       (driver & (1ULL << VIRTIO_F_VERSION_1));
+}
+
+static struct backend_call write_status(struct virtio_mmio *vm, uint32_t value)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	uint32_t old = s->status;
+
+	if (value == 0) {
+		memset(s, 0, sizeof(*s));
+		update_irq(vm);
+		return (struct backend_call){ .kind = BACKEND_CALL_RESET };
+	}
+	/* NEEDS_RESET is the device's to set and only a reset clears it. */
+	value = (value & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
+		(old & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	/* Refusing a feature set means not letting FEATURES_OK stick: the
+	 * driver reads the status back to find out. */
+	if ((value & VIRTIO_STATUS_FEATURES_OK) &&
+	    !(old & VIRTIO_STATUS_FEATURES_OK) && !features_acceptable(vm))
+		value &= ~VIRTIO_STATUS_FEATURES_OK;
+	s->status = value;
+
+	if ((value & VIRTIO_STATUS_DRIVER_OK) &&
+	    !(old & VIRTIO_STATUS_DRIVER_OK) &&
+	    (value & VIRTIO_STATUS_FEATURES_OK) && device_live(s))
+		return (struct backend_call){
+			.kind = BACKEND_CALL_ACTIVATE,
+			.features = s->driver_features,
+		};
+	return (struct backend_call){ .kind = BACKEND_CALL_NONE };
+}
+
+static struct backend_call write_register(struct virtio_mmio *vm,
+					  uint64_t offset, uint32_t value)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	struct virtq_state *vq;
+
+	switch (offset) {
+	case VIRTIO_MMIO_DEVICE_FEATURES_SEL:
+		s->device_features_sel = value;
+		break;
+	case VIRTIO_MMIO_DRIVER_FEATURES:
+		if (s->status & VIRTIO_STATUS_FEATURES_OK)
+			break; /* negotiation is over */
+		if (s->driver_features_sel == 0)
+			set_low(&s->driver_features, value);
+		else if (s->driver_features_sel == 1)
+			set_high(&s->driver_features, value);
+		break;
+	case VIRTIO_MMIO_DRIVER_FEATURES_SEL:
+		s->driver_features_sel = value;
+		break;
+	case VIRTIO_MMIO_QUEUE_SEL:
+		s->queue_sel = value;
+		break;
+	case VIRTIO_MMIO_QUEUE_NUM:
+		vq = configurable_queue(vm);
+		/* Too large to store is invalid: layout check rejects 0. */
+		if (vq)
+			vq->size = value <= VIRTQ_MAX_SIZE ? value : 0;
+		break;
+	case VIRTIO_MMIO_QUEUE_READY:
+		write_queue_ready(vm, value);
+		break;
+	case VIRTIO_MMIO_QUEUE_NOTIFY:
+		if (value < vm->ops->num_queues && s->queues[value].ready &&
+		    device_live(s))
+			return (struct backend_call){
+				.kind = BACKEND_CALL_NOTIFY,
+				.queue = (uint16_t)value,
+			};
+		break;
+	case VIRTIO_MMIO_INTERRUPT_ACK:
+		s->interrupt_status &= ~value;
+		update_irq(vm);
+		break;
+	case VIRTIO_MMIO_STATUS:
+		return write_status(vm, value);
+	case VIRTIO_MMIO_QUEUE_DESC_LOW:
+	case VIRTIO_MMIO_QUEUE_DESC_HIGH:
+	case VIRTIO_MMIO_QUEUE_DRIVER_LOW:
+	case VIRTIO_MMIO_QUEUE_DRIVER_HIGH:
+	case VIRTIO_MMIO_QUEUE_DEVICE_LOW:
+	case VIRTIO_MMIO_QUEUE_DEVICE_HIGH:
+		write_queue_address(vm, offset, value);
+		break;
+	default:
+		break; /* read-only or unknown */
+	}
+	return (struct backend_call){ .kind = BACKEND_CALL_NONE };
+}
+
+static uint32_t read_register(struct virtio_mmio *vm, uint64_t offset)
+{
+	const struct virtio_mmio_state *s = &vm->state;
+	const struct virtq_state *vq = selected_queue(vm);
+	uint64_t features = device_features(vm);
+
+	switch (offset) {
+	case VIRTIO_MMIO_MAGIC_VALUE:
+		return VIRTIO_MMIO_MAGIC;
+	case VIRTIO_MMIO_VERSION_REG:
+		return VIRTIO_MMIO_VERSION;
+	case VIRTIO_MMIO_DEVICE_ID:
+		return vm->ops->device_id;
+	case VIRTIO_MMIO_VENDOR_ID_REG:
+		return VIRTIO_MMIO_VENDOR_ID;
+	case VIRTIO_MMIO_DEVICE_FEATURES:
+		if (s->device_features_sel == 0)
+			return (uint32_t)features;
+		if (s->device_features_sel == 1)
+			return (uint32_t)(features >> 32);
+		return 0;
+	case VIRTIO_MMIO_QUEUE_NUM_MAX:
+		return vq ? vm->ops->queue_size_max : 0;
+	case VIRTIO_MMIO_QUEUE_READY:
+		return vq ? vq->ready : 0;
+	case VIRTIO_MMIO_INTERRUPT_STATUS:
+		return s->interrupt_status;
+	case VIRTIO_MMIO_STATUS:
+		return s->status;
+	case VIRTIO_MMIO_SHM_LEN_LOW:
+	case VIRTIO_MMIO_SHM_LEN_HIGH:
+		return 0xffffffff; /* no shared memory regions */
+	case VIRTIO_MMIO_CONFIG_GENERATION:
+		return s->config_generation;
+	default:
+		return 0;
+	}
+}
+
+static void make_backend_call(struct virtio_mmio *vm, struct backend_call call)
+{
+	switch (call.kind) {
+	case BACKEND_CALL_NOTIFY:
+		vm->ops->queue_notify(vm->backend, call.queue);
+		break;
+	case BACKEND_CALL_ACTIVATE:
+		vm->ops->activate(vm->backend, call.features);
+		break;
+	case BACKEND_CALL_RESET:
+		vm->ops->reset(vm->backend);
+		break;
+	case BACKEND_CALL_NONE:
+		break;
+	}
+}
+
+void virtio_mmio_io(void *device, uint64_t offset, uint8_t *data, uint32_t len,
+		    bool is_write)
+{
+	struct virtio_mmio *vm = device;
+	struct backend_call call = { .kind = BACKEND_CALL_NONE };
+	uint32_t value;
+
+	if (offset >= VIRTIO_MMIO_CONFIG) {
+		vm->ops->config_access(vm->backend, offset - VIRTIO_MMIO_CONFIG,
+				       data, len, is_write);
+		return;
+	}
+	/* The spec allows only aligned 32-bit register accesses. */
+	if (len != 4 || offset % 4) {
+		if (!is_write)
+			memset(data, 0, len);
+		return;
+	}
+
+	pthread_mutex_lock(&vm->lock);
+	if (is_write) {
+		memcpy(&value, data, sizeof(value));
+		call = write_register(vm, offset, value);
+	} else {
+		value = read_register(vm, offset);
+		memcpy(data, &value, sizeof(value));
+	}
+	pthread_mutex_unlock(&vm->lock);
+
+	make_backend_call(vm, call);
+}
+
+int virtio_mmio_pop(struct virtio_mmio *vm, uint16_t queue,
+		    struct virtq_chain *chain)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	const char *error;
+	int ret = 0;
+
+	pthread_mutex_lock(&vm->lock);
+	if (queue < vm->ops->num_queues && device_live(s)) {
+		ret = virtq_pop(vm->mem, &s->queues[queue], s->driver_features,
+				chain, &error);
+		if (ret < 0)
+			device_needs_reset(vm, queue, error);
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
+int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
+		     uint32_t len)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	int ret = -1;
+
+	pthread_mutex_lock(&vm->lock);
+	if (queue < vm->ops->num_queues && device_live(s)) {
+		ret = virtq_push(vm->mem, &s->queues[queue], head, len);
+		if (ret < 0 && s->queues[queue].ready)
+			fprintf(stderr,
+				"virtio-mmio %s: queue %u: backend returned "
+				"descriptor %u, not a head index\n",
+				vm->name, queue, head);
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
+bool virtio_mmio_signal_used(struct virtio_mmio *vm, uint16_t queue)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	bool needed = false;
+
+	pthread_mutex_lock(&vm->lock);
+	if (queue < vm->ops->num_queues && device_live(s))
+		needed = virtq_needs_interrupt(vm->mem, &s->queues[queue],
+					       s->driver_features);
+	if (needed)
+		raise_interrupt(vm, VIRTIO_MMIO_INT_VRING);
+	pthread_mutex_unlock(&vm->lock);
+	return needed;
+}
+
+void virtio_mmio_config_changed(struct virtio_mmio *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->state.config_generation++;
+	raise_interrupt(vm, VIRTIO_MMIO_INT_CONFIG);
+	pthread_mutex_unlock(&vm->lock);
+}

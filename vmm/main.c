@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * main.c - the thaw-vmm command: one process, one microVM.
+ *
+ * Parses and validates the command line, builds the VM (vm.c), runs it
+ * until the guest stops, and reports how long each phase took.  The exit
+ * status is the VM's (enum vm_status), so callers can tell a clean guest
+ * shutdown from a crash or a VMM error without parsing text.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "default_kernel.h"
+#include "vm.h"
+
+static const char usage[] =
+	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
+	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
+	"                [--pvm auto|on|off]\n"
+	"\n"
+	"Boots Linux in a KVM microVM, copies its serial console to stdout and\n"
+	"exits when the guest stops.\n"
+	"\n"
+	"  --kernel PATH       ELF vmlinux or bzImage (default: thaw's guest\n"
+	"                      kernel, built and cached on first use)\n"
+	"  --initrd PATH       initramfs (cpio archive)\n"
+	"  --cmdline EXTRA     appended to the kernel command line\n"
+	"  --mem MiB           guest memory, %u..%u (default %u)\n"
+	"  --vcpus N           1..%d (default 1)\n"
+	"  --console-log PATH  also write the console to PATH\n"
+	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
+	"\n"
+	"Exit status: 0 guest stopped itself, 1 VMM error, 2 bad usage,\n"
+	"3 guest crashed (panic, triple fault), 4 interrupted by a signal.\n";
+
+static void print_usage(FILE *f)
+{
+	fprintf(f, usage, MEMORY_MIN_MIB, MEMORY_MAX_MIB, VM_DEFAULT_MEM_MIB,
+		VM_MAX_VCPUS);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "thaw-vmm: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, " (see thaw-vmm --help)\n");
+	return VM_USAGE;
+}
+
+static int parse_number(const char *flag, const char *arg, long min,
+			long max, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end) {
+		fprintf(stderr, "thaw-vmm: %s '%s' is not a number\n", flag,
+			arg);
+		return -1;
+	}
+	if (v < min || v > max) {
+		fprintf(stderr, "thaw-vmm: %s %ld is outside %ld..%ld\n", flag,
+			v, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static void print_phase(const char *name, uint64_t from, uint64_t to,
+			const char *sep)
+{
+	if (to)
+		fprintf(stderr, "%s %.1f ms%s", name, (to - from) / 1e6, sep);
+	else
+		fprintf(stderr, "%s not reached%s", name, sep);
+}
+
+static void print_timings(const struct vm *vm)
+{
+	fprintf(stderr, "thaw-vmm: timings: ");
+	print_phase("vmm setup", vm->created_ns, vm->running_ns, ", ");
+	print_phase("kernel start", vm->running_ns,
+		    vm->console.first_output_ns, ", ");
+	print_phase("time to /init", vm->running_ns, vm->console.init_ns,
+		    "\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "initrd", required_argument, NULL, 'i' },
+		{ "cmdline", required_argument, NULL, 'c' },
+		{ "mem", required_argument, NULL, 'm' },
+		{ "vcpus", required_argument, NULL, 'n' },
+		{ "console-log", required_argument, NULL, 'l' },
+		{ "pvm", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t start_ns = monotonic_ns();
+	struct vm_config cfg = {
+		.mem_mib = VM_DEFAULT_MEM_MIB,
+		.nr_vcpus = 1,
+		.pvm = PVM_AUTO,
+		.console_fd = STDOUT_FILENO,
+		.console_log_fd = -1,
+	};
+	const char *console_log = NULL;
+	char kernel[PATH_MAX];
+	long n;
+	int opt;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		switch (opt) {
+		case 'k':
+			cfg.kernel_path = optarg;
+			break;
+		case 'i':
+			cfg.initrd_path = optarg;
+			break;
+		case 'c':
+			cfg.cmdline_extra = optarg;
+			break;
+		case 'm':
+			if (parse_number("--mem", optarg, MEMORY_MIN_MIB,
+					 MEMORY_MAX_MIB, &n) < 0)
+				return VM_USAGE;
+			cfg.mem_mib = n;
+			break;
+		case 'n':
+			if (parse_number("--vcpus", optarg, 1, VM_MAX_VCPUS,
+					 &n) < 0)
+				return VM_USAGE;
+			cfg.nr_vcpus = n;
+			break;
+		case 'l':
+			console_log = optarg;
+			break;
+		case 'p':
+			if (!strcmp(optarg, "auto"))
+				cfg.pvm = PVM_AUTO;
+			else if (!strcmp(optarg, "on"))
+				cfg.pvm = PVM_ON;
+			else if (!strcmp(optarg, "off"))
+				cfg.pvm = PVM_OFF;
+			else
+				return usage_error(
+					"--pvm takes auto, on or off, not '%s'",
+					optarg);
+			break;
+		case 'h':
+			print_usage(stdout);
+			return 0;
+		case ':':
+			return usage_error("option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!cfg.initrd_path)
+		return usage_error("%s", "--initrd is required");
+
+	if (console_log) {
+		cfg.console_log_fd = open(console_log,
+					  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+					  0644);
+		if (cfg.console_log_fd < 0) {
+			fprintf(stderr, "thaw-vmm: console log %s: %s\n",
+				console_log, strerror(errno));
+			return VM_ERROR;
+		}
+	}
+	if (!cfg.kernel_path) {
+		if (default_kernel_path(kernel, sizeof(kernel)) < 0)
+			return VM_ERROR;
+		cfg.kernel_path = kernel;
+		start_ns = monotonic_ns(); /* a kernel build is not VM setup */
+	}
+	/* A reader that goes away must not kill the VMM mid-guest. */
+	signal(SIGPIPE, SIG_IGN);
+
+	struct vm *vm = malloc(sizeof(*vm));
+	if (!vm) {
+		fprintf(stderr, "thaw-vmm: out of memory\n");
+		return VM_ERROR;
+	}
+	int status;
+	if (vm_create(vm, &cfg, start_ns) < 0) {
+		status = VM_ERROR;
+	} else {
+		status = vm_run(vm);
+		fprintf(stderr, "thaw-vmm: %s\n", vm->reason);
+		print_timings(vm);
+	}
+	vm_destroy(vm);
+	free(vm);
+	if (cfg.console_log_fd >= 0)
+		close(cfg.console_log_fd);
+	return status;
+}

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * vm.c - see vm.h.
+ */
+#include "vm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "x86/cpu.h"
+#include "x86/layout.h"
+#include "x86/mptable.h"
+#include "x86/pvm.h"
+
+#define KVM_DEVICE "/dev/kvm"
+#define KVM_EXPECTED_API_VERSION 12
+#define X86_EFLAGS_IF (1ULL << 9)
+
+/* Signals the main thread waits for; SIGUSR2 means "vm_stop() happened". */
+#define SIGNAL_STOP SIGUSR2
+/* Kicks a vCPU thread out of KVM_RUN. */
+#define SIGNAL_KICK SIGUSR1
+
+/* How often the main thread samples vCPUs for "every CPU parked". */
+#define PARKED_SAMPLE_MS 250
+#define PARKED_SAMPLES_TO_STOP 2
+
+/*
+ * Linux console on the UART; reboot (and panic=-1) through the keyboard
+ * controller, which is how the guest ends the VM; no PCI bus to scan; one
+ * UART instead of four to probe; skip the PS/2 mouse port and multiplexer
+ * probing a stock kernel's i8042 driver would do.
+ */
+static const char base_cmdline[] =
+	"console=ttyS0 reboot=k panic=-1 pci=off nomodule 8250.nr_uarts=1 "
+	"i8042.noaux i8042.nomux i8042.nopnp";
+
+static const int required_caps[] = {
+	KVM_CAP_IRQCHIP,  KVM_CAP_USER_MEMORY,	  KVM_CAP_SET_TSS_ADDR,
+	KVM_CAP_PIT2,	  KVM_CAP_EXT_CPUID,	  KVM_CAP_IMMEDIATE_EXIT,
+	KVM_CAP_MP_STATE, KVM_CAP_SET_IDENTITY_MAP_ADDR,
+};
+
+static void kick(struct vcpu *v, int signal)
+{
+	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	pthread_kill(v->thread, signal);
+}
+
+void vm_stop(struct vm *vm, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&vm->stop_lock);
+	if (!atomic_load(&vm->stopping)) {
+		vm->status = status;
+		va_start(ap, fmt);
+		vsnprintf(vm->reason, sizeof(vm->reason), fmt, ap);
+		va_end(ap);
+		atomic_store(&vm->stopping, true);
+		for (int i = 0; i < vm->nr_vcpus; i++)
+			if (vm->vcpus[i].started)
+				kick(&vm->vcpus[i], SIGNAL_KICK);
+		pthread_kill(vm->main_thread, SIGNAL_STOP);
+	}
+	pthread_mutex_unlock(&vm->stop_lock);
+}
+
+static void irq_set_level(void *ctx, uint32_t gsi, int level)
+{
+	struct vm *vm = ctx;
+	struct kvm_irq_level irq = { .irq = gsi, .level = level };
+
+	if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) < 0)
+		vm_stop(vm, VM_ERROR, "KVM_IRQ_LINE for GSI %u: %s", gsi,
+			strerror(errno));
+}
+
+/* The i8042's reset line: a reboot, or a panic=-1 kernel giving up. */
+static void guest_requested_reset(void *ctx)
+{
+	struct vm *vm = ctx;
+
+	serial_flush(&vm->serial);
+	if (vm->console.panicked)
+		vm_stop(vm, VM_GUEST_CRASHED, "guest %s",
+			vm->console.panic_line);
+	else
+		vm_stop(vm, VM_GUEST_STOPPED, "guest rebooted");
+}
+
+static int kvm_ioctl_checked(int fd, unsigned long request, void *arg,
+			     const char *name)
+{
+	int ret;
+
+	do
+		ret = ioctl(fd, request, arg);
+	while (ret < 0 && errno == EINTR);
+	if (ret < 0)
+		fprintf(stderr, "%s: %s\n", name, strerror(errno));
+	return ret;
+}
+#define KVM_IOCTL(fd, req, arg) kvm_ioctl_checked(fd, req, arg, #req)
+
+static int open_kvm(struct vm *vm)
+{
+	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0) {
+		fprintf(stderr,
+			"%s: %s (this host offers no KVM: hardware virtualisation off, module not loaded, or a nested guest without it)\n",
+			KVM_DEVICE, strerror(errno));
+		return -1;
+	}
+	int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+	if (version != KVM_EXPECTED_API_VERSION) {
+		fprintf(stderr, "%s: KVM API version %d, expected %d\n",
+			KVM_DEVICE, version, KVM_EXPECTED_API_VERSION);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(required_caps) / sizeof(int); i++) {
+		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i]) <= 0) {
+			fprintf(stderr,
+				"%s: KVM lacks capability %d (see KVM_CAP_* in linux/kvm.h)\n",
+				KVM_DEVICE, required_caps[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Memory first: on PVM hosts registering it after the irqchip costs ~7 ms. */
+static int create_machine(struct vm *vm)
+{
+	vm->vm_fd = kvm_ioctl_checked(vm->kvm_fd, KVM_CREATE_VM, 0,
+				      "KVM_CREATE_VM");
+	if (vm->vm_fd < 0)
+		return -1;
+	for (int i = 0; i < vm->mem.nr_regions; i++) {
+		const struct memory_region *r = &vm->mem.regions[i];
+		struct kvm_userspace_memory_region region = {
+			.slot = i,
+			.guest_phys_addr = r->guest_addr,
+			.memory_size = r->size,
+			.userspace_addr =
+				(uint64_t)(uintptr_t)(vm->mem.host + r->host_offset),
+		};
+		if (KVM_IOCTL(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+			return -1;
+	}
+	uint64_t identity_map = KVM_IDENTITY_MAP_ADDR;
+	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0) {
+		fprintf(stderr, "KVM_SET_TSS_ADDR: %s\n", strerror(errno));
+		return -1;
+	}
+	if (KVM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) < 0 ||
+	    KVM_IOCTL(vm->vm_fd, KVM_CREATE_IRQCHIP, NULL) < 0 ||
+	    KVM_IOCTL(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+		return -1;
+	return 0;
+}
+
+static int create_devices(struct vm *vm, const struct vm_config *cfg)
+{
+	struct irq_line serial_irq = { .set_level = irq_set_level,
+				       .ctx = vm,
+				       .gsi = SERIAL_COM1_IRQ };
+
+	bus_init(&vm->pio, "pio");
+	bus_init(&vm->mmio, "mmio");
+	console_init(&vm->console, cfg->console_fd, cfg->console_log_fd);
+	if (serial_init(&vm->serial, serial_irq, console_write,
+			&vm->console) < 0 ||
+	    i8042_init(&vm->i8042, guest_requested_reset, vm) < 0 ||
+	    rtc_init(&vm->rtc) < 0)
+		return -1;
+	vm->devices_ready = true;
+	if (bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
+			 SERIAL_PORT_COUNT, &vm->serial, serial_io) < 0 ||
+	    bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1,
+			 &vm->i8042, i8042_data_io) < 0 ||
+	    bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
+			 &vm->i8042, i8042_command_io) < 0 ||
+	    bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
+			 rtc_io) < 0)
+		return -1;
+	return 0;
+}
+
+static int create_vcpus(struct vm *vm)
+{
+	int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	struct kvm_cpuid2 *cpuid = x86_supported_cpuid(vm->kvm_fd);
+	int ret = -1;
+
+	if (run_size <= 0) {
+		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n", strerror(errno));
+		goto out;
+	}
+	if (!cpuid)
+		goto out;
+	for (int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
+		if (v->fd < 0) {
+			fprintf(stderr, "vcpu %d: KVM_CREATE_VCPU: %s\n", i,
+				strerror(errno));
+			goto out;
+		}
+		v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE,
+			      MAP_SHARED, v->fd, 0);
+		if (v->run == MAP_FAILED) {
+			v->run = NULL;
+			fprintf(stderr, "vcpu %d: cannot map kvm_run: %s\n", i,
+				strerror(errno));
+			goto out;
+		}
+		v->run_size = run_size;
+		if (x86_setup_cpuid(v->fd, cpuid, i, vm->nr_vcpus) < 0 ||
+		    x86_setup_msrs(v->fd, i) < 0 ||
+		    x86_setup_fpu(v->fd, i) < 0 ||
+		    x86_setup_lapic(v->fd, i) < 0)
+			goto out;
+	}
+	ret = x86_setup_boot_registers(vm->vcpus[0].fd, vm->boot.entry);
+out:
+	free(cpuid);
+	return ret;
+}
+
+static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg)
+{
+	char *cmdline;
+
+	if (asprintf(&cmdline, "%s%s%s%s%s", base_cmdline,
+		     vm->pvm ? " " : "", vm->pvm ? pvm_kernel_cmdline() : "",
+		     cfg->cmdline_extra ? " " : "",
+		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
+		fprintf(stderr, "kernel command line: out of memory\n");
+		return NULL;
+	}
+	return cmdline;
+}
+
+int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+	for (int i = 0; i < VM_MAX_VCPUS; i++)
+		vm->vcpus[i] = (struct vcpu){ .vm = vm, .id = i, .fd = -1 };
+	pthread_mutex_init(&vm->stop_lock, NULL);
+	vm->created_ns = start_ns;
+	vm->nr_vcpus = cfg->nr_vcpus;
+	vm->pvm = cfg->pvm == PVM_ON ||
+		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
+
+	/* Everything that can be wrong with the inputs is found before
+	 * KVM is touched. */
+	if (guest_memory_create(&vm->mem, cfg->mem_mib) < 0)
+		return -1;
+	char *cmdline = build_cmdline(vm, cfg);
+	if (!cmdline)
+		return -1;
+	int ret = x86_load_linux(&vm->mem, cfg->kernel_path, cfg->initrd_path,
+				 cmdline, &vm->boot);
+	free(cmdline);
+	if (ret < 0 || mptable_write(&vm->mem, vm->nr_vcpus) < 0)
+		return -1;
+	x86_write_boot_page_tables(&vm->mem);
+
+	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
+	    create_devices(vm, cfg) < 0 || create_vcpus(vm) < 0)
+		return -1;
+	return 0;
+}
+
+static void sample_parked(struct vcpu *v)
+{
+	struct kvm_mp_state mp;
+	struct kvm_regs regs;
+
+	if (ioctl(v->fd, KVM_GET_MP_STATE, &mp) < 0 ||
+	    ioctl(v->fd, KVM_GET_REGS, &regs) < 0) {
+		atomic_store(&v->parked, false);
+		return;
+	}
+	atomic_store(&v->parked,
+		     mp.mp_state == KVM_MP_STATE_UNINITIALIZED ||
+			     mp.mp_state == KVM_MP_STATE_INIT_RECEIVED ||
+			     (mp.mp_state == KVM_MP_STATE_HALTED &&
+			      !(regs.rflags & X86_EFLAGS_IF)));
+}
+
+static uint64_t vcpu_rip(const struct vcpu *v)
+{
+	struct kvm_regs regs;
+
+	return ioctl(v->fd, KVM_GET_REGS, &regs) < 0 ? 0 : regs.rip;
+}
+
+/* Returns 0 to re-enter the guest, -1 when the VM is stopping. */
+static int handle_exit(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+	struct kvm_run *run = v->run;
+
+	switch (run->exit_reason) {
+	case KVM_EXIT_IO: {
+		uint8_t *data = (uint8_t *)run + run->io.data_offset;
+
+		for (uint32_t i = 0; i < run->io.count; i++)
+			bus_dispatch(&vm->pio, run->io.port,
+				     data + i * run->io.size, run->io.size,
+				     run->io.direction == KVM_EXIT_IO_OUT);
+		return 0;
+	}
+	case KVM_EXIT_MMIO:
+		bus_dispatch(&vm->mmio, run->mmio.phys_addr, run->mmio.data,
+			     run->mmio.len, run->mmio.is_write);
+		return 0;
+	case KVM_EXIT_SHUTDOWN:
+		vm_stop(vm, VM_GUEST_CRASHED,
+			"vcpu %d: guest triple fault (KVM_EXIT_SHUTDOWN) at rip 0x%llx",
+			v->id, (unsigned long long)vcpu_rip(v));
+		return -1;
+	case KVM_EXIT_SYSTEM_EVENT:
+		if (run->system_event.type == KVM_SYSTEM_EVENT_CRASH)
+			vm_stop(vm, VM_GUEST_CRASHED, "vcpu %d: guest crashed",
+				v->id);
+		else
+			guest_requested_reset(vm);
+		return -1;
+	case KVM_EXIT_INTERNAL_ERROR:
+		if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
+		    vm->pvm) {
+			if (pvm_handle_emulation_failure(v->fd, &vm->mem, run) == 0)
+				return 0;
+			vm_stop(vm, VM_ERROR,
+				"vcpu %d: stopped at an instruction the host cannot run",
+				v->id);
+			return -1;
+		}
+		vm_stop(vm, VM_ERROR,
+			"vcpu %d: KVM internal error, suberror %u, at rip 0x%llx",
+			v->id, run->internal.suberror,
+			(unsigned long long)vcpu_rip(v));
+		return -1;
+	case KVM_EXIT_FAIL_ENTRY:
+		vm_stop(vm, VM_ERROR,
+			"vcpu %d: KVM could not enter the guest (hardware reason 0x%llx)",
+			v->id,
+			(unsigned long long)run->fail_entry
+				.hardware_entry_failure_reason);
+		return -1;
+	default:
+		vm_stop(vm, VM_ERROR,
+			"vcpu %d: unexpected KVM exit reason %u at rip 0x%llx",
+			v->id, run->exit_reason,
+			(unsigned long long)vcpu_rip(v));
+		return -1;
+	}
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	struct vm *vm = v->vm;
+	sigset_t kick_set;
+
+	sigemptyset(&kick_set);
+	sigaddset(&kick_set, SIGNAL_KICK);
+	pthread_sigmask(SIG_UNBLOCK, &kick_set, NULL);
+
+	while (!atomic_load(&vm->stopping)) {
+		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
+			if (errno != EINTR && errno != EAGAIN) {
+				vm_stop(vm, VM_ERROR, "vcpu %d: KVM_RUN: %s",
+					v->id, strerror(errno));
+				break;
+			}
+			__atomic_store_n(&v->run->immediate_exit, 0,
+					 __ATOMIC_SEQ_CST);
+			if (atomic_exchange(&v->inspect, false))
+				sample_parked(v);
+			continue;
+		}
+		if (handle_exit(v) < 0)
+			break;
+	}
+	return NULL;
+}
+
+static void ignore_signal(int sig)
+{
+	(void)sig;
+}
+
+/* Called every PARKED_SAMPLE_MS; returns true once the guest has stopped. */
+static bool all_parked(struct vm *vm, int *consecutive)
+{
+	bool parked = true;
+
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		parked = parked && atomic_load(&vm->vcpus[i].parked);
+	*consecutive = parked ? *consecutive + 1 : 0;
+	for (int i = 0; i < vm->nr_vcpus; i++) {
+		atomic_store(&vm->vcpus[i].inspect, true);
+		kick(&vm->vcpus[i], SIGNAL_KICK);
+	}
+	return *consecutive >= PARKED_SAMPLES_TO_STOP;
+}
+
+int vm_run(struct vm *vm)
+{
+	struct sigaction kick_action = { .sa_handler = ignore_signal };
+	struct timespec sample = { 0, PARKED_SAMPLE_MS * 1000000L };
+	sigset_t wait_set;
+	int parked_samples = 0;
+
+	sigemptyset(&wait_set);
+	sigaddset(&wait_set, SIGINT);
+	sigaddset(&wait_set, SIGTERM);
+	sigaddset(&wait_set, SIGHUP);
+	sigaddset(&wait_set, SIGNAL_STOP);
+	pthread_sigmask(SIG_BLOCK, &wait_set, NULL);
+	sigaction(SIGNAL_KICK, &kick_action, NULL);
+	vm->main_thread = pthread_self();
+
+	vm->running_ns = monotonic_ns();
+	vm->console.boot_ns = vm->running_ns;
+	for (int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		int err;
+
+		pthread_mutex_lock(&vm->stop_lock);
+		err = pthread_create(&v->thread, NULL, vcpu_thread, v);
+		v->started = err == 0;
+		pthread_mutex_unlock(&vm->stop_lock);
+		if (err) {
+			vm_stop(vm, VM_ERROR, "vcpu %d: cannot start thread: %s",
+				i, strerror(err));
+			break;
+		}
+	}
+
+	while (!atomic_load(&vm->stopping)) {
+		int sig = sigtimedwait(&wait_set, NULL, &sample);
+
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+			vm_stop(vm, VM_INTERRUPTED, "stopped by signal %s",
+				strsignal(sig));
+		else if (sig < 0 && errno == EAGAIN &&
+			 all_parked(vm, &parked_samples))
+			vm_stop(vm, VM_GUEST_STOPPED,
+				"guest halted (every vCPU stopped with interrupts off)");
+	}
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		if (vm->vcpus[i].started)
+			pthread_join(vm->vcpus[i].thread, NULL);
+	serial_flush(&vm->serial);
+	return vm->status;
+}
+
+void vm_destroy(struct vm *vm)
+{
+	for (int i = 0; i < VM_MAX_VCPUS; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (v->run)
+			munmap(v->run, v->run_size);
+		if (v->fd >= 0)
+			close(v->fd);
+	}
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	if (vm->devices_ready) {
+		serial_destroy(&vm->serial);
+		i8042_destroy(&vm->i8042);
+		rtc_destroy(&vm->rtc);
+	}
+	guest_memory_destroy(&vm->mem);
+	pthread_mutex_destroy(&vm->stop_lock);
+}
