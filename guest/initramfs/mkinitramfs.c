@@ -47,6 +47,8 @@ struct archive {
 
 static int buffer_append(struct buffer *b, const void *p, size_t len)
 {
+	if (len == 0)
+		return 0;
 	if (b->len + len > b->cap) {
 		size_t cap = b->cap ? b->cap : 1 << 20;
 

@@ -47,6 +47,7 @@ int run_command(char *const argv[], int timeout_s, struct run_result *r)
 	int out[2], err[2], status;
 	pid_t pid;
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
 
 	memset(r, 0, sizeof(*r));
 	r->out = calloc(1, 1);
@@ -58,9 +59,14 @@ int run_command(char *const argv[], int timeout_s, struct run_result *r)
 	posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null",
 					 O_RDONLY, 0);
+	/* Its own process group, so a time-out kills what it started too. */
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	double start = now_s();
-	int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	int e = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
 	close(out[1]);
 	close(err[1]);
 	if (e) {
@@ -77,7 +83,7 @@ int run_command(char *const argv[], int timeout_s, struct run_result *r)
 
 		if (left_ms <= 0) {
 			r->timed_out = true;
-			kill(pid, SIGKILL);
+			kill(-pid, SIGKILL);
 			break;
 		}
 		if (poll(fds, 2, left_ms) < 0 && errno != EINTR)
@@ -118,14 +124,4 @@ int count_lines(const char *s)
 	for (; *s; s++)
 		n += *s == '\n';
 	return n;
-}
-
-bool kvm_available(void)
-{
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
 }

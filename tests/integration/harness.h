@@ -28,7 +28,4 @@ void run_result_free(struct run_result *r);
 /* Number of '\n'-terminated lines in @s. */
 int count_lines(const char *s);
 
-/* True when /dev/kvm can be opened: tests that boot guests need it. */
-bool kvm_available(void);
-
 #endif

@@ -19,39 +19,39 @@
 
 static struct kvm_regs regs;
 static const struct x86_insn_env env = {
-	.regs = &regs,
-	.fs_base = FS_BASE,
-	.gs_base = GS_BASE,
+    .regs = &regs,
+    .fs_base = FS_BASE,
+    .gs_base = GS_BASE,
 };
 
 static void set_registers(void)
 {
 	regs = (struct kvm_regs){
-		.rax = 0x1000000000ULL,
-		.rbx = 0x2000000000ULL,
-		.rcx = 0x30ULL,
-		.rdx = 0x4000000000ULL,
-		.rsi = 0x5000000000ULL,
-		.rdi = 0x6000000000ULL,
-		.rsp = 0xffffc90000013f00ULL,
-		.rbp = 0xffffc90000013f80ULL,
-		.r8 = 0x8800000000ULL,
-		.r9 = 0x99ULL,
-		.r10 = 0xa000000000ULL,
-		.r11 = 0xb000000000ULL,
-		.r12 = 0xffff888001234000ULL,
-		.r13 = 0xd000000000ULL,
-		.r14 = 0xe000000000ULL,
-		.r15 = 0xf000000000ULL,
-		.rip = RIP,
-		.rflags = 0x246,
+	    .rax = 0x1000000000ULL,
+	    .rbx = 0x2000000000ULL,
+	    .rcx = 0x30ULL,
+	    .rdx = 0x4000000000ULL,
+	    .rsi = 0x5000000000ULL,
+	    .rdi = 0x6000000000ULL,
+	    .rsp = 0xffffc90000013f00ULL,
+	    .rbp = 0xffffc90000013f80ULL,
+	    .r8 = 0x8800000000ULL,
+	    .r9 = 0x99ULL,
+	    .r10 = 0xa000000000ULL,
+	    .r11 = 0xb000000000ULL,
+	    .r12 = 0xffff888001234000ULL,
+	    .r13 = 0xd000000000ULL,
+	    .r14 = 0xe000000000ULL,
+	    .r15 = 0xf000000000ULL,
+	    .rip = RIP,
+	    .rflags = 0x246,
 	};
 }
 
 TestSuite(insn, .init = set_registers);
 
-#define BYTES(...) \
-	(const uint8_t[]){ __VA_ARGS__ }, sizeof((const uint8_t[]){ __VA_ARGS__ })
+#define BYTES(...)                                                             \
+	(const uint8_t[]){__VA_ARGS__}, sizeof((const uint8_t[]){__VA_ARGS__})
 
 static enum x86_insn_kind decode(const uint8_t *bytes, size_t size,
 				 struct x86_insn *insn)
@@ -66,66 +66,66 @@ static enum x86_insn_kind decode(const uint8_t *bytes, size_t size,
 	return kind;
 }
 
-#define EXPECT_MEM(kind_, len_, linear_, ...)                                 \
-	do {                                                                  \
-		struct x86_insn i_;                                           \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,          \
-			     "kind %d", (int)i_.kind);                        \
-		cr_assert_eq(i_.kind, kind_);                                 \
-		cr_assert_eq(i_.len, len_, "len %u", i_.len);                 \
-		cr_assert(i_.has_mem);                                        \
-		cr_assert_eq(i_.linear, (uint64_t)(linear_),                  \
-			     "linear 0x%llx, expected 0x%llx",                \
-			     (unsigned long long)i_.linear,                   \
-			     (unsigned long long)(linear_));                  \
+#define EXPECT_MEM(kind_, len_, linear_, ...)                                  \
+	do {                                                                   \
+		struct x86_insn i_;                                            \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,           \
+			     "kind %d", (int)i_.kind);                         \
+		cr_assert_eq(i_.kind, kind_);                                  \
+		cr_assert_eq(i_.len, len_, "len %u", i_.len);                  \
+		cr_assert(i_.has_mem);                                         \
+		cr_assert_eq(i_.linear, (uint64_t)(linear_),                   \
+			     "linear 0x%llx, expected 0x%llx",                 \
+			     (unsigned long long)i_.linear,                    \
+			     (unsigned long long)(linear_));                   \
 	} while (0)
 
-#define EXPECT_PLAIN(kind_, len_, ...)                                        \
-	do {                                                                  \
-		struct x86_insn i_;                                           \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,          \
-			     "kind %d", (int)i_.kind);                        \
-		cr_assert_eq(i_.kind, kind_);                                 \
-		cr_assert_eq(i_.len, len_, "len %u", i_.len);                 \
-		cr_assert_not(i_.has_mem);                                    \
+#define EXPECT_PLAIN(kind_, len_, ...)                                         \
+	do {                                                                   \
+		struct x86_insn i_;                                            \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,           \
+			     "kind %d", (int)i_.kind);                         \
+		cr_assert_eq(i_.kind, kind_);                                  \
+		cr_assert_eq(i_.len, len_, "len %u", i_.len);                  \
+		cr_assert_not(i_.has_mem);                                     \
 	} while (0)
 
-#define EXPECT_UNSUPPORTED(...)                                               \
-	do {                                                                  \
-		struct x86_insn i_;                                           \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_),                 \
-			     X86_INSN_UNSUPPORTED, "kind %d", (int)i_.kind);  \
-		cr_assert_eq(i_.kind, X86_INSN_UNSUPPORTED);                  \
-		cr_assert_eq(i_.len, 0);                                      \
-		cr_assert_not(i_.has_mem);                                    \
+#define EXPECT_UNSUPPORTED(...)                                                \
+	do {                                                                   \
+		struct x86_insn i_;                                            \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_),                  \
+			     X86_INSN_UNSUPPORTED, "kind %d", (int)i_.kind);   \
+		cr_assert_eq(i_.kind, X86_INSN_UNSUPPORTED);                   \
+		cr_assert_eq(i_.len, 0);                                       \
+		cr_assert_not(i_.has_mem);                                     \
 	} while (0)
 
 Test(insn, ldmxcsr_rbp_disp8)
 {
 	/* ldmxcsr -0x4(%rbp) */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f7cULL, 0x0f, 0xae,
-		   0x55, 0xfc);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f7cULL, 0x0f, 0xae, 0x55,
+		   0xfc);
 }
 
 Test(insn, stmxcsr_r12_sib_disp8)
 {
 	/* stmxcsr 0x8(%r12): r12 as a base always needs a SIB byte */
-	EXPECT_MEM(X86_INSN_STMXCSR, 6, 0xffff888001234008ULL, 0x41, 0x0f,
-		   0xae, 0x5c, 0x24, 0x08);
+	EXPECT_MEM(X86_INSN_STMXCSR, 6, 0xffff888001234008ULL, 0x41, 0x0f, 0xae,
+		   0x5c, 0x24, 0x08);
 }
 
 Test(insn, ldmxcsr_rip_relative)
 {
 	/* ldmxcsr 0x10(%rip): relative to the end of the 7-byte insn */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 7, RIP + 7 + 0x10, 0x0f, 0xae, 0x15,
-		   0x10, 0x00, 0x00, 0x00);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 7, RIP + 7 + 0x10, 0x0f, 0xae, 0x15, 0x10,
+		   0x00, 0x00, 0x00);
 }
 
 Test(insn, ldmxcsr_rip_relative_negative)
 {
 	/* ldmxcsr -0x20(%rip) */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 7, RIP + 7 - 0x20, 0x0f, 0xae, 0x15,
-		   0xe0, 0xff, 0xff, 0xff);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 7, RIP + 7 - 0x20, 0x0f, 0xae, 0x15, 0xe0,
+		   0xff, 0xff, 0xff);
 }
 
 Test(insn, ldmxcsr_gs_absolute_sib_no_base)
@@ -154,8 +154,8 @@ Test(insn, flat_segment_overrides_ignored)
 	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0x1000000000ULL, 0x26, 0x0f, 0xae,
 		   0x10);
 	/* the last segment prefix wins */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0x1000000000ULL, 0x65, 0x3e, 0x0f,
-		   0xae, 0x10);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0x1000000000ULL, 0x65, 0x3e, 0x0f, 0xae,
+		   0x10);
 	EXPECT_MEM(X86_INSN_LDMXCSR, 5, GS_BASE + 0x1000000000ULL, 0x3e, 0x65,
 		   0x0f, 0xae, 0x10);
 }
@@ -183,10 +183,10 @@ Test(insn, sib_rex_x_index)
 Test(insn, sib_no_index)
 {
 	/* ldmxcsr (%rsp): index 100 without REX.X; scale is then ignored */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f00ULL, 0x0f, 0xae,
-		   0x14, 0x24);
-	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f00ULL, 0x0f, 0xae,
-		   0x14, 0xe4);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f00ULL, 0x0f, 0xae, 0x14,
+		   0x24);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f00ULL, 0x0f, 0xae, 0x14,
+		   0xe4);
 }
 
 Test(insn, sib_no_base_with_index)
@@ -205,8 +205,8 @@ Test(insn, rex_b_does_not_change_special_encodings)
 	EXPECT_MEM(X86_INSN_LDMXCSR, 8, RIP + 8 + 0x10, 0x41, 0x0f, 0xae, 0x15,
 		   0x10, 0x00, 0x00, 0x00);
 	/* so r13 as a base takes mod 01 with disp8 0: stmxcsr 0x0(%r13) */
-	EXPECT_MEM(X86_INSN_STMXCSR, 5, 0xd000000000ULL, 0x41, 0x0f, 0xae,
-		   0x5d, 0x00);
+	EXPECT_MEM(X86_INSN_STMXCSR, 5, 0xd000000000ULL, 0x41, 0x0f, 0xae, 0x5d,
+		   0x00);
 }
 
 Test(insn, rex_extends_base)
@@ -215,11 +215,11 @@ Test(insn, rex_extends_base)
 	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0x8800000000ULL, 0x41, 0x0f, 0xae,
 		   0x10);
 	/* REX.W and REX.R do not matter: ldmxcsr -0x4(%rbp) */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0xffffc90000013f7cULL, 0x4c, 0x0f,
-		   0xae, 0x55, 0xfc);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0xffffc90000013f7cULL, 0x4c, 0x0f, 0xae,
+		   0x55, 0xfc);
 	/* a bare 40 is a REX prefix too */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0xffffc90000013f7cULL, 0x40, 0x0f,
-		   0xae, 0x55, 0xfc);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 5, 0xffffc90000013f7cULL, 0x40, 0x0f, 0xae,
+		   0x55, 0xfc);
 }
 
 Test(insn, rex_before_legacy_prefix_is_ignored)
@@ -235,8 +235,8 @@ Test(insn, rex_before_legacy_prefix_is_ignored)
 Test(insn, disp32_sign_extended)
 {
 	/* ldmxcsr 0x100(%rbx) */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 7, 0x2000000100ULL, 0x0f, 0xae, 0x93,
-		   0x00, 0x01, 0x00, 0x00);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 7, 0x2000000100ULL, 0x0f, 0xae, 0x93, 0x00,
+		   0x01, 0x00, 0x00);
 	/* stmxcsr -0x100(%rax) */
 	EXPECT_MEM(X86_INSN_STMXCSR, 7, 0x1000000000ULL - 0x100, 0x0f, 0xae,
 		   0x98, 0x00, 0xff, 0xff, 0xff);
@@ -252,9 +252,9 @@ Test(insn, address_wraps_modulo_2_64)
 Test(insn, trailing_bytes_are_not_part_of_the_insn)
 {
 	/* KVM hands over 15 bytes; only the first 4 are ldmxcsr */
-	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f7cULL, 0x0f, 0xae,
-		   0x55, 0xfc, 0x0f, 0x0b, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
-		   0x90, 0x90, 0x90);
+	EXPECT_MEM(X86_INSN_LDMXCSR, 4, 0xffffc90000013f7cULL, 0x0f, 0xae, 0x55,
+		   0xfc, 0x0f, 0x0b, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+		   0x90, 0x90);
 }
 
 Test(insn, no_operand_instructions)
@@ -328,20 +328,16 @@ Test(insn, truncated_input)
 		size_t len;
 		enum x86_insn_kind kind;
 	} cases[] = {
-		{ { 0x0f, 0xae, 0x55, 0xfc }, 4, X86_INSN_LDMXCSR },
-		{ { 0x41, 0x0f, 0xae, 0x5c, 0x24, 0x08 }, 6, X86_INSN_STMXCSR },
-		{ { 0x0f, 0xae, 0x15, 0x10, 0x00, 0x00, 0x00 },
-		  7,
-		  X86_INSN_LDMXCSR },
-		{ { 0x65, 0x0f, 0xae, 0x14, 0x25, 0x00, 0x10, 0x00, 0x00 },
-		  9,
-		  X86_INSN_LDMXCSR },
-		{ { 0x0f, 0xae, 0x93, 0x00, 0x01, 0x00, 0x00 },
-		  7,
-		  X86_INSN_LDMXCSR },
-		{ { 0x0f, 0x01, 0xca }, 3, X86_INSN_CLAC },
-		{ { 0x0f, 0x01, 0xcb }, 3, X86_INSN_STAC },
-		{ { 0x3e, 0xcc }, 2, X86_INSN_INT3 },
+	    {{0x0f, 0xae, 0x55, 0xfc}, 4, X86_INSN_LDMXCSR},
+	    {{0x41, 0x0f, 0xae, 0x5c, 0x24, 0x08}, 6, X86_INSN_STMXCSR},
+	    {{0x0f, 0xae, 0x15, 0x10, 0x00, 0x00, 0x00}, 7, X86_INSN_LDMXCSR},
+	    {{0x65, 0x0f, 0xae, 0x14, 0x25, 0x00, 0x10, 0x00, 0x00},
+	     9,
+	     X86_INSN_LDMXCSR},
+	    {{0x0f, 0xae, 0x93, 0x00, 0x01, 0x00, 0x00}, 7, X86_INSN_LDMXCSR},
+	    {{0x0f, 0x01, 0xca}, 3, X86_INSN_CLAC},
+	    {{0x0f, 0x01, 0xcb}, 3, X86_INSN_STAC},
+	    {{0x3e, 0xcc}, 2, X86_INSN_INT3},
 	};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {

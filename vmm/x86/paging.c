@@ -25,7 +25,7 @@
 #define PAGE_SIZE 4096ULL
 
 static const char *const level_names[] = {
-	[1] = "PTE", [2] = "PDE", [3] = "PDPTE", [4] = "PML4E", [5] = "PML5E",
+    [1] = "PTE", [2] = "PDE", [3] = "PDPTE", [4] = "PML4E", [5] = "PML5E",
 };
 
 static bool is_canonical(uint64_t linear, unsigned int bits)
@@ -34,14 +34,15 @@ static bool is_canonical(uint64_t linear, unsigned int bits)
 	       linear;
 }
 
-int x86_translate(const struct guest_memory *mem,
-		  const struct kvm_sregs *sregs, uint64_t linear, uint64_t *gpa)
+int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
+		  uint64_t linear, uint64_t *gpa)
 {
 	if (!(sregs->cr0 & X86_CR0_PG) || !(sregs->cr4 & X86_CR4_PAE) ||
 	    !(sregs->efer & X86_EFER_LMA)) {
 		fprintf(stderr,
 			"page walk: linear address 0x%" PRIx64
-			": unsupported paging mode (cr0 0x%llx, cr4 0x%llx, efer 0x%llx)\n",
+			": unsupported paging mode (cr0 0x%llx, cr4 0x%llx, "
+			"efer 0x%llx)\n",
 			linear, (unsigned long long)sregs->cr0,
 			(unsigned long long)sregs->cr4,
 			(unsigned long long)sregs->efer);
@@ -84,25 +85,22 @@ int x86_translate(const struct guest_memory *mem,
 				linear, level_names[level], entry_gpa, entry);
 			return -1;
 		}
-		if (entry & PTE_PS) {
-			if (level > 3) {
-				fprintf(stderr,
-					"page walk: linear address 0x%" PRIx64
-					": %s at gpa 0x%" PRIx64
-					" has the reserved PS bit set (0x%" PRIx64
-					")\n",
-					linear, level_names[level], entry_gpa,
-					entry);
-				return -1;
-			}
-			if (level > 1) {
-				uint64_t size = 1ULL << shift;
+		if ((entry & PTE_PS) && level > 3) {
+			fprintf(stderr,
+				"page walk: linear address 0x%" PRIx64
+				": %s at gpa 0x%" PRIx64
+				" has the reserved PS bit set (0x%" PRIx64
+				")\n",
+				linear, level_names[level], entry_gpa, entry);
+			return -1;
+		}
+		/* In a PTE bit 7 is PAT, not a page size. */
+		if ((entry & PTE_PS) && level > 1) {
+			uint64_t size = 1ULL << shift;
 
-				*gpa = (entry & PTE_ADDR_MASK & ~(size - 1)) |
-				       (linear & (size - 1));
-				return 0;
-			}
-			/* In a PTE bit 7 is PAT, not a page size. */
+			*gpa = (entry & PTE_ADDR_MASK & ~(size - 1)) |
+			       (linear & (size - 1));
+			return 0;
 		}
 		table = entry & PTE_ADDR_MASK;
 	}
@@ -145,7 +143,8 @@ int x86_read_linear(const struct guest_memory *mem,
 
 	while (len > 0) {
 		size_t chunk;
-		const uint8_t *src = page_chunk(mem, sregs, linear, len, &chunk);
+		const uint8_t *src =
+		    page_chunk(mem, sregs, linear, len, &chunk);
 
 		if (!src)
 			return -1;

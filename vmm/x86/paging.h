@@ -36,9 +36,8 @@
  * outside guest RAM, non-canonical address, unsupported paging mode).
  * The result itself is not checked against guest RAM.
  */
-int x86_translate(const struct guest_memory *mem,
-		  const struct kvm_sregs *sregs, uint64_t linear,
-		  uint64_t *gpa);
+int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
+		  uint64_t linear, uint64_t *gpa);
 
 /*
  * Copy @len bytes between guest linear [linear, linear + len) and @buf,

@@ -86,11 +86,12 @@ static int vcpu_ioctl(int vcpu_fd, unsigned long request, void *arg,
 static int cannot_emulate(uint64_t rip, const uint8_t *bytes, size_t size,
 			  const char *why)
 {
-	char hex[X86_INSN_MAX_LEN * 3 + 1] = "";
+	char hex[X86_INSN_MAX_LEN * 3] = "";
+	size_t pos = 0;
 
 	for (size_t i = 0; i < size; i++)
-		snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%s%02x",
-			 i ? " " : "", bytes[i]);
+		pos += (size_t)snprintf(hex + pos, sizeof(hex) - pos, "%s%02x",
+					i ? " " : "", bytes[i]);
 	fprintf(stderr,
 		"thaw-vmm: cannot emulate instruction at rip 0x%llx: %s%s\n",
 		(unsigned long long)rip,
@@ -113,7 +114,8 @@ static int inject_exception(int vcpu_fd, uint8_t vector, bool has_error_code,
 		return -1;
 	if (events.exception.injected || events.exception.pending) {
 		fprintf(stderr,
-			"thaw-vmm: cannot inject exception %u: exception %u is already %s\n",
+			"thaw-vmm: cannot inject exception %u: exception %u is "
+			"already %s\n",
 			vector, events.exception.nr,
 			events.exception.injected ? "injected" : "pending");
 		return -1;
@@ -158,7 +160,8 @@ static int emulate_mxcsr(int vcpu_fd, const struct guest_memory *mem,
 	}
 	if (err) {
 		fprintf(stderr,
-			"thaw-vmm: %s at rip 0x%llx: cannot access its operand at linear address 0x%llx\n",
+			"thaw-vmm: %s at rip 0x%llx: cannot access its operand "
+			"at linear address 0x%llx\n",
 			x86_insn_name(insn->kind),
 			(unsigned long long)regs->rip,
 			(unsigned long long)insn->linear);
@@ -177,7 +180,8 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 	if (run->exit_reason != KVM_EXIT_INTERNAL_ERROR ||
 	    run->emulation_failure.suberror != KVM_INTERNAL_ERROR_EMULATION) {
 		fprintf(stderr,
-			"thaw-vmm: not an emulation failure: exit reason %u, suberror %u\n",
+			"thaw-vmm: not an emulation failure: exit reason %u, "
+			"suberror %u\n",
 			run->exit_reason, run->emulation_failure.suberror);
 		return -1;
 	}
@@ -190,9 +194,9 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 
 	if (run->emulation_failure.flags &
 	    KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES)
-		size = run->emulation_failure.insn_size < X86_INSN_MAX_LEN ?
-			       run->emulation_failure.insn_size :
-			       X86_INSN_MAX_LEN;
+		size = run->emulation_failure.insn_size < X86_INSN_MAX_LEN
+			   ? run->emulation_failure.insn_size
+			   : X86_INSN_MAX_LEN;
 
 	/* The decoder knows 64-bit mode only; elsewhere 40-4f are inc/dec. */
 	if (!(sregs.efer & X86_EFER_LMA) || !sregs.cs.l)
@@ -200,9 +204,9 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 				      " (vCPU not in 64-bit mode)");
 
 	struct x86_insn_env env = {
-		.regs = &regs,
-		.fs_base = sregs.fs.base,
-		.gs_base = sregs.gs.base,
+	    .regs = &regs,
+	    .fs_base = sregs.fs.base,
+	    .gs_base = sregs.gs.base,
 	};
 	struct x86_insn insn;
 

@@ -1,0 +1,135 @@
+#!/bin/bash
+# nested-kvm.sh COMMAND [ARG...]: runs COMMAND on a KVM host and behaves
+# like it (its stdout, its stderr, its exit status).
+#
+# With a usable /dev/kvm that is this machine.  Without one (CI and the
+# development machines are themselves PVM guests whose kvm_pvm refuses to
+# bind), it is an "L1" Linux VM run by QEMU's software emulator with an
+# emulated AMD CPU that has SVM, so L1's kvm_amd gives a real /dev/kvm:
+# thaw-vmm then runs against genuine KVM, only slower (~12 s to boot L1,
+# ~10k exits/s).
+#
+# Into L1's initramfs go: Debian's stock kernel modules for KVM (the kernel
+# package is downloaded once and cached), COMMAND with the shared libraries
+# ldd lists, and every ARG that names an existing file, at the same paths, so
+# the arguments need no rewriting.  L1 writes COMMAND's stdout and stderr to
+# its 2nd and 3rd serial ports (files on this side) and its exit status to
+# the console.
+set -euo pipefail
+
+[ $# -ge 1 ] || { echo "usage: nested-kvm.sh COMMAND [ARG...]" >&2; exit 2; }
+if [ -n "${THAW_FORCE_NESTED:-}" ]; then
+	:
+elif [ -c /dev/kvm ] && { exec 3<>/dev/kvm; } 2>/dev/null; then
+	exec 3>&-
+	exec "$@"
+fi
+
+cache=${THAW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/thaw}/nested-kvm
+say() { echo "nested-kvm: $*" >&2; }
+command -v qemu-system-x86_64 >/dev/null ||
+	{ say "no /dev/kvm and no qemu-system-x86_64 (apt-get install qemu-system-x86)"; exit 1; }
+
+# The L1 kernel: Debian's current amd64 kernel image, which builds KVM as
+# modules.  Cached under its package name.
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	sed -n 's/.*Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n 1)
+[ -n "$kpkg" ] || { say "cannot resolve linux-image-amd64 (run apt-get update)"; exit 1; }
+kdir=$cache/$kpkg
+if [ ! -f "$kdir/vmlinuz" ]; then
+	say "fetching $kpkg for the L1 host (once)"
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -q "$kpkg" >download.log 2>&1) ||
+		{ cat "$tmp/download.log" >&2; exit 1; }
+	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
+	kver=$(ls "$tmp/x/lib/modules")
+	mods=$tmp/x/lib/modules/$kver/kernel
+	mkdir -p "$kdir.tmp/modules"
+	for m in virt/lib/irqbypass arch/x86/kvm/kvm arch/x86/kvm/kvm-amd \
+		drivers/crypto/ccp/ccp; do
+		src=$(ls "$mods/$m".ko* | head -n 1)
+		case $src in
+		*.xz) xz -dc "$src" >"$kdir.tmp/modules/$(basename "$m").ko" ;;
+		*) cp "$src" "$kdir.tmp/modules/" ;;
+		esac
+	done
+	cp "$tmp/x/boot/vmlinuz-$kver" "$kdir.tmp/vmlinuz"
+	rm -rf "$tmp" "$kdir"
+	mv "$kdir.tmp" "$kdir"
+fi
+
+work=$(mktemp -d)
+qemu_pid=
+cleanup() {
+	[ -n "$qemu_pid" ] && kill -9 "$qemu_pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+root=$work/root
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/modules}
+mknod "$root/dev/console" c 5 1
+cp /bin/busybox "$root/bin/busybox"
+cp "$kdir"/modules/*.ko "$root/lib/modules/"
+
+add_file() { # same path inside L1, content of the (symlink-resolved) file
+	mkdir -p "$root$(dirname "$1")"
+	cp -L "$1" "$root$1"
+}
+cmd=$(command -v "$1")
+add_file "$cmd"
+for lib in $(ldd "$cmd" | grep -o '/[^ ]*'); do
+	add_file "$lib"
+done
+shift
+for arg in "$@"; do
+	case $arg in /*) [ -f "$arg" ] && add_file "$arg" ;; esac
+done
+quote() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+{
+	printf 'exec '
+	for word in "$cmd" "$@"; do quote "$word"; done
+	printf '</dev/null >/dev/ttyS1 2>/dev/ttyS2\n'
+} >"$root/run.sh"
+
+cat >"$root/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in irqbypass ccp kvm kvm-amd; do
+	insmod /lib/modules/$m.ko || echo "nested-kvm: insmod $m failed"
+done
+stty -F /dev/ttyS1 raw -echo
+stty -F /dev/ttyS2 raw -echo
+sh /run.sh
+echo "THAW-L1-EXIT $?"
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet) >"$work/l1.cpio"
+
+: >"$work/out"
+: >"$work/err"
+qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+	-display none -monitor none -no-reboot -nodefaults \
+	-serial "file:$work/console" -serial "file:$work/out" \
+	-serial "file:$work/err" \
+	-kernel "$kdir/vmlinuz" -initrd "$work/l1.cpio" \
+	-append "console=ttyS0 quiet loglevel=3 panic=-1" &
+qemu_pid=$!
+wait "$qemu_pid" || true
+qemu_pid=
+
+cat "$work/out"
+cat "$work/err" >&2
+status=$(sed -n 's/.*THAW-L1-EXIT \([0-9]*\).*/\1/p' "$work/console" | tail -n 1)
+if [ -z "$status" ]; then
+	say "the L1 host ended without reporting an exit status; its console:"
+	cat "$work/console" >&2
+	exit 1
+fi
+exit "$status"
