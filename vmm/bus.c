@@ -14,11 +14,12 @@ void bus_init(struct bus *bus, const char *name)
 	bus->name = name;
 }
 
-int bus_register(struct bus *bus, const char *name, uint64_t base,
-		 uint64_t len, void *device, bus_access_fn access)
+int bus_register(struct bus *bus, const char *name, uint64_t base, uint64_t len,
+		 void *device, bus_access_fn access)
 {
 	if (len == 0 || base + len < base) {
-		fprintf(stderr, "%s bus: device %s: invalid range 0x%llx+0x%llx\n",
+		fprintf(stderr,
+			"%s bus: device %s: invalid range 0x%llx+0x%llx\n",
 			bus->name, name, (unsigned long long)base,
 			(unsigned long long)len);
 		return -1;
@@ -28,7 +29,8 @@ int bus_register(struct bus *bus, const char *name, uint64_t base,
 
 		if (base < r->base + r->len && r->base < base + len) {
 			fprintf(stderr,
-				"%s bus: device %s at 0x%llx+0x%llx overlaps %s at 0x%llx+0x%llx\n",
+				"%s bus: device %s at 0x%llx+0x%llx overlaps "
+				"%s at 0x%llx+0x%llx\n",
 				bus->name, name, (unsigned long long)base,
 				(unsigned long long)len, r->name,
 				(unsigned long long)r->base,

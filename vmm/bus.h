@@ -49,8 +49,8 @@ void bus_init(struct bus *bus, const char *name);
  * stderr naming both ranges when it overlaps an existing one or the bus is
  * full.
  */
-int bus_register(struct bus *bus, const char *name, uint64_t base,
-		 uint64_t len, void *device, bus_access_fn access);
+int bus_register(struct bus *bus, const char *name, uint64_t base, uint64_t len,
+		 void *device, bus_access_fn access);
 
 /*
  * Routes one access.  Returns true if a device claimed it; otherwise applies

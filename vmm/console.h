@@ -21,8 +21,8 @@
 #define CONSOLE_LINE_MAX 256
 
 struct console {
-	int out_fd; /* -1: not copied */
-	int log_fd; /* -1: no log */
+	int out_fd;		  /* -1: not copied */
+	int log_fd;		  /* -1: no log */
 	uint64_t boot_ns;	  /* monotonic time the guest started running */
 	uint64_t first_output_ns; /* 0 until the first byte */
 	uint64_t init_ns;	  /* 0 until init was started */

@@ -56,7 +56,8 @@ int default_kernel_path(char *path, size_t size)
 		if (n <= 0)
 			break;
 		len += n;
-		if (len == sizeof(out) - 1) { /* keep the tail: the path is last */
+		if (len ==
+		    sizeof(out) - 1) { /* keep the tail: the path is last */
 			memmove(out, out + len / 2, len - len / 2);
 			len -= len / 2;
 		}
@@ -66,7 +67,8 @@ int default_kernel_path(char *path, size_t size)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		fprintf(stderr,
-			"default kernel: %s failed (status %d); see its messages above, or pass --kernel\n",
+			"default kernel: %s failed (status %d); see its "
+			"messages above, or pass --kernel\n",
 			script, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		return -1;
 	}
@@ -80,7 +82,8 @@ int default_kernel_path(char *path, size_t size)
 	if (stat(last, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    strlen(last) >= size) {
 		fprintf(stderr,
-			"default kernel: %s printed '%s', which is not a kernel file\n",
+			"default kernel: %s printed '%s', which is not a "
+			"kernel file\n",
 			script, last);
 		return -1;
 	}

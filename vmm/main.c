@@ -25,7 +25,8 @@ static const char usage[] =
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--pvm auto|on|off]\n"
 	"\n"
-	"Boots Linux in a KVM microVM, copies its serial console to stdout and\n"
+	"Boots Linux in a KVM microVM, copies its serial console to stdout "
+	"and\n"
 	"exits when the guest stops.\n"
 	"\n"
 	"  --kernel PATH       ELF vmlinux or bzImage (default: thaw's guest\n"
@@ -54,8 +55,8 @@ static int usage_error(const char *fmt, const char *arg)
 	return VM_USAGE;
 }
 
-static int parse_number(const char *flag, const char *arg, long min,
-			long max, long *out)
+static int parse_number(const char *flag, const char *arg, long min, long max,
+			long *out)
 {
 	char *end;
 
@@ -88,10 +89,9 @@ static void print_timings(const struct vm *vm)
 {
 	fprintf(stderr, "thaw-vmm: timings: ");
 	print_phase("vmm setup", vm->created_ns, vm->running_ns, ", ");
-	print_phase("kernel start", vm->running_ns,
-		    vm->console.first_output_ns, ", ");
-	print_phase("time to /init", vm->running_ns, vm->console.init_ns,
-		    "\n");
+	print_phase("kernel start", vm->running_ns, vm->console.first_output_ns,
+		    ", ");
+	print_phase("time to /init", vm->running_ns, vm->console.init_ns, "\n");
 }
 
 int main(int argc, char **argv)
@@ -176,9 +176,9 @@ int main(int argc, char **argv)
 		return usage_error("%s", "--initrd is required");
 
 	if (console_log) {
-		cfg.console_log_fd = open(console_log,
-					  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-					  0644);
+		cfg.console_log_fd =
+			open(console_log,
+			     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (cfg.console_log_fd < 0) {
 			fprintf(stderr, "thaw-vmm: console log %s: %s\n",
 				console_log, strerror(errno));

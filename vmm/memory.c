@@ -16,7 +16,8 @@ int guest_memory_create(struct guest_memory *mem, uint64_t mib)
 	memset(mem, 0, sizeof(*mem));
 	if (mib < MEMORY_MIN_MIB || mib > MEMORY_MAX_MIB) {
 		fprintf(stderr,
-			"guest memory: %llu MiB is outside the supported range %u..%u MiB\n",
+			"guest memory: %llu MiB is outside the supported range "
+			"%u..%u MiB\n",
 			(unsigned long long)mib, MEMORY_MIN_MIB,
 			MEMORY_MAX_MIB);
 		return -1;

@@ -45,9 +45,10 @@ static const char base_cmdline[] =
 	"i8042.noaux i8042.nomux i8042.nopnp";
 
 static const int required_caps[] = {
-	KVM_CAP_IRQCHIP,  KVM_CAP_USER_MEMORY,	  KVM_CAP_SET_TSS_ADDR,
-	KVM_CAP_PIT2,	  KVM_CAP_EXT_CPUID,	  KVM_CAP_IMMEDIATE_EXIT,
-	KVM_CAP_MP_STATE, KVM_CAP_SET_IDENTITY_MAP_ADDR,
+	KVM_CAP_IRQCHIP,      KVM_CAP_USER_MEMORY,
+	KVM_CAP_SET_TSS_ADDR, KVM_CAP_PIT2,
+	KVM_CAP_EXT_CPUID,    KVM_CAP_IMMEDIATE_EXIT,
+	KVM_CAP_MP_STATE,     KVM_CAP_SET_IDENTITY_MAP_ADDR,
 };
 
 static void kick(struct vcpu *v, int signal)
@@ -117,7 +118,9 @@ static int open_kvm(struct vm *vm)
 	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
 		fprintf(stderr,
-			"%s: %s (this host offers no KVM: hardware virtualisation off, module not loaded, or a nested guest without it)\n",
+			"%s: %s (this host offers no KVM: hardware "
+			"virtualisation off, module not loaded, or a nested "
+			"guest without it)\n",
 			KVM_DEVICE, strerror(errno));
 		return -1;
 	}
@@ -128,9 +131,11 @@ static int open_kvm(struct vm *vm)
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(required_caps) / sizeof(int); i++) {
-		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i]) <= 0) {
+		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i]) <=
+		    0) {
 			fprintf(stderr,
-				"%s: KVM lacks capability %d (see KVM_CAP_* in linux/kvm.h)\n",
+				"%s: KVM lacks capability %d (see KVM_CAP_* in "
+				"linux/kvm.h)\n",
 				KVM_DEVICE, required_caps[i]);
 			return -1;
 		}
@@ -151,10 +156,11 @@ static int create_machine(struct vm *vm)
 			.slot = i,
 			.guest_phys_addr = r->guest_addr,
 			.memory_size = r->size,
-			.userspace_addr =
-				(uint64_t)(uintptr_t)(vm->mem.host + r->host_offset),
+			.userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host +
+								r->host_offset),
 		};
-		if (KVM_IOCTL(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		if (KVM_IOCTL(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) <
+		    0)
 			return -1;
 	}
 	uint64_t identity_map = KVM_IDENTITY_MAP_ADDR;
@@ -164,7 +170,8 @@ static int create_machine(struct vm *vm)
 		fprintf(stderr, "KVM_SET_TSS_ADDR: %s\n", strerror(errno));
 		return -1;
 	}
-	if (KVM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) < 0 ||
+	if (KVM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) <
+		    0 ||
 	    KVM_IOCTL(vm->vm_fd, KVM_CREATE_IRQCHIP, NULL) < 0 ||
 	    KVM_IOCTL(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
 		return -1;
@@ -180,16 +187,16 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 	bus_init(&vm->pio, "pio");
 	bus_init(&vm->mmio, "mmio");
 	console_init(&vm->console, cfg->console_fd, cfg->console_log_fd);
-	if (serial_init(&vm->serial, serial_irq, console_write,
-			&vm->console) < 0 ||
+	if (serial_init(&vm->serial, serial_irq, console_write, &vm->console) <
+		    0 ||
 	    i8042_init(&vm->i8042, guest_requested_reset, vm) < 0 ||
 	    rtc_init(&vm->rtc) < 0)
 		return -1;
 	vm->devices_ready = true;
 	if (bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
 			 SERIAL_PORT_COUNT, &vm->serial, serial_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1,
-			 &vm->i8042, i8042_data_io) < 0 ||
+	    bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1, &vm->i8042,
+			 i8042_data_io) < 0 ||
 	    bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
 			 &vm->i8042, i8042_command_io) < 0 ||
 	    bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
@@ -205,7 +212,8 @@ static int create_vcpus(struct vm *vm)
 	int ret = -1;
 
 	if (run_size <= 0) {
-		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n", strerror(errno));
+		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n",
+			strerror(errno));
 		goto out;
 	}
 	if (!cpuid)
@@ -244,8 +252,8 @@ static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg)
 {
 	char *cmdline;
 
-	if (asprintf(&cmdline, "%s%s%s%s%s", base_cmdline,
-		     vm->pvm ? " " : "", vm->pvm ? pvm_kernel_cmdline() : "",
+	if (asprintf(&cmdline, "%s%s%s%s%s", base_cmdline, vm->pvm ? " " : "",
+		     vm->pvm ? pvm_kernel_cmdline() : "",
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
 		fprintf(stderr, "kernel command line: out of memory\n");
@@ -332,7 +340,8 @@ static int handle_exit(struct vcpu *v)
 		return 0;
 	case KVM_EXIT_SHUTDOWN:
 		vm_stop(vm, VM_GUEST_CRASHED,
-			"vcpu %d: guest triple fault (KVM_EXIT_SHUTDOWN) at rip 0x%llx",
+			"vcpu %d: guest triple fault (KVM_EXIT_SHUTDOWN) at "
+			"rip 0x%llx",
 			v->id, (unsigned long long)vcpu_rip(v));
 		return -1;
 	case KVM_EXIT_SYSTEM_EVENT:
@@ -345,24 +354,28 @@ static int handle_exit(struct vcpu *v)
 	case KVM_EXIT_INTERNAL_ERROR:
 		if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
 		    vm->pvm) {
-			if (pvm_handle_emulation_failure(v->fd, &vm->mem, run) == 0)
+			if (pvm_handle_emulation_failure(v->fd, &vm->mem,
+							 run) == 0)
 				return 0;
 			vm_stop(vm, VM_ERROR,
-				"vcpu %d: stopped at an instruction the host cannot run",
+				"vcpu %d: stopped at an instruction the host "
+				"cannot run",
 				v->id);
 			return -1;
 		}
 		vm_stop(vm, VM_ERROR,
-			"vcpu %d: KVM internal error, suberror %u, at rip 0x%llx",
+			"vcpu %d: KVM internal error, suberror %u, at rip "
+			"0x%llx",
 			v->id, run->internal.suberror,
 			(unsigned long long)vcpu_rip(v));
 		return -1;
 	case KVM_EXIT_FAIL_ENTRY:
 		vm_stop(vm, VM_ERROR,
-			"vcpu %d: KVM could not enter the guest (hardware reason 0x%llx)",
+			"vcpu %d: KVM could not enter the guest (hardware "
+			"reason 0x%llx)",
 			v->id,
-			(unsigned long long)run->fail_entry
-				.hardware_entry_failure_reason);
+			(unsigned long long)
+				run->fail_entry.hardware_entry_failure_reason);
 		return -1;
 	default:
 		vm_stop(vm, VM_ERROR,
@@ -449,8 +462,9 @@ int vm_run(struct vm *vm)
 		v->started = err == 0;
 		pthread_mutex_unlock(&vm->stop_lock);
 		if (err) {
-			vm_stop(vm, VM_ERROR, "vcpu %d: cannot start thread: %s",
-				i, strerror(err));
+			vm_stop(vm, VM_ERROR,
+				"vcpu %d: cannot start thread: %s", i,
+				strerror(err));
 			break;
 		}
 	}
@@ -464,7 +478,8 @@ int vm_run(struct vm *vm)
 		else if (sig < 0 && errno == EAGAIN &&
 			 all_parked(vm, &parked_samples))
 			vm_stop(vm, VM_GUEST_STOPPED,
-				"guest halted (every vCPU stopped with interrupts off)");
+				"guest halted (every vCPU stopped with "
+				"interrupts off)");
 	}
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		if (vm->vcpus[i].started)

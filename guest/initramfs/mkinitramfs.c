@@ -29,8 +29,8 @@
 #define MAX_FILES 64
 
 static const char *const skeleton[] = {
-	"bin", "dev",  "etc",  "proc",	"sys",	   "tmp",      "root",
-	"run", "sbin", "usr",  "mnt",	"var",	   "usr/bin",  "usr/sbin",
+	"bin", "dev",  "etc", "proc", "sys", "tmp",	"root",
+	"run", "sbin", "usr", "mnt",  "var", "usr/bin", "usr/sbin",
 };
 
 struct buffer {
@@ -75,8 +75,8 @@ static int pad4(struct buffer *b)
 }
 
 static int add_entry(struct archive *a, const char *name, uint32_t mode,
-		     uint32_t rdev_major, uint32_t rdev_minor,
-		     const void *data, size_t size)
+		     uint32_t rdev_major, uint32_t rdev_minor, const void *data,
+		     size_t size)
 {
 	char header[128];
 
@@ -165,7 +165,8 @@ static int add_host_file(struct archive *a, const char *guest_path,
 	}
 	close(fd);
 	if (!data || got != (size_t)st.st_size) {
-		fprintf(stderr, "thaw-mkinitramfs: %s: short read\n", host_path);
+		fprintf(stderr, "thaw-mkinitramfs: %s: short read\n",
+			host_path);
 		free(data);
 		return -1;
 	}
@@ -255,7 +256,9 @@ int main(int argc, char **argv)
 			if (nr_files == MAX_FILES || !strchr(optarg, '=') ||
 			    optarg[0] == '/' || optarg[0] == '=') {
 				fprintf(stderr,
-					"thaw-mkinitramfs: --file '%s': want GUEST=HOST with a relative guest path (at most %d files)\n",
+					"thaw-mkinitramfs: --file '%s': want "
+					"GUEST=HOST with a relative guest path "
+					"(at most %d files)\n",
 					optarg, MAX_FILES);
 				return 2;
 			}
@@ -271,8 +274,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		default:
-			fprintf(stderr,
-				"thaw-mkinitramfs: bad option '%s'\n%s",
+			fprintf(stderr, "thaw-mkinitramfs: bad option '%s'\n%s",
 				argv[optind - 1], usage);
 			return 2;
 		}

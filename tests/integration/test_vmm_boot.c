@@ -21,15 +21,21 @@
 
 static void boot(const char *initrd, const char *vcpus, struct run_result *r)
 {
-	char *argv[] = { THAW_NESTED_KVM, THAW_VMM,
-			 "--kernel",	  THAW_TEST_IMAGES "/vmlinux",
-			 "--initrd",	  (char *)initrd,
-			 "--vcpus",	  (char *)vcpus,
-			 "--mem",	  "256",
+	char *argv[] = { THAW_NESTED_KVM,
+			 THAW_VMM,
+			 "--kernel",
+			 THAW_TEST_IMAGES "/vmlinux",
+			 "--initrd",
+			 (char *)initrd,
+			 "--vcpus",
+			 (char *)vcpus,
+			 "--mem",
+			 "256",
 			 NULL };
 
 	cr_assert_eq(run_command(argv, BOOT_TIMEOUT_S, r), 0);
-	cr_assert_not(r->timed_out, "thaw-vmm did not finish in %d s; stdout: %s\nstderr: %s",
+	cr_assert_not(r->timed_out,
+		      "thaw-vmm did not finish in %d s; stdout: %s\nstderr: %s",
 		      BOOT_TIMEOUT_S, r->out, r->err);
 }
 

@@ -96,16 +96,16 @@ Test(boot, elf_segments_land_at_their_physical_addresses)
 	/* bss must be zeroed even if memory was dirty */
 	memset(guest_memory_ptr(&mem, LOAD_ADDR + 0x200000, 16), 0xee, 16);
 	write_elf_kernel();
-	cr_assert_eq(x86_load_linux(&mem, kernel_path, NULL, "console=ttyS0",
-				    &b),
-		     0);
+	cr_assert_eq(
+		x86_load_linux(&mem, kernel_path, NULL, "console=ttyS0", &b),
+		0);
 	cr_expect_eq(b.format, KERNEL_ELF);
 	cr_expect_eq(b.entry, LOAD_ADDR + 8);
 	cr_expect_eq(b.kernel_end, LOAD_ADDR + 0x300000);
 	for (int i = 0; i < 32; i++)
 		cr_expect_eq(text[i], 0xa0 + i);
-	cr_expect_eq(*(uint8_t *)guest_memory_ptr(&mem, LOAD_ADDR + 0x200000, 1),
-		     0);
+	cr_expect_eq(
+		*(uint8_t *)guest_memory_ptr(&mem, LOAD_ADDR + 0x200000, 1), 0);
 	cr_expect_eq(params()->hdr.boot_flag, 0xaa55);
 	cr_expect_eq(params()->hdr.header, 0x53726448);
 	cr_expect_eq(params()->hdr.type_of_loader, 0xff);
@@ -152,8 +152,7 @@ Test(boot, initrd_sits_page_aligned_at_the_top_of_ram)
 		initrd[i] = i * 7;
 	write_elf_kernel();
 	write_file(initrd_path, initrd, sizeof(initrd));
-	cr_assert_eq(x86_load_linux(&mem, kernel_path, initrd_path, "", &b),
-		     0);
+	cr_assert_eq(x86_load_linux(&mem, kernel_path, initrd_path, "", &b), 0);
 	cr_expect_eq(b.initrd_size, sizeof(initrd));
 	cr_expect_eq(b.initrd_addr % 4096, 0);
 	cr_expect_leq(b.initrd_addr + sizeof(initrd), 128 * MIB);
@@ -223,7 +222,9 @@ Test(boot, elf_entry_outside_segments_is_refused)
 			.e_phoff = sizeof(Elf64_Ehdr),
 			.e_phentsize = sizeof(Elf64_Phdr),
 			.e_phnum = 1 },
-		.ph = { .p_type = PT_LOAD, .p_paddr = LOAD_ADDR, .p_memsz = 64 },
+		.ph = { .p_type = PT_LOAD,
+			.p_paddr = LOAD_ADDR,
+			.p_memsz = 64 },
 	};
 
 	write_file(kernel_path, &k, sizeof(k));
@@ -240,8 +241,8 @@ Test(boot, page_tables_identity_map_four_gib)
 	cr_expect_eq(pml4[0] & ~0xfffULL, BOOT_PDPT_ADDR);
 	cr_expect_eq(pml4[0] & 1, 1);
 	for (int g = 0; g < 4; g++) {
-		uint64_t *pd = guest_memory_ptr(&mem, pdpt[g] & ~0xfffULL,
-						4096);
+		uint64_t *pd =
+			guest_memory_ptr(&mem, pdpt[g] & ~0xfffULL, 4096);
 
 		cr_assert_not_null(pd);
 		for (int i = 0; i < 512; i += 97) {

@@ -44,11 +44,13 @@ Test(console, notices_panic_split_across_writes)
 	struct console c;
 
 	console_init(&c, -1, -1);
-	feed(&c, "[ 1.0] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000700\n",
+	feed(&c,
+	     "[ 1.0] Kernel panic - not syncing: Attempted to kill init! "
+	     "exitcode=0x00000700\n",
 	     5);
 	cr_expect(c.panicked);
-	cr_expect_str_eq(c.panic_line,
-			 "Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000700");
+	cr_expect_str_eq(c.panic_line, "Kernel panic - not syncing: Attempted "
+				       "to kill init! exitcode=0x00000700");
 	cr_expect_eq(c.init_ns, 0);
 }
 

@@ -19,39 +19,40 @@
 
 static struct kvm_regs regs;
 static const struct x86_insn_env env = {
-    .regs = &regs,
-    .fs_base = FS_BASE,
-    .gs_base = GS_BASE,
+	.regs = &regs,
+	.fs_base = FS_BASE,
+	.gs_base = GS_BASE,
 };
 
 static void set_registers(void)
 {
 	regs = (struct kvm_regs){
-	    .rax = 0x1000000000ULL,
-	    .rbx = 0x2000000000ULL,
-	    .rcx = 0x30ULL,
-	    .rdx = 0x4000000000ULL,
-	    .rsi = 0x5000000000ULL,
-	    .rdi = 0x6000000000ULL,
-	    .rsp = 0xffffc90000013f00ULL,
-	    .rbp = 0xffffc90000013f80ULL,
-	    .r8 = 0x8800000000ULL,
-	    .r9 = 0x99ULL,
-	    .r10 = 0xa000000000ULL,
-	    .r11 = 0xb000000000ULL,
-	    .r12 = 0xffff888001234000ULL,
-	    .r13 = 0xd000000000ULL,
-	    .r14 = 0xe000000000ULL,
-	    .r15 = 0xf000000000ULL,
-	    .rip = RIP,
-	    .rflags = 0x246,
+		.rax = 0x1000000000ULL,
+		.rbx = 0x2000000000ULL,
+		.rcx = 0x30ULL,
+		.rdx = 0x4000000000ULL,
+		.rsi = 0x5000000000ULL,
+		.rdi = 0x6000000000ULL,
+		.rsp = 0xffffc90000013f00ULL,
+		.rbp = 0xffffc90000013f80ULL,
+		.r8 = 0x8800000000ULL,
+		.r9 = 0x99ULL,
+		.r10 = 0xa000000000ULL,
+		.r11 = 0xb000000000ULL,
+		.r12 = 0xffff888001234000ULL,
+		.r13 = 0xd000000000ULL,
+		.r14 = 0xe000000000ULL,
+		.r15 = 0xf000000000ULL,
+		.rip = RIP,
+		.rflags = 0x246,
 	};
 }
 
 TestSuite(insn, .init = set_registers);
 
-#define BYTES(...)                                                             \
-	(const uint8_t[]){__VA_ARGS__}, sizeof((const uint8_t[]){__VA_ARGS__})
+#define BYTES(...)                        \
+	(const uint8_t[]){ __VA_ARGS__ }, \
+		sizeof((const uint8_t[]){ __VA_ARGS__ })
 
 static enum x86_insn_kind decode(const uint8_t *bytes, size_t size,
 				 struct x86_insn *insn)
@@ -66,38 +67,38 @@ static enum x86_insn_kind decode(const uint8_t *bytes, size_t size,
 	return kind;
 }
 
-#define EXPECT_MEM(kind_, len_, linear_, ...)                                  \
-	do {                                                                   \
-		struct x86_insn i_;                                            \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,           \
-			     "kind %d", (int)i_.kind);                         \
-		cr_assert_eq(i_.kind, kind_);                                  \
-		cr_assert_eq(i_.len, len_, "len %u", i_.len);                  \
-		cr_assert(i_.has_mem);                                         \
-		cr_assert_eq(i_.linear, (uint64_t)(linear_),                   \
-			     "linear 0x%llx, expected 0x%llx",                 \
-			     (unsigned long long)i_.linear,                    \
-			     (unsigned long long)(linear_));                   \
+#define EXPECT_MEM(kind_, len_, linear_, ...)                        \
+	do {                                                         \
+		struct x86_insn i_;                                  \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_, \
+			     "kind %d", (int)i_.kind);               \
+		cr_assert_eq(i_.kind, kind_);                        \
+		cr_assert_eq(i_.len, len_, "len %u", i_.len);        \
+		cr_assert(i_.has_mem);                               \
+		cr_assert_eq(i_.linear, (uint64_t)(linear_),         \
+			     "linear 0x%llx, expected 0x%llx",       \
+			     (unsigned long long)i_.linear,          \
+			     (unsigned long long)(linear_));         \
 	} while (0)
 
-#define EXPECT_PLAIN(kind_, len_, ...)                                         \
-	do {                                                                   \
-		struct x86_insn i_;                                            \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_,           \
-			     "kind %d", (int)i_.kind);                         \
-		cr_assert_eq(i_.kind, kind_);                                  \
-		cr_assert_eq(i_.len, len_, "len %u", i_.len);                  \
-		cr_assert_not(i_.has_mem);                                     \
+#define EXPECT_PLAIN(kind_, len_, ...)                               \
+	do {                                                         \
+		struct x86_insn i_;                                  \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_), kind_, \
+			     "kind %d", (int)i_.kind);               \
+		cr_assert_eq(i_.kind, kind_);                        \
+		cr_assert_eq(i_.len, len_, "len %u", i_.len);        \
+		cr_assert_not(i_.has_mem);                           \
 	} while (0)
 
-#define EXPECT_UNSUPPORTED(...)                                                \
-	do {                                                                   \
-		struct x86_insn i_;                                            \
-		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_),                  \
-			     X86_INSN_UNSUPPORTED, "kind %d", (int)i_.kind);   \
-		cr_assert_eq(i_.kind, X86_INSN_UNSUPPORTED);                   \
-		cr_assert_eq(i_.len, 0);                                       \
-		cr_assert_not(i_.has_mem);                                     \
+#define EXPECT_UNSUPPORTED(...)                                              \
+	do {                                                                 \
+		struct x86_insn i_;                                          \
+		cr_assert_eq(decode(BYTES(__VA_ARGS__), &i_),                \
+			     X86_INSN_UNSUPPORTED, "kind %d", (int)i_.kind); \
+		cr_assert_eq(i_.kind, X86_INSN_UNSUPPORTED);                 \
+		cr_assert_eq(i_.len, 0);                                     \
+		cr_assert_not(i_.has_mem);                                   \
 	} while (0)
 
 Test(insn, ldmxcsr_rbp_disp8)
@@ -328,16 +329,20 @@ Test(insn, truncated_input)
 		size_t len;
 		enum x86_insn_kind kind;
 	} cases[] = {
-	    {{0x0f, 0xae, 0x55, 0xfc}, 4, X86_INSN_LDMXCSR},
-	    {{0x41, 0x0f, 0xae, 0x5c, 0x24, 0x08}, 6, X86_INSN_STMXCSR},
-	    {{0x0f, 0xae, 0x15, 0x10, 0x00, 0x00, 0x00}, 7, X86_INSN_LDMXCSR},
-	    {{0x65, 0x0f, 0xae, 0x14, 0x25, 0x00, 0x10, 0x00, 0x00},
-	     9,
-	     X86_INSN_LDMXCSR},
-	    {{0x0f, 0xae, 0x93, 0x00, 0x01, 0x00, 0x00}, 7, X86_INSN_LDMXCSR},
-	    {{0x0f, 0x01, 0xca}, 3, X86_INSN_CLAC},
-	    {{0x0f, 0x01, 0xcb}, 3, X86_INSN_STAC},
-	    {{0x3e, 0xcc}, 2, X86_INSN_INT3},
+		{ { 0x0f, 0xae, 0x55, 0xfc }, 4, X86_INSN_LDMXCSR },
+		{ { 0x41, 0x0f, 0xae, 0x5c, 0x24, 0x08 }, 6, X86_INSN_STMXCSR },
+		{ { 0x0f, 0xae, 0x15, 0x10, 0x00, 0x00, 0x00 },
+		  7,
+		  X86_INSN_LDMXCSR },
+		{ { 0x65, 0x0f, 0xae, 0x14, 0x25, 0x00, 0x10, 0x00, 0x00 },
+		  9,
+		  X86_INSN_LDMXCSR },
+		{ { 0x0f, 0xae, 0x93, 0x00, 0x01, 0x00, 0x00 },
+		  7,
+		  X86_INSN_LDMXCSR },
+		{ { 0x0f, 0x01, 0xca }, 3, X86_INSN_CLAC },
+		{ { 0x0f, 0x01, 0xcb }, 3, X86_INSN_STAC },
+		{ { 0x3e, 0xcc }, 2, X86_INSN_INT3 },
 	};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {

@@ -52,10 +52,10 @@ static void setup(void)
 {
 	cr_assert_eq(guest_memory_create(&mem, 64), 0);
 	sregs = (struct kvm_sregs){
-	    .cr0 = 0x80000011, /* PG, ET, PE */
-	    .cr3 = PML4,
-	    .cr4 = 0x20,   /* PAE */
-	    .efer = 0x500, /* LMA, LME */
+		.cr0 = 0x80000011, /* PG, ET, PE */
+		.cr3 = PML4,
+		.cr4 = 0x20,   /* PAE */
+		.efer = 0x500, /* LMA, LME */
 	};
 	put(PML4, LA_4K, 4, PDPT | P | RW);
 	put(PDPT, LA_4K, 3, PD | P | RW);
@@ -67,21 +67,24 @@ static void setup(void)
 	put(PDPT, LA_1G, 3, NX | (0xfULL << 59) | 0x40000000 | P | PS);
 }
 
-static void teardown(void) { guest_memory_destroy(&mem); }
+static void teardown(void)
+{
+	guest_memory_destroy(&mem);
+}
 
 TestSuite(paging, .init = setup, .fini = teardown);
 
-#define EXPECT_GPA(linear, expected)                                           \
-	do {                                                                   \
-		uint64_t gpa_ = 0;                                             \
-		cr_assert_eq(x86_translate(&mem, &sregs, (linear), &gpa_), 0,  \
-			     "0x%llx did not translate",                       \
-			     (unsigned long long)(linear));                    \
-		cr_assert_eq(gpa_, (uint64_t)(expected),                       \
-			     "0x%llx -> 0x%llx, expected 0x%llx",              \
-			     (unsigned long long)(linear),                     \
-			     (unsigned long long)gpa_,                         \
-			     (unsigned long long)(expected));                  \
+#define EXPECT_GPA(linear, expected)                                          \
+	do {                                                                  \
+		uint64_t gpa_ = 0;                                            \
+		cr_assert_eq(x86_translate(&mem, &sregs, (linear), &gpa_), 0, \
+			     "0x%llx did not translate",                      \
+			     (unsigned long long)(linear));                   \
+		cr_assert_eq(gpa_, (uint64_t)(expected),                      \
+			     "0x%llx -> 0x%llx, expected 0x%llx",             \
+			     (unsigned long long)(linear),                    \
+			     (unsigned long long)gpa_,                        \
+			     (unsigned long long)(expected));                 \
 	} while (0)
 
 #define EXPECT_FAIL(linear)                                                    \
@@ -158,8 +161,8 @@ Test(paging, not_present_message_names_addresses)
 	EXPECT_FAIL(LA_4K + 0x1008);
 	fflush(stderr);
 	cr_assert_stderr_eq_str(
-	    "page walk: linear address 0xffffffff81235008 is not mapped: "
-	    "PTE at gpa 0x41a8 is not present (0x0)\n");
+		"page walk: linear address 0xffffffff81235008 is not mapped: "
+		"PTE at gpa 0x41a8 is not present (0x0)\n");
 }
 
 Test(paging, table_pointer_outside_ram)
@@ -251,8 +254,8 @@ Test(paging, read_write_across_pages)
 {
 	/* the next linear page maps to a physically distant frame */
 	put(PT, LA_4K + 0x1000, 1, 0x2ff000 | P | RW);
-	const uint8_t data[4] = {0x11, 0x22, 0x33, 0x44};
-	uint8_t back[4] = {0};
+	const uint8_t data[4] = { 0x11, 0x22, 0x33, 0x44 };
+	uint8_t back[4] = { 0 };
 
 	cr_assert_eq(x86_write_linear(&mem, &sregs, LA_4K + 0xffe, data, 4), 0);
 	uint8_t *first = guest_memory_ptr(&mem, 0x123ffe, 2);
@@ -287,9 +290,9 @@ Test(paging, cross_page_into_unmapped_page_fails)
 {
 	uint32_t value = 0;
 
-	cr_assert_eq(
-	    x86_read_linear(&mem, &sregs, LA_4K + 0xffe, &value, sizeof(value)),
-	    -1);
+	cr_assert_eq(x86_read_linear(&mem, &sregs, LA_4K + 0xffe, &value,
+				     sizeof(value)),
+		     -1);
 }
 
 Test(paging, leaf_outside_ram_fails_on_access)
@@ -298,11 +301,11 @@ Test(paging, leaf_outside_ram_fails_on_access)
 
 	/* translates (to 0x40000010), but that is not RAM in a 64 MiB VM */
 	EXPECT_GPA(LA_1G + 0x10, 0x40000010);
-	cr_assert_eq(
-	    x86_read_linear(&mem, &sregs, LA_1G + 0x10, &value, sizeof(value)),
-	    -1);
-	cr_assert_eq(
-	    x86_write_linear(&mem, &sregs, LA_1G + 0x10, &value, sizeof(value)),
-	    -1);
+	cr_assert_eq(x86_read_linear(&mem, &sregs, LA_1G + 0x10, &value,
+				     sizeof(value)),
+		     -1);
+	cr_assert_eq(x86_write_linear(&mem, &sregs, LA_1G + 0x10, &value,
+				      sizeof(value)),
+		     -1);
 	cr_assert_eq(value, 0xffffffff);
 }

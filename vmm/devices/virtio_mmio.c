@@ -163,8 +163,7 @@ static void write_queue_ready(struct virtio_mmio *vm, uint32_t value)
 	}
 	if (vq->ready)
 		return;
-	if (!virtq_layout_valid(vm->mem, vq, vm->ops->queue_size_max,
-				&error)) {
+	if (!virtq_layout_valid(vm->mem, vq, vm->ops->queue_size_max, &error)) {
 		device_needs_reset(vm, vm->state.queue_sel, error);
 		return;
 	}

@@ -20,25 +20,26 @@ static uint8_t *desc_table(const struct guest_memory *mem,
 			   const struct virtq_state *vq)
 {
 	return guest_memory_ptr(mem, vq->desc_addr,
-			 (uint64_t)vq->size * sizeof(struct virtq_desc));
+				(uint64_t)vq->size * sizeof(struct virtq_desc));
 }
 
 static struct virtq_avail *avail_ring(const struct guest_memory *mem,
 				      const struct virtq_state *vq)
 {
 	return guest_memory_ptr(mem, vq->avail_addr,
-			 sizeof(struct virtq_avail) +
-				 ((uint64_t)vq->size + 1) * sizeof(uint16_t));
+				sizeof(struct virtq_avail) +
+					((uint64_t)vq->size + 1) *
+						sizeof(uint16_t));
 }
 
 static struct virtq_used *used_ring(const struct guest_memory *mem,
 				    const struct virtq_state *vq)
 {
 	return guest_memory_ptr(mem, vq->used_addr,
-			 sizeof(struct virtq_used) +
-				 (uint64_t)vq->size *
-					 sizeof(struct virtq_used_elem) +
-				 sizeof(uint16_t));
+				sizeof(struct virtq_used) +
+					(uint64_t)vq->size *
+						sizeof(struct virtq_used_elem) +
+					sizeof(uint16_t));
 }
 
 bool virtq_layout_valid(const struct guest_memory *mem,

@@ -44,8 +44,7 @@ struct file_map {
 	uint64_t size;
 };
 
-static int file_map_open(struct file_map *f, const char *what,
-			 const char *path)
+static int file_map_open(struct file_map *f, const char *what, const char *path)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -111,7 +110,8 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
 	    eh.e_type != ET_EXEC) {
 		fprintf(stderr,
-			"kernel %s: ELF file is not a 64-bit x86-64 kernel image (class %u, machine %u, type %u)\n",
+			"kernel %s: ELF file is not a 64-bit x86-64 kernel "
+			"image (class %u, machine %u, type %u)\n",
 			k->path, eh.e_ident[EI_CLASS], eh.e_machine, eh.e_type);
 		return -1;
 	}
@@ -119,7 +119,8 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 	    eh.e_phoff > k->size ||
 	    (k->size - eh.e_phoff) / sizeof(Elf64_Phdr) < eh.e_phnum) {
 		fprintf(stderr,
-			"kernel %s: program header table (offset %llu, %u entries) lies outside the %llu-byte file\n",
+			"kernel %s: program header table (offset %llu, %u "
+			"entries) lies outside the %llu-byte file\n",
 			k->path, (unsigned long long)eh.e_phoff, eh.e_phnum,
 			(unsigned long long)k->size);
 		return -1;
@@ -133,10 +134,13 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 		memcpy(&ph, k->data + eh.e_phoff + i * sizeof(ph), sizeof(ph));
 		if (ph.p_type != PT_LOAD)
 			continue;
-		if (ph.p_offset > k->size || ph.p_filesz > k->size - ph.p_offset ||
+		if (ph.p_offset > k->size ||
+		    ph.p_filesz > k->size - ph.p_offset ||
 		    ph.p_filesz > ph.p_memsz) {
 			fprintf(stderr,
-				"kernel %s: segment %d (offset %llu, %llu bytes) extends past the end of the %llu-byte file\n",
+				"kernel %s: segment %d (offset %llu, %llu "
+				"bytes) extends past the end of the %llu-byte "
+				"file\n",
 				k->path, i, (unsigned long long)ph.p_offset,
 				(unsigned long long)ph.p_filesz,
 				(unsigned long long)k->size);
@@ -145,13 +149,15 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
 		if (ph.p_paddr < HIGH_MEMORY_START) {
 			fprintf(stderr,
-				"kernel %s: segment %d at 0x%llx lies below 1 MiB, where the boot structures go\n",
+				"kernel %s: segment %d at 0x%llx lies below 1 "
+				"MiB, where the boot structures go\n",
 				k->path, i, (unsigned long long)ph.p_paddr);
 			return -1;
 		}
 		if (!dst) {
 			fprintf(stderr,
-				"kernel %s: segment %d at 0x%llx (%llu MiB) does not fit in %llu MiB of guest memory\n",
+				"kernel %s: segment %d at 0x%llx (%llu MiB) "
+				"does not fit in %llu MiB of guest memory\n",
 				k->path, i, (unsigned long long)ph.p_paddr,
 				(unsigned long long)(ph.p_memsz / MIB),
 				(unsigned long long)(mem->size / MIB));
@@ -167,7 +173,8 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 	}
 	if (!entry_loaded) {
 		fprintf(stderr,
-			"kernel %s: entry point 0x%llx is not inside any loaded segment\n",
+			"kernel %s: entry point 0x%llx is not inside any "
+			"loaded segment\n",
 			k->path, (unsigned long long)eh.e_entry);
 		return -1;
 	}
@@ -194,26 +201,31 @@ static int load_bzimage(struct guest_memory *mem, const struct file_map *k,
 	if (hdr->version < BZIMAGE_MIN_VERSION ||
 	    !(hdr->xloadflags & XLF_KERNEL_64)) {
 		fprintf(stderr,
-			"kernel %s: bzImage boot protocol %u.%02u without a 64-bit entry point (need 2.12 and XLF_KERNEL_64)\n",
+			"kernel %s: bzImage boot protocol %u.%02u without a "
+			"64-bit entry point (need 2.12 and XLF_KERNEL_64)\n",
 			k->path, hdr->version >> 8, hdr->version & 0xff);
 		return -1;
 	}
-	uint64_t setup_size = ((hdr->setup_sects ? hdr->setup_sects : 4) + 1) * 512ULL;
+	uint64_t setup_size =
+		((hdr->setup_sects ? hdr->setup_sects : 4) + 1) * 512ULL;
 	if (setup_size >= k->size) {
 		fprintf(stderr,
-			"kernel %s: truncated bzImage (%llu bytes, setup alone is %llu)\n",
+			"kernel %s: truncated bzImage (%llu bytes, setup alone "
+			"is %llu)\n",
 			k->path, (unsigned long long)k->size,
 			(unsigned long long)setup_size);
 		return -1;
 	}
 	uint64_t payload = k->size - setup_size;
 	uint64_t load_addr = hdr->pref_address;
-	uint64_t footprint = hdr->init_size > payload ? hdr->init_size : payload;
+	uint64_t footprint =
+		hdr->init_size > payload ? hdr->init_size : payload;
 	uint8_t *dst = guest_memory_ptr(mem, load_addr, footprint);
 
 	if (load_addr < HIGH_MEMORY_START || !dst) {
 		fprintf(stderr,
-			"kernel %s: needs %llu MiB at 0x%llx, more than %llu MiB of guest memory holds\n",
+			"kernel %s: needs %llu MiB at 0x%llx, more than %llu "
+			"MiB of guest memory holds\n",
 			k->path, (unsigned long long)(footprint / MIB),
 			(unsigned long long)load_addr,
 			(unsigned long long)(mem->size / MIB));
@@ -242,7 +254,8 @@ static int load_initrd(struct guest_memory *mem, const char *path,
 	uint64_t room = top > boot->kernel_end ? top - boot->kernel_end : 0;
 	if (f.size > room) {
 		fprintf(stderr,
-			"initrd %s: %llu MiB does not fit in guest memory: %llu MiB left above the kernel (raise --mem)\n",
+			"initrd %s: %llu MiB does not fit in guest memory: "
+			"%llu MiB left above the kernel (raise --mem)\n",
 			path, (unsigned long long)((f.size + MIB - 1) / MIB),
 			(unsigned long long)(room / MIB));
 		file_map_close(&f);
@@ -304,7 +317,8 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 		ret = load_bzimage(mem, &kernel, params, boot);
 	} else {
 		fprintf(stderr,
-			"kernel %s: neither an ELF vmlinux nor a bzImage (no ELF magic, no HdrS setup header)\n",
+			"kernel %s: neither an ELF vmlinux nor a bzImage (no "
+			"ELF magic, no HdrS setup header)\n",
 			kernel_path);
 		ret = -1;
 	}
@@ -315,7 +329,8 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 	if (boot->format == KERNEL_BZIMAGE &&
 	    strlen(cmdline) > params->hdr.cmdline_size) {
 		fprintf(stderr,
-			"kernel command line is %zu bytes; kernel %s accepts %u\n",
+			"kernel command line is %zu bytes; kernel %s accepts "
+			"%u\n",
 			strlen(cmdline), kernel_path, params->hdr.cmdline_size);
 		return -1;
 	}

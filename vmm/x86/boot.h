@@ -24,7 +24,7 @@ enum kernel_format { KERNEL_ELF, KERNEL_BZIMAGE };
 
 struct x86_boot {
 	enum kernel_format format;
-	uint64_t entry;       /* 64-bit entry point (guest physical) */
+	uint64_t entry;	      /* 64-bit entry point (guest physical) */
 	uint64_t kernel_end;  /* first byte after the kernel's footprint */
 	uint64_t initrd_addr; /* 0 when there is none */
 	uint64_t initrd_size;

@@ -51,9 +51,9 @@
 
 struct kvm_cpuid2 *x86_supported_cpuid(int kvm_fd)
 {
-	struct kvm_cpuid2 *cpuid =
-		calloc(1, sizeof(*cpuid) + CPUID_MAX_ENTRIES *
-						   sizeof(struct kvm_cpuid_entry2));
+	struct kvm_cpuid2 *cpuid = calloc(
+		1, sizeof(*cpuid) +
+			   CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2));
 
 	if (!cpuid) {
 		fprintf(stderr, "cpuid: out of memory\n");
@@ -81,10 +81,10 @@ static int bits_for(int n)
 /*
  * One core per vCPU, one thread per core, APIC ID = vCPU index: the
  * topology Linux derives from leaves 1, 4, 0xb/0x1f (Intel) and
- * 0x80000008/0x8000001e (AMD) must agree with the MP table, or it parks CPUs it cannot place.
+ * 0x80000008/0x8000001e (AMD) must agree with the MP table, or it parks CPUs it
+ * cannot place.
  */
-static void set_topology(struct kvm_cpuid_entry2 *e, int vcpu_id,
-			 int nr_vcpus)
+static void set_topology(struct kvm_cpuid_entry2 *e, int vcpu_id, int nr_vcpus)
 {
 	switch (e->function) {
 	case 1:
@@ -122,7 +122,7 @@ static void set_topology(struct kvm_cpuid_entry2 *e, int vcpu_id,
 	case 0x8000001e:
 		e->eax = vcpu_id;
 		e->ebx = vcpu_id & 0xff; /* core ID; one thread per core */
-		e->ecx = 0;		  /* one node */
+		e->ecx = 0;		 /* one node */
 		break;
 	}
 }
@@ -171,8 +171,8 @@ int x86_setup_msrs(int vcpu_fd, int vcpu_id)
 	const int n = sizeof(boot_msrs) / sizeof(boot_msrs[0]);
 	struct {
 		struct kvm_msrs header;
-		struct kvm_msr_entry entries[sizeof(boot_msrs) /
-					     sizeof(boot_msrs[0])];
+		struct kvm_msr_entry
+			entries[sizeof(boot_msrs) / sizeof(boot_msrs[0])];
 	} msrs = { .header.nmsrs = n };
 
 	memcpy(msrs.entries, boot_msrs, sizeof(boot_msrs));
@@ -194,7 +194,7 @@ int x86_setup_msrs(int vcpu_fd, int vcpu_id)
 int x86_setup_fpu(int vcpu_fd, int vcpu_id)
 {
 	struct kvm_fpu fpu = {
-		.fcw = 0x37f,	  /* x87 reset value: all exceptions masked */
+		.fcw = 0x37f,	 /* x87 reset value: all exceptions masked */
 		.mxcsr = 0x1f80, /* SSE reset value */
 	};
 

@@ -67,9 +67,9 @@ struct mem_operand {
 static uint64_t gpr(const struct kvm_regs *r, int n)
 {
 	const __u64 *by_number[16] = {
-	    &r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp,
-	    &r->rsi, &r->rdi, &r->r8,  &r->r9,	&r->r10, &r->r11,
-	    &r->r12, &r->r13, &r->r14, &r->r15,
+		&r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp,
+		&r->rsi, &r->rdi, &r->r8,  &r->r9,  &r->r10, &r->r11,
+		&r->r12, &r->r13, &r->r14, &r->r15,
 	};
 
 	return *by_number[n & 15];
@@ -88,7 +88,7 @@ static bool decode_mem_operand(struct cursor *c, uint8_t modrm, uint8_t rex,
 	unsigned int rm = modrm & 7;
 	bool disp32 = mod == 2;
 
-	*op = (struct mem_operand){.base = -1, .index = -1, .scale = 1};
+	*op = (struct mem_operand){ .base = -1, .index = -1, .scale = 1 };
 	if (rm == 4) {
 		uint8_t sib;
 
@@ -153,7 +153,7 @@ static uint64_t linear_address(const struct mem_operand *op,
 
 static void parse_prefixes(struct cursor *c, struct prefixes *p)
 {
-	*p = (struct prefixes){.seg = SEG_FLAT};
+	*p = (struct prefixes){ .seg = SEG_FLAT };
 	while (c->pos < c->size) {
 		uint8_t b = c->bytes[c->pos];
 
@@ -235,14 +235,14 @@ enum x86_insn_kind x86_insn_decode(const uint8_t *bytes, size_t size,
 				   struct x86_insn *insn)
 {
 	struct cursor c = {
-	    .bytes = bytes,
-	    .size = size < X86_INSN_MAX_LEN ? size : X86_INSN_MAX_LEN,
+		.bytes = bytes,
+		.size = size < X86_INSN_MAX_LEN ? size : X86_INSN_MAX_LEN,
 	};
 	struct prefixes p;
 	enum x86_insn_kind kind = X86_INSN_UNSUPPORTED;
 	uint8_t op;
 
-	*insn = (struct x86_insn){.kind = X86_INSN_UNSUPPORTED};
+	*insn = (struct x86_insn){ .kind = X86_INSN_UNSUPPORTED };
 	parse_prefixes(&c, &p);
 	if (!take(&c, &op))
 		return X86_INSN_UNSUPPORTED;
@@ -260,7 +260,7 @@ enum x86_insn_kind x86_insn_decode(const uint8_t *bytes, size_t size,
 	}
 
 	if (kind == X86_INSN_UNSUPPORTED) {
-		*insn = (struct x86_insn){.kind = X86_INSN_UNSUPPORTED};
+		*insn = (struct x86_insn){ .kind = X86_INSN_UNSUPPORTED };
 		return kind;
 	}
 	insn->kind = kind;

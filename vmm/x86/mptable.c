@@ -154,10 +154,16 @@ int mptable_write(struct guest_memory *mem, int nr_cpus)
 	}
 	/* The legacy PIC reaches LINT0 as ExtINT; NMIs arrive on LINT1. */
 	struct mp_interrupt lint[2] = {
-		{ .type = MP_LINTSRC, .irq_type = MP_EXTINT,
-		  .src_bus = ISA_BUS_ID, .dst_apic = ALL_LAPICS, .dst_pin = 0 },
-		{ .type = MP_LINTSRC, .irq_type = MP_NMI,
-		  .src_bus = ISA_BUS_ID, .dst_apic = ALL_LAPICS, .dst_pin = 1 },
+		{ .type = MP_LINTSRC,
+		  .irq_type = MP_EXTINT,
+		  .src_bus = ISA_BUS_ID,
+		  .dst_apic = ALL_LAPICS,
+		  .dst_pin = 0 },
+		{ .type = MP_LINTSRC,
+		  .irq_type = MP_NMI,
+		  .src_bus = ISA_BUS_ID,
+		  .dst_apic = ALL_LAPICS,
+		  .dst_pin = 1 },
 	};
 	memcpy(p, lint, sizeof(lint));
 

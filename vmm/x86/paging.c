@@ -25,7 +25,7 @@
 #define PAGE_SIZE 4096ULL
 
 static const char *const level_names[] = {
-    [1] = "PTE", [2] = "PDE", [3] = "PDPTE", [4] = "PML4E", [5] = "PML5E",
+	[1] = "PTE", [2] = "PDE", [3] = "PDPTE", [4] = "PML4E", [5] = "PML5E",
 };
 
 static bool is_canonical(uint64_t linear, unsigned int bits)
@@ -144,7 +144,7 @@ int x86_read_linear(const struct guest_memory *mem,
 	while (len > 0) {
 		size_t chunk;
 		const uint8_t *src =
-		    page_chunk(mem, sregs, linear, len, &chunk);
+			page_chunk(mem, sregs, linear, len, &chunk);
 
 		if (!src)
 			return -1;

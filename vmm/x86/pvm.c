@@ -195,8 +195,8 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 	if (run->emulation_failure.flags &
 	    KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES)
 		size = run->emulation_failure.insn_size < X86_INSN_MAX_LEN
-			   ? run->emulation_failure.insn_size
-			   : X86_INSN_MAX_LEN;
+			       ? run->emulation_failure.insn_size
+			       : X86_INSN_MAX_LEN;
 
 	/* The decoder knows 64-bit mode only; elsewhere 40-4f are inc/dec. */
 	if (!(sregs.efer & X86_EFER_LMA) || !sregs.cs.l)
@@ -204,9 +204,9 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 				      " (vCPU not in 64-bit mode)");
 
 	struct x86_insn_env env = {
-	    .regs = &regs,
-	    .fs_base = sregs.fs.base,
-	    .gs_base = sregs.gs.base,
+		.regs = &regs,
+		.fs_base = sregs.fs.base,
+		.gs_base = sregs.gs.base,
 	};
 	struct x86_insn insn;
 
