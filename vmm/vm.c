@@ -339,10 +339,11 @@ static int handle_exit(struct vcpu *v)
 			     run->mmio.len, run->mmio.is_write);
 		return 0;
 	case KVM_EXIT_SHUTDOWN:
+		/* No RIP: on AMD, KVM resets the vCPU on a shutdown intercept.
+		 */
 		vm_stop(vm, VM_GUEST_CRASHED,
-			"vcpu %d: guest triple fault (KVM_EXIT_SHUTDOWN) at "
-			"rip 0x%llx",
-			v->id, (unsigned long long)vcpu_rip(v));
+			"vcpu %d: guest triple fault (KVM_EXIT_SHUTDOWN)",
+			v->id);
 		return -1;
 	case KVM_EXIT_SYSTEM_EVENT:
 		if (run->system_event.type == KVM_SYSTEM_EVENT_CRASH)

@@ -3,13 +3,18 @@
  * test_vmm_boot.c - thaw-vmm boots thaw's guest kernel on real KVM and the
  * guest's user space does real work (PVM hosts: through the syscall patch
  * and the emulation fixups; VMX/SVM hosts: natively).  Boots are slow on
- * PVM hosts (minutes), so the suite boots twice: once for everything that
- * should work, once for a guest that panics.
+ * PVM hosts (minutes), so the suite boots thaw's kernel twice: once for
+ * everything that should work, once for a guest that panics.  Two more
+ * "kernels" of a few bytes check the ends a real kernel rarely shows: a
+ * triple fault, and a CPU halted for good with interrupts off.
  *
  * thaw-vmm runs through nested-kvm.sh: on this machine's /dev/kvm when it
  * has one, else on the real KVM of a Linux VM emulated by QEMU.
  */
 #include <criterion/criterion.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +24,13 @@
 #define BOOT_TIMEOUT_S 900
 #define EXIT_CRASHED 3
 
-static void boot(const char *initrd, const char *vcpus, struct run_result *r)
+static void boot(const char *kernel, const char *initrd, const char *vcpus,
+		 struct run_result *r)
 {
-	char *argv[] = { THAW_NESTED_KVM,
-			 THAW_VMM,
-			 "--kernel",
-			 THAW_TEST_IMAGES "/vmlinux",
-			 "--initrd",
-			 (char *)initrd,
-			 "--vcpus",
-			 (char *)vcpus,
-			 "--mem",
-			 "256",
-			 NULL };
+	char *argv[] = { THAW_NESTED_KVM, THAW_VMM,	 "--kernel",
+			 (char *)kernel,  "--initrd",	 (char *)initrd,
+			 "--vcpus",	  (char *)vcpus, "--mem",
+			 "256",		  NULL };
 
 	cr_assert_eq(run_command(argv, BOOT_TIMEOUT_S, r), 0);
 	/* The guest's tty turns "\n" into "\r\n"; compare lines without it. */
@@ -57,7 +56,8 @@ Test(boot, user_space_runs_on_two_vcpus_and_powers_off,
 {
 	struct run_result r;
 
-	boot(THAW_TEST_IMAGES "/boot-test.cpio", "2", &r);
+	boot(THAW_TEST_IMAGES "/vmlinux", THAW_TEST_IMAGES "/boot-test.cpio",
+	     "2", &r);
 	cr_expect_eq(r.status, 0, "exit status %d; stderr: %s", r.status,
 		     r.err);
 	expect_line(&r, "T: init pid 1\n");
@@ -84,11 +84,77 @@ Test(boot, kernel_panic_ends_the_vmm_with_an_error,
 {
 	struct run_result r;
 
-	boot(THAW_TEST_IMAGES "/panic-test.cpio", "1", &r);
+	boot(THAW_TEST_IMAGES "/vmlinux", THAW_TEST_IMAGES "/panic-test.cpio",
+	     "1", &r);
 	cr_expect_eq(r.status, EXIT_CRASHED, "exit status %d; stderr: %s",
 		     r.status, r.err);
 	expect_line(&r, "T: about to exit");
 	cr_expect_not_null(strstr(r.err, "Kernel panic - not syncing"),
 			   "stderr: %s", r.err);
+	run_result_free(&r);
+}
+
+/*
+ * An ELF "kernel" whose 64-bit entry point runs @code.  thaw-vmm enters it
+ * in long mode with an empty IDT, so any exception becomes a triple fault.
+ */
+static const char *tiny_kernel(const char *name, const uint8_t *code,
+			       size_t len)
+{
+	static char path[128];
+	struct {
+		Elf64_Ehdr eh;
+		Elf64_Phdr ph;
+		uint8_t code[16];
+	} k = {
+		.eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+				     ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
+			.e_type = ET_EXEC,
+			.e_machine = EM_X86_64,
+			.e_entry = 0x1000000,
+			.e_phoff = sizeof(Elf64_Ehdr),
+			.e_phentsize = sizeof(Elf64_Phdr),
+			.e_phnum = 1 },
+		.ph = { .p_type = PT_LOAD,
+			.p_offset = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr),
+			.p_paddr = 0x1000000,
+			.p_filesz = 16,
+			.p_memsz = 4096 },
+	};
+
+	memcpy(k.code, code, len);
+	snprintf(path, sizeof(path), "%s/%s", THAW_TEST_IMAGES, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, &k, sizeof(k)), (ssize_t)sizeof(k));
+	close(fd);
+	return path;
+}
+
+Test(boot, triple_fault_ends_the_vmm_with_an_error,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	static const uint8_t ud2[] = { 0x0f, 0x0b };
+	struct run_result r;
+
+	boot(tiny_kernel("ud2-kernel", ud2, sizeof(ud2)),
+	     THAW_TEST_IMAGES "/panic-test.cpio", "1", &r);
+	cr_expect_eq(r.status, EXIT_CRASHED, "exit status %d; stderr: %s",
+		     r.status, r.err);
+	cr_expect_not_null(strstr(r.err, "triple fault"), "stderr: %s", r.err);
+	run_result_free(&r);
+}
+
+Test(boot, cpu_halted_with_interrupts_off_ends_the_vm,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	static const uint8_t cli_hlt[] = { 0xfa, 0xf4, 0xeb, 0xfd };
+	struct run_result r;
+
+	boot(tiny_kernel("halt-kernel", cli_hlt, sizeof(cli_hlt)),
+	     THAW_TEST_IMAGES "/panic-test.cpio", "2", &r);
+	cr_expect_eq(r.status, 0, "exit status %d; stderr: %s", r.status,
+		     r.err);
+	cr_expect_not_null(strstr(r.err, "guest halted"), "stderr: %s", r.err);
 	run_result_free(&r);
 }
