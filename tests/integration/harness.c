@@ -4,6 +4,7 @@
  */
 #include "harness.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -124,4 +125,46 @@ int count_lines(const char *s)
 	for (; *s; s++)
 		n += *s == '\n';
 	return n;
+}
+
+#define TINY_KERNEL_ADDR 0x1000000
+#define TINY_KERNEL_CODE 16
+
+int write_tiny_kernel(const char *path, const void *code, size_t len,
+		      uint64_t memsz)
+{
+	struct {
+		Elf64_Ehdr eh;
+		Elf64_Phdr ph;
+		uint8_t code[TINY_KERNEL_CODE];
+	} k = {
+		.eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+				     ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
+			.e_type = ET_EXEC,
+			.e_machine = EM_X86_64,
+			.e_version = EV_CURRENT,
+			.e_entry = TINY_KERNEL_ADDR,
+			.e_phoff = sizeof(Elf64_Ehdr),
+			.e_ehsize = sizeof(Elf64_Ehdr),
+			.e_phentsize = sizeof(Elf64_Phdr),
+			.e_phnum = 1 },
+		.ph = { .p_type = PT_LOAD,
+			.p_offset = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr),
+			.p_vaddr = TINY_KERNEL_ADDR,
+			.p_paddr = TINY_KERNEL_ADDR,
+			.p_filesz = TINY_KERNEL_CODE,
+			.p_memsz = memsz },
+	};
+
+	if (len > TINY_KERNEL_CODE) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(k.code, code, len);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, &k, sizeof(k));
+	close(fd);
+	return n == (ssize_t)sizeof(k) ? 0 : -1;
 }

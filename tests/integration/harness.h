@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct run_result {
 	int status; /* exit code, or 128 + signal number */
@@ -24,6 +25,15 @@ struct run_result {
 /* argv[0] is a path.  Returns 0 when the command ran (whatever its status). */
 int run_command(char *const argv[], int timeout_s, struct run_result *r);
 void run_result_free(struct run_result *r);
+
+/*
+ * Writes to @path an ELF "kernel" of one loadable segment at 16 MiB whose
+ * entry point runs @code (at most 16 bytes) and whose memory footprint is
+ * @memsz bytes.  thaw-vmm enters it in long mode with an empty IDT, so any
+ * exception there becomes a triple fault.  Returns 0 or -1 (errno).
+ */
+int write_tiny_kernel(const char *path, const void *code, size_t len,
+		      uint64_t memsz);
 
 /* Number of '\n'-terminated lines in @s. */
 int count_lines(const char *s);

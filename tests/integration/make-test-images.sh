@@ -1,12 +1,15 @@
 #!/bin/sh
 # CTest fixture: puts the guest images the integration tests boot into
-# $2 (a directory in the build tree) as stable names: the guest kernel
-# (built once per machine and cached by guest/kernel/build.sh) and one
+# $2 (a directory in the build tree) as stable names: thaw's guest kernel
+# (built once per machine and cached by guest/kernel/build.sh), Debian's
+# stock cloud kernel (a bzImage thaw-vmm must keep booting), and one
 # initramfs per test /init (packed by thaw-mkinitramfs, cached by content).
 set -eu
 mkinitramfs=$1 out=$2 src=$3
 mkdir -p "$out"
 ln -sfn "$("$src/guest/kernel/build.sh")" "$out/vmlinux"
+ln -sfn "$("$src/tests/integration/debian-kernel.sh" cloud-amd64)/vmlinuz" \
+	"$out/stock-vmlinuz"
 for init in "$src"/tests/integration/init-*; do
 	name=$(basename "$init")
 	ln -sfn "$("$mkinitramfs" --init "$init")" "$out/${name#init-}.cpio"

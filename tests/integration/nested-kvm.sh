@@ -25,39 +25,16 @@ elif [ -c /dev/kvm ] && { exec 3<>/dev/kvm; } 2>/dev/null; then
 	exec "$@"
 fi
 
-cache=${THAW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/thaw}/nested-kvm
 say() { echo "nested-kvm: $*" >&2; }
 command -v qemu-system-x86_64 >/dev/null ||
 	{ say "no /dev/kvm and no qemu-system-x86_64 (apt-get install qemu-system-x86)"; exit 1; }
 
-# The L1 kernel: Debian's current amd64 kernel image, which builds KVM as
-# modules.  Cached under its package name.
-kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-	sed -n 's/.*Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n 1)
-[ -n "$kpkg" ] || { say "cannot resolve linux-image-amd64 (run apt-get update)"; exit 1; }
-kdir=$cache/$kpkg
-if [ ! -f "$kdir/vmlinuz" ]; then
-	say "fetching $kpkg for the L1 host (once)"
-	tmp=$(mktemp -d)
-	(cd "$tmp" && apt-get download -q "$kpkg" >download.log 2>&1) ||
-		{ cat "$tmp/download.log" >&2; exit 1; }
-	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
-	kver=$(ls "$tmp/x/lib/modules")
-	mods=$tmp/x/lib/modules/$kver/kernel
-	mkdir -p "$kdir.tmp/modules"
-	for m in virt/lib/irqbypass arch/x86/kvm/kvm arch/x86/kvm/kvm-amd \
-		drivers/crypto/ccp/ccp; do
-		src=$(ls "$mods/$m".ko* | head -n 1)
-		case $src in
-		*.xz) xz -dc "$src" >"$kdir.tmp/modules/$(basename "$m").ko" ;;
-		*) cp "$src" "$kdir.tmp/modules/" ;;
-		esac
-	done
-	cp "$tmp/x/boot/vmlinuz-$kver" "$kdir.tmp/vmlinuz"
-	rm -rf "$tmp" "$kdir"
-	mv "$kdir.tmp" "$kdir"
-fi
+# The L1 kernel: Debian's current amd64 kernel, which builds KVM as modules.
+kdir=$("$(dirname "$0")/debian-kernel.sh" amd64)
+mods=$(echo "$kdir"/lib/modules/*/kernel)
 
+say "no usable /dev/kvm here: running $(basename "$1") on the real KVM of a" \
+	"QEMU-emulated Linux host (slow; timings are the emulator's)"
 work=$(mktemp -d)
 qemu_pid=
 cleanup() {
@@ -71,7 +48,14 @@ root=$work/root
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/modules}
 mknod "$root/dev/console" c 5 1
 cp /bin/busybox "$root/bin/busybox"
-cp "$kdir"/modules/*.ko "$root/lib/modules/"
+for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \
+	arch/x86/kvm/kvm-amd; do
+	src=$(ls "$mods/$m".ko* | head -n 1)
+	case $src in
+	*.xz) xz -dc "$src" >"$root/lib/modules/$(basename "$m").ko" ;;
+	*) cp "$src" "$root/lib/modules/" ;;
+	esac
+done
 
 add_file() { # same path inside L1, content of the (symlink-resolved) file
 	mkdir -p "$root$(dirname "$1")"

@@ -17,7 +17,6 @@
 #define EXIT_ERROR 1
 #define EXIT_USAGE 2
 #define TIMEOUT_S 30
-#define KERNEL_LOAD_ADDR 0x1000000
 
 static char dir[] = "/tmp/thaw-cli-test-XXXXXX";
 
@@ -55,29 +54,12 @@ static char *file_in_dir(const char *name, const void *data, size_t len,
 /* The smallest ELF thaw-vmm accepts: one loadable segment, entry inside. */
 static char *fake_elf_kernel(uint64_t memsz)
 {
-	struct {
-		Elf64_Ehdr eh;
-		Elf64_Phdr ph;
-		uint8_t code[16];
-	} k = {
-		.eh = { .e_ident = { ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
-				     ELFCLASS64, ELFDATA2LSB, EV_CURRENT },
-			.e_type = ET_EXEC,
-			.e_machine = EM_X86_64,
-			.e_version = EV_CURRENT,
-			.e_entry = KERNEL_LOAD_ADDR,
-			.e_phoff = sizeof(Elf64_Ehdr),
-			.e_ehsize = sizeof(Elf64_Ehdr),
-			.e_phentsize = sizeof(Elf64_Phdr),
-			.e_phnum = 1 },
-		.ph = { .p_type = PT_LOAD,
-			.p_offset = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr),
-			.p_vaddr = KERNEL_LOAD_ADDR,
-			.p_paddr = KERNEL_LOAD_ADDR,
-			.p_filesz = 16,
-			.p_memsz = memsz },
-	};
-	return file_in_dir("vmlinux", &k, sizeof(k), 0);
+	static char path[256];
+	static const uint8_t hlt = 0xf4;
+
+	snprintf(path, sizeof(path), "%s/vmlinux", dir);
+	cr_assert_eq(write_tiny_kernel(path, &hlt, 1, memsz), 0);
+	return path;
 }
 
 static char *small_initrd(void)
