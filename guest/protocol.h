@@ -236,8 +236,9 @@ enum thaw_read_status {
 	THAW_READ_AGAIN = 0, /* no complete frame yet */
 	THAW_READ_FRAME, /* the frame is in *f, payload valid until next call */
 	THAW_READ_OVERSIZED, /* f->h is the header; the payload is skipped */
-	THAW_READ_RUNT, /* length < 8: no header to read; length bytes skipped */
-	THAW_READ_EOF, /* the peer closed the stream between frames */
+	THAW_READ_RUNT, /* length < 8: no header to read; length bytes skipped
+			 */
+	THAW_READ_EOF,	/* the peer closed the stream between frames */
 };
 
 struct thaw_frame {

@@ -49,15 +49,18 @@ done
 # --- Cache key ---------------------------------------------------------------
 shopt -s nullglob
 export LC_ALL=C # stable glob order and tool messages
-patches=("$here"/*.patch)
-key=$(
+
+# input_key DIR: sha256 over the source package version and DIR's thaw.config,
+# *.patch (sorted) and build.sh.
+input_key() {
     {
         printf '%s %s\n' "$SRC_PKG" "$version"
-        for f in "$here/thaw.config" "${patches[@]}" "$here/build.sh"; do
+        for f in "$1/thaw.config" "$1"/*.patch "$1/build.sh"; do
             printf '%s %s\n' "${f##*/}" "$(sha256sum <"$f" | cut -d' ' -f1)"
         done
     } | sha256sum | cut -d' ' -f1
-)
+}
+key=$(input_key "$here")
 out=$cache/kernel/$key
 
 if [[ -f $out/vmlinux ]]; then
@@ -83,10 +86,17 @@ src=$work/src
 start=$SECONDS
 log "building kernel $key ($SRC_PKG $version) in $work"
 
+# Build from a snapshot of the inputs, so that edits made while this runs
+# cannot end up in the cache under the old key.
+inputs=$work/inputs
+mkdir "$inputs"
+cp "$here/thaw.config" "$here"/*.patch "$here/build.sh" "$inputs/"
+[[ $(input_key "$inputs") == "$key" ]] || die "$here changed while starting the build; run it again"
+
 mkdir "$src"
 tar -xf "$SRC_TAR" -C "$src" --strip-components=1
 
-for p in "${patches[@]}"; do
+for p in "$inputs"/*.patch; do
     log "applying ${p##*/}"
     patch -d "$src" -p1 --forward --batch --fuzz=0 --no-backup-if-mismatch <"$p" >&2 ||
         die "patch ${p##*/} does not apply to $SRC_PKG $version"
@@ -100,7 +110,7 @@ unset KBUILD_OUTPUT KCONFIG_CONFIG CROSS_COMPILE
 kmake() { make -C "$src" ARCH=x86_64 "$@" >&2; }
 
 kmake -s tinyconfig
-(cd "$src" && scripts/kconfig/merge_config.sh -m .config "$here/thaw.config") >/dev/null
+(cd "$src" && scripts/kconfig/merge_config.sh -m .config "$inputs/thaw.config") >/dev/null
 kmake -s olddefconfig
 
 # Every option of the fragment must come out exactly as requested: this catches
@@ -120,7 +130,7 @@ while IFS= read -r line; do
         log "config: $opt is '$have' in the final .config, thaw.config asks for '$want'"
         bad=1
     fi
-done <"$here/thaw.config"
+done <"$inputs/thaw.config"
 ((bad == 0)) || die "thaw.config does not survive olddefconfig (see above)"
 
 kmake -j"$(nproc)" vmlinux

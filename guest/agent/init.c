@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * init.c - what thaw-agent does because it is the guest's PID 1, and its
+ * log.  The kernel hands init an empty system: no /proc, /sys, /dev/pts
+ * or /tmp, no PATH and HOME=/.  Failures here are logged, not fatal: a
+ * guest with, say, no devpts can still run most commands, and an init
+ * that gave up would panic the kernel instead of telling the host why.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+static int log_fd = STDERR_FILENO;
+
+void log_open(bool pid1)
+{
+	int fd;
+
+	if (!pid1)
+		return;
+	/* The console may be slow or absent; kmsg always reaches dmesg. */
+	fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
+		log_fd = fd;
+}
+
+static void vlog(const char *prefix, const char *fmt, va_list ap)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%s", prefix);
+
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* One write per line: kmsg takes each write as one record. */
+	if (write(log_fd, line, (size_t)n) < 0 && log_fd != STDERR_FILENO)
+		(void)!write(STDERR_FILENO, line, (size_t)n);
+}
+
+void log_line(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("", fmt, ap);
+	va_end(ap);
+}
+
+void agent_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("thaw-agent: ", fmt, ap);
+	va_end(ap);
+}
+
+static const struct {
+	const char *source, *target, *type;
+	unsigned long flags;
+	const char *data;
+} mounts[] = {
+	{ "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL },
+	{ "sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL },
+	{ "devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755" },
+	{ "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+	  "mode=0620,ptmxmode=0666" },
+	{ "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" },
+};
+
+void pid1_setup(void)
+{
+	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		if (mkdir(mounts[i].target, 0755) < 0 && errno != EEXIST)
+			agent_log("mkdir %s: %s", mounts[i].target,
+				  strerror(errno));
+		/* EBUSY: CONFIG_DEVTMPFS_MOUNT already mounted /dev. */
+		if (mount(mounts[i].source, mounts[i].target, mounts[i].type,
+			  mounts[i].flags, mounts[i].data) < 0 &&
+		    errno != EBUSY)
+			agent_log("mount %s on %s: %s", mounts[i].type,
+				  mounts[i].target, strerror(errno));
+	}
+	if (sethostname("thaw", 4) < 0)
+		agent_log("sethostname thaw: %s", strerror(errno));
+	setenv("PATH",
+	       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+	       "/sbin:/bin",
+	       0);
+	setenv("HOME", "/root", 1);
+	umask(022);
+	if (chdir("/") < 0)
+		agent_log("chdir /: %s", strerror(errno));
+}
+
+void read_boot_id(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	snprintf(out, len, "unknown");
+	if (!f) {
+		agent_log("boot id: /proc/sys/kernel/random/boot_id: %s",
+			  strerror(errno));
+		return;
+	}
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
