@@ -183,7 +183,11 @@ static int write_atomically(const char *path, const struct buffer *b)
 	char tmp[4200];
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp)) {
+		fprintf(stderr, "thaw-mkinitramfs: path too long: %s\n", path);
+		return -1;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		fprintf(stderr, "thaw-mkinitramfs: %s: %s\n", tmp,
@@ -289,13 +293,21 @@ int main(int argc, char **argv)
 		const char *xdg = getenv("XDG_CACHE_HOME");
 		const char *home = getenv("HOME");
 
+		int n;
+
 		if (env)
-			snprintf(cache_buf, sizeof(cache_buf), "%s", env);
+			n = snprintf(cache_buf, sizeof(cache_buf), "%s", env);
 		else if (xdg)
-			snprintf(cache_buf, sizeof(cache_buf), "%s/thaw", xdg);
+			n = snprintf(cache_buf, sizeof(cache_buf), "%s/thaw",
+				     xdg);
 		else
-			snprintf(cache_buf, sizeof(cache_buf), "%s/.cache/thaw",
-				 home ? home : "/tmp");
+			n = snprintf(cache_buf, sizeof(cache_buf),
+				     "%s/.cache/thaw", home ? home : "/tmp");
+		if (n >= (int)sizeof(cache_buf)) {
+			fprintf(stderr, "thaw-mkinitramfs: cache directory "
+					"path too long\n");
+			return 2;
+		}
 		cache = cache_buf;
 	}
 
@@ -328,10 +340,15 @@ int main(int argc, char **argv)
 
 	XXH128_hash_t h = XXH3_128bits(a.buf.data, a.buf.len);
 	char dir[4200], path[4300];
-	snprintf(dir, sizeof(dir), "%s/initramfs", cache);
-	snprintf(path, sizeof(path), "%s/%016llx%016llx.cpio", dir,
-		 (unsigned long long)h.high64, (unsigned long long)h.low64);
-	if (make_dirs(dir) < 0) {
+	if (snprintf(dir, sizeof(dir), "%s/initramfs", cache) >=
+		    (int)sizeof(dir) ||
+	    snprintf(path, sizeof(path), "%s/%016llx%016llx.cpio", dir,
+		     (unsigned long long)h.high64,
+		     (unsigned long long)h.low64) >= (int)sizeof(path)) {
+		fprintf(stderr, "thaw-mkinitramfs: cache path too long: %s\n",
+			cache);
+		ret = 1;
+	} else if (make_dirs(dir) < 0) {
 		fprintf(stderr, "thaw-mkinitramfs: cannot create %s: %s\n", dir,
 			strerror(errno));
 		ret = 1;
