@@ -23,7 +23,7 @@
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
-	"                [--pvm auto|on|off]\n"
+	"                [--vsock PATH] [--pvm auto|on|off]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, copies its serial console to stdout "
 	"and\n"
@@ -36,6 +36,9 @@ static const char usage[] =
 	"  --mem MiB           guest memory, %u..%u (default %u)\n"
 	"  --vcpus N           1..%d (default 1)\n"
 	"  --console-log PATH  also write the console to PATH\n"
+	"  --vsock PATH        add a virtio-vsock device (guest CID 3); host\n"
+	"                      programs reach guest ports through the Unix\n"
+	"                      socket PATH (\"CONNECT <port>\\n\")\n"
 	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
 	"\n"
 	"Exit status: 0 guest stopped itself, 1 VMM error, 2 bad usage,\n"
@@ -104,6 +107,7 @@ int main(int argc, char **argv)
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "console-log", required_argument, NULL, 'l' },
 		{ "pvm", required_argument, NULL, 'p' },
+		{ "vsock", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -158,6 +162,9 @@ int main(int argc, char **argv)
 				return usage_error(
 					"--pvm takes auto, on or off, not '%s'",
 					optarg);
+			break;
+		case 'v':
+			cfg.vsock_path = optarg;
 			break;
 		case 'h':
 			print_usage(stdout);

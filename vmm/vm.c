@@ -202,7 +202,19 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 	    bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
 			 rtc_io) < 0)
 		return -1;
-	return 0;
+	if (!cfg->vsock_path)
+		return 0;
+
+	struct irq_line vsock_irq = { .set_level = irq_set_level,
+				      .ctx = vm,
+				      .gsi = VIRTIO_MMIO_FIRST_IRQ };
+	if (vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
+		       &vm->mem, vsock_irq) < 0)
+		return -1;
+	vm->vsock_ready = true;
+	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
+			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
+			    virtio_mmio_io);
 }
 
 static int create_vcpus(struct vm *vm)
@@ -248,11 +260,18 @@ out:
 	return ret;
 }
 
+/* The kernel finds virtio-mmio devices only through its command line. */
+#define STR(x) #x
+#define XSTR(x) STR(x)
+static const char vsock_cmdline[] = " virtio_mmio.device=4K@" XSTR(
+	VIRTIO_MMIO_BASE) ":" XSTR(VIRTIO_MMIO_FIRST_IRQ);
+
 static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg)
 {
 	char *cmdline;
 
-	if (asprintf(&cmdline, "%s%s%s%s%s", base_cmdline, vm->pvm ? " " : "",
+	if (asprintf(&cmdline, "%s%s%s%s%s%s", base_cmdline,
+		     cfg->vsock_path ? vsock_cmdline : "", vm->pvm ? " " : "",
 		     vm->pvm ? pvm_kernel_cmdline() : "",
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
@@ -452,6 +471,9 @@ int vm_run(struct vm *vm)
 	sigaction(SIGNAL_KICK, &kick_action, NULL);
 	vm->main_thread = pthread_self();
 
+	if (vm->vsock_ready && vsock_start(&vm->vsock) < 0)
+		vm_stop(vm, VM_ERROR, "vsock: cannot start the device thread");
+
 	vm->running_ns = monotonic_ns();
 	vm->console.boot_ns = vm->running_ns;
 	for (int i = 0; i < vm->nr_vcpus; i++) {
@@ -491,6 +513,9 @@ int vm_run(struct vm *vm)
 
 void vm_destroy(struct vm *vm)
 {
+	/* After the vCPUs: it tears down the transport MMIO exits use. */
+	if (vm->vsock_ready)
+		vsock_stop(&vm->vsock);
 	for (int i = 0; i < VM_MAX_VCPUS; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 

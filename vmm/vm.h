@@ -35,6 +35,7 @@
 #include "devices/i8042.h"
 #include "devices/rtc.h"
 #include "devices/serial.h"
+#include "devices/vsock.h"
 #include "memory.h"
 #include "x86/boot.h"
 
@@ -59,7 +60,8 @@ struct vm_config {
 	uint64_t mem_mib;
 	int nr_vcpus;
 	enum pvm_mode pvm;
-	int console_fd; /* guest console copy, -1 for none */
+	const char *vsock_path; /* host side of the agent channel, or NULL */
+	int console_fd;		/* guest console copy, -1 for none */
 	int console_log_fd;
 };
 
@@ -90,6 +92,8 @@ struct vm {
 	struct i8042 i8042;
 	struct rtc rtc;
 	bool devices_ready; /* all three initialised: destroy them */
+	struct vsock vsock;
+	bool vsock_ready;
 
 	pthread_t main_thread;
 	pthread_mutex_t stop_lock;

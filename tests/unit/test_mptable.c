@@ -68,11 +68,19 @@ static void check_table(int cpus)
 			ioapics++;
 			e += 8;
 			break;
-		case 3:
+		case 3: {
+			uint16_t flags;
+
+			memcpy(&flags, e + 2, 2);
 			cr_expect_eq(e[5], e[7], "ISA IRQ routed to same pin");
+			cr_expect_eq(flags,
+				     e[7] >= VIRTIO_MMIO_FIRST_IRQ ? 0x0d : 0,
+				     "pin %d: level-triggered for virtio only",
+				     e[7]);
 			intsrc++;
 			e += 8;
 			break;
+		}
 		default:
 			e += 8;
 		}

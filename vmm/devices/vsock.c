@@ -702,7 +702,7 @@ static uint32_t conn_packet_out(struct vsock_conn *c, uint16_t op,
 }
 
 /* Writes the packet into @chain; returns the bytes written, 0 if the
- * buffer cannot hold a header (and the packet stays owed). */
+ * buffer cannot hold it (and the packet stays owed). */
 static uint32_t write_packet(struct vsock *v, const struct virtq_chain *chain,
 			     uint32_t slot, uint16_t op, uint32_t flags)
 {
@@ -718,7 +718,7 @@ static uint32_t write_packet(struct vsock *v, const struct virtq_chain *chain,
 	int cnt = chain_iov(chain, true, iov, &room);
 	struct vsock_rst *rst;
 
-	if (room < HDR_SIZE) {
+	if (room < HDR_SIZE || (op == VIRTIO_VSOCK_OP_RW && room == HDR_SIZE)) {
 		count_dropped(v);
 		return 0;
 	}
@@ -894,9 +894,9 @@ static const struct virtio_backend_ops vsock_ops = {
 
 /* --- Setup -------------------------------------------------------------- */
 
-static int epoll_add(struct vsock *v, int fd, uint64_t tag)
+static int epoll_add(struct vsock *v, int fd, uint32_t events, uint64_t tag)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
 
 	if (epoll_ctl(v->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		fprintf(stderr, "vsock %s: epoll_ctl: %s\n", v->uds_path,
@@ -984,8 +984,11 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 			uds_path, strerror(errno));
 		goto fail;
 	}
-	if (epoll_add(v, v->kick_fd, TAG_KICK) < 0 ||
-	    epoll_add(v, v->listen_fd, TAG_LISTEN) < 0)
+	/* The listener is edge-triggered: accept_clients() runs until EAGAIN,
+	 * and if accept fails for want of fds the pending client waits for
+	 * the next one instead of spinning this thread. */
+	if (epoll_add(v, v->kick_fd, EPOLLIN, TAG_KICK) < 0 ||
+	    epoll_add(v, v->listen_fd, EPOLLIN | EPOLLET, TAG_LISTEN) < 0)
 		goto fail;
 	if (virtio_mmio_init(&v->transport, "vsock", &vsock_ops, v, mem, irq))
 		goto fail;

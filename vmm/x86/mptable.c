@@ -18,6 +18,8 @@
 #define CPU_BOOTSTRAP 2
 #define ISA_BUS_ID 0
 #define ALL_LAPICS 0xff
+/* MP spec interrupt flags: polarity active high (1), trigger level (3 << 2) */
+#define MP_IRQ_LEVEL_HIGH 0x0d
 
 enum mp_entry_type { MP_PROCESSOR, MP_BUS, MP_IOAPIC, MP_INTSRC, MP_LINTSRC };
 enum mp_irq_type { MP_INT, MP_NMI, MP_SMI, MP_EXTINT };
@@ -142,9 +144,17 @@ int mptable_write(struct guest_memory *mem, int nr_cpus)
 	memcpy(p, &ioapic, sizeof(ioapic));
 	p += sizeof(ioapic);
 
+	/*
+	 * virtio-mmio lines are level-triggered: a device keeps its line up
+	 * while InterruptStatus is non-zero, and an edge would be lost when
+	 * new work arrives before the driver acknowledges the old.
+	 */
 	for (int pin = 0; pin < IOAPIC_PINS; pin++) {
 		struct mp_interrupt e = { .type = MP_INTSRC,
 					  .irq_type = MP_INT,
+					  .flags = pin >= VIRTIO_MMIO_FIRST_IRQ
+							   ? MP_IRQ_LEVEL_HIGH
+							   : 0,
 					  .src_bus = ISA_BUS_ID,
 					  .src_irq = pin,
 					  .dst_apic = ioapic_id,

@@ -7,7 +7,8 @@
  * without ACPI (its interpreter is slow to start under emulation), so the
  * MP table is the one description of the machine.  Every IOAPIC pin gets an
  * identity-mapped ISA interrupt entry, matching KVM's default GSI routing,
- * so the UART (IRQ 4) and virtio-mmio devices (IRQ 5 and up) just work.
+ * so the UART (IRQ 4, edge) and virtio-mmio devices (IRQ 5 and up, level)
+ * just work.
  */
 #ifndef THAW_VMM_X86_MPTABLE_H
 #define THAW_VMM_X86_MPTABLE_H
