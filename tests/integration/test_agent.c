@@ -1,0 +1,971 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_agent.c - runs the real thaw-agent binary (THAW_AGENT) on the host
+ * with --listen unix:PATH and talks to it with a small client built on
+ * guest/protocol.h, the way the VMM side will over vsock.
+ *
+ * Each test starts a fresh agent and waits for its "ready" line on stderr,
+ * so nothing waits on a guessed delay.  Every receive has a deadline, so a
+ * hung agent fails the test instead of stalling the suite.  The agent
+ * makes itself a subreaper here, so grandchildren killed by a timeout are
+ * reaped by the agent exactly as they would be in the guest.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nettle/sha2.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protocol.h"
+
+#define RECV_TIMEOUT_MS 20000
+
+static pid_t agent_pid = -1;
+static int agent_stderr = -1;
+static char dir[64];
+static char sock_path[128];
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void start_agent(void)
+{
+	char listen_arg[160], buf[512];
+	size_t have = 0;
+	long deadline = now_ms() + 10000;
+	int p[2];
+
+	snprintf(dir, sizeof(dir), "/tmp/thaw-agent-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", dir);
+	snprintf(listen_arg, sizeof(listen_arg), "unix:%s", sock_path);
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	agent_pid = fork();
+	cr_assert_geq(agent_pid, 0);
+	if (agent_pid == 0) {
+		dup2(p[1], STDERR_FILENO);
+		execl(THAW_AGENT, "thaw-agent", "--listen", listen_arg,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	agent_stderr = p[0];
+	while (!memmem(buf, have, "ready on unix:", 14)) {
+		struct pollfd pfd = { .fd = agent_stderr, .events = POLLIN };
+		ssize_t n;
+
+		cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())), 0,
+			     "agent did not report ready within 10 s");
+		n = read(agent_stderr, buf + have, sizeof(buf) - have);
+		cr_assert_gt(n, 0, "agent exited before ready: %.*s", (int)have,
+			     buf);
+		have += (size_t)n;
+		cr_assert_lt(have, sizeof(buf));
+	}
+}
+
+static void stop_agent(void)
+{
+	char cmd[128];
+	int status;
+
+	if (agent_pid > 0) {
+		char log[4096];
+		ssize_t n;
+
+		kill(agent_pid, SIGTERM);
+		waitpid(agent_pid, &status, 0);
+		agent_pid = -1;
+		/* Exit 0 on SIGTERM: no sanitizer report, no crash. */
+		n = read(agent_stderr, log, sizeof(log) - 1);
+		log[n > 0 ? n : 0] = '\0';
+		cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "agent status 0x%x, stderr:\n%s", status, log);
+	}
+	if (agent_stderr >= 0)
+		close(agent_stderr);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (dir[0])
+		cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(agent, .init = start_agent, .fini = stop_agent, .timeout = 120);
+
+struct client {
+	int fd;
+	struct thaw_reader rd;
+	char boot_id[65];
+};
+
+static uint8_t frame_buf[THAW_MAX_FRAME];
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	long deadline = now_ms() + RECV_TIMEOUT_MS;
+	const uint8_t *b = p;
+
+	while (n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		ssize_t k = write(fd, b, n);
+
+		if (k < 0 && errno == EAGAIN) {
+			cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())),
+				     0, "agent stopped reading for %d ms",
+				     RECV_TIMEOUT_MS);
+			continue;
+		}
+		cr_assert_gt(k, 0, "write to agent: %s", strerror(errno));
+		b += k;
+		n -= (size_t)k;
+	}
+}
+
+static void send_writer(struct client *cl, struct thaw_writer *w)
+{
+	int n = thaw_writer_finish(w);
+
+	cr_assert_gt(n, 0, "test frame too large");
+	write_all(cl->fd, w->buf, (size_t)n);
+}
+
+static void begin(struct thaw_writer *w, uint32_t req, uint16_t type,
+		  uint16_t flags)
+{
+	thaw_writer_init(w, frame_buf, sizeof(frame_buf), req, type, flags);
+}
+
+/* Waits for the next frame; its payload lives until the next call. */
+static void recv_frame(struct client *cl, struct thaw_frame *f)
+{
+	long deadline = now_ms() + RECV_TIMEOUT_MS;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = cl->fd, .events = POLLIN };
+		int st = thaw_reader_read(&cl->rd, cl->fd, f);
+
+		if (st == THAW_READ_FRAME)
+			return;
+		cr_assert_eq(st, THAW_READ_AGAIN, "reading a frame: status %d",
+			     st);
+		cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())), 0,
+			     "no frame from the agent within %d ms",
+			     RECV_TIMEOUT_MS);
+	}
+}
+
+static void parse(struct thaw_msg *m, const struct thaw_frame *f)
+{
+	char err[256];
+
+	cr_assert_eq(thaw_parse_type(m, f->h.type, f->payload, f->payload_len,
+				     err, sizeof(err)),
+		     0, "agent sent a bad %s: %s", thaw_type_name(f->h.type),
+		     err);
+}
+
+static void client_open(struct client *cl)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct thaw_frame f;
+	struct thaw_msg m;
+
+	strcpy(sun.sun_path, sock_path);
+	cl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	cr_assert_geq(cl->fd, 0);
+	cr_assert_eq(connect(cl->fd, (struct sockaddr *)&sun, sizeof(sun)), 0,
+		     "connect %s: %s", sock_path, strerror(errno));
+	cr_assert_eq(thaw_reader_init(&cl->rd), 0);
+	recv_frame(cl, &f);
+	cr_assert_eq(f.h.type, THAW_HELLO);
+	cr_assert_eq(f.h.request_id, 0);
+	parse(&m, &f);
+	cr_assert_eq(thaw_get_u32(&m, THAW_T_VERSION, 0),
+		     THAW_PROTOCOL_VERSION);
+	cr_assert_gt(thaw_get(&m, THAW_T_AGENT_VERSION)->len, 0);
+	cr_assert_eq(thaw_get_str(&m, THAW_T_BOOT_ID, cl->boot_id,
+				  sizeof(cl->boot_id)),
+		     0);
+}
+
+static void client_close(struct client *cl)
+{
+	close(cl->fd);
+	thaw_reader_free(&cl->rd);
+}
+
+struct result {
+	pid_t pid;
+	char *out, *err;
+	size_t out_len, err_len;
+	bool done;
+	bool exited;
+	uint32_t code, sig;
+	bool timed_out;
+	int error; /* errno of an ERROR answer */
+	char msg[256];
+};
+
+static void send_exec(struct client *cl, uint32_t req, const char *const *argv,
+		      const void *in, size_t in_len, uint32_t timeout_ms)
+{
+	struct thaw_writer w;
+
+	begin(&w, req, THAW_EXEC, 0);
+	for (; *argv; argv++)
+		thaw_put_str(&w, THAW_T_ARGV, *argv);
+	if (in_len)
+		thaw_put_bytes(&w, THAW_T_STDIN, in, in_len);
+	if (timeout_ms)
+		thaw_put_u32(&w, THAW_T_TIMEOUT_MS, timeout_ms);
+	send_writer(cl, &w);
+}
+
+static void append(char **buf, size_t *len, const struct thaw_msg *m)
+{
+	const struct thaw_field *d = thaw_get(m, THAW_T_DATA);
+
+	*buf = realloc(*buf, *len + d->len + 1);
+	cr_assert_not_null(*buf);
+	memcpy(*buf + *len, d->data, d->len);
+	*len += d->len;
+	(*buf)[*len] = '\0';
+}
+
+static bool take_error(struct result *r, const struct thaw_msg *m)
+{
+	r->error = (int)thaw_get_u32(m, THAW_T_ERRNO, 0);
+	thaw_get_str(m, THAW_T_MESSAGE, r->msg, sizeof(r->msg));
+	return true;
+}
+
+/* Collects the answers of execs base .. base + n - 1 until all ended. */
+static void collect(struct client *cl, struct result *res, uint32_t base, int n)
+{
+	int left = n;
+
+	while (left) {
+		struct thaw_frame f;
+		struct thaw_msg m;
+		struct result *r;
+
+		recv_frame(cl, &f);
+		cr_assert(f.h.request_id >= base && f.h.request_id < base + n,
+			  "frame %s for unexpected request %u",
+			  thaw_type_name(f.h.type), f.h.request_id);
+		r = &res[f.h.request_id - base];
+		cr_assert(!r->done, "frame %s after the end of request %u",
+			  thaw_type_name(f.h.type), f.h.request_id);
+		parse(&m, &f);
+		switch (f.h.type) {
+		case THAW_EXEC_STARTED:
+			r->pid = (pid_t)thaw_get_u32(&m, THAW_T_PID, 0);
+			break;
+		case THAW_STDOUT:
+			cr_assert_gt(r->pid, 0, "STDOUT before EXEC_STARTED");
+			append(&r->out, &r->out_len, &m);
+			break;
+		case THAW_STDERR:
+			append(&r->err, &r->err_len, &m);
+			break;
+		case THAW_EXIT:
+			r->exited = true;
+			r->code = thaw_get_u32(&m, THAW_T_EXIT_CODE, 256);
+			r->sig = thaw_get_u32(&m, THAW_T_SIGNAL, 0);
+			cr_assert(thaw_has(&m, THAW_T_EXIT_CODE) !=
+				  thaw_has(&m, THAW_T_SIGNAL));
+			r->timed_out = thaw_get_u8(&m, THAW_T_TIMED_OUT, 0);
+			r->done = true;
+			left--;
+			break;
+		case THAW_ERROR:
+			r->done = take_error(r, &m);
+			left--;
+			break;
+		default:
+			cr_assert_fail("unexpected %s",
+				       thaw_type_name(f.h.type));
+		}
+	}
+}
+
+static void result_free(struct result *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+static void run(struct client *cl, uint32_t req, const char *const *argv,
+		const void *in, size_t in_len, uint32_t timeout_ms,
+		struct result *r)
+{
+	memset(r, 0, sizeof(*r));
+	send_exec(cl, req, argv, in, in_len, timeout_ms);
+	collect(cl, r, req, 1);
+}
+
+/* Sends a one-field request and returns the single answer's type. */
+static uint16_t simple(struct client *cl, uint32_t req, uint16_t type,
+		       const char *path, struct thaw_msg *m,
+		       struct thaw_frame *f)
+{
+	struct thaw_writer w;
+
+	begin(&w, req, type, 0);
+	thaw_put_str(&w, THAW_T_PATH, path);
+	send_writer(cl, &w);
+	recv_frame(cl, f);
+	cr_assert_eq(f->h.request_id, req);
+	parse(m, f);
+	return f->h.type;
+}
+
+static void expect_pong(struct client *cl, uint32_t req)
+{
+	static const uint8_t data[] = { 0, 1, 2, 0xff, 0 };
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct thaw_msg m;
+
+	begin(&w, req, THAW_PING, 0);
+	thaw_put_bytes(&w, THAW_T_DATA, data, sizeof(data));
+	send_writer(cl, &w);
+	recv_frame(cl, &f);
+	cr_assert_eq(f.h.type, THAW_PONG, "got %s: %.*s",
+		     thaw_type_name(f.h.type), (int)f.payload_len, f.payload);
+	cr_assert_eq(f.h.request_id, req);
+	parse(&m, &f);
+	cr_assert_eq(thaw_get(&m, THAW_T_DATA)->len, sizeof(data));
+	cr_assert_arr_eq(thaw_get(&m, THAW_T_DATA)->data, data, sizeof(data));
+}
+
+static void expect_error(struct client *cl, uint32_t req, int err)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+	char msg[256];
+
+	recv_frame(cl, &f);
+	cr_assert_eq(f.h.type, THAW_ERROR, "got %s, want ERROR",
+		     thaw_type_name(f.h.type));
+	cr_assert_eq(f.h.request_id, req);
+	parse(&m, &f);
+	thaw_get_str(&m, THAW_T_MESSAGE, msg, sizeof(msg));
+	cr_assert_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), (uint32_t)err,
+		     "errno %u (%s), want %d",
+		     thaw_get_u32(&m, THAW_T_ERRNO, 0), msg, err);
+	cr_assert_gt(strlen(msg), 0);
+}
+
+Test(agent, hello_and_ping)
+{
+	struct client a, b;
+
+	client_open(&a);
+	client_open(&b);
+	cr_expect_str_eq(a.boot_id, b.boot_id);
+	expect_pong(&a, 1);
+	expect_pong(&b, 1);
+	client_close(&a);
+	client_close(&b);
+}
+
+Test(agent, echo_and_exit_codes)
+{
+	const char *echo[] = { "echo", "hi", NULL };
+	const char *seven[] = { "sh", "-c", "exit 7", NULL };
+	const char *split[] = { "sh", "-c", "echo out; echo err >&2; echo out2",
+				NULL };
+	struct client cl;
+	struct result r;
+
+	client_open(&cl);
+	run(&cl, 1, echo, NULL, 0, 0, &r);
+	cr_assert(r.exited);
+	cr_expect_eq(r.code, 0);
+	cr_expect_str_eq(r.out, "hi\n");
+	cr_expect_null(r.err);
+	result_free(&r);
+
+	run(&cl, 2, seven, NULL, 0, 0, &r);
+	cr_expect_eq(r.code, 7);
+	cr_expect_eq(r.sig, 0);
+	cr_expect_not(r.timed_out);
+	result_free(&r);
+
+	run(&cl, 3, split, NULL, 0, 0, &r);
+	cr_expect_str_eq(r.out, "out\nout2\n");
+	cr_expect_str_eq(r.err, "err\n");
+	result_free(&r);
+	client_close(&cl);
+}
+
+Test(agent, stdin_is_binary_safe)
+{
+	const char *cat[] = { "cat", NULL };
+	uint8_t in[300000];
+	struct client cl;
+	struct result r;
+
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 7 + (i >> 9));
+	client_open(&cl);
+	run(&cl, 5, cat, in, sizeof(in), 0, &r);
+	cr_expect_eq(r.code, 0);
+	cr_assert_eq(r.out_len, sizeof(in));
+	cr_expect_arr_eq(r.out, in, sizeof(in));
+	result_free(&r);
+	client_close(&cl);
+}
+
+Test(agent, exec_errors)
+{
+	const char *missing[] = { "/nonexistent/program", NULL };
+	const char *sh[] = { "sh", "-c", "true", NULL };
+	struct client cl;
+	struct thaw_writer w;
+	struct result r;
+
+	client_open(&cl);
+	run(&cl, 1, missing, NULL, 0, 0, &r);
+	cr_expect_eq(r.error, ENOENT, "error %d: %s", r.error, r.msg);
+	cr_expect_not(r.exited);
+	result_free(&r);
+
+	memset(&r, 0, sizeof(r));
+	begin(&w, 2, THAW_EXEC, 0);
+	thaw_put_str(&w, THAW_T_ARGV, sh[0]);
+	thaw_put_str(&w, THAW_T_CWD, "/nonexistent-dir");
+	send_writer(&cl, &w);
+	collect(&cl, &r, 2, 1);
+	cr_expect_eq(r.error, ENOENT);
+	cr_expect(strstr(r.msg, "CWD"), "message: %s", r.msg);
+
+	begin(&w, 3, THAW_EXEC, 0);
+	thaw_put_u32(&w, THAW_T_TIMEOUT_MS, 5);
+	send_writer(&cl, &w);
+	expect_error(&cl, 3, EPROTO);
+	expect_pong(&cl, 4);
+	client_close(&cl);
+}
+
+static bool process_gone(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	bool zombie = false;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return true;
+	/* A killed grandchild may still await reaping by the agent. */
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		zombie = p[2] == 'Z';
+	fclose(f);
+	return zombie;
+}
+
+static void expect_gone(pid_t pid)
+{
+	long deadline = now_ms() + 5000;
+
+	while (!process_gone(pid)) {
+		cr_assert_lt(now_ms(), deadline, "process %d still alive", pid);
+		usleep(10000);
+	}
+}
+
+Test(agent, timeout_kills_process_group)
+{
+	const char *cmd[] = { "sh", "-c",
+			      "sleep 100 & echo $!; sleep 100 & echo $!; "
+			      "echo $$; wait",
+			      NULL };
+	struct client cl;
+	struct result r;
+	long start = now_ms();
+	int pids[3];
+
+	client_open(&cl);
+	run(&cl, 9, cmd, NULL, 0, 100, &r);
+	cr_assert(r.exited);
+	cr_expect(r.timed_out);
+	cr_expect_eq(r.sig, SIGKILL);
+	cr_expect_lt(now_ms() - start, 5000);
+	cr_assert_not_null(r.out);
+	cr_assert_eq(sscanf(r.out, "%d %d %d", &pids[0], &pids[1], &pids[2]), 3,
+		     "output: %s", r.out);
+	cr_expect_eq(pids[2], r.pid);
+	for (int i = 0; i < 3; i++)
+		expect_gone(pids[i]);
+	result_free(&r);
+	client_close(&cl);
+}
+
+Test(agent, kill_signals_the_group)
+{
+	const char *cmd[] = { "sleep", "100", NULL };
+	struct client cl;
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct result r = { 0 };
+
+	client_open(&cl);
+	send_exec(&cl, 1, cmd, NULL, 0, 0);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_EXEC_STARTED);
+	begin(&w, 2, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 1);
+	thaw_put_u32(&w, THAW_T_SIGNAL, SIGTERM);
+	send_writer(&cl, &w);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK, "got %s", thaw_type_name(f.h.type));
+	cr_assert_eq(f.h.request_id, 2);
+	r.pid = 1;
+	collect(&cl, &r, 1, 1);
+	cr_expect_eq(r.sig, SIGTERM);
+	cr_expect_not(r.timed_out);
+
+	begin(&w, 3, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 1);
+	send_writer(&cl, &w);
+	expect_error(&cl, 3, ESRCH);
+	client_close(&cl);
+}
+
+Test(agent, disconnect_kills_execs)
+{
+	const char *cmd[] = { "sh", "-c", "sleep 100 & echo $!; wait", NULL };
+	struct client a, b;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	pid_t sh = 0, child = 0;
+
+	client_open(&a);
+	client_open(&b);
+	send_exec(&a, 1, cmd, NULL, 0, 0);
+	while (!child) {
+		recv_frame(&a, &f);
+		parse(&m, &f);
+		if (f.h.type == THAW_EXEC_STARTED)
+			sh = (pid_t)thaw_get_u32(&m, THAW_T_PID, 0);
+		else if (f.h.type == THAW_STDOUT)
+			child = atoi(
+				(const char *)thaw_get(&m, THAW_T_DATA)->data);
+		else
+			cr_assert_fail("got %s", thaw_type_name(f.h.type));
+	}
+	client_close(&a);
+	expect_gone(sh);
+	expect_gone(child);
+	/* The other connection is unaffected. */
+	expect_pong(&b, 7);
+	client_close(&b);
+}
+
+Test(agent, concurrent_execs)
+{
+	struct result res[10] = { 0 };
+	char arg[10][16];
+	struct client cl;
+
+	client_open(&cl);
+	for (int i = 0; i < 10; i++) {
+		const char *cmd[] = { "sh",
+				      "-c",
+				      "echo start $1; sleep 0.3; "
+				      "echo end $1 >&2; exit $1",
+				      "sh",
+				      arg[i],
+				      NULL };
+
+		snprintf(arg[i], sizeof(arg[i]), "%d", i);
+		send_exec(&cl, 100 + (uint32_t)i, cmd, NULL, 0, 0);
+	}
+	long start = now_ms();
+
+	collect(&cl, res, 100, 10);
+	/* Ten 0.3 s sleeps in well under 3 s: they ran at once. */
+	cr_expect_lt(now_ms() - start, 2500);
+	for (int i = 0; i < 10; i++) {
+		char want[32];
+
+		cr_assert(res[i].exited, "exec %d: %s", i, res[i].msg);
+		cr_expect_eq(res[i].code, (uint32_t)i);
+		snprintf(want, sizeof(want), "start %d\n", i);
+		cr_expect_str_eq(res[i].out, want);
+		snprintf(want, sizeof(want), "end %d\n", i);
+		cr_expect_str_eq(res[i].err, want);
+		result_free(&res[i]);
+	}
+	client_close(&cl);
+}
+
+Test(agent, large_output_survives_backpressure)
+{
+	const char *cmd[] = { "head", "-c", "33554432", "/dev/zero", NULL };
+	struct client cl;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	size_t total = 0;
+	bool exited = false;
+
+	client_open(&cl);
+	send_exec(&cl, 1, cmd, NULL, 0, 0);
+	/* Let the agent hit its queue limit before reading anything. */
+	usleep(200000);
+	while (!exited) {
+		recv_frame(&cl, &f);
+		parse(&m, &f);
+		if (f.h.type == THAW_STDOUT)
+			total += thaw_get(&m, THAW_T_DATA)->len;
+		else if (f.h.type == THAW_EXIT)
+			exited = true;
+	}
+	cr_expect_eq(total, 32u << 20);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_EXIT_CODE, 99), 0);
+	client_close(&cl);
+}
+
+static uint8_t *pattern(size_t n, uint32_t seed)
+{
+	uint8_t *p = malloc(n);
+
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+	return p;
+}
+
+static void upload(struct client *cl, uint32_t req, const char *path,
+		   const uint8_t *data, size_t n, uint32_t mode)
+{
+	const size_t chunk = 512u << 10;
+	struct thaw_writer w;
+	size_t off = 0;
+
+	do {
+		size_t k = n - off < chunk ? n - off : chunk;
+		bool final = off + k == n;
+
+		begin(&w, req, THAW_WRITE_FILE, final ? THAW_FLAG_FINAL : 0);
+		if (off == 0) {
+			thaw_put_str(&w, THAW_T_PATH, path);
+			thaw_put_u32(&w, THAW_T_MODE, mode);
+		}
+		thaw_put_bytes(&w, THAW_T_DATA, data + off, k);
+		send_writer(cl, &w);
+		off += k;
+	} while (off < n);
+}
+
+static uint8_t *download(struct client *cl, uint32_t req, const char *path,
+			 size_t *len)
+{
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	uint8_t *buf = NULL;
+
+	*len = 0;
+	begin(&w, req, THAW_READ_FILE, 0);
+	thaw_put_str(&w, THAW_T_PATH, path);
+	send_writer(cl, &w);
+	for (;;) {
+		const struct thaw_field *d;
+
+		recv_frame(cl, &f);
+		cr_assert_eq(f.h.request_id, req);
+		parse(&m, &f);
+		if (f.h.type == THAW_END)
+			break;
+		cr_assert_eq(f.h.type, THAW_DATA, "got %s",
+			     thaw_type_name(f.h.type));
+		d = thaw_get(&m, THAW_T_DATA);
+		buf = realloc(buf, *len + d->len);
+		cr_assert_not_null(buf);
+		memcpy(buf + *len, d->data, d->len);
+		*len += d->len;
+	}
+	cr_assert_eq(thaw_get_u64(&m, THAW_T_SIZE, 0), *len);
+	return buf;
+}
+
+static void round_trip(size_t size)
+{
+	uint8_t *data = pattern(size, (uint32_t)size), *back;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	char path[128], hex[2 * SHA256_DIGEST_SIZE + 1];
+	const char *cmd[] = { "sha256sum", path, NULL };
+	struct sha256_ctx sha;
+	struct thaw_frame f;
+	struct client cl;
+	struct result r;
+	struct stat st;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/blob", dir);
+	client_open(&cl);
+	upload(&cl, 1, path, data, size, 0600);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK, "got %s: %.*s",
+		     thaw_type_name(f.h.type), (int)f.payload_len, f.payload);
+	cr_assert_eq(f.h.request_id, 1);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0600);
+
+	back = download(&cl, 2, path, &len);
+	cr_assert_eq(len, size);
+	cr_assert(memcmp(back, data, size) == 0, "downloaded bytes differ");
+
+	sha256_init(&sha);
+	sha256_update(&sha, size, data);
+	sha256_digest(&sha, sizeof(digest), digest);
+	for (size_t i = 0; i < sizeof(digest); i++)
+		sprintf(hex + 2 * i, "%02x", digest[i]);
+	run(&cl, 3, cmd, NULL, 0, 0, &r);
+	cr_assert_eq(r.code, 0);
+	cr_expect(strncmp(r.out, hex, strlen(hex)) == 0,
+		  "sha256sum %s, want %s", r.out, hex);
+	result_free(&r);
+	free(back);
+	free(data);
+	client_close(&cl);
+}
+
+Test(agent, file_1mib_round_trip)
+{
+	round_trip(1u << 20);
+}
+
+Test(agent, file_16mib_round_trip)
+{
+	round_trip((16u << 20) + 12345);
+}
+
+Test(agent, write_replaces_atomically_and_failures_are_single)
+{
+	uint8_t *data = pattern(3000, 1);
+	char path[128], bad[128];
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct client cl;
+	size_t len;
+	uint8_t *back;
+
+	snprintf(path, sizeof(path), "%s/f", dir);
+	snprintf(bad, sizeof(bad), "%s/missing-dir/f", dir);
+	client_open(&cl);
+	upload(&cl, 1, path, data, 3000, 0644);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK);
+	/* Shorter second write replaces, not overwrites in place. */
+	upload(&cl, 2, path, (const uint8_t *)"short", 5, 0644);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK);
+	back = download(&cl, 3, path, &len);
+	cr_expect_eq(len, 5);
+	cr_expect(memcmp(back, "short", 5) == 0);
+	free(back);
+
+	/* Three frames to a bad path: one ERROR, then the next request. */
+	for (int i = 0; i < 3; i++) {
+		begin(&w, 4, THAW_WRITE_FILE, i == 2 ? THAW_FLAG_FINAL : 0);
+		if (i == 0)
+			thaw_put_str(&w, THAW_T_PATH, bad);
+		thaw_put_bytes(&w, THAW_T_DATA, data, 1000);
+		send_writer(&cl, &w);
+	}
+	expect_error(&cl, 4, ENOENT);
+	expect_pong(&cl, 5);
+	free(data);
+	client_close(&cl);
+}
+
+Test(agent, garbage_frames_are_answered_and_skipped)
+{
+	uint8_t junk[112];
+	uint8_t runt[4 + 3] = { 3, 0, 0, 0, 'a', 'b', 'c' };
+	struct client cl;
+	struct thaw_header h;
+	uint32_t seed = 42;
+
+	client_open(&cl);
+	for (size_t i = 0; i < sizeof(junk); i++) {
+		seed = seed * 1103515245u + 12345u;
+		junk[i] = (uint8_t)(seed >> 16);
+	}
+	/* Plausible length, random everything else. */
+	junk[0] = sizeof(junk) - 4;
+	junk[1] = junk[2] = junk[3] = 0;
+	thaw_header_decode(junk, &h);
+	write_all(cl.fd, junk, sizeof(junk));
+	{
+		struct thaw_frame f;
+
+		recv_frame(&cl, &f);
+		cr_assert_eq(f.h.type, THAW_ERROR);
+		cr_assert_eq(f.h.request_id, h.request_id);
+	}
+	expect_pong(&cl, 1);
+
+	/* Random payload under a real type: a malformed TLV. */
+	junk[8] = THAW_EXEC;
+	junk[9] = junk[10] = junk[11] = 0;
+	junk[4] = 77;
+	junk[5] = junk[6] = junk[7] = 0;
+	write_all(cl.fd, junk, sizeof(junk));
+	expect_error(&cl, 77, EPROTO);
+	expect_pong(&cl, 2);
+
+	/* Unknown type. */
+	junk[8] = 0xe7;
+	junk[9] = 0x03;
+	write_all(cl.fd, junk, sizeof(junk));
+	expect_error(&cl, 77, ENOSYS);
+
+	/* Shorter than a header: ERROR for request 0, length skipped. */
+	write_all(cl.fd, runt, sizeof(runt));
+	expect_error(&cl, 0, EPROTO);
+	expect_pong(&cl, 3);
+	client_close(&cl);
+}
+
+Test(agent, oversized_frame_is_skipped)
+{
+	const size_t big = 64u << 20;
+	struct thaw_header h = { .length = THAW_HEADER_REST + (uint32_t)big,
+				 .request_id = 55,
+				 .type = THAW_WRITE_FILE };
+	uint8_t hdr[THAW_HEADER_SIZE];
+	uint8_t *zeros = calloc(1, 1u << 20);
+	struct client cl;
+
+	cr_assert_not_null(zeros);
+	client_open(&cl);
+	thaw_header_encode(hdr, &h);
+	write_all(cl.fd, hdr, sizeof(hdr));
+	/* The agent answers on the header, before the payload arrives. */
+	expect_error(&cl, 55, EMSGSIZE);
+	for (size_t off = 0; off < big; off += 1u << 20)
+		write_all(cl.fd, zeros, 1u << 20);
+	expect_pong(&cl, 56);
+	free(zeros);
+	client_close(&cl);
+}
+
+Test(agent, stat_list_mkdir_remove)
+{
+	char d[128], deep[160], file[160], missing[160];
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	struct client cl;
+	int seen = 0;
+
+	snprintf(d, sizeof(d), "%s/a", dir);
+	snprintf(deep, sizeof(deep), "%s/a/b/c", dir);
+	snprintf(file, sizeof(file), "%s/a/file", dir);
+	snprintf(missing, sizeof(missing), "%s/nope", dir);
+	client_open(&cl);
+
+	begin(&w, 1, THAW_MKDIR, 0);
+	thaw_put_str(&w, THAW_T_PATH, deep);
+	thaw_put_u32(&w, THAW_T_MODE, 0750);
+	thaw_put_u8(&w, THAW_T_PARENTS, 1);
+	send_writer(&cl, &w);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK);
+
+	begin(&w, 2, THAW_MKDIR, 0);
+	thaw_put_str(&w, THAW_T_PATH, deep);
+	send_writer(&cl, &w);
+	expect_error(&cl, 2, EEXIST);
+
+	cr_assert_eq(simple(&cl, 3, THAW_STAT, deep, &m, &f), THAW_STAT_RESULT);
+	cr_expect_eq(thaw_get_u8(&m, THAW_T_FILE_TYPE, 0), THAW_FT_DIR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_MODE, 0), 0750);
+	cr_expect_gt(thaw_get_u64(&m, THAW_T_MTIME_NS, 0), 1000000000ull);
+
+	upload(&cl, 4, file, (const uint8_t *)"12345", 5, 0640);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK);
+
+	cr_assert_eq(simple(&cl, 5, THAW_LIST, d, &m, &f), THAW_ENTRIES);
+	{
+		const uint8_t *val;
+		uint32_t len;
+		size_t it = 0;
+
+		while (thaw_next(&m, THAW_T_ENTRY, &it, &val, &len)) {
+			struct thaw_msg e;
+			char name[256], err[128];
+
+			cr_assert_eq(thaw_parse(&e, &thaw_entry_schema, val,
+						len, err, sizeof(err)),
+				     0, "%s", err);
+			thaw_get_str(&e, THAW_T_NAME, name, sizeof(name));
+			if (!strcmp(name, "b")) {
+				seen |= 1;
+				cr_expect_eq(
+					thaw_get_u8(&e, THAW_T_FILE_TYPE, 0),
+					THAW_FT_DIR);
+			} else if (!strcmp(name, "file")) {
+				seen |= 2;
+				cr_expect_eq(thaw_get_u64(&e, THAW_T_SIZE, 0),
+					     5);
+				cr_expect_eq(thaw_get_u32(&e, THAW_T_MODE, 0),
+					     0640);
+			} else {
+				cr_assert_fail("unexpected entry %s", name);
+			}
+		}
+	}
+	cr_expect_eq(seen, 3);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_END);
+	parse(&m, &f);
+	cr_expect_eq(thaw_get_u64(&m, THAW_T_SIZE, 0), 2);
+
+	cr_assert_eq(simple(&cl, 6, THAW_REMOVE, d, &m, &f), THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOTEMPTY);
+
+	begin(&w, 7, THAW_REMOVE, 0);
+	thaw_put_str(&w, THAW_T_PATH, d);
+	thaw_put_u8(&w, THAW_T_RECURSIVE, 1);
+	send_writer(&cl, &w);
+	recv_frame(&cl, &f);
+	cr_assert_eq(f.h.type, THAW_OK);
+
+	cr_assert_eq(simple(&cl, 8, THAW_STAT, d, &m, &f), THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOENT);
+	cr_assert_eq(simple(&cl, 9, THAW_READ_FILE, missing, &m, &f),
+		     THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOENT);
+	cr_assert_eq(simple(&cl, 10, THAW_LIST, missing, &m, &f), THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOENT);
+	cr_assert_eq(simple(&cl, 11, THAW_REMOVE, missing, &m, &f), THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOENT);
+	cr_assert_eq(simple(&cl, 12, THAW_READ_FILE, dir, &m, &f), THAW_ERROR);
+	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), EISDIR);
+	client_close(&cl);
+}
