@@ -275,7 +275,11 @@ int main(int argc, char **argv)
 
 	snprintf(vsock_default, sizeof(vsock_default), "vsock:%d",
 		 THAW_AGENT_VSOCK_PORT);
-	for (int i = 1; i < argc; i++) {
+	/*
+	 * As init, argv holds the kernel command line words the kernel did
+	 * not recognise (meant for some other kernel): none are ours.
+	 */
+	for (int i = 1; i < argc && getpid() != 1; i++) {
 		if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
 			addr = argv[++i];
 		} else if (strcmp(argv[i], "--help") == 0) {

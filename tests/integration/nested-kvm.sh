@@ -12,7 +12,8 @@
 # Into L1's initramfs go: Debian's stock kernel modules for KVM (the kernel
 # package is downloaded once and cached), COMMAND with the shared libraries
 # ldd lists, and every ARG that names an existing file, at the same paths, so
-# the arguments need no rewriting.  L1 writes COMMAND's stdout and stderr to
+# the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
+# COMMAND runs (space-separated paths), copied the same way.  L1 writes COMMAND's stdout and stderr to
 # its 2nd and 3rd serial ports (files on this side) and its exit status to
 # the console.
 set -euo pipefail
@@ -61,10 +62,16 @@ add_file() { # same path inside L1, content of the (symlink-resolved) file
 	mkdir -p "$root$(dirname "$1")"
 	cp -L "$1" "$root$1"
 }
+add_program() { # the file and the shared libraries it needs
+	add_file "$1"
+	for lib in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*'); do
+		add_file "$lib"
+	done
+}
 cmd=$(command -v "$1")
-add_file "$cmd"
-for lib in $(ldd "$cmd" | grep -o '/[^ ]*'); do
-	add_file "$lib"
+add_program "$cmd"
+for extra in ${NESTED_KVM_PROGRAMS:-}; do
+	add_program "$extra"
 done
 shift
 for arg in "$@"; do

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * subprocess.h - running a helper program for its answer.
+ *
+ * thaw's build-and-cache helpers (guest/kernel/build.sh, thaw-mkinitramfs)
+ * print progress on stderr and the path of their result as the last line of
+ * stdout.  Both the VMM and the CLI ask them for paths this way.
+ */
+#ifndef THAW_COMMON_SUBPROCESS_H
+#define THAW_COMMON_SUBPROCESS_H
+
+#include <stddef.h>
+
+/*
+ * Runs @argv (argv[0] is a path), lets its stderr through, and copies the
+ * last non-empty line of its stdout into @out.  Returns 0 when the program
+ * exited 0 and printed a line that fits, else -1 after one error line on
+ * stderr that starts with @what.
+ */
+int run_for_last_line(char *const argv[], char *out, size_t outlen,
+		      const char *what);
+
+#endif

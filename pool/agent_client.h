@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * agent_client.h - the host end of the channel to a guest's thaw-agent.
+ *
+ * The VMM exposes the guest's vsock ports through a Unix socket (hybrid
+ * vsock, vmm/devices/vsock.h): connect, send "CONNECT 1024\n", read
+ * "OK <port>\n", and the socket is then a stream to the agent, which greets
+ * every connection with HELLO.  Frames are guest/PROTOCOL.md's.  The calls
+ * block; a signal interrupts them with -EINTR so callers can clean up.
+ */
+#ifndef THAW_POOL_AGENT_CLIENT_H
+#define THAW_POOL_AGENT_CLIENT_H
+
+#include <stdint.h>
+
+#include "protocol.h"
+
+struct agent_conn {
+	int fd;
+	struct thaw_reader reader;
+	char agent_version[64];
+};
+
+/*
+ * Connects to the agent behind @vsock_path and waits for its HELLO.
+ * Returns 0; -EAGAIN when the guest is not listening yet (the socket is
+ * missing, or the guest refused: try again); another negative errno after a
+ * message in @err.
+ */
+int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
+		  size_t errlen);
+
+/* Starts @argv (NULL-terminated) as request @id; 0 or a negative errno. */
+int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
+	       uint32_t timeout_ms);
+
+/*
+ * Waits for the next frame.  Returns 0 with @f filled (payload valid until
+ * the next call) or a negative errno (-EPIPE: the agent went away).
+ */
+int agent_next_frame(struct agent_conn *c, struct thaw_frame *f);
+
+void agent_close(struct agent_conn *c);
+
+#endif
