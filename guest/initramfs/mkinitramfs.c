@@ -7,12 +7,13 @@
  * an uncompressed archive only costs memory that clones share anyway.
  *
  * It always contains the directory skeleton, /dev/console (the kernel opens
- * it for init's stdio before anything can mount devtmpfs), busybox with
- * /bin/sh, and the given /init; --file adds more (the guest agent, test
- * scripts).  Entries have fixed owners, times and inode numbers, so the same
- * inputs give the same bytes.  The archive is stored in the cache under its
- * own XXH3-128 hash and that path is printed: callers and later snapshot
- * records name an initramfs by content, and equal content is stored once.
+ * it for init's stdio before anything can mount devtmpfs), busybox with a
+ * link for each of its applets (/bin/sh among them), and the given /init;
+ * --file adds more (the guest agent, test scripts).  Entries have fixed owners,
+ * times and inode numbers, so the same inputs give the same bytes.  The archive
+ * is stored in the cache under its own XXH3-128 hash and that path is printed:
+ * callers and later snapshot records name an initramfs by content, and equal
+ * content is stored once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -178,6 +179,49 @@ static int add_host_file(struct archive *a, const char *guest_path,
 	return ret;
 }
 
+/*
+ * A symlink to /bin/busybox for every applet it has, where its own
+ * `--install` would put them, so commands resolve through PATH without
+ * an init script installing them first (the agent is PID 1 directly).
+ */
+static int add_applet_links(struct archive *a, const char *busybox)
+{
+	char cmd[4200], line[256];
+	int ret = 0, links = 0;
+
+	if (snprintf(cmd, sizeof(cmd), "'%s' --list-full", busybox) >=
+		    (int)sizeof(cmd) ||
+	    strchr(busybox, '\'')) {
+		fprintf(stderr, "thaw-mkinitramfs: unusable busybox path %s\n",
+			busybox);
+		return -1;
+	}
+	FILE *list = popen(cmd, "r");
+	if (!list) {
+		fprintf(stderr, "thaw-mkinitramfs: cannot run %s: %s\n",
+			busybox, strerror(errno));
+		return -1;
+	}
+	while (!ret && fgets(line, sizeof(line), list)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0] || !strcmp(line, "bin/busybox"))
+			continue;
+		ret = add_parents(a, line);
+		if (!ret)
+			ret = add_entry(a, line, S_IFLNK | 0777, 0, 0,
+					"/bin/busybox", strlen("/bin/busybox"));
+		links++;
+	}
+	if (pclose(list) != 0 || links == 0) {
+		fprintf(stderr,
+			"thaw-mkinitramfs: %s --list-full failed; is it "
+			"busybox?\n",
+			busybox);
+		return -1;
+	}
+	return ret;
+}
+
 static int write_atomically(const char *path, const struct buffer *b)
 {
 	char tmp[4200];
@@ -321,8 +365,7 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = add_host_file(&a, "bin/busybox", busybox);
 	if (!ret)
-		ret = add_entry(&a, "bin/sh", S_IFLNK | 0777, 0, 0, "busybox",
-				strlen("busybox"));
+		ret = add_applet_links(&a, busybox);
 	if (!ret)
 		ret = add_host_file(&a, "init", init);
 	for (int i = 0; !ret && i < nr_files; i++) {

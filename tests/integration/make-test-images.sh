@@ -3,9 +3,10 @@
 # $2 (a directory in the build tree) as stable names: thaw's guest kernel
 # (built once per machine and cached by guest/kernel/build.sh), Debian's
 # stock cloud kernel (a bzImage thaw-vmm must keep booting), and one
-# initramfs per test /init (packed by thaw-mkinitramfs, cached by content).
+# initramfs per test /init (packed by thaw-mkinitramfs, cached by content),
+# plus agent.cpio, the default guest of thaw run (thaw-agent as /init).
 set -eu
-mkinitramfs=$1 out=$2 src=$3
+mkinitramfs=$1 out=$2 src=$3 agent=$4
 mkdir -p "$out"
 ln -sfn "$("$src/guest/kernel/build.sh")" "$out/vmlinux"
 ln -sfn "$("$src/tests/integration/debian-kernel.sh" cloud-amd64)/vmlinuz" \
@@ -14,4 +15,5 @@ for init in "$src"/tests/integration/init-*; do
 	name=$(basename "$init")
 	ln -sfn "$("$mkinitramfs" --init "$init")" "$out/${name#init-}.cpio"
 done
+ln -sfn "$("$mkinitramfs" --init "$agent")" "$out/agent.cpio"
 echo "test images ready in $out"
