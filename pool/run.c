@@ -126,6 +126,23 @@ static void print_vmm_log(const struct run *r)
 	close(fd);
 }
 
+/* The guest console's last lines: why a guest never got to its agent. */
+static void print_console_tail(const struct run *r)
+{
+	char buf[4096];
+	int fd = open(r->console_log, O_RDONLY);
+	off_t size = fd < 0 ? 0 : lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)sizeof(buf) ? size - sizeof(buf) : 0;
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof(buf), from);
+
+	if (n > 0) {
+		fprintf(stderr, "thaw run: last guest console output:\n");
+		fwrite(buf, 1, n, stderr);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 /* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
 static double vmm_setup_ms(const struct run *r)
 {

@@ -105,12 +105,14 @@ chmod +x "$root/init"
 
 : >"$work/out"
 : >"$work/err"
-qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+# A wedged emulator must not outlive its caller's patience.
+timeout -s KILL "${NESTED_KVM_TIMEOUT:-900}" \
+	qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
 	-display none -monitor none -no-reboot -nodefaults \
 	-serial "file:$work/console" -serial "file:$work/out" \
 	-serial "file:$work/err" \
 	-kernel "$kdir/vmlinuz" -initrd "$work/l1.cpio" \
-	-append "console=ttyS0 quiet loglevel=3 panic=-1" &
+	-append "console=ttyS0 loglevel=4 panic=-1" &
 qemu_pid=$!
 wait "$qemu_pid" || true
 qemu_pid=
@@ -119,7 +121,8 @@ cat "$work/out"
 cat "$work/err" >&2
 status=$(sed -n 's/.*THAW-L1-EXIT \([0-9]*\).*/\1/p' "$work/console" | tail -n 1)
 if [ -z "$status" ]; then
-	say "the L1 host ended without reporting an exit status; its console:"
+	say "the L1 host ended without reporting an exit status (time limit" \
+		"${NESTED_KVM_TIMEOUT:-900} s); its console:"
 	cat "$work/console" >&2
 	exit 1
 fi
