@@ -210,10 +210,11 @@ static int wait_for_agent(struct run *r, struct agent_conn *agent,
 		if (interrupted)
 			return -1;
 		if (now_ms() > deadline) {
+			print_console_tail(r);
 			fprintf(stderr,
 				"thaw run: no answer from the guest agent "
-				"within %d s (%s); console: %s\n",
-				timeout_s, err, r->console_log);
+				"within %d s (%s)\n",
+				timeout_s, err);
 			return -1;
 		}
 		nanosleep(&retry, NULL);
