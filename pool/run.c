@@ -5,8 +5,9 @@
  * Boots thaw-vmm with a vsock device whose host side lives in a private run
  * directory, waits for the guest agent's HELLO, executes the command, copies
  * its stdout and stderr to ours byte for byte, and returns its exit status
- * (128 + signal when it was killed).  The VM is then stopped with SIGTERM
- * and the run directory removed, on every path out, including ^C.
+ * (128 + signal when it was killed).  The VM is then stopped through the
+ * VMM's control socket (SIGKILL if it does not go within 5 s) and the run
+ * directory removed, on every path out, including ^C.
  *
  * The guest is the default one unless --kernel/--initrd say otherwise:
  * thaw's kernel (thaw-vmm builds it on first use) and an initramfs whose
@@ -21,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,12 +35,14 @@
 
 #define BOOT_TIMEOUT_S_DEFAULT 600
 #define CONNECT_RETRY_NS 20000000L
-#define EXIT_THAW_ERROR 125 /* like env(1): the tool failed, not CMD */
+#define EXIT_THAW_ERROR 125  /* like env(1): the tool failed, not CMD */
+#define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 
 /* Short paths: the vsock socket's must fit in sockaddr_un (108 bytes). */
 struct run {
 	char dir[80];
 	char vsock[96];
+	char control[96];
 	char vmm_log[96];
 	char console_log[96];
 	pid_t vmm;
@@ -78,6 +83,7 @@ static int make_run_dir(struct run *r)
 		return -1;
 	}
 	snprintf(r->vsock, sizeof(r->vsock), "%s/vsock.sock", r->dir);
+	snprintf(r->control, sizeof(r->control), "%s/control.sock", r->dir);
 	snprintf(r->vmm_log, sizeof(r->vmm_log), "%s/vmm.log", r->dir);
 	snprintf(r->console_log, sizeof(r->console_log), "%s/console.log",
 		 r->dir);
@@ -162,21 +168,37 @@ static double vmm_setup_ms(const struct run *r)
 	return ms;
 }
 
+/* Asks the VMM to stop through its control socket; kills it if it won't. */
 static void stop_vmm(struct run *r)
 {
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct timespec tick = { 0, 10000000L };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int status;
 
-	if (r->vmm <= 0)
+	if (r->vmm <= 0) {
+		if (fd >= 0)
+			close(fd);
 		return;
-	kill(r->vmm, SIGTERM);
-	while (waitpid(r->vmm, &status, 0) < 0 && errno == EINTR)
-		;
+	}
+	strcpy(addr.sun_path, r->control);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    write(fd, "stop\n", 5) != 5)
+		kill(r->vmm, SIGTERM);
+	for (int waited = 0; waitpid(r->vmm, &status, WNOHANG) == 0; waited++) {
+		if (waited == STOP_GRACE_TICKS)
+			kill(r->vmm, SIGKILL);
+		nanosleep(&tick, NULL);
+	}
+	if (fd >= 0)
+		close(fd);
 	r->vmm = 0;
 }
 
 static void remove_run_dir(const struct run *r)
 {
 	unlink(r->vsock);
+	unlink(r->control);
 	unlink(r->vmm_log);
 	unlink(r->console_log);
 	rmdir(r->dir);
@@ -393,6 +415,8 @@ int thaw_run(int argc, char **argv)
 			     (char *)vcpus,
 			     "--vsock",
 			     r.vsock,
+			     "--control",
+			     r.control,
 			     "--console-log",
 			     r.console_log,
 			     kernel ? "--kernel" : NULL,

@@ -23,7 +23,7 @@
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
-	"                [--vsock PATH] [--pvm auto|on|off]\n"
+	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, copies its serial console to stdout "
 	"and\n"
@@ -39,6 +39,8 @@ static const char usage[] =
 	"  --vsock PATH        add a virtio-vsock device (guest CID 3); host\n"
 	"                      programs reach guest ports through the Unix\n"
 	"                      socket PATH (\"CONNECT <port>\\n\")\n"
+	"  --control PATH      serve the control socket PATH (lines: ping,\n"
+	"                      status, stop)\n"
 	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
 	"\n"
 	"Exit status: 0 guest stopped itself, 1 VMM error, 2 bad usage,\n"
@@ -108,6 +110,7 @@ int main(int argc, char **argv)
 		{ "console-log", required_argument, NULL, 'l' },
 		{ "pvm", required_argument, NULL, 'p' },
 		{ "vsock", required_argument, NULL, 'v' },
+		{ "control", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -165,6 +168,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			cfg.vsock_path = optarg;
+			break;
+		case 'C':
+			cfg.control_path = optarg;
 			break;
 		case 'h':
 			print_usage(stdout);

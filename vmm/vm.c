@@ -310,6 +310,11 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
 	    create_devices(vm, cfg) < 0 || create_vcpus(vm) < 0)
 		return -1;
+	if (cfg->control_path) {
+		if (control_init(&vm->control, vm, cfg->control_path) < 0)
+			return -1;
+		vm->control_ready = true;
+	}
 	return 0;
 }
 
@@ -473,6 +478,9 @@ int vm_run(struct vm *vm)
 
 	if (vm->vsock_ready && vsock_start(&vm->vsock) < 0)
 		vm_stop(vm, VM_ERROR, "vsock: cannot start the device thread");
+	if (vm->control_ready && control_start(&vm->control) < 0)
+		vm_stop(vm, VM_ERROR,
+			"control socket: cannot start its thread");
 
 	vm->running_ns = monotonic_ns();
 	vm->console.boot_ns = vm->running_ns;
@@ -513,6 +521,8 @@ int vm_run(struct vm *vm)
 
 void vm_destroy(struct vm *vm)
 {
+	if (vm->control_ready)
+		control_stop(&vm->control);
 	/* After the vCPUs: it tears down the transport MMIO exits use. */
 	if (vm->vsock_ready)
 		vsock_stop(&vm->vsock);

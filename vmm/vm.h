@@ -32,6 +32,7 @@
 
 #include "bus.h"
 #include "console.h"
+#include "control.h"
 #include "devices/i8042.h"
 #include "devices/rtc.h"
 #include "devices/serial.h"
@@ -60,8 +61,9 @@ struct vm_config {
 	uint64_t mem_mib;
 	int nr_vcpus;
 	enum pvm_mode pvm;
-	const char *vsock_path; /* host side of the agent channel, or NULL */
-	int console_fd;		/* guest console copy, -1 for none */
+	const char *vsock_path;	  /* host side of the agent channel, or NULL */
+	const char *control_path; /* control.h's socket, or NULL */
+	int console_fd;		  /* guest console copy, -1 for none */
 	int console_log_fd;
 };
 
@@ -94,6 +96,8 @@ struct vm {
 	bool devices_ready; /* all three initialised: destroy them */
 	struct vsock vsock;
 	bool vsock_ready;
+	struct control control;
+	bool control_ready;
 
 	pthread_t main_thread;
 	pthread_mutex_t stop_lock;

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_control.c - thaw-vmm's control socket, served against a VM that is
+ * not running guest code: the line protocol, stop, bad input, clean-up.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "vm.h"
+
+static struct vm vm;
+static struct control control;
+static char path[64];
+
+static void setup(void)
+{
+	sigset_t stop;
+
+	/* vm_stop() signals the main thread; keep that signal pending. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	memset(&vm, 0, sizeof(vm));
+	vm.nr_vcpus = 2;
+	vm.mem.size = 256 * MIB;
+	vm.running_ns = monotonic_ns();
+	vm.main_thread = pthread_self();
+	pthread_mutex_init(&vm.stop_lock, NULL);
+	snprintf(path, sizeof(path), "/tmp/thaw-control-test-%d.sock",
+		 (int)getpid());
+	cr_assert_eq(control_init(&control, &vm, path), 0);
+	cr_assert_eq(control_start(&control), 0);
+}
+
+static void teardown(void)
+{
+	control_stop(&control);
+	cr_expect_neq(access(path, F_OK), 0, "socket file left behind");
+}
+
+static int connect_control(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct timeval limit = { 10, 0 };
+
+	strcpy(addr.sun_path, path);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+	return fd;
+}
+
+/* Sends @request and returns the one answer line (without '\n'). */
+static const char *ask(int fd, const char *request)
+{
+	static char line[512];
+	size_t len = 0;
+
+	cr_assert_eq(write(fd, request, strlen(request)),
+		     (ssize_t)strlen(request));
+	while (len < sizeof(line) - 1) {
+		ssize_t n = read(fd, line + len, 1);
+
+		if (n <= 0)
+			break;
+		if (line[len] == '\n')
+			break;
+		len++;
+	}
+	line[len] = '\0';
+	return line;
+}
+
+TestSuite(control, .init = setup, .fini = teardown);
+
+Test(control, ping_and_status)
+{
+	int fd = connect_control();
+
+	cr_expect_str_eq(ask(fd, "ping\n"), "ok pong");
+	const char *status = ask(fd, "status\r\n");
+	cr_expect_not_null(strstr(status, "ok running vcpus=2 mem_mib=256 "),
+			   "%s", status);
+	close(fd);
+}
+
+Test(control, unknown_command_is_an_error_and_the_client_goes_on)
+{
+	int fd = connect_control();
+
+	cr_expect_str_eq(
+		ask(fd, "reboot now\n"),
+		"error unknown command 'reboot now' (ping, status, stop)");
+	cr_expect_str_eq(ask(fd, "ping\n"), "ok pong");
+	close(fd);
+}
+
+Test(control, stop_stops_the_vm_once)
+{
+	int fd = connect_control();
+
+	cr_expect_str_eq(ask(fd, "stop\n"), "ok stopping");
+	cr_expect(atomic_load(&vm.stopping));
+	cr_expect_eq(vm.status, VM_GUEST_STOPPED);
+	cr_expect_str_eq(vm.reason, "stopped through the control socket");
+	cr_expect_eq(strncmp(ask(fd, "status\n"), "ok stopping ", 12), 0);
+	close(fd);
+}
+
+Test(control, overlong_line_closes_only_that_client)
+{
+	char big[CONTROL_LINE_MAX + 10];
+	int fd = connect_control(), other = connect_control();
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	cr_expect_not_null(strstr(ask(fd, big), "error line longer than"));
+	char c;
+	cr_expect_leq(read(fd, &c, 1), 0, "client not closed");
+	cr_expect_str_eq(ask(other, "ping\n"), "ok pong");
+	close(fd);
+	close(other);
+}

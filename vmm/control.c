@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * control.c - see control.h.  poll() over at most CONTROL_MAX_CLIENTS + 2
+ * descriptors is all a control socket needs.
+ */
+#include "control.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "vm.h"
+
+int control_init(struct control *c, struct vm *vm, const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+
+	memset(c, 0, sizeof(*c));
+	c->vm = vm;
+	c->listen_fd = c->wake_fd = -1;
+	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
+		c->clients[i].fd = -1;
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		fprintf(stderr,
+			"control socket %s: path longer than %zu bytes\n", path,
+			sizeof(addr.sun_path) - 1);
+		return -1;
+	}
+	strcpy(addr.sun_path, path);
+	strcpy(c->path, path);
+	c->wake_fd = eventfd(0, EFD_CLOEXEC);
+	c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->wake_fd < 0 || c->listen_fd < 0 ||
+	    bind(c->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    listen(c->listen_fd, CONTROL_MAX_CLIENTS) < 0) {
+		fprintf(stderr, "control socket %s: %s\n", path,
+			strerror(errno));
+		c->path[0] = '\0'; /* not ours to remove */
+		return -1;
+	}
+	return 0;
+}
+
+static void reply(struct control_client *cl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void reply(struct control_client *cl, const char *fmt, ...)
+{
+	char buf[CONTROL_LINE_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* A client that does not read its answers loses them, not us. */
+	if (send(cl->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return;
+}
+
+static void handle_line(struct control *c, struct control_client *cl)
+{
+	struct vm *vm = c->vm;
+
+	if (!strcmp(cl->line, "ping")) {
+		reply(cl, "ok pong");
+	} else if (!strcmp(cl->line, "status")) {
+		reply(cl, "ok %s vcpus=%d mem_mib=%llu uptime_ms=%llu",
+		      atomic_load(&vm->stopping) ? "stopping" : "running",
+		      vm->nr_vcpus, (unsigned long long)(vm->mem.size / MIB),
+		      (unsigned long long)((monotonic_ns() - vm->running_ns) /
+					   1000000));
+	} else if (!strcmp(cl->line, "stop")) {
+		vm_stop(vm, VM_GUEST_STOPPED,
+			"stopped through the control socket");
+		reply(cl, "ok stopping");
+	} else {
+		reply(cl, "error unknown command '%.64s' (ping, status, stop)",
+		      cl->line);
+	}
+}
+
+static void close_client(struct control_client *cl)
+{
+	close(cl->fd);
+	cl->fd = -1;
+	cl->len = 0;
+}
+
+/* Reads what is there; answers each complete line. */
+static void serve_client(struct control *c, struct control_client *cl)
+{
+	char buf[CONTROL_LINE_MAX];
+	ssize_t n = recv(cl->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		close_client(cl);
+		return;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] == '\n') {
+			cl->line[cl->len > 0 && cl->line[cl->len - 1] == '\r'
+					 ? cl->len - 1
+					 : cl->len] = '\0';
+			cl->len = 0;
+			handle_line(c, cl);
+		} else if (cl->len == CONTROL_LINE_MAX - 1) {
+			reply(cl, "error line longer than %d bytes",
+			      CONTROL_LINE_MAX - 1);
+			close_client(cl);
+			return;
+		} else {
+			cl->line[cl->len++] = buf[i];
+		}
+	}
+}
+
+static void accept_client(struct control *c)
+{
+	int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) {
+		if (c->clients[i].fd < 0) {
+			c->clients[i] = (struct control_client){ .fd = fd };
+			return;
+		}
+	}
+	struct control_client busy = { .fd = fd };
+	reply(&busy, "error too many control clients (%d)",
+	      CONTROL_MAX_CLIENTS);
+	close(fd);
+}
+
+static void *control_thread(void *arg)
+{
+	struct control *c = arg;
+	struct pollfd fds[CONTROL_MAX_CLIENTS + 2];
+
+	for (;;) {
+		fds[0] = (struct pollfd){ c->wake_fd, POLLIN, 0 };
+		fds[1] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
+		for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
+			fds[i + 2] =
+				(struct pollfd){ c->clients[i].fd, POLLIN, 0 };
+		if (poll(fds, CONTROL_MAX_CLIENTS + 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (fds[0].revents)
+			break;
+		if (fds[1].revents)
+			accept_client(c);
+		for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
+			if (fds[i + 2].revents && c->clients[i].fd >= 0)
+				serve_client(c, &c->clients[i]);
+	}
+	return NULL;
+}
+
+int control_start(struct control *c)
+{
+	sigset_t all, old;
+
+	/* Signals belong to the main thread (vm.c). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int err = pthread_create(&c->thread, NULL, control_thread, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		fprintf(stderr, "control socket: cannot start thread: %s\n",
+			strerror(err));
+		return -1;
+	}
+	c->started = true;
+	return 0;
+}
+
+void control_stop(struct control *c)
+{
+	uint64_t one = 1;
+
+	if (c->started && write(c->wake_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(c->thread, NULL);
+	c->started = false;
+	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
+		if (c->clients[i].fd >= 0)
+			close_client(&c->clients[i]);
+	if (c->listen_fd >= 0)
+		close(c->listen_fd);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	c->listen_fd = c->wake_fd = -1;
+	if (c->path[0])
+		unlink(c->path);
+	c->path[0] = '\0';
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control.h - thaw-vmm's control socket: how a supervisor (thaw run, later
+ * the pool daemon) talks to one VMM while it runs.
+ *
+ * A Unix stream socket speaking lines: each request is one line, each
+ * answer one line starting with "ok" or "error".
+ *
+ *	ping	-> ok pong
+ *	status	-> ok running vcpus=N mem_mib=M uptime_ms=T
+ *	stop	-> ok stopping      (the VM then stops; thaw-vmm exits 0)
+ *
+ * A line longer than CONTROL_LINE_MAX or an unknown command gets an
+ * "error ..." line; a client that sends an over-long line is then closed.
+ * The socket is served by a thread of its own, so a slow client never
+ * delays a vCPU.  Later issues add pause and snapshot here.
+ */
+#ifndef THAW_VMM_CONTROL_H
+#define THAW_VMM_CONTROL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define CONTROL_LINE_MAX 256
+#define CONTROL_MAX_CLIENTS 8
+
+struct vm;
+
+struct control_client {
+	int fd;
+	char line[CONTROL_LINE_MAX];
+	size_t len;
+};
+
+struct control {
+	struct vm *vm;
+	char path[108];
+	int listen_fd;
+	int wake_fd; /* eventfd: stop the thread */
+	pthread_t thread;
+	bool started;
+	struct control_client clients[CONTROL_MAX_CLIENTS];
+};
+
+/* Binds and listens on @path (which must not exist); 0 or -1 + message. */
+int control_init(struct control *c, struct vm *vm, const char *path);
+int control_start(struct control *c);
+/* Stops the thread, closes every socket and removes @path. */
+void control_stop(struct control *c);
+
+#endif
