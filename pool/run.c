@@ -118,18 +118,28 @@ static int start_vmm(struct run *r, char **vmm_argv)
 	return 0;
 }
 
-/* The VMM's last words (its error, or its timings) for our messages. */
-static void print_vmm_log(const struct run *r)
+/*
+ * The VMM's reason for stopping: the first line it printed that is not its
+ * timings ("thaw-vmm: guest ...", or an input error naming the file).
+ */
+static void vmm_reason(const struct run *r, char *out, size_t size)
 {
 	char buf[4096];
 	int fd = open(r->vmm_log, O_RDONLY);
-	ssize_t n;
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
 
-	if (fd < 0)
+	snprintf(out, size, "no message");
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
 		return;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		fwrite(buf, 1, n, stderr);
-	close(fd);
+	buf[n] = '\0';
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!strstr(line, "timings:")) {
+			snprintf(out, size, "%s", line);
+			return;
+		}
+	}
 }
 
 /* The guest console's last lines: why a guest never got to its agent. */
@@ -224,9 +234,12 @@ static int wait_for_agent(struct run *r, struct agent_conn *agent,
 		}
 		if (waitpid(r->vmm, &status, WNOHANG) == r->vmm) {
 			r->vmm = 0;
-			print_vmm_log(r);
-			fprintf(stderr, "thaw run: the VM stopped before its "
-					"agent answered\n");
+			char reason[512];
+
+			vmm_reason(r, reason, sizeof(reason));
+			fprintf(stderr,
+				"thaw run: the VM stopped before its agent answered: %s\n",
+				reason);
 			return -1;
 		}
 		if (interrupted)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -120,4 +121,29 @@ Test(thaw_run, bad_flags_are_one_line_errors)
 	expect_usage_error(WORDS("run", "--timeout", "soon", "--", "true"),
 			   "--timeout 'soon' is not a number of seconds");
 	expect_usage_error(WORDS("run"), "no command given");
+}
+
+Test(thaw_run, missing_kernel_is_one_line_and_leaves_nothing)
+{
+	char runtime[] = "/tmp/thaw-run-test-XXXXXX";
+	char *argv[] = { THAW,	     "run",
+			 "--kernel", "/nonexistent/vmlinux",
+			 "--initrd", "/etc/hostname",
+			 "--",	     "true",
+			 NULL };
+	struct run_result r;
+
+	cr_assert_not_null(mkdtemp(runtime));
+	setenv("XDG_RUNTIME_DIR", runtime, 1);
+	cr_assert_eq(run_command(argv, 60, &r), 0);
+	cr_expect_eq(r.status, EXIT_THAW_ERROR, "status %d; stderr: %s",
+		     r.status, r.err);
+	cr_expect_eq(count_lines(r.err), 1, "stderr: %s", r.err);
+	cr_expect_not_null(
+		strstr(r.err,
+		       "kernel /nonexistent/vmlinux: No such file or directory"),
+		"stderr: %s", r.err);
+	/* The run directory, its sockets and logs are gone. */
+	cr_expect_eq(rmdir(runtime), 0, "%s not empty", runtime);
+	run_result_free(&r);
 }
