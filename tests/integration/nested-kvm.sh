@@ -91,6 +91,7 @@ export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 for m in irqbypass ccp kvm kvm-amd; do
 	insmod /lib/modules/$m.ko || echo "nested-kvm: insmod $m failed"
 done

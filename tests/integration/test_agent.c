@@ -9,6 +9,12 @@
  * hung agent fails the test instead of stalling the suite.  The agent
  * makes itself a subreaper here, so grandchildren killed by a timeout are
  * reaped by the agent exactly as they would be in the guest.
+ *
+ * With THAW_AGENT_VSOCK=PATH in the environment the same tests talk to the
+ * agent of a running microVM instead, through the VMM's hybrid-vsock
+ * socket PATH (tests/integration/agent-in-vm.sh): real guest, real vsock.
+ * Paths and processes are then the guest's, so the few checks that look at
+ * them ask the guest.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -43,6 +49,14 @@ static long now_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Non-NULL: the agent is in a VM behind this hybrid-vsock socket. */
+static const char *vm_vsock;
+
+struct client;
+static void client_open(struct client *cl);
+static void client_close(struct client *cl);
+static void guest_sh(const char *script);
+
 static void start_agent(void)
 {
 	char listen_arg[160], buf[512];
@@ -50,6 +64,16 @@ static void start_agent(void)
 	long deadline = now_ms() + 10000;
 	int p[2];
 
+	vm_vsock = getenv("THAW_AGENT_VSOCK");
+	if (vm_vsock) {
+		char mk[128];
+
+		snprintf(dir, sizeof(dir), "/tmp/thaw-agent-test-%d",
+			 (int)getpid());
+		snprintf(mk, sizeof(mk), "mkdir -p %s", dir);
+		guest_sh(mk);
+		return;
+	}
 	snprintf(dir, sizeof(dir), "/tmp/thaw-agent-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", dir);
@@ -100,7 +124,9 @@ static void stop_agent(void)
 	if (agent_stderr >= 0)
 		close(agent_stderr);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (dir[0])
+	if (vm_vsock)
+		guest_sh(cmd);
+	else if (dir[0])
 		cr_expect_eq(system(cmd), 0);
 }
 
@@ -178,17 +204,58 @@ static void parse(struct thaw_msg *m, const struct thaw_frame *f)
 		     err);
 }
 
+/*
+ * Hybrid vsock: "CONNECT 1024\n", then "OK <port>\n".  The guest may still
+ * be booting, so a refused connection is retried for a while.
+ */
+static void connect_vsock(struct client *cl)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	long deadline = now_ms() + 120000;
+
+	strcpy(sun.sun_path, vm_vsock);
+	for (;;) {
+		char line[32];
+		size_t len = 0;
+
+		cl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		cr_assert_geq(cl->fd, 0);
+		if (connect(cl->fd, (struct sockaddr *)&sun, sizeof(sun)) ==
+			    0 &&
+		    write(cl->fd, "CONNECT 1024\n", 13) == 13) {
+			while (len < sizeof(line) - 1 &&
+			       read(cl->fd, line + len, 1) == 1 &&
+			       line[len] != '\n')
+				len++;
+			line[len] = '\0';
+			if (strncmp(line, "OK ", 3) == 0)
+				break;
+		}
+		close(cl->fd);
+		cr_assert_lt(now_ms(), deadline,
+			     "no agent behind %s within 120 s", vm_vsock);
+		usleep(50000);
+	}
+	cr_assert_eq(fcntl(cl->fd, F_SETFL, O_NONBLOCK), 0);
+}
+
 static void client_open(struct client *cl)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct thaw_frame f;
 	struct thaw_msg m;
 
-	strcpy(sun.sun_path, sock_path);
-	cl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	cr_assert_geq(cl->fd, 0);
-	cr_assert_eq(connect(cl->fd, (struct sockaddr *)&sun, sizeof(sun)), 0,
-		     "connect %s: %s", sock_path, strerror(errno));
+	if (vm_vsock) {
+		connect_vsock(cl);
+	} else {
+		strcpy(sun.sun_path, sock_path);
+		cl->fd = socket(AF_UNIX,
+				SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		cr_assert_geq(cl->fd, 0);
+		cr_assert_eq(
+			connect(cl->fd, (struct sockaddr *)&sun, sizeof(sun)),
+			0, "connect %s: %s", sock_path, strerror(errno));
+	}
 	cr_assert_eq(thaw_reader_init(&cl->rd), 0);
 	recv_frame(cl, &f);
 	cr_assert_eq(f.h.type, THAW_HELLO);
@@ -316,6 +383,26 @@ static void run(struct client *cl, uint32_t req, const char *const *argv,
 	memset(r, 0, sizeof(*r));
 	send_exec(cl, req, argv, in, in_len, timeout_ms);
 	collect(cl, r, req, 1);
+}
+
+/* Runs @script with sh -c in the agent's system, on a connection of its own. */
+static int guest_sh_status(const char *script)
+{
+	const char *const argv[] = { "sh", "-c", script, NULL };
+	struct client cl;
+	struct result r;
+
+	client_open(&cl);
+	run(&cl, 1, argv, NULL, 0, 30000, &r);
+	client_close(&cl);
+	int status = r.exited ? (int)r.code : -1;
+	result_free(&r);
+	return status;
+}
+
+static void guest_sh(const char *script)
+{
+	cr_assert_eq(guest_sh_status(script), 0, "in the guest: %s", script);
 }
 
 /* Sends a one-field request and returns the single answer's type. */
@@ -469,6 +556,15 @@ static bool process_gone(pid_t pid)
 	FILE *f;
 	bool zombie = false;
 
+	if (vm_vsock) {
+		char check[160];
+
+		snprintf(
+			check, sizeof(check),
+			"! [ -e /proc/%d ] || grep -q '^State:.*Z' /proc/%d/status",
+			(int)pid, (int)pid);
+		return guest_sh_status(check) == 0;
+	}
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return true;
 	/* A killed grandchild may still await reaping by the agent. */
@@ -730,8 +826,16 @@ static void round_trip(size_t size)
 	cr_assert_eq(f.h.type, THAW_OK, "got %s: %.*s",
 		     thaw_type_name(f.h.type), (int)f.payload_len, f.payload);
 	cr_assert_eq(f.h.request_id, 1);
-	cr_assert_eq(stat(path, &st), 0);
-	cr_expect_eq(st.st_mode & 07777, 0600);
+	if (vm_vsock) {
+		char check[192];
+
+		snprintf(check, sizeof(check),
+			 "[ \"$(stat -c %%a %s)\" = 600 ]", path);
+		guest_sh(check);
+	} else {
+		cr_assert_eq(stat(path, &st), 0);
+		cr_expect_eq(st.st_mode & 07777, 0600);
+	}
 
 	back = download(&cl, 2, path, &len);
 	cr_assert_eq(len, size);
