@@ -49,6 +49,7 @@ static const int required_caps[] = {
 	KVM_CAP_SET_TSS_ADDR, KVM_CAP_PIT2,
 	KVM_CAP_EXT_CPUID,    KVM_CAP_IMMEDIATE_EXIT,
 	KVM_CAP_MP_STATE,     KVM_CAP_SET_IDENTITY_MAP_ADDR,
+	KVM_CAP_IOEVENTFD,
 };
 
 static void kick(struct vcpu *v, int signal)
@@ -212,6 +213,14 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 		       &vm->mem, vsock_irq) < 0)
 		return -1;
 	vm->vsock_ready = true;
+
+	struct kvm_ioeventfd notify = {
+		.addr = VIRTIO_MMIO_BASE + VIRTIO_MMIO_QUEUE_NOTIFY,
+		.len = 4,
+		.fd = vsock_notify_fd(&vm->vsock),
+	};
+	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0)
+		return -1;
 	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
 			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
 			    virtio_mmio_io);

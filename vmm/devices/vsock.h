@@ -162,4 +162,15 @@ static inline struct virtio_mmio *vsock_transport(struct vsock *vsock)
 	return &vsock->transport;
 }
 
+/*
+ * The eventfd that wakes the device thread.  The VMM registers it as a KVM
+ * ioeventfd on the transport's QueueNotify register, so a guest's queue
+ * notification wakes the thread without a vCPU exit to user space.  Which
+ * queue was named does not matter: every pass looks at all of them.
+ */
+static inline int vsock_notify_fd(const struct vsock *vsock)
+{
+	return vsock->kick_fd;
+}
+
 #endif
