@@ -6,7 +6,7 @@
 # for the L1 host of nested-kvm.sh.
 set -euo pipefail
 flavour=${1:?usage: debian-kernel.sh amd64|cloud-amd64}
-cache=${THAW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/thaw}/debian-kernel
+cache=${THAW_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/thaw}/debian-kernel
 pkg=$(apt-cache depends "linux-image-$flavour" 2>/dev/null |
 	sed -n "s/.*Depends: \(linux-image-[0-9].*-$flavour\)\$/\1/p" | head -n 1)
 if [ -z "$pkg" ]; then
