@@ -6,12 +6,13 @@
  * Life cycle: vm_create() does all setup (files are loaded and validated
  * before /dev/kvm is opened, guest memory is registered before the irqchip
  * because PVM hosts make the other order 15x slower); vm_run() starts one
- * thread per vCPU and blocks until the VM stops; vm_destroy() releases
+ * thread per vCPU (plus the vsock device's and the control socket's threads
+ * when configured) and blocks until the VM stops; vm_destroy() releases
  * everything.
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all
- * vCPUs are parked) calls vm_stop() once with a status and a reason; the
+ * vCPUs are parked, the control socket's "stop") calls vm_stop() once with a status and a reason; the
  * first call wins.  vCPU threads are kicked out of KVM_RUN with a signal and
  * immediate_exit, so no thread can sleep in the kernel past a stop.
  *
