@@ -12,23 +12,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "io.h"
+
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
 
 /* Byte by byte: nothing after the newline may be consumed. */
 static int read_line(int fd, char *line, size_t size)
@@ -76,7 +63,7 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		snprintf(err, errlen, "%s: %s", vsock_path, strerror(errno));
 		goto fail;
 	}
-	ret = write_all(c->fd, "CONNECT 1024\n", 13);
+	ret = write_full(c->fd, "CONNECT 1024\n", 13);
 	if (ret == 0)
 		ret = read_line(c->fd, line, sizeof(line));
 	if (ret == -ECONNRESET) { /* the guest has no listener yet */
@@ -142,7 +129,7 @@ int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
 	if (timeout_ms)
 		thaw_put_u32(&w, THAW_T_TIMEOUT_MS, timeout_ms);
 	int len = thaw_writer_finish(&w);
-	int ret = len < 0 ? len : write_all(c->fd, buf, len);
+	int ret = len < 0 ? len : write_full(c->fd, buf, len);
 	free(buf);
 	return ret;
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "io.h"
 #include "subprocess.h"
 #include "thaw.h"
 
@@ -119,21 +120,34 @@ static int start_vmm(struct run *r, char **vmm_argv)
 }
 
 /*
+ * The last @size - 1 bytes of @path, NUL-terminated; returns their count
+ * (0 when the file is missing or empty).  Logs are read from their end:
+ * that is where the VMM's reason and timings, and a guest's last words, are.
+ */
+static size_t read_tail(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t end = fd < 0 ? 0 : lseek(fd, 0, SEEK_END);
+	off_t from = end > (off_t)size - 1 ? end - ((off_t)size - 1) : 0;
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size - 1, from);
+
+	if (fd >= 0)
+		close(fd);
+	n = n < 0 ? 0 : n;
+	buf[n] = '\0';
+	return n;
+}
+
+/*
  * The VMM's reason for stopping: the first line it printed that is not its
  * timings ("thaw-vmm: guest ...", or an input error naming the file).
  */
 static void vmm_reason(const struct run *r, char *out, size_t size)
 {
-	char buf[4096];
-	int fd = open(r->vmm_log, O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	char buf[8192];
 
 	snprintf(out, size, "no message");
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
+	read_tail(r->vmm_log, buf, sizeof(buf));
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		if (!strstr(line, "timings:")) {
 			snprintf(out, size, "%s", line);
@@ -146,36 +160,23 @@ static void vmm_reason(const struct run *r, char *out, size_t size)
 static void print_console_tail(const struct run *r)
 {
 	char buf[4096];
-	int fd = open(r->console_log, O_RDONLY);
-	off_t size = fd < 0 ? 0 : lseek(fd, 0, SEEK_END);
-	off_t from = size > (off_t)sizeof(buf) ? size - sizeof(buf) : 0;
-	ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof(buf), from);
+	size_t n = read_tail(r->console_log, buf, sizeof(buf));
 
 	if (n > 0) {
 		fprintf(stderr, "thaw run: last guest console output:\n");
 		fwrite(buf, 1, n, stderr);
 	}
-	if (fd >= 0)
-		close(fd);
 }
 
 /* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
 static double vmm_setup_ms(const struct run *r)
 {
 	char buf[8192];
-	int fd = open(r->vmm_log, O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	double ms = -1;
+	const char *p;
 
-	if (fd >= 0)
-		close(fd);
-	if (n > 0) {
-		buf[n] = '\0';
-		char *p = strstr(buf, "vmm setup ");
-		if (p)
-			ms = strtod(p + strlen("vmm setup "), NULL);
-	}
-	return ms;
+	read_tail(r->vmm_log, buf, sizeof(buf));
+	p = strstr(buf, "vmm setup ");
+	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
 }
 
 /* Asks the VMM to stop through its control socket; kills it if it won't. */
@@ -183,14 +184,11 @@ static void stop_vmm(struct run *r)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct timespec tick = { 0, 10000000L };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int status;
 
-	if (r->vmm <= 0) {
-		if (fd >= 0)
-			close(fd);
+	if (r->vmm <= 0)
 		return;
-	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	strcpy(addr.sun_path, r->control);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
 	    write(fd, "stop\n", 5) != 5)
@@ -256,20 +254,6 @@ static int wait_for_agent(struct run *r, struct agent_conn *agent,
 	}
 }
 
-static void write_all_fd(int fd, const uint8_t *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return; /* a closed stdout must not stop the run */
-		p += n;
-		len -= n;
-	}
-}
-
 /* Streams the command's output; returns its exit status for our exit. */
 static int relay_exec(struct agent_conn *agent, char *const argv[],
 		      uint32_t timeout_ms)
@@ -296,9 +280,10 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 		case THAW_STDOUT:
 		case THAW_STDERR:
 			data = thaw_get(&m, THAW_T_DATA);
-			write_all_fd(f.h.type == THAW_STDOUT ? STDOUT_FILENO
-							     : STDERR_FILENO,
-				     data->data, data->len);
+			/* A closed stdout must not stop the run. */
+			write_full(f.h.type == THAW_STDOUT ? STDOUT_FILENO
+							   : STDERR_FILENO,
+				   data->data, data->len);
 			break;
 		case THAW_EXIT:
 			if (thaw_get_u8(&m, THAW_T_TIMED_OUT, 0))

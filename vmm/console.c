@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io.h"
+
 #define PANIC_MARKER "Kernel panic - not syncing"
 #define INIT_MARKER_PREFIX "Run /"
 #define INIT_MARKER_SUFFIX " as init process"
@@ -30,20 +32,10 @@ void console_init(struct console *c, int out_fd, int log_fd)
 }
 
 /* A closed stdout or a full disk must not stop the guest: drop the copy. */
-static void write_all(int *fd, const uint8_t *buf, size_t len)
+static void copy_to(int *fd, const uint8_t *buf, size_t len)
 {
-	while (*fd >= 0 && len > 0) {
-		ssize_t n = write(*fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			*fd = -1;
-			return;
-		}
-		buf += n;
-		len -= n;
-	}
+	if (*fd >= 0 && write_full(*fd, buf, len) < 0)
+		*fd = -1;
 }
 
 static void end_of_line(struct console *c, uint64_t now)
@@ -75,8 +67,8 @@ void console_write(void *ctx, const uint8_t *buf, size_t len)
 
 	if (!c->first_output_ns && len)
 		c->first_output_ns = now;
-	write_all(&c->out_fd, buf, len);
-	write_all(&c->log_fd, buf, len);
+	copy_to(&c->out_fd, buf, len);
+	copy_to(&c->log_fd, buf, len);
 	for (size_t i = 0; i < len; i++) {
 		if (buf[i] == '\n') {
 			end_of_line(c, now);
