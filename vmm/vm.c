@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvm_ioctl.h"
 #include "x86/cpu.h"
 #include "x86/layout.h"
 #include "x86/mptable.h"
@@ -100,20 +101,6 @@ static void guest_requested_reset(void *ctx)
 		vm_stop(vm, VM_GUEST_STOPPED, "guest rebooted");
 }
 
-static int kvm_ioctl_checked(int fd, unsigned long request, void *arg,
-			     const char *name)
-{
-	int ret;
-
-	do
-		ret = ioctl(fd, request, arg);
-	while (ret < 0 && errno == EINTR);
-	if (ret < 0)
-		fprintf(stderr, "%s: %s\n", name, strerror(errno));
-	return ret;
-}
-#define KVM_IOCTL(fd, req, arg) kvm_ioctl_checked(fd, req, arg, #req)
-
 static int open_kvm(struct vm *vm)
 {
 	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
@@ -147,8 +134,8 @@ static int open_kvm(struct vm *vm)
 /* Memory first: on PVM hosts registering it after the irqchip costs ~7 ms. */
 static int create_machine(struct vm *vm)
 {
-	vm->vm_fd = kvm_ioctl_checked(vm->kvm_fd, KVM_CREATE_VM, 0,
-				      "KVM_CREATE_VM");
+	vm->vm_fd =
+		kvm_ioctl_named(vm->kvm_fd, KVM_CREATE_VM, 0, "KVM_CREATE_VM");
 	if (vm->vm_fd < 0)
 		return -1;
 	for (int i = 0; i < vm->mem.nr_regions; i++) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "insn.h"
+#include "kvm_ioctl.h"
 #include "paging.h"
 
 #define X86_RFLAGS_AC (1ULL << 18)
@@ -71,17 +72,9 @@ const char *pvm_kernel_cmdline(void)
 	       "293,295,304,308,317,520,521,522 thaw_pvm_syscall";
 }
 
-#define VCPU_IOCTL(fd, request, arg) vcpu_ioctl(fd, request, arg, #request)
-
-static int vcpu_ioctl(int vcpu_fd, unsigned long request, void *arg,
-		      const char *name)
-{
-	if (ioctl(vcpu_fd, request, arg) == 0)
-		return 0;
-	fprintf(stderr, "thaw-vmm: emulating an instruction: %s: %s\n", name,
-		strerror(errno));
-	return -1;
-}
+#define VCPU_IOCTL(fd, request, arg)      \
+	kvm_ioctl_named(fd, request, arg, \
+			"thaw-vmm: emulating an instruction: " #request)
 
 static int cannot_emulate(uint64_t rip, const uint8_t *bytes, size_t size,
 			  const char *why)
