@@ -165,11 +165,12 @@ int thaw_writer_finish(struct thaw_writer *w)
 	return (int)w->len;
 }
 
-#define F(t, k, fl, max, n)                                         \
+#define FR(t, k, fl, min, max, n)                                   \
 	{                                                           \
 		.tag = THAW_T_##t, .kind = THAW_K_##k, .flags = fl, \
-		.max_len = max, .name = n                           \
+		.min_len = min, .max_len = max, .name = n           \
 	}
+#define F(t, k, fl, max, n) FR(t, k, fl, 0, max, n)
 #define REQ THAW_F_REQUIRED
 #define REP THAW_F_REPEATED
 /* PATH_MAX counts the terminating NUL, which is not on the wire. */
@@ -179,6 +180,7 @@ static const struct thaw_field_spec hello_fields[] = {
 	F(VERSION, U32, REQ, 0, "VERSION"),
 	F(AGENT_VERSION, STR, REQ, 64, "AGENT_VERSION"),
 	F(BOOT_ID, STR, REQ, 64, "BOOT_ID"),
+	FR(SANDBOX_ID, STR, 0, 1, 64, "SANDBOX_ID"),
 };
 static const struct thaw_field_spec ping_fields[] = {
 	F(DATA, BYTES, 0, 0, "DATA"),
@@ -243,6 +245,13 @@ static const struct thaw_field_spec error_fields[] = {
 	F(ERRNO, U32, REQ, 0, "ERRNO"),
 	F(MESSAGE, STR, REQ, 1024, "MESSAGE"),
 };
+static const struct thaw_field_spec clone_fields[] = {
+	FR(ENTROPY, BYTES, REQ, 32, 256, "ENTROPY"),
+	F(REALTIME_NS, U64, REQ, 0, "REALTIME_NS"),
+	/* The kernel's limit for sethostname (__NEW_UTS_LEN). */
+	FR(HOSTNAME, HOSTNAME, REQ, 1, 64, "HOSTNAME"),
+	FR(SANDBOX_ID, STR, REQ, 1, 64, "SANDBOX_ID"),
+};
 
 #define S(t, f)                                            \
 	{                                                  \
@@ -276,6 +285,7 @@ static const struct thaw_schema schemas[] = {
 	S(REMOVE, remove_fields),
 	S0(OK),
 	S(ERROR, error_fields),
+	S(CLONE, clone_fields),
 };
 
 const struct thaw_schema thaw_entry_schema = S(ENTRIES, entry_fields);
@@ -326,6 +336,13 @@ static const struct thaw_field_spec *spec_of(const struct thaw_schema *s,
 	return NULL;
 }
 
+/* RFC 1123's set; isalnum() would depend on the locale. */
+static bool hostname_char(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
 static int check_value(const struct thaw_schema *s,
 		       const struct thaw_field_spec *fs, const uint8_t *v,
 		       uint32_t len, char *err, size_t errlen)
@@ -349,7 +366,20 @@ static int check_value(const struct thaw_schema *s,
 				    "%s: field %s contains a NUL byte", s->name,
 				    fs->name);
 		break;
+	case THAW_K_HOSTNAME:
+		for (uint32_t i = 0; i < len; i++) {
+			if (!hostname_char(v[i]))
+				return fail(err, errlen,
+					    "%s: field %s has byte 0x%02x at "
+					    "offset %u, not a hostname "
+					    "character",
+					    s->name, fs->name, v[i], i);
+		}
+		break;
 	}
+	if (len < fs->min_len)
+		return fail(err, errlen, "%s: field %s has %u bytes, min %u",
+			    s->name, fs->name, len, fs->min_len);
 	if (fs->max_len && len > fs->max_len)
 		return fail(err, errlen, "%s: field %s has %u bytes, max %u",
 			    s->name, fs->name, len, fs->max_len);

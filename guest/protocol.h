@@ -60,6 +60,7 @@ enum thaw_type {
 	THAW_REMOVE = 19,
 	THAW_OK = 20,
 	THAW_ERROR = 21,
+	THAW_CLONE = 22,
 };
 
 enum thaw_tag {
@@ -88,6 +89,10 @@ enum thaw_tag {
 	THAW_T_RECURSIVE = 23,
 	THAW_T_ERRNO = 24,
 	THAW_T_MESSAGE = 25,
+	THAW_T_ENTROPY = 26,
+	THAW_T_REALTIME_NS = 27,
+	THAW_T_HOSTNAME = 28,
+	THAW_T_SANDBOX_ID = 29,
 };
 
 enum thaw_file_type {
@@ -151,6 +156,7 @@ enum thaw_kind {
 	THAW_K_U64,
 	THAW_K_STR, /* bytes without NUL; not NUL-terminated on the wire */
 	THAW_K_BYTES,
+	THAW_K_HOSTNAME, /* a str of letters, digits, '-' and '.' only */
 };
 
 #define THAW_F_REQUIRED 0x1
@@ -160,6 +166,7 @@ struct thaw_field_spec {
 	uint16_t tag;
 	uint8_t kind;
 	uint8_t flags;
+	uint32_t min_len; /* for str, bytes and hostname */
 	uint32_t max_len; /* 0: bounded only by the payload */
 	const char *name;
 };

@@ -8,14 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
+/* Bytes of RNG seed per CLONE: twice what a CRNG key needs. */
+#define CLONE_ENTROPY 64
+/* A CLONE frame with the longest fields the protocol allows, and slack. */
+#define CLONE_FRAME_MAX 512
 
 /* Byte by byte: nothing after the newline may be consumed. */
 static int read_line(int fd, char *line, size_t size)
@@ -132,6 +138,98 @@ int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
 	int ret = len < 0 ? len : write_full(c->fd, buf, len);
 	free(buf);
 	return ret;
+}
+
+/* Encodes CLONE and checks it against the schema the agent applies. */
+static int clone_frame(uint8_t *buf, uint32_t id, const char *hostname,
+		       const char *sandbox_id, char *err, size_t errlen)
+{
+	uint8_t entropy[CLONE_ENTROPY];
+	struct thaw_writer w;
+	struct timespec now;
+	struct thaw_msg m;
+	ssize_t got;
+	int n;
+
+	/* At most 256 bytes: getrandom returns them all or fails. */
+	got = getrandom(entropy, sizeof(entropy), 0);
+	if (got != (ssize_t)sizeof(entropy)) {
+		n = got < 0 ? -errno : -EIO;
+		snprintf(err, errlen, "CLONE: getrandom: %s", strerror(-n));
+		return n;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	thaw_writer_init(&w, buf, CLONE_FRAME_MAX, id, THAW_CLONE, 0);
+	thaw_put_bytes(&w, THAW_T_ENTROPY, entropy, sizeof(entropy));
+	thaw_put_u64(&w, THAW_T_REALTIME_NS,
+		     (uint64_t)now.tv_sec * 1000000000u +
+			     (uint64_t)now.tv_nsec);
+	thaw_put_str(&w, THAW_T_HOSTNAME, hostname);
+	thaw_put_str(&w, THAW_T_SANDBOX_ID, sandbox_id);
+	explicit_bzero(entropy, sizeof(entropy));
+	n = thaw_writer_finish(&w);
+	if (n < 0) {
+		snprintf(err, errlen, "CLONE: hostname or sandbox id too long");
+		return -EINVAL;
+	}
+	if (thaw_parse_type(&m, THAW_CLONE, buf + THAW_HEADER_SIZE,
+			    (size_t)n - THAW_HEADER_SIZE, err, errlen) < 0)
+		return -EINVAL;
+	return n;
+}
+
+/* The answer to request @id: OK, or ERROR turned into -errno and @err. */
+static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
+			 size_t errlen)
+{
+	const struct thaw_field *msg;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	uint32_t e;
+	int ret;
+
+	ret = agent_next_frame(c, &f);
+	if (ret < 0) {
+		snprintf(err, errlen, "waiting for the agent: %s",
+			 strerror(-ret));
+		return ret;
+	}
+	if (f.h.request_id != id ||
+	    (f.h.type != THAW_OK && f.h.type != THAW_ERROR)) {
+		snprintf(err, errlen,
+			 "agent sent %s for request %u, want OK "
+			 "or ERROR for %u",
+			 thaw_type_name(f.h.type), f.h.request_id, id);
+		return -EPROTO;
+	}
+	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, err,
+			    errlen) < 0)
+		return -EPROTO;
+	if (f.h.type == THAW_OK)
+		return 0;
+	msg = thaw_get(&m, THAW_T_MESSAGE);
+	snprintf(err, errlen, "%.*s", (int)msg->len, (const char *)msg->data);
+	e = thaw_get_u32(&m, THAW_T_ERRNO, 0);
+	/* An ERROR must never read as success, nor as a non-errno. */
+	return e && e < 4096 ? -(int)e : -EPROTO;
+}
+
+int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
+		const char *sandbox_id, char *err, size_t errlen)
+{
+	uint8_t buf[CLONE_FRAME_MAX];
+	int n = clone_frame(buf, id, hostname, sandbox_id, err, errlen);
+	int ret = n < 0 ? n : write_full(c->fd, buf, (size_t)n);
+
+	/* The entropy seeds the guest's RNG; it is nobody else's business. */
+	explicit_bzero(buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	if (ret < 0) {
+		snprintf(err, errlen, "sending CLONE: %s", strerror(-ret));
+		return ret;
+	}
+	return simple_answer(c, id, err, errlen);
 }
 
 int agent_next_frame(struct agent_conn *c, struct thaw_frame *f)

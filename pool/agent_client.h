@@ -35,6 +35,18 @@ int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
 	       uint32_t timeout_ms);
 
 /*
+ * Makes a freshly restored guest unique (PROTOCOL.md, CLONE): reseeds its
+ * RNG with 64 bytes from getrandom, sets its clock to ours, and gives it
+ * @hostname and @sandbox_id.  Call it right after agent_connect, before any
+ * other request, since it consumes the next frame as its answer.  Returns 0
+ * or a negative errno after a message in @err: the agent's ERROR (its errno
+ * and message; EPERM from an agent that is not a guest's init), -EINVAL for
+ * arguments the protocol does not allow, or a transport error.
+ */
+int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
+		const char *sandbox_id, char *err, size_t errlen);
+
+/*
  * Waits for the next frame.  Returns 0 with @f filled (payload valid until
  * the next call) or a negative errno (-EPIPE: the agent went away).
  */

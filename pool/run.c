@@ -12,259 +12,54 @@
  * The guest is the default one unless --kernel/--initrd say otherwise:
  * thaw's kernel (thaw-vmm builds it on first use) and an initramfs whose
  * PID 1 is thaw-agent, packed and cached by thaw-mkinitramfs.
+ *
+ * With --from SNAPSHOT the VM is a clone restored from a snapshot in the
+ * catalog (snapshot.c) instead: registered as a live clone of it while it
+ * runs, given its own entropy, clock and hostname (the agent's CLONE) before
+ * the command, and the timing line breaks the restore down into VMM setup,
+ * state restore and the agent's first answer.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "catalog.h"
+#include "host_cpu.h"
 #include "io.h"
-#include "subprocess.h"
+#include "protocol.h"
+#include "sandbox.h"
+#include "state.h"
 #include "thaw.h"
 
 #define BOOT_TIMEOUT_S_DEFAULT 600
-#define CONNECT_RETRY_NS 20000000L
-#define EXIT_THAW_ERROR 125  /* like env(1): the tool failed, not CMD */
-#define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
+#define EXEC_REQUEST_ID 1
+#define CLONE_REQUEST_ID 2
 
-/* Short paths: the vsock socket's must fit in sockaddr_un (108 bytes). */
-struct run {
-	char dir[80];
-	char vsock[96];
-	char control[96];
-	char vmm_log[96];
-	char console_log[96];
-	pid_t vmm;
+struct run_options {
+	const char *mem, *vcpus, *kernel, *initrd;
+	const char *from, *page_in;
+	long timeout_s, boot_timeout_s;
 };
-
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-	interrupted = sig;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static const char *tool_path(const char *env, const char *built_in)
-{
-	const char *p = getenv(env);
-
-	return p ? p : built_in;
-}
-
-static int make_run_dir(struct run *r)
-{
-	const char *base = getenv("XDG_RUNTIME_DIR");
-
-	if (!base || strlen(base) > sizeof(r->dir) - sizeof("/thaw-run-XXXXXX"))
-		base = "/tmp";
-	snprintf(r->dir, sizeof(r->dir), "%s/thaw-run-XXXXXX", base);
-	if (!mkdtemp(r->dir)) {
-		fprintf(stderr, "thaw run: cannot create %s: %s\n", r->dir,
-			strerror(errno));
-		return -1;
-	}
-	snprintf(r->vsock, sizeof(r->vsock), "%s/vsock.sock", r->dir);
-	snprintf(r->control, sizeof(r->control), "%s/control.sock", r->dir);
-	snprintf(r->vmm_log, sizeof(r->vmm_log), "%s/vmm.log", r->dir);
-	snprintf(r->console_log, sizeof(r->console_log), "%s/console.log",
-		 r->dir);
-	return 0;
-}
-
-/* Starts thaw-vmm; it dies with us even if we are killed outright. */
-static int start_vmm(struct run *r, char **vmm_argv)
-{
-	pid_t parent = getpid();
-
-	r->vmm = fork();
-	if (r->vmm < 0) {
-		fprintf(stderr, "thaw run: fork: %s\n", strerror(errno));
-		return -1;
-	}
-	if (r->vmm == 0) {
-		int log = open(r->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int null = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent || log < 0 || null < 0)
-			_exit(EXIT_THAW_ERROR);
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		dup2(log, STDERR_FILENO);
-		execv(vmm_argv[0], vmm_argv);
-		dprintf(log, "thaw run: cannot run %s: %s\n", vmm_argv[0],
-			strerror(errno));
-		_exit(EXIT_THAW_ERROR);
-	}
-	return 0;
-}
-
-/*
- * The last @size - 1 bytes of @path, NUL-terminated; returns their count
- * (0 when the file is missing or empty).  Logs are read from their end:
- * that is where the VMM's reason and timings, and a guest's last words, are.
- */
-static size_t read_tail(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	off_t end = fd < 0 ? 0 : lseek(fd, 0, SEEK_END);
-	off_t from = end > (off_t)size - 1 ? end - ((off_t)size - 1) : 0;
-	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size - 1, from);
-
-	if (fd >= 0)
-		close(fd);
-	n = n < 0 ? 0 : n;
-	buf[n] = '\0';
-	return n;
-}
-
-/*
- * The VMM's reason for stopping: the first line it printed that is not its
- * timings ("thaw-vmm: guest ...", or an input error naming the file).
- */
-static void vmm_reason(const struct run *r, char *out, size_t size)
-{
-	char buf[8192];
-
-	snprintf(out, size, "no message");
-	read_tail(r->vmm_log, buf, sizeof(buf));
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-		if (!strstr(line, "timings:")) {
-			snprintf(out, size, "%s", line);
-			return;
-		}
-	}
-}
-
-/* The guest console's last lines: why a guest never got to its agent. */
-static void print_console_tail(const struct run *r)
-{
-	char buf[4096];
-	size_t n = read_tail(r->console_log, buf, sizeof(buf));
-
-	if (n > 0) {
-		fprintf(stderr, "thaw run: last guest console output:\n");
-		fwrite(buf, 1, n, stderr);
-	}
-}
-
-/* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
-static double vmm_setup_ms(const struct run *r)
-{
-	char buf[8192];
-	const char *p;
-
-	read_tail(r->vmm_log, buf, sizeof(buf));
-	p = strstr(buf, "vmm setup ");
-	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
-}
-
-/* Asks the VMM to stop through its control socket; kills it if it won't. */
-static void stop_vmm(struct run *r)
-{
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	struct timespec tick = { 0, 10000000L };
-	int status;
-
-	if (r->vmm <= 0)
-		return;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	strcpy(addr.sun_path, r->control);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    write(fd, "stop\n", 5) != 5)
-		kill(r->vmm, SIGTERM);
-	for (int waited = 0; waitpid(r->vmm, &status, WNOHANG) == 0; waited++) {
-		if (waited == STOP_GRACE_TICKS)
-			kill(r->vmm, SIGKILL);
-		nanosleep(&tick, NULL);
-	}
-	if (fd >= 0)
-		close(fd);
-	r->vmm = 0;
-}
-
-static void remove_run_dir(const struct run *r)
-{
-	unlink(r->vsock);
-	unlink(r->control);
-	unlink(r->vmm_log);
-	unlink(r->console_log);
-	rmdir(r->dir);
-}
-
-/* Polls the vsock socket until the agent greets us or the VMM is gone. */
-static int wait_for_agent(struct run *r, struct agent_conn *agent,
-			  int timeout_s)
-{
-	double deadline = now_ms() + timeout_s * 1e3;
-	struct timespec retry = { 0, CONNECT_RETRY_NS };
-	char err[256] = "";
-	int status;
-
-	for (;;) {
-		int ret = agent_connect(agent, r->vsock, err, sizeof(err));
-
-		if (ret == 0)
-			return 0;
-		if (ret != -EAGAIN) {
-			fprintf(stderr, "thaw run: %s\n", err);
-			return -1;
-		}
-		if (waitpid(r->vmm, &status, WNOHANG) == r->vmm) {
-			r->vmm = 0;
-			char reason[512];
-
-			vmm_reason(r, reason, sizeof(reason));
-			fprintf(stderr,
-				"thaw run: the VM stopped before its agent answered: %s\n",
-				reason);
-			return -1;
-		}
-		if (interrupted)
-			return -1;
-		if (now_ms() > deadline) {
-			print_console_tail(r);
-			fprintf(stderr,
-				"thaw run: no answer from the guest agent "
-				"within %d s (%s)\n",
-				timeout_s, err);
-			return -1;
-		}
-		nanosleep(&retry, NULL);
-	}
-}
 
 /* Streams the command's output; returns its exit status for our exit. */
 static int relay_exec(struct agent_conn *agent, char *const argv[],
 		      uint32_t timeout_ms)
 {
-	const uint32_t id = 1;
+	const uint32_t id = EXEC_REQUEST_ID;
 	struct thaw_frame f;
 	struct thaw_msg m;
 	char why[256];
 	int ret = agent_exec(agent, id, argv, timeout_ms);
 
-	while (ret == 0 && !interrupted) {
+	while (ret == 0 && !thaw_interrupted) {
 		ret = agent_next_frame(agent, &f);
 		if (ret < 0 || f.h.request_id != id)
 			continue;
@@ -301,17 +96,200 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 				       : 126;
 		}
 	}
-	if (!interrupted)
+	if (!thaw_interrupted)
 		fprintf(stderr, "thaw run: lost the agent: %s\n",
 			strerror(-ret));
 	return EXIT_THAW_ERROR;
 }
 
+/* Boots the guest, runs @cmd in it; the plain `thaw run`. */
+static int run_booted(const struct run_options *o, char **cmd)
+{
+	char initrd[PATH_MAX];
+	const char *vmm_args[] = {
+		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
+		"--initrd",
+		o->initrd ? o->initrd : initrd,
+		"--mem",
+		o->mem,
+		"--vcpus",
+		o->vcpus,
+		o->kernel ? "--kernel" : NULL,
+		o->kernel,
+		NULL,
+	};
+	struct agent_conn agent = { .fd = -1 };
+	struct sandbox sb = { 0 };
+	int status = EXIT_THAW_ERROR;
+
+	if (!o->initrd &&
+	    thaw_default_initrd(initrd, sizeof(initrd), "thaw run") < 0)
+		return EXIT_THAW_ERROR;
+	if (sandbox_start(&sb, "thaw run", vmm_args) == 0 &&
+	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) ==
+		    0) {
+		double ready = sandbox_now_ms();
+
+		status = relay_exec(&agent, cmd, o->timeout_s * 1000);
+		agent_close(&agent);
+		sandbox_stop(&sb);
+		double setup = sandbox_vmm_setup_ms(&sb);
+		fprintf(stderr,
+			"thaw: vmm setup %.1f ms, boot to agent ready %.1f ms, "
+			"command %.1f ms\n",
+			setup, ready - sb.started_ms - (setup > 0 ? setup : 0),
+			sandbox_now_ms() - ready);
+	}
+	sandbox_remove(&sb);
+	return status;
+}
+
+/* A "key=123" number from the VMM's status line, or 0. */
+static double status_field(const char *status, const char *key)
+{
+	const char *p = strstr(status, key);
+
+	return p ? strtod(p + strlen(key), NULL) : 0;
+}
+
+/*
+ * The catalog side of a clone: the snapshot must exist and be restorable
+ * here, and the clone is registered (so the snapshot cannot be removed
+ * under it) for as long as it lives.
+ */
+static int register_clone(const char *id, const char *clone_id,
+			  struct snapshot_record *snap)
+{
+	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
+	struct catalog c;
+
+	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
+		return -1;
+	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
+	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw run: %s\n", err);
+		return -1;
+	}
+	int ret = catalog_get_snapshot(&c, id, snap, err, sizeof(err));
+	if (ret == 0 && snap->format_version != STATE_FORMAT_VERSION) {
+		snprintf(
+			err, sizeof(err),
+			"snapshot %s has format version %u; this thaw restores version %u (take a new snapshot)",
+			id, snap->format_version, STATE_FORMAT_VERSION);
+		ret = -1;
+	}
+	if (ret == 0 && snap->cpu_signature != host_cpu_signature()) {
+		char cpu[128];
+
+		host_cpu_describe(cpu, sizeof(cpu));
+		snprintf(
+			err, sizeof(err),
+			"snapshot %s was taken on another kind of CPU than this %s",
+			id, cpu);
+		ret = -1;
+	}
+	if (ret == 0)
+		ret = catalog_add_clone(&c, id, clone_id, getpid(), err,
+					sizeof(err));
+	if (ret < 0)
+		fprintf(stderr, "thaw run: %s\n", err);
+	catalog_close(&c);
+	return ret < 0 ? -1 : 0;
+}
+
+static void unregister_clone(const char *id, const char *clone_id)
+{
+	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
+	struct catalog c;
+
+	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
+		return;
+	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
+	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0 ||
+	    catalog_remove_clone(&c, id, clone_id, err, sizeof(err)) < 0)
+		fprintf(stderr, "thaw run: %s\n", err);
+	catalog_close(&c);
+}
+
+/*
+ * Runs @cmd in a clone restored from snapshot o->from.  The clone gets its
+ * own identity (entropy, clock, hostname) before anything runs in it, and
+ * the first restores record the snapshot's working set for later ones.
+ */
+static int run_clone(const struct run_options *o, char **cmd)
+{
+	char clone_id[CATALOG_ID_LEN + 1], hostname[32], err[256];
+	char status_line[256], working_set[CATALOG_PATH_MAX + 32];
+	struct snapshot_record snap;
+	struct agent_conn agent = { .fd = -1 };
+	struct sandbox sb = { 0 };
+	int status = EXIT_THAW_ERROR;
+
+	if (catalog_new_id(clone_id) < 0) {
+		fprintf(stderr, "thaw run: no randomness for a clone id\n");
+		return EXIT_THAW_ERROR;
+	}
+	if (register_clone(o->from, clone_id, &snap) < 0)
+		return EXIT_THAW_ERROR;
+	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
+		 snap.dir);
+	snprintf(hostname, sizeof(hostname), "thaw-%.8s", clone_id);
+	const char *vmm_args[] = {
+		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
+		"--restore",
+		snap.dir,
+		"--page-in",
+		o->page_in,
+		NULL,
+	};
+	if (sandbox_start(&sb, "thaw run", vmm_args) < 0 ||
+	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) < 0)
+		goto out;
+	double ready = sandbox_now_ms();
+	if (sandbox_control(&sb, "thaw run", "status", status_line,
+			    sizeof(status_line)) < 0)
+		goto out;
+	if (agent_clone(&agent, CLONE_REQUEST_ID, hostname, clone_id, err,
+			sizeof(err)) < 0) {
+		fprintf(stderr,
+			"thaw run: the clone refused its identity: %s\n", err);
+		goto out;
+	}
+	double identity = sandbox_now_ms();
+	status = relay_exec(&agent, cmd, o->timeout_s * 1000);
+	double done = sandbox_now_ms();
+	agent_close(&agent);
+	if (access(working_set, F_OK) < 0) {
+		char command[sizeof(working_set) + 16], reply[128];
+
+		snprintf(command, sizeof(command), "working-set %s",
+			 working_set);
+		sandbox_control(&sb, "thaw run", command, reply, sizeof(reply));
+	}
+
+	double setup = status_field(status_line, "setup_us=") / 1e3;
+	double restore = status_field(status_line, "restore_us=") / 1e3;
+	fprintf(stderr,
+		"thaw: restore to ready %.1f ms (vmm setup %.1f ms, state restore %.1f ms, %.0f pages prefetched, first agent answer %.1f ms), clone identity %.1f ms, command %.1f ms\n",
+		ready - sb.started_ms, setup, restore,
+		status_field(status_line, "prefetched_pages="),
+		ready - sb.started_ms - setup - restore, identity - ready,
+		done - identity);
+out:
+	agent_close(&agent);
+	sandbox_remove(&sb);
+	unregister_clone(o->from, clone_id);
+	return status;
+}
+
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I]\n"
 	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"
-	"Boots a microVM, runs CMD in it, copies its stdout and stderr, exits\n"
-	"with its exit status (128+signal if killed; 125 if thaw failed).\n";
+	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
+	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"
+	"Boots a microVM (or restores a clone of SNAPSHOT, see thaw snapshot),\n"
+	"runs CMD in it, copies its stdout and stderr, exits with its exit\n"
+	"status (128+signal if killed; 125 if thaw failed).\n";
 
 int thaw_run(int argc, char **argv)
 {
@@ -320,14 +298,19 @@ int thaw_run(int argc, char **argv)
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "initrd", required_argument, NULL, 'i' },
+		{ "from", required_argument, NULL, 'f' },
+		{ "page-in", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "boot-timeout", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *mem = "256", *vcpus = "1", *kernel = NULL, *initrd = NULL;
-	long timeout_s = 0, boot_timeout_s = BOOT_TIMEOUT_S_DEFAULT;
-	char initrd_buf[PATH_MAX], *end;
+	struct run_options o = { .mem = "256",
+				 .vcpus = "1",
+				 .page_in = "prefetch",
+				 .boot_timeout_s = BOOT_TIMEOUT_S_DEFAULT };
+	bool boot_flags = false;
+	char *end;
 	int opt;
 
 	opterr = 0;
@@ -335,16 +318,33 @@ int thaw_run(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+:", options, NULL)) != -1) {
 		switch (opt) {
 		case 'm':
-			mem = optarg; /* thaw-vmm checks the range */
+			o.mem = optarg; /* thaw-vmm checks the range */
+			boot_flags = true;
 			break;
 		case 'n':
-			vcpus = optarg;
+			o.vcpus = optarg;
+			boot_flags = true;
 			break;
 		case 'k':
-			kernel = optarg;
+			o.kernel = optarg;
+			boot_flags = true;
 			break;
 		case 'i':
-			initrd = optarg;
+			o.initrd = optarg;
+			boot_flags = true;
+			break;
+		case 'f':
+			o.from = optarg;
+			break;
+		case 'p':
+			if (strcmp(optarg, "prefetch") &&
+			    strcmp(optarg, "lazy")) {
+				fprintf(stderr,
+					"thaw run: --page-in takes prefetch or lazy, not '%s'\n",
+					optarg);
+				return EXIT_THAW_ERROR;
+			}
+			o.page_in = optarg;
 			break;
 		case 't':
 		case 'b':
@@ -359,7 +359,7 @@ int thaw_run(int argc, char **argv)
 					optarg);
 				return EXIT_THAW_ERROR;
 			}
-			*(opt == 't' ? &timeout_s : &boot_timeout_s) = v;
+			*(opt == 't' ? &o.timeout_s : &o.boot_timeout_s) = v;
 			break;
 		case 'h':
 			fputs(run_usage, stdout);
@@ -381,68 +381,18 @@ int thaw_run(int argc, char **argv)
 			"thaw run: no command given (thaw run -- CMD)\n");
 		return EXIT_THAW_ERROR;
 	}
-	char **cmd = argv + optind;
-
-	if (!initrd) {
-		char *mk[] = { (char *)tool_path("THAW_MKINITRAMFS",
-						 THAW_MKINITRAMFS_PATH),
-			       "--init",
-			       (char *)tool_path("THAW_AGENT", THAW_AGENT_PATH),
-			       NULL };
-		if (run_for_last_line(mk, initrd_buf, sizeof(initrd_buf),
-				      "thaw run: guest initramfs") < 0)
-			return EXIT_THAW_ERROR;
-		initrd = initrd_buf;
-	}
-
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	struct run r = { 0 };
-	if (make_run_dir(&r) < 0)
-		return EXIT_THAW_ERROR;
-	char *vmm_argv[] = { (char *)tool_path("THAW_VMM", THAW_VMM_PATH),
-			     "--initrd",
-			     (char *)initrd,
-			     "--mem",
-			     (char *)mem,
-			     "--vcpus",
-			     (char *)vcpus,
-			     "--vsock",
-			     r.vsock,
-			     "--control",
-			     r.control,
-			     "--console-log",
-			     r.console_log,
-			     kernel ? "--kernel" : NULL,
-			     (char *)kernel,
-			     NULL };
-
-	struct agent_conn agent = { .fd = -1 };
-	int status = EXIT_THAW_ERROR;
-	double start = now_ms();
-	if (start_vmm(&r, vmm_argv) == 0 &&
-	    wait_for_agent(&r, &agent, boot_timeout_s) == 0) {
-		double ready = now_ms();
-
-		status = relay_exec(&agent, cmd, timeout_s * 1000);
-		agent_close(&agent);
-		stop_vmm(&r);
-		double setup = vmm_setup_ms(&r);
+	if (o.from && boot_flags) {
 		fprintf(stderr,
-			"thaw: vmm setup %.1f ms, boot to agent ready %.1f ms, "
-			"command %.1f ms\n",
-			setup, ready - start - (setup > 0 ? setup : 0),
-			now_ms() - ready);
+			"thaw run: --from restores the snapshot's machine: leave out --mem, --vcpus, --kernel and --initrd\n");
+		return EXIT_THAW_ERROR;
 	}
-	stop_vmm(&r);
-	if (interrupted) {
+
+	thaw_catch_signals();
+	int status = o.from ? run_clone(&o, argv + optind)
+			    : run_booted(&o, argv + optind);
+	if (thaw_interrupted) {
 		fprintf(stderr, "thaw run: interrupted\n");
-		status = 128 + interrupted;
+		status = 128 + thaw_interrupted;
 	}
-	remove_run_dir(&r);
 	return status;
 }

@@ -1,16 +1,82 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * thaw.c - the `thaw` command: the user's entry point to sandboxes.
- * Today it has `run`; the daemon's client commands join it with the pool.
+ * thaw.c - the `thaw` command: the user's entry point to sandboxes, and
+ * what its subcommands share (signals, tool and state paths).
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "subprocess.h"
 #include "thaw.h"
+
+volatile sig_atomic_t thaw_interrupted;
+
+static void on_signal(int sig)
+{
+	thaw_interrupted = sig;
+}
+
+void thaw_catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+const char *thaw_tool_path(const char *env, const char *built_in)
+{
+	const char *p = getenv(env);
+
+	return p ? p : built_in;
+}
+
+int thaw_state_dir(char *out, size_t len)
+{
+	const char *dir = getenv("THAW_STATE_DIR");
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (dir && *dir)
+		n = snprintf(out, len, "%s", dir);
+	else if (xdg && *xdg)
+		n = snprintf(out, len, "%s/thaw", xdg);
+	else if (home && *home)
+		n = snprintf(out, len, "%s/.local/state/thaw", home);
+	else {
+		fprintf(stderr,
+			"thaw: no state directory: set THAW_STATE_DIR or HOME\n");
+		return -1;
+	}
+	if (n < 0 || (size_t)n >= len) {
+		fprintf(stderr, "thaw: state directory path too long\n");
+		return -1;
+	}
+	return 0;
+}
+
+int thaw_default_initrd(char *out, size_t len, const char *who)
+{
+	char what[64];
+	char *mk[] = { (char *)thaw_tool_path("THAW_MKINITRAMFS",
+					      THAW_MKINITRAMFS_PATH),
+		       "--init",
+		       (char *)thaw_tool_path("THAW_AGENT", THAW_AGENT_PATH),
+		       NULL };
+
+	snprintf(what, sizeof(what), "%s: guest initramfs", who);
+	return run_for_last_line(mk, out, len, what);
+}
 
 static const char usage[] =
 	"usage: thaw COMMAND [ARG...]\n"
 	"  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh microVM\n"
+	"  snapshot create|ls|verify|rm    manage snapshots to restore from\n"
 	"Run 'thaw COMMAND --help' for a command's options.\n";
 
 int main(int argc, char **argv)
@@ -21,6 +87,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return thaw_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "snapshot"))
+		return thaw_snapshot(argc - 1, argv + 1);
 	fprintf(stderr, "thaw: unknown command '%s'\n%s", argv[1], usage);
 	return 2;
 }

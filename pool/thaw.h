@@ -1,11 +1,41 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * thaw.h - the `thaw` command's subcommands.  Each parses its own options
- * from argv (argv[0] is the subcommand) and returns the process exit status.
+ * thaw.h - the `thaw` command's subcommands and what they share.  Each
+ * subcommand parses its own options from argv (argv[0] is the subcommand)
+ * and returns the process exit status.
  */
 #ifndef THAW_POOL_THAW_H
 #define THAW_POOL_THAW_H
 
+#include <signal.h>
+#include <stddef.h>
+
+/* Like env(1): the tool failed, not the guest's command. */
+#define EXIT_THAW_ERROR 125
+
+/* The signal that asked us to stop, or 0; set by thaw_catch_signals(). */
+extern volatile sig_atomic_t thaw_interrupted;
+
+/* SIGINT/SIGTERM/SIGHUP set thaw_interrupted; SIGPIPE is ignored. */
+void thaw_catch_signals(void);
+
+/* @env from the environment, else the path compiled in. */
+const char *thaw_tool_path(const char *env, const char *built_in);
+
+/*
+ * The state directory (snapshots, catalog): $THAW_STATE_DIR, else
+ * $XDG_STATE_HOME/thaw, else ~/.local/state/thaw.  Returns 0, or -1 after
+ * a message when none can be formed.
+ */
+int thaw_state_dir(char *out, size_t len);
+
+/*
+ * The default guest initramfs (thaw-agent as init), packed and cached by
+ * thaw-mkinitramfs.  Returns 0, or -1 after a message starting with @who.
+ */
+int thaw_default_initrd(char *out, size_t len, const char *who);
+
 int thaw_run(int argc, char **argv);
+int thaw_snapshot(int argc, char **argv);
 
 #endif

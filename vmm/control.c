@@ -70,24 +70,90 @@ static void reply(struct control_client *cl, const char *fmt, ...)
 		return;
 }
 
+static void reply_status(struct control_client *cl, struct vm *vm)
+{
+	char restore[128] = "";
+
+	pthread_mutex_lock(&vm->pause_lock);
+	bool paused = vm->paused;
+	pthread_mutex_unlock(&vm->pause_lock);
+	const char *state = atomic_load(&vm->stopping) ? "stopping"
+			    : paused		       ? "paused"
+						       : "running";
+
+	if (vm->restored_ns)
+		snprintf(restore, sizeof(restore),
+			 " setup_us=%llu restore_us=%llu prefetched_pages=%llu",
+			 (unsigned long long)(vm->restore_start_ns -
+					      vm->created_ns) /
+				 1000,
+			 (unsigned long long)(vm->restored_ns -
+					      vm->restore_start_ns) /
+				 1000,
+			 (unsigned long long)vm->prefetched_pages);
+	reply(cl, "ok %s vcpus=%d mem_mib=%llu uptime_ms=%llu%s", state,
+	      vm->nr_vcpus, (unsigned long long)(vm->mem.size / MIB),
+	      (unsigned long long)((monotonic_ns() - vm->running_ns) / 1000000),
+	      restore);
+}
+
+/* "snapshot DIR" and "working-set FILE": the argument after one space. */
+static const char *argument(const char *line, const char *command)
+{
+	size_t n = strlen(command);
+
+	if (strncmp(line, command, n) || line[n] != ' ' || !line[n + 1])
+		return NULL;
+	return line + n + 1;
+}
+
+/*
+ * Commands run on the control thread; a snapshot blocks it for as long as
+ * writing guest memory takes, which is fine: the guest is paused meanwhile
+ * and other clients only wait.  Failures are explained on the VMM's stderr
+ * (its log), the reply says where to look.
+ */
 static void handle_line(struct control *c, struct control_client *cl)
 {
 	struct vm *vm = c->vm;
+	const char *arg;
 
 	if (!strcmp(cl->line, "ping")) {
 		reply(cl, "ok pong");
 	} else if (!strcmp(cl->line, "status")) {
-		reply(cl, "ok %s vcpus=%d mem_mib=%llu uptime_ms=%llu",
-		      atomic_load(&vm->stopping) ? "stopping" : "running",
-		      vm->nr_vcpus, (unsigned long long)(vm->mem.size / MIB),
-		      (unsigned long long)((monotonic_ns() - vm->running_ns) /
-					   1000000));
+		reply_status(cl, vm);
+	} else if (!strcmp(cl->line, "pause")) {
+		if (vm_pause(vm) == 0)
+			reply(cl, "ok paused");
+		else
+			reply(cl, "error cannot pause (see the VMM log)");
+	} else if (!strcmp(cl->line, "resume")) {
+		vm_resume(vm);
+		reply(cl, "ok running");
+	} else if ((arg = argument(cl->line, "snapshot"))) {
+		if (vm_snapshot(vm, arg) == 0)
+			reply(cl, "ok snapshot %s", arg);
+		else
+			reply(cl,
+			      "error snapshot to %s failed (see the VMM log)",
+			      arg);
+	} else if ((arg = argument(cl->line, "working-set"))) {
+		uint64_t pages;
+
+		if (vm_record_working_set(vm, arg, &pages) == 0)
+			reply(cl, "ok working-set pages=%llu",
+			      (unsigned long long)pages);
+		else
+			reply(cl,
+			      "error working set to %s failed (see the VMM log)",
+			      arg);
 	} else if (!strcmp(cl->line, "stop")) {
 		vm_stop(vm, VM_GUEST_STOPPED,
 			"stopped through the control socket");
 		reply(cl, "ok stopping");
 	} else {
-		reply(cl, "error unknown command '%.64s' (ping, status, stop)",
+		reply(cl,
+		      "error unknown command '%.64s' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)",
 		      cl->line);
 	}
 }

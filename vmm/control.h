@@ -6,22 +6,32 @@
  * A Unix stream socket speaking lines: each request is one line, each
  * answer one line starting with "ok" or "error".
  *
- *	ping	-> ok pong
- *	status	-> ok running vcpus=N mem_mib=M uptime_ms=T
- *	stop	-> ok stopping      (the VM then stops; thaw-vmm exits 0)
+ *	ping		-> ok pong
+ *	status		-> ok running|paused vcpus=N mem_mib=M uptime_ms=T
+ *			   [setup_us=S restore_us=R prefetched_pages=P]
+ *			   (the last three for a restored clone)
+ *	pause		-> ok paused
+ *	resume		-> ok running
+ *	snapshot DIR	-> ok snapshot DIR   (state.bin, memory.img and
+ *			   pages.xxh3 written into the existing DIR)
+ *	working-set FILE -> ok working-set pages=N  (snapshot/workingset.h)
+ *	stop		-> ok stopping      (the VM then stops; thaw-vmm exits
+ *0)
  *
  * A line longer than CONTROL_LINE_MAX or an unknown command gets an
  * "error ..." line; a client that sends an over-long line is then closed.
  * The socket is served by a thread of its own, so a slow client never
- * delays a vCPU.  Later issues add pause and snapshot here.
+ * delays a vCPU.
  */
 #ifndef THAW_VMM_CONTROL_H
 #define THAW_VMM_CONTROL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 
-#define CONTROL_LINE_MAX 256
+/* Room for a command and a path. */
+#define CONTROL_LINE_MAX (PATH_MAX + 64)
 #define CONTROL_MAX_CLIENTS 8
 
 struct vm;

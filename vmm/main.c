@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,12 @@ static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
+	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
+	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
+	"                [--pvm auto|on|off]\n"
 	"\n"
-	"Boots Linux in a KVM microVM, copies its serial console to stdout "
-	"and\n"
-	"exits when the guest stops.\n"
+	"Boots Linux in a KVM microVM, or restores one from a snapshot, copies\n"
+	"its serial console to stdout and exits when the guest stops.\n"
 	"\n"
 	"  --kernel PATH       ELF vmlinux or bzImage (default: thaw's guest\n"
 	"                      kernel, built and cached on first use)\n"
@@ -40,7 +43,13 @@ static const char usage[] =
 	"                      programs reach guest ports through the Unix\n"
 	"                      socket PATH (\"CONNECT <port>\\n\")\n"
 	"  --control PATH      serve the control socket PATH (lines: ping,\n"
-	"                      status, stop)\n"
+	"                      status, pause, resume, snapshot DIR,\n"
+	"                      working-set FILE, stop)\n"
+	"  --restore DIR       continue the machine saved in DIR (state.bin,\n"
+	"                      memory.img, pages.xxh3) instead of booting\n"
+	"  --page-in MODE      restored memory: prefetch (default: read the\n"
+	"                      recorded working set, DIR/workingset.bin, with\n"
+	"                      io_uring first) or lazy (page by page on use)\n"
 	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
 	"\n"
 	"Exit status: 0 guest stopped itself, 1 VMM error, 2 bad usage,\n"
@@ -92,6 +101,17 @@ static void print_phase(const char *name, uint64_t from, uint64_t to,
 
 static void print_timings(const struct vm *vm)
 {
+	if (vm->restored_ns) {
+		fprintf(stderr, "thaw-vmm: timings: ");
+		print_phase("vmm setup", vm->created_ns, vm->restore_start_ns,
+			    ", ");
+		print_phase("state restore", vm->restore_start_ns,
+			    vm->restored_ns, "");
+		fprintf(stderr, " (prefetched %llu pages in %.1f ms)\n",
+			(unsigned long long)vm->prefetched_pages,
+			vm->prefetch_ns / 1e6);
+		return;
+	}
 	fprintf(stderr, "thaw-vmm: timings: ");
 	print_phase("vmm setup", vm->created_ns, vm->running_ns, ", ");
 	print_phase("kernel start", vm->running_ns, vm->console.first_output_ns,
@@ -111,6 +131,8 @@ int main(int argc, char **argv)
 		{ "pvm", required_argument, NULL, 'p' },
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "control", required_argument, NULL, 'C' },
+		{ "restore", required_argument, NULL, 'r' },
+		{ "page-in", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -121,7 +143,9 @@ int main(int argc, char **argv)
 		.pvm = PVM_AUTO,
 		.console_fd = STDOUT_FILENO,
 		.console_log_fd = -1,
+		.page_in = PAGE_IN_PREFETCH,
 	};
+	bool boot_flags = false; /* flags that only make sense for a boot */
 	const char *console_log = NULL;
 	char kernel[PATH_MAX];
 	long n;
@@ -131,12 +155,15 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
 		switch (opt) {
 		case 'k':
+			boot_flags = true;
 			cfg.kernel_path = optarg;
 			break;
 		case 'i':
+			boot_flags = true;
 			cfg.initrd_path = optarg;
 			break;
 		case 'c':
+			boot_flags = true;
 			cfg.cmdline_extra = optarg;
 			break;
 		case 'm':
@@ -144,12 +171,14 @@ int main(int argc, char **argv)
 					 MEMORY_MAX_MIB, &n) < 0)
 				return VM_USAGE;
 			cfg.mem_mib = n;
+			boot_flags = true;
 			break;
 		case 'n':
 			if (parse_number("--vcpus", optarg, 1, VM_MAX_VCPUS,
 					 &n) < 0)
 				return VM_USAGE;
 			cfg.nr_vcpus = n;
+			boot_flags = true;
 			break;
 		case 'l':
 			console_log = optarg;
@@ -172,6 +201,20 @@ int main(int argc, char **argv)
 		case 'C':
 			cfg.control_path = optarg;
 			break;
+		case 'r':
+			cfg.restore_dir = optarg;
+			break;
+		case 'P':
+			if (!strcmp(optarg, "prefetch"))
+				cfg.page_in = PAGE_IN_PREFETCH;
+			else if (!strcmp(optarg, "lazy"))
+				cfg.page_in = PAGE_IN_LAZY;
+			else
+				return usage_error(
+					"--page-in takes prefetch or "
+					"lazy, not '%s'",
+					optarg);
+			break;
 		case 'h':
 			print_usage(stdout);
 			return 0;
@@ -185,7 +228,12 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (!cfg.initrd_path)
+	if (cfg.restore_dir && boot_flags)
+		return usage_error("%s",
+				   "--restore takes the machine from the "
+				   "snapshot: leave out --kernel, --initrd, "
+				   "--cmdline, --mem and --vcpus");
+	if (!cfg.restore_dir && !cfg.initrd_path)
 		return usage_error("%s", "--initrd is required");
 
 	if (console_log) {
@@ -198,7 +246,7 @@ int main(int argc, char **argv)
 			return VM_ERROR;
 		}
 	}
-	if (!cfg.kernel_path) {
+	if (!cfg.restore_dir && !cfg.kernel_path) {
 		if (default_kernel_path(kernel, sizeof(kernel)) < 0)
 			return VM_ERROR;
 		cfg.kernel_path = kernel;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * memory.c - see memory.h.  The mapping is anonymous, private and
- * MAP_NORESERVE: a guest that never touches most of its RAM costs nothing,
- * and untouched pages read as zero, which the boot protocol relies on.
+ * memory.c - see memory.h.  A booting guest's mapping is anonymous, private
+ * and MAP_NORESERVE: a guest that never touches most of its RAM costs
+ * nothing, and untouched pages read as zero, which the boot protocol relies
+ * on.  A restored clone's mapping is the snapshot's memory file instead.
  */
 #include "memory.h"
 
@@ -11,9 +12,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-int guest_memory_create(struct guest_memory *mem, uint64_t mib)
+static int check_size(uint64_t mib)
 {
-	memset(mem, 0, sizeof(*mem));
 	if (mib < MEMORY_MIN_MIB || mib > MEMORY_MAX_MIB) {
 		fprintf(stderr,
 			"guest memory: %llu MiB is outside the supported range "
@@ -22,14 +22,11 @@ int guest_memory_create(struct guest_memory *mem, uint64_t mib)
 			MEMORY_MAX_MIB);
 		return -1;
 	}
-	uint64_t size = mib * MIB;
-	void *host = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (host == MAP_FAILED) {
-		fprintf(stderr, "guest memory: cannot map %llu MiB: %s\n",
-			(unsigned long long)mib, strerror(errno));
-		return -1;
-	}
+	return 0;
+}
+
+static void set_layout(struct guest_memory *mem, uint8_t *host, uint64_t size)
+{
 	mem->host = host;
 	mem->size = size;
 
@@ -41,6 +38,40 @@ int guest_memory_create(struct guest_memory *mem, uint64_t mib)
 							  size - low, low };
 		mem->nr_regions = 2;
 	}
+}
+
+int guest_memory_create(struct guest_memory *mem, uint64_t mib)
+{
+	memset(mem, 0, sizeof(*mem));
+	if (check_size(mib) < 0)
+		return -1;
+	uint64_t size = mib * MIB;
+	void *host = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (host == MAP_FAILED) {
+		fprintf(stderr, "guest memory: cannot map %llu MiB: %s\n",
+			(unsigned long long)mib, strerror(errno));
+		return -1;
+	}
+	set_layout(mem, host, size);
+	return 0;
+}
+
+int guest_memory_adopt(struct guest_memory *mem, void *host, uint64_t size)
+{
+	memset(mem, 0, sizeof(*mem));
+	if (size % MIB) {
+		fprintf(stderr,
+			"guest memory: %llu bytes is not a whole number of MiB\n",
+			(unsigned long long)size);
+		munmap(host, size);
+		return -1;
+	}
+	if (check_size(size / MIB) < 0) {
+		munmap(host, size);
+		return -1;
+	}
+	set_layout(mem, host, size);
 	return 0;
 }
 

@@ -46,6 +46,11 @@ struct guest_memory {
  * stderr naming the size and the reason.
  */
 int guest_memory_create(struct guest_memory *mem, uint64_t mib);
+/*
+ * Takes over @host, an existing mapping of @size bytes (a snapshot's memory
+ * file), with the same layout.  On error the mapping is unmapped.
+ */
+int guest_memory_adopt(struct guest_memory *mem, void *host, uint64_t size);
 void guest_memory_destroy(struct guest_memory *mem);
 
 /*

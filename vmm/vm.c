@@ -16,8 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host_cpu.h"
 #include "kvm_ioctl.h"
+#include "memfile.h"
+#include "state.h"
+#include "workingset.h"
 #include "x86/cpu.h"
+#include "x86/kvm_state.h"
 #include "x86/layout.h"
 #include "x86/mptable.h"
 #include "x86/pvm.h"
@@ -70,6 +75,9 @@ void vm_stop(struct vm *vm, int status, const char *fmt, ...)
 		vsnprintf(vm->reason, sizeof(vm->reason), fmt, ap);
 		va_end(ap);
 		atomic_store(&vm->stopping, true);
+		pthread_mutex_lock(&vm->pause_lock);
+		pthread_cond_broadcast(&vm->pause_cond);
+		pthread_mutex_unlock(&vm->pause_lock);
 		for (int i = 0; i < vm->nr_vcpus; i++)
 			if (vm->vcpus[i].started)
 				kick(&vm->vcpus[i], SIGNAL_KICK);
@@ -213,19 +221,16 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 			    virtio_mmio_io);
 }
 
-static int create_vcpus(struct vm *vm)
+/* KVM vCPU objects and their kvm_run mappings, with no state set yet. */
+static int create_vcpu_fds(struct vm *vm)
 {
 	int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
-	struct kvm_cpuid2 *cpuid = x86_supported_cpuid(vm->kvm_fd);
-	int ret = -1;
 
 	if (run_size <= 0) {
 		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n",
 			strerror(errno));
-		goto out;
+		return -1;
 	}
-	if (!cpuid)
-		goto out;
 	for (int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
@@ -233,7 +238,7 @@ static int create_vcpus(struct vm *vm)
 		if (v->fd < 0) {
 			fprintf(stderr, "vcpu %d: KVM_CREATE_VCPU: %s\n", i,
 				strerror(errno));
-			goto out;
+			return -1;
 		}
 		v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE,
 			      MAP_SHARED, v->fd, 0);
@@ -241,13 +246,27 @@ static int create_vcpus(struct vm *vm)
 			v->run = NULL;
 			fprintf(stderr, "vcpu %d: cannot map kvm_run: %s\n", i,
 				strerror(errno));
-			goto out;
+			return -1;
 		}
 		v->run_size = run_size;
-		if (x86_setup_cpuid(v->fd, cpuid, i, vm->nr_vcpus) < 0 ||
-		    x86_setup_msrs(v->fd, i) < 0 ||
-		    x86_setup_fpu(v->fd, i) < 0 ||
-		    x86_setup_lapic(v->fd, i) < 0)
+	}
+	return 0;
+}
+
+/* Fresh vCPUs for a boot: CPU 0 at the kernel entry, the rest waiting. */
+static int setup_boot_vcpus(struct vm *vm)
+{
+	struct kvm_cpuid2 *cpuid = x86_supported_cpuid(vm->kvm_fd);
+	int ret = -1;
+
+	if (!cpuid)
+		return -1;
+	for (int i = 0; i < vm->nr_vcpus; i++) {
+		int fd = vm->vcpus[i].fd;
+
+		if (x86_setup_cpuid(fd, cpuid, i, vm->nr_vcpus) < 0 ||
+		    x86_setup_msrs(fd, i) < 0 || x86_setup_fpu(fd, i) < 0 ||
+		    x86_setup_lapic(fd, i) < 0)
 			goto out;
 	}
 	ret = x86_setup_boot_registers(vm->vcpus[0].fd, vm->boot.entry);
@@ -277,18 +296,27 @@ static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg)
 	return cmdline;
 }
 
-int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
-{
-	memset(vm, 0, sizeof(*vm));
-	vm->kvm_fd = vm->vm_fd = -1;
-	for (int i = 0; i < VM_MAX_VCPUS; i++)
-		vm->vcpus[i] = (struct vcpu){ .vm = vm, .id = i, .fd = -1 };
-	pthread_mutex_init(&vm->stop_lock, NULL);
-	vm->created_ns = start_ns;
-	vm->nr_vcpus = cfg->nr_vcpus;
-	vm->pvm = cfg->pvm == PVM_ON ||
-		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
+/*
+ * The machine's shape, saved beside the KVM and device state so a restore
+ * can rebuild the same VM before it loads any of that state.
+ */
+struct saved_config {
+	uint64_t mem_size;
+	uint32_t nr_vcpus;
+	uint32_t has_vsock;
+};
 
+static int snapshot_path(char *out, const char *dir, const char *file)
+{
+	if (snprintf(out, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX) {
+		fprintf(stderr, "snapshot %s: path too long\n", dir);
+		return -1;
+	}
+	return 0;
+}
+
+static int boot_machine(struct vm *vm, const struct vm_config *cfg)
+{
 	/* Everything that can be wrong with the inputs is found before
 	 * KVM is touched. */
 	if (guest_memory_create(&vm->mem, cfg->mem_mib) < 0)
@@ -304,7 +332,141 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 	x86_write_boot_page_tables(&vm->mem);
 
 	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
-	    create_devices(vm, cfg) < 0 || create_vcpus(vm) < 0)
+	    create_devices(vm, cfg) < 0 || create_vcpu_fds(vm) < 0 ||
+	    setup_boot_vcpus(vm) < 0)
+		return -1;
+	return 0;
+}
+
+/* Refuses a snapshot this VMM and host cannot run, before KVM is opened. */
+static int check_snapshot(const struct state_reader *r,
+			  const struct vm_config *cfg, struct saved_config *sc)
+{
+	uint64_t host = host_cpu_signature();
+
+	if (r->header.cpu_signature != host) {
+		char cpu[128];
+
+		host_cpu_describe(cpu, sizeof(cpu));
+		fprintf(stderr,
+			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)\n",
+			cfg->restore_dir,
+			(unsigned long long)r->header.cpu_signature, cpu,
+			(unsigned long long)host);
+		return -1;
+	}
+	if (state_get(r, STATE_VM_CONFIG, 0, sc, sizeof(*sc)) < 0)
+		return -1;
+	if (sc->nr_vcpus < 1 || sc->nr_vcpus > VM_MAX_VCPUS ||
+	    sc->nr_vcpus != r->header.nr_vcpus ||
+	    sc->mem_size != r->header.mem_size || sc->has_vsock > 1) {
+		fprintf(stderr,
+			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)\n",
+			r->path, sc->nr_vcpus, r->header.nr_vcpus,
+			(unsigned long long)sc->mem_size,
+			(unsigned long long)r->header.mem_size);
+		return -1;
+	}
+	if (sc->has_vsock != (cfg->vsock_path != NULL)) {
+		fprintf(stderr, "snapshot %s %s an agent channel: %s --vsock\n",
+			cfg->restore_dir, sc->has_vsock ? "has" : "has no",
+			sc->has_vsock ? "give it a socket path with"
+				      : "leave out");
+		return -1;
+	}
+	return 0;
+}
+
+static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
+			       const struct state_reader *r)
+{
+	char memory[PATH_MAX], hashes[PATH_MAX], working_set[PATH_MAX];
+	int fd;
+
+	if (snapshot_path(memory, cfg->restore_dir, "memory.img") < 0 ||
+	    snapshot_path(hashes, cfg->restore_dir, "pages.xxh3") < 0 ||
+	    snapshot_path(working_set, cfg->restore_dir, "workingset.bin") < 0)
+		return -1;
+	void *host = memfile_map(memory, hashes, r->header.mem_size,
+				 r->header.memory_hash_root, &fd);
+	if (!host)
+		return -1;
+	if (guest_memory_adopt(&vm->mem, host, r->header.mem_size) < 0) {
+		close(fd);
+		return -1;
+	}
+	int ret = 0;
+	if (cfg->page_in == PAGE_IN_PREFETCH) {
+		uint64_t start = monotonic_ns();
+
+		ret = workingset_prefetch(fd, vm->mem.host, vm->mem.size,
+					  working_set, &vm->prefetched_pages);
+		if (ret == -ENOENT)
+			ret = 0; /* not recorded yet: pages come on demand */
+		vm->prefetch_ns = monotonic_ns() - start;
+	}
+	close(fd);
+	return ret < 0 ? -1 : 0;
+}
+
+static int restore_devices(struct vm *vm, const struct state_reader *r)
+{
+	if (serial_restore(&vm->serial, r) < 0 ||
+	    i8042_restore(&vm->i8042, r) < 0 || rtc_restore(&vm->rtc, r) < 0)
+		return -1;
+	return vm->vsock_ready ? vsock_restore(&vm->vsock, r) : 0;
+}
+
+static int restore_machine(struct vm *vm, const struct vm_config *cfg)
+{
+	char path[PATH_MAX];
+	struct state_reader r;
+	struct saved_config sc;
+	int ret = -1;
+
+	if (snapshot_path(path, cfg->restore_dir, "state.bin") < 0 ||
+	    state_reader_open(&r, path) < 0)
+		return -1;
+	if (check_snapshot(&r, cfg, &sc) < 0)
+		goto out;
+	vm->nr_vcpus = sc.nr_vcpus;
+	if (map_snapshot_memory(vm, cfg, &r) < 0 || open_kvm(vm) < 0 ||
+	    create_machine(vm) < 0 || create_devices(vm, cfg) < 0 ||
+	    create_vcpu_fds(vm) < 0)
+		goto out;
+
+	vm->restore_start_ns = monotonic_ns();
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		if (x86_restore_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, &r) < 0)
+			goto out;
+	/* The irqchip before the devices, which re-drive their lines. */
+	if (x86_restore_vm(vm->vm_fd, &r) < 0 || restore_devices(vm, &r) < 0)
+		goto out;
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		x86_notify_paused(vm->vcpus[i].fd);
+	vm->restored_ns = monotonic_ns();
+	ret = 0;
+out:
+	state_reader_close(&r);
+	return ret;
+}
+
+int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+	for (int i = 0; i < VM_MAX_VCPUS; i++)
+		vm->vcpus[i] = (struct vcpu){ .vm = vm, .id = i, .fd = -1 };
+	pthread_mutex_init(&vm->stop_lock, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
+	vm->created_ns = start_ns;
+	vm->nr_vcpus = cfg->nr_vcpus;
+	vm->pvm = cfg->pvm == PVM_ON ||
+		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
+
+	if ((cfg->restore_dir ? restore_machine(vm, cfg)
+			      : boot_machine(vm, cfg)) < 0)
 		return -1;
 	if (cfg->control_path) {
 		if (control_init(&vm->control, vm, cfg->control_path) < 0)
@@ -312,6 +474,147 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 		vm->control_ready = true;
 	}
 	return 0;
+}
+
+int vm_pause(struct vm *vm)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	if (vm->paused)
+		goto out;
+	if (!atomic_load(&vm->vcpus_started) || atomic_load(&vm->stopping)) {
+		fprintf(stderr, "pause: the VM is not running\n");
+		ret = -1;
+		goto out;
+	}
+	atomic_store(&vm->pause_requested, true);
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		kick(&vm->vcpus[i], SIGNAL_KICK);
+	while (vm->paused_vcpus < vm->nr_vcpus && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	if (atomic_load(&vm->stopping)) {
+		atomic_store(&vm->pause_requested, false);
+		fprintf(stderr, "pause: the VM stopped meanwhile\n");
+		ret = -1;
+		goto out;
+	}
+	vm->paused = true;
+	if (vm->vsock_ready)
+		vsock_pause(&vm->vsock);
+out:
+	pthread_mutex_unlock(&vm->pause_lock);
+	return ret;
+}
+
+void vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	if (vm->paused) {
+		if (vm->vsock_ready)
+			vsock_resume(&vm->vsock);
+		vm->paused = false;
+		atomic_store(&vm->pause_requested, false);
+		pthread_cond_broadcast(&vm->pause_cond);
+	}
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+/* A vCPU thread asked to pause: wait, outside KVM_RUN, until resumed. */
+static void vcpu_wait_paused(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->paused_vcpus++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pause_requested) && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->paused_vcpus--;
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
+{
+	struct saved_config sc = { .mem_size = vm->mem.size,
+				   .nr_vcpus = vm->nr_vcpus,
+				   .has_vsock = vm->vsock_ready };
+	struct state_file_header header = {
+		.cpu_signature = host_cpu_signature(),
+		.mem_size = vm->mem.size,
+		.memory_hash_root = memory_root,
+		.nr_vcpus = vm->nr_vcpus,
+	};
+	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
+	struct state_writer w;
+	int ret = -1;
+
+	state_writer_init(&w);
+	if (!msrs)
+		goto out;
+	state_put(&w, STATE_VM_CONFIG, 0, &sc, sizeof(sc));
+	if (x86_save_vm(vm->vm_fd, &w) < 0)
+		goto out;
+	for (int i = 0; i < vm->nr_vcpus; i++)
+		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
+			goto out;
+	serial_save(&vm->serial, &w);
+	i8042_save(&vm->i8042, &w);
+	rtc_save(&vm->rtc, &w);
+	if (vm->vsock_ready)
+		vsock_save(&vm->vsock, &w);
+	ret = state_writer_save(&w, &header, path);
+out:
+	state_writer_free(&w);
+	free(msrs);
+	return ret;
+}
+
+static int sync_directory(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || fsync(fd) < 0) {
+		fprintf(stderr, "snapshot %s: cannot sync the directory: %s\n",
+			dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int vm_snapshot(struct vm *vm, const char *dir)
+{
+	char state[PATH_MAX], memory[PATH_MAX], hashes[PATH_MAX];
+	bool was_paused;
+	uint64_t root;
+
+	if (snapshot_path(state, dir, "state.bin") < 0 ||
+	    snapshot_path(memory, dir, "memory.img") < 0 ||
+	    snapshot_path(hashes, dir, "pages.xxh3") < 0)
+		return -1;
+	pthread_mutex_lock(&vm->pause_lock);
+	was_paused = vm->paused;
+	pthread_mutex_unlock(&vm->pause_lock);
+	if (vm_pause(vm) < 0)
+		return -1;
+	/* Memory first: the state file's header carries its hash root. */
+	int ret = memfile_write(vm->mem.host, vm->mem.size, memory, hashes,
+				&root);
+	if (ret == 0)
+		ret = save_state(vm, state, root);
+	if (ret == 0)
+		ret = sync_directory(dir);
+	if (!was_paused)
+		vm_resume(vm);
+	return ret;
+}
+
+int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages)
+{
+	return workingset_record(vm->mem.host, vm->mem.size, path, pages);
 }
 
 static void sample_parked(struct vcpu *v)
@@ -418,6 +721,8 @@ static void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &kick_set, NULL);
 
 	while (!atomic_load(&vm->stopping)) {
+		if (atomic_load(&vm->pause_requested))
+			vcpu_wait_paused(v);
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno != EINTR && errno != EAGAIN) {
 				vm_stop(vm, VM_ERROR, "vcpu %d: KVM_RUN: %s",
@@ -446,6 +751,11 @@ static bool all_parked(struct vm *vm, int *consecutive)
 {
 	bool parked = true;
 
+	if (atomic_load(&vm->pause_requested)) {
+		/* A paused guest is not a stopped one. */
+		*consecutive = 0;
+		return false;
+	}
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		parked = parked && atomic_load(&vm->vcpus[i].parked);
 	*consecutive = parked ? *consecutive + 1 : 0;
@@ -496,6 +806,7 @@ int vm_run(struct vm *vm)
 		}
 	}
 
+	atomic_store(&vm->vcpus_started, !atomic_load(&vm->stopping));
 	while (!atomic_load(&vm->stopping)) {
 		int sig = sigtimedwait(&wait_set, NULL, &sample);
 
@@ -541,4 +852,6 @@ void vm_destroy(struct vm *vm)
 	}
 	guest_memory_destroy(&vm->mem);
 	pthread_mutex_destroy(&vm->stop_lock);
+	pthread_cond_destroy(&vm->pause_cond);
+	pthread_mutex_destroy(&vm->pause_lock);
 }

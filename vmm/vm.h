@@ -12,9 +12,22 @@
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all
- * vCPUs are parked, the control socket's "stop") calls vm_stop() once with a status and a reason; the
- * first call wins.  vCPU threads are kicked out of KVM_RUN with a signal and
- * immediate_exit, so no thread can sleep in the kernel past a stop.
+ * vCPUs are parked, the control socket's "stop") calls vm_stop() once with a
+ * status and a reason; the first call wins.  vCPU threads are kicked out of
+ * KVM_RUN with a signal and immediate_exit, so no thread can sleep in the
+ * kernel past a stop.
+ *
+ * Snapshots: vm_snapshot() pauses every vCPU outside KVM_RUN (the same kick
+ * as a stop; a vCPU re-entered with immediate_exit first completes any I/O
+ * it was in, so its state is consistent), pauses the vsock device thread so
+ * nothing writes guest memory, saves KVM's state (x86/kvm_state.h), each
+ * device's own state and guest memory (snapshot/memfile.h) into a directory,
+ * and resumes if it did the pausing.  vm_create() with cfg->restore_dir
+ * builds the machine from such a directory instead of booting: memory is the
+ * snapshot's file mapped MAP_PRIVATE, optionally prefetched
+ * (snapshot/workingset.h), and the vCPUs continue where the snapshot stopped
+ * them.  The VMM never opens the catalog: it is told which directory to write
+ * or read.
  *
  * A guest that powers off or halts without ACPI ends with every CPU in HLT
  * with interrupts disabled, which KVM's in-kernel irqchip never reports.
@@ -46,6 +59,12 @@
 
 enum pvm_mode { PVM_AUTO, PVM_ON, PVM_OFF };
 
+/* How a restored clone gets its memory pages. */
+enum page_in_mode {
+	PAGE_IN_PREFETCH, /* the recorded working set first, if there is one */
+	PAGE_IN_LAZY,	  /* each page when the guest first touches it */
+};
+
 /* Exit statuses of vm_run() and of thaw-vmm. */
 enum vm_status {
 	VM_GUEST_STOPPED = 0, /* the guest rebooted, powered off or halted */
@@ -66,6 +85,8 @@ struct vm_config {
 	const char *control_path; /* control.h's socket, or NULL */
 	int console_fd;		  /* guest console copy, -1 for none */
 	int console_log_fd;
+	const char *restore_dir; /* restore this snapshot instead of booting */
+	enum page_in_mode page_in;
 };
 
 struct vcpu {
@@ -100,6 +121,14 @@ struct vm {
 	struct control control;
 	bool control_ready;
 
+	/* Pausing (vm_pause): guarded by pause_lock. */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	atomic_bool pause_requested;
+	int paused_vcpus;
+	bool paused;
+	atomic_bool vcpus_started; /* every vCPU thread is running */
+
 	pthread_t main_thread;
 	pthread_mutex_t stop_lock;
 	atomic_bool stopping;
@@ -108,6 +137,11 @@ struct vm {
 
 	uint64_t created_ns; /* process start, for "vmm setup" */
 	uint64_t running_ns; /* first vCPU entered the guest */
+	/* Restored clones: setup ends where state restore starts. */
+	uint64_t restore_start_ns;
+	uint64_t restored_ns;
+	uint64_t prefetch_ns; /* duration, inside setup */
+	uint64_t prefetched_pages;
 };
 
 /*
@@ -119,6 +153,24 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns);
 
 /* Runs until the VM stops; returns its enum vm_status. */
 int vm_run(struct vm *vm);
+
+/*
+ * Stops every vCPU outside KVM_RUN and the device threads' access to guest
+ * memory.  Returns 0 (also when already paused), or -1 after a message when
+ * the VM is not running or is stopping.
+ */
+int vm_pause(struct vm *vm);
+void vm_resume(struct vm *vm);
+
+/*
+ * Writes state.bin, memory.img and pages.xxh3 into the existing directory
+ * @dir, all fsynced, pausing the VM meanwhile (it stays paused if it was).
+ * Returns 0, or -1 after a message.
+ */
+int vm_snapshot(struct vm *vm, const char *dir);
+
+/* Records which memory pages the guest has touched (workingset.h). */
+int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages);
 
 void vm_stop(struct vm *vm, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

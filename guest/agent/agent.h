@@ -2,7 +2,8 @@
 /*
  * agent.h - thaw-agent's internal interfaces, shared by its parts:
  *   main.c  arguments, the listener, the epoll loop, deferred frees
- *   init.c  PID 1 duties (mounts, hostname, environment, boot id, log)
+ *   init.c  PID 1 duties (mounts, hostname, environment, boot id, log,
+ *           CLONE)
  *   conn.c  connections: frame input, output queue, flow control, dispatch
  *   exec.c  processes: spawn, pipes, timeouts, kill, reaping
  *   files.c file requests: write, read (streamed), stat, list, mkdir, remove
@@ -87,6 +88,7 @@ struct agent {
 	bool pid1;
 	bool stopping;
 	char boot_id[64];
+	char sandbox_id[65]; /* of the last CLONE; "" before any */
 	struct conn *conns;
 	struct exec *execs;
 };
@@ -104,6 +106,7 @@ void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_open(bool pid1);
 void pid1_setup(void);
 void read_boot_id(char *out, size_t len);
+void clone_apply(struct conn *c, uint32_t req, const struct thaw_msg *m);
 
 /* conn.c */
 void conn_accept(void);

@@ -50,6 +50,8 @@ static void send_hello(struct conn *c)
 	thaw_put_u32(&w, THAW_T_VERSION, THAW_PROTOCOL_VERSION);
 	thaw_put_str(&w, THAW_T_AGENT_VERSION, THAW_AGENT_VERSION);
 	thaw_put_str(&w, THAW_T_BOOT_ID, agent.boot_id);
+	if (agent.sandbox_id[0])
+		thaw_put_str(&w, THAW_T_SANDBOX_ID, agent.sandbox_id);
 	conn_commit(c, &w);
 }
 
@@ -244,6 +246,9 @@ static void handle_frame(struct conn *c, const struct thaw_frame *f)
 		break;
 	case THAW_REMOVE:
 		file_remove(c, req, &m);
+		break;
+	case THAW_CLONE:
+		clone_apply(c, req, &m);
 		break;
 	default:
 		conn_error(c, req, EINVAL, "%s: only the agent sends this type",

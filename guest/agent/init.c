@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * init.c - what thaw-agent does because it is the guest's PID 1, and its
- * log.  The kernel hands init an empty system: no /proc, /sys, /dev/pts
- * or /tmp, no PATH and HOME=/.  Failures here are logged, not fatal: a
- * guest with, say, no devpts can still run most commands, and an init
- * that gave up would panic the kernel instead of telling the host why.
+ * init.c - what thaw-agent does because it is the guest's PID 1, CLONE
+ * (which changes the whole guest), and the log.  The kernel hands init an
+ * empty system: no /proc, /sys, /dev/pts or /tmp, no PATH and HOME=/.
+ * Setup failures are logged, not fatal: a guest with, say, no devpts can
+ * still run most commands, and an init that gave up would panic the kernel
+ * instead of telling the host why.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/random.h>
 
 #include "agent.h"
 
@@ -90,6 +95,10 @@ void pid1_setup(void)
 			agent_log("mount %s on %s: %s", mounts[i].type,
 				  mounts[i].target, strerror(errno));
 	}
+	/* Without devtmpfs /dev is the initramfs's; CLONE needs urandom. */
+	if (mknod("/dev/urandom", S_IFCHR | 0666, makedev(1, 9)) < 0 &&
+	    errno != EEXIST)
+		agent_log("mknod /dev/urandom: %s", strerror(errno));
 	if (sethostname("thaw", 4) < 0)
 		agent_log("sethostname thaw: %s", strerror(errno));
 	setenv("PATH",
@@ -115,4 +124,73 @@ void read_boot_id(char *out, size_t len)
 	if (fgets(out, (int)len, f))
 		out[strcspn(out, "\n")] = '\0';
 	fclose(f);
+}
+
+/*
+ * Crediting the entropy lets the forced reseed draw on it at once, so the
+ * clones' CRNG outputs part ways from their next read, not only at the
+ * kernel's next scheduled reseed.  Returns 0 or a negative errno with the
+ * failed step in @what.
+ */
+static int reseed_rng(const struct thaw_field *entropy, const char **what)
+{
+	struct rand_pool_info *pool = malloc(sizeof(*pool) + entropy->len);
+	int fd, ret = 0;
+
+	*what = "RNDADDENTROPY";
+	if (!pool)
+		return -ENOMEM;
+	pool->entropy_count = (int)entropy->len * 8;
+	pool->buf_size = (int)entropy->len;
+	memcpy(pool->buf, entropy->data, entropy->len);
+	fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		*what = "open /dev/urandom";
+		ret = -errno;
+	} else if (ioctl(fd, RNDADDENTROPY, pool) < 0) {
+		ret = -errno;
+	} else if (ioctl(fd, RNDRESEEDCRNG) < 0) {
+		*what = "RNDRESEEDCRNG";
+		ret = -errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(pool);
+	return ret;
+}
+
+void clone_apply(struct conn *c, uint32_t req, const struct thaw_msg *m)
+{
+	const struct thaw_field *host = thaw_get(m, THAW_T_HOSTNAME);
+	uint64_t ns = thaw_get_u64(m, THAW_T_REALTIME_NS, 0);
+	struct timespec now = { .tv_sec = (time_t)(ns / 1000000000u),
+				.tv_nsec = (long)(ns % 1000000000u) };
+	const char *what;
+	int ret;
+
+	if (!agent.pid1) {
+		conn_error(c, req, EPERM,
+			   "thaw-agent is not init: CLONE applies only in a "
+			   "guest");
+		return;
+	}
+	ret = reseed_rng(thaw_get(m, THAW_T_ENTROPY), &what);
+	if (!ret && clock_settime(CLOCK_REALTIME, &now) < 0) {
+		what = "clock_settime";
+		ret = -errno;
+	}
+	if (!ret && sethostname((const char *)host->data, host->len) < 0) {
+		what = "sethostname";
+		ret = -errno;
+	}
+	if (ret) {
+		conn_error(c, req, -ret, "CLONE: %s: %s", what, strerror(-ret));
+		return;
+	}
+	/* The schema bounds SANDBOX_ID to fit. */
+	thaw_get_str(m, THAW_T_SANDBOX_ID, agent.sandbox_id,
+		     sizeof(agent.sandbox_id));
+	agent_log("cloned: sandbox %s, hostname %.*s", agent.sandbox_id,
+		  (int)host->len, (const char *)host->data);
+	conn_ok(c, req);
 }

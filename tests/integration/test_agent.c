@@ -136,6 +136,7 @@ struct client {
 	int fd;
 	struct thaw_reader rd;
 	char boot_id[65];
+	char sandbox_id[65]; /* "" when HELLO had none */
 };
 
 static uint8_t frame_buf[THAW_MAX_FRAME];
@@ -267,6 +268,9 @@ static void client_open(struct client *cl)
 	cr_assert_eq(thaw_get_str(&m, THAW_T_BOOT_ID, cl->boot_id,
 				  sizeof(cl->boot_id)),
 		     0);
+	if (thaw_get_str(&m, THAW_T_SANDBOX_ID, cl->sandbox_id,
+			 sizeof(cl->sandbox_id)) < 0)
+		cl->sandbox_id[0] = '\0';
 }
 
 static void client_close(struct client *cl)
@@ -1071,5 +1075,109 @@ Test(agent, stat_list_mkdir_remove)
 	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), ENOENT);
 	cr_assert_eq(simple(&cl, 12, THAW_READ_FILE, dir, &m, &f), THAW_ERROR);
 	cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), EISDIR);
+	client_close(&cl);
+}
+
+/*
+ * Both CLONE tests send the same identity, so that run at once (--jobs) in
+ * one guest they agree on what HELLO and hostname must say.
+ */
+#define CLONE_HOSTNAME "clone-test.thaw"
+#define CLONE_SANDBOX_ID "sandbox-under-test"
+
+/*
+ * CLONE with 64 entropy bytes from @seed and the host's time.  A guest's
+ * agent applies it; a host's must refuse, its host's identity not being
+ * its to change.
+ */
+static void clone_guest(struct client *cl, uint32_t req, uint32_t seed)
+{
+	uint8_t *entropy = pattern(64, seed);
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	struct timespec now;
+	char msg[256];
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	begin(&w, req, THAW_CLONE, 0);
+	thaw_put_bytes(&w, THAW_T_ENTROPY, entropy, 64);
+	thaw_put_u64(&w, THAW_T_REALTIME_NS,
+		     (uint64_t)now.tv_sec * 1000000000u +
+			     (uint64_t)now.tv_nsec);
+	thaw_put_str(&w, THAW_T_HOSTNAME, CLONE_HOSTNAME);
+	thaw_put_str(&w, THAW_T_SANDBOX_ID, CLONE_SANDBOX_ID);
+	send_writer(cl, &w);
+	free(entropy);
+	recv_frame(cl, &f);
+	cr_assert_eq(f.h.request_id, req);
+	parse(&m, &f);
+	msg[0] = '\0';
+	thaw_get_str(&m, THAW_T_MESSAGE, msg, sizeof(msg));
+	if (!vm_vsock) {
+		cr_assert_eq(f.h.type, THAW_ERROR, "CLONE on a host: %s",
+			     thaw_type_name(f.h.type));
+		cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), EPERM);
+		cr_expect_str_eq(msg, "thaw-agent is not init: CLONE applies "
+				      "only in a guest");
+		return;
+	}
+	cr_assert_eq(f.h.type, THAW_OK, "CLONE answered %s: %s",
+		     thaw_type_name(f.h.type), msg);
+}
+
+Test(agent, clone_sets_clock_hostname_and_sandbox_id)
+{
+	const char *hostname[] = { "hostname", NULL };
+	const char *date[] = { "date", "+%s", NULL };
+	struct client cl, later;
+	struct result r;
+	long guest_s;
+
+	client_open(&cl);
+	clone_guest(&cl, 1, 1);
+	client_open(&later);
+	if (!vm_vsock) {
+		/* Refused means nothing recorded either. */
+		cr_expect_str_eq(later.sandbox_id, "");
+		client_close(&later);
+		client_close(&cl);
+		return;
+	}
+	cr_expect_str_eq(later.sandbox_id, CLONE_SANDBOX_ID);
+	client_close(&later);
+
+	run(&cl, 2, hostname, NULL, 0, 0, &r);
+	cr_assert(r.exited && r.out, "hostname: %s", r.msg);
+	cr_expect_str_eq(r.out, CLONE_HOSTNAME "\n");
+	result_free(&r);
+
+	run(&cl, 3, date, NULL, 0, 0, &r);
+	cr_assert(r.exited && r.out, "date: %s", r.msg);
+	guest_s = atol(r.out);
+	cr_expect_leq(labs(guest_s - (long)time(NULL)), 2,
+		      "guest clock %ld, host %ld", guest_s, (long)time(NULL));
+	result_free(&r);
+	client_close(&cl);
+}
+
+Test(agent, clone_twice_then_urandom)
+{
+	const char *read16[] = { "sh", "-c", "head -c 16 /dev/urandom | wc -c",
+				 NULL };
+	struct client cl;
+	struct result r;
+
+	client_open(&cl);
+	for (uint32_t i = 0; i < 2; i++) {
+		clone_guest(&cl, 1 + 2 * i, 100 + i);
+		run(&cl, 2 + 2 * i, read16, NULL, 0, 0, &r);
+		cr_assert(r.exited, "reading /dev/urandom: %s", r.msg);
+		cr_expect_eq(r.code, 0);
+		/* busybox wc may pad the count. */
+		cr_expect_eq(atoi(r.out ? r.out : ""), 16, "wc said %s",
+			     r.out ? r.out : "nothing");
+		result_free(&r);
+	}
 	client_close(&cl);
 }

@@ -232,3 +232,29 @@ Test(cli, command_line_too_long)
 		     ARGS("--kernel", fake_elf_kernel(4096), "--initrd",
 			  small_initrd(), "--cmdline", extra));
 }
+
+Test(cli, restore_takes_no_boot_flags)
+{
+	expect_error(EXIT_USAGE,
+		     "--restore takes the machine from the snapshot",
+		     ARGS("--restore", dir, "--mem", "128"));
+}
+
+Test(cli, bad_page_in_mode)
+{
+	expect_error(EXIT_USAGE,
+		     "--page-in takes prefetch or lazy, not 'eager'",
+		     ARGS("--restore", dir, "--page-in", "eager"));
+}
+
+/* Snapshot files are checked before /dev/kvm is opened. */
+Test(cli, restore_without_snapshot_names_the_state_file)
+{
+	expect_error(EXIT_ERROR, "state.bin", ARGS("--restore", dir));
+}
+
+Test(cli, restore_of_a_foreign_file)
+{
+	file_in_dir("state.bin", "not a snapshot", 14, 4096);
+	expect_error(EXIT_ERROR, "state.bin", ARGS("--restore", dir));
+}

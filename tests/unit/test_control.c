@@ -32,6 +32,8 @@ static void setup(void)
 	vm.running_ns = monotonic_ns();
 	vm.main_thread = pthread_self();
 	pthread_mutex_init(&vm.stop_lock, NULL);
+	pthread_mutex_init(&vm.pause_lock, NULL);
+	pthread_cond_init(&vm.pause_cond, NULL);
 	snprintf(path, sizeof(path), "/tmp/thaw-control-test-%d.sock",
 		 (int)getpid());
 	cr_assert_eq(control_init(&control, &vm, path), 0);
@@ -96,7 +98,7 @@ Test(control, unknown_command_is_an_error_and_the_client_goes_on)
 
 	cr_expect_str_eq(
 		ask(fd, "reboot now\n"),
-		"error unknown command 'reboot now' (ping, status, stop)");
+		"error unknown command 'reboot now' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)");
 	cr_expect_str_eq(ask(fd, "ping\n"), "ok pong");
 	close(fd);
 }
@@ -110,6 +112,22 @@ Test(control, stop_stops_the_vm_once)
 	cr_expect_eq(vm.status, VM_GUEST_STOPPED);
 	cr_expect_str_eq(vm.reason, "stopped through the control socket");
 	cr_expect_eq(strncmp(ask(fd, "status\n"), "ok stopping ", 12), 0);
+	close(fd);
+}
+
+/* The fixture's VM never started its vCPUs: nothing to pause or save. */
+Test(control, pause_and_snapshot_need_a_running_vm)
+{
+	int fd = connect_control();
+
+	cr_expect_str_eq(ask(fd, "pause\n"),
+			 "error cannot pause (see the VMM log)");
+	cr_expect_str_eq(ask(fd, "snapshot /tmp\n"),
+			 "error snapshot to /tmp failed (see the VMM log)");
+	cr_expect_str_eq(
+		ask(fd, "snapshot\n"),
+		"error unknown command 'snapshot' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)");
+	cr_expect(strstr(ask(fd, "status\n"), "ok running "));
 	close(fd);
 }
 

@@ -4,7 +4,11 @@
  * use it, through the two port access functions.
  */
 #include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "devices/i8042.h"
 
@@ -168,4 +172,97 @@ Test(i8042, bytes_for_the_keyboard_are_dropped)
 {
 	write_data(0xf2);
 	cr_assert_eq(status() & STATUS_OBF, 0);
+}
+
+/* --- Snapshot state ----------------------------------------------------- */
+
+/* Writes @w to a state file and opens it as @r; the file is gone after. */
+static void through_file(struct state_writer *w, struct state_reader *r)
+{
+	struct state_file_header header = { 0 };
+	char dir[] = "/tmp/thaw-i8042-XXXXXX";
+	char path[sizeof(dir) + 16];
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	cr_assert_eq(state_writer_save(w, &header, path), 0);
+	state_writer_free(w);
+	cr_assert_eq(state_reader_open(r, path), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Restoring @raw into a fresh controller must fail and leave it as it was. */
+static void expect_rejected(const void *raw, size_t size)
+{
+	struct state_writer w;
+	struct state_reader r;
+	struct i8042 fresh;
+	struct i8042_state before;
+
+	state_writer_init(&w);
+	state_put(&w, STATE_DEV_I8042, 0, raw, size);
+	through_file(&w, &r);
+	cr_assert_eq(i8042_init(&fresh, count_reset, &resets), 0);
+	memcpy(&before, &fresh.state, sizeof(before));
+	cr_assert_eq(i8042_restore(&fresh, &r), -1);
+	cr_assert_eq(memcmp(&fresh.state, &before, sizeof(before)), 0);
+	i8042_destroy(&fresh);
+	state_reader_close(&r);
+}
+
+Test(i8042, state_round_trip)
+{
+	struct state_writer w;
+	struct state_reader r;
+
+	command(0x60);
+	write_data(0x61); /* no system flag */
+	command(0xaa);	  /* reply left unread */
+	command(0xd3);	  /* waiting for the byte to echo */
+
+	state_writer_init(&w);
+	i8042_save(&controller, &w);
+	through_file(&w, &r);
+	i8042_destroy(&controller);
+	cr_assert_eq(i8042_init(&controller, count_reset, &resets), 0);
+	cr_assert_eq(i8042_restore(&controller, &r), 0);
+	state_reader_close(&r);
+
+	cr_assert_eq(status(), STATUS_OBF | STATUS_COMMAND | STATUS_UNLOCKED);
+	cr_assert_eq(read_data(), 0x55);
+	write_data(0x5a);
+	cr_assert_eq(reply(), 0x5a, "the pending AUX loop was lost");
+	command(0x20);
+	cr_assert_eq(reply(), 0x61);
+	cr_assert_eq(resets, 0);
+}
+
+Test(i8042, restore_rejects_impossible_state)
+{
+	struct i8042_state s = controller.state;
+	uint8_t raw[sizeof(s)];
+
+	s.pending_command = 0x20;
+	expect_rejected(&s, sizeof(s));
+
+	memcpy(raw, &controller.state, sizeof(raw));
+	raw[offsetof(struct i8042_state, output_full)] = 2;
+	expect_rejected(raw, sizeof(raw));
+	memcpy(raw, &controller.state, sizeof(raw));
+	raw[offsetof(struct i8042_state, last_write_was_command)] = 0x80;
+	expect_rejected(raw, sizeof(raw));
+}
+
+Test(i8042, restore_needs_its_section)
+{
+	struct state_writer w;
+	struct state_reader r;
+
+	state_writer_init(&w);
+	state_put(&w, STATE_DEV_SERIAL, 0, &controller.state,
+		  sizeof(controller.state));
+	through_file(&w, &r);
+	cr_assert_eq(i8042_restore(&controller, &r), -1);
+	state_reader_close(&r);
 }

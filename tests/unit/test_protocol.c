@@ -403,3 +403,143 @@ Test(reader, advance_without_fd)
 	cr_assert_eq(off, na);
 	cr_assert_eq(f.h.request_id, 11);
 }
+
+/* A CLONE payload of all its fields but those in @omit, a THAW_T_ mask. */
+static size_t clone_payload(uint8_t *p, size_t entropy_len,
+			    const char *hostname, uint32_t omit)
+{
+	static const uint8_t entropy[300] = { 1, 2, 3 };
+	static const uint8_t ns[8] = { 0x00, 0x10, 0x5e, 0x3a,
+				       0x7d, 0x4b, 0x7f, 0x17 };
+	size_t n = 0;
+
+	if (!(omit & 1u << THAW_T_ENTROPY))
+		n += tlv(p + n, THAW_T_ENTROPY, (uint32_t)entropy_len, entropy,
+			 entropy_len);
+	if (!(omit & 1u << THAW_T_REALTIME_NS))
+		n += tlv(p + n, THAW_T_REALTIME_NS, 8, ns, 8);
+	if (!(omit & 1u << THAW_T_HOSTNAME))
+		n += tlv(p + n, THAW_T_HOSTNAME, (uint32_t)strlen(hostname),
+			 hostname, strlen(hostname));
+	if (!(omit & 1u << THAW_T_SANDBOX_ID))
+		n += tlv(p + n, THAW_T_SANDBOX_ID, 5, "sb-42", 5);
+	return n;
+}
+
+Test(protocol, clone_round_trip)
+{
+	uint8_t entropy[64];
+	struct thaw_writer w;
+	struct thaw_header h;
+	struct thaw_msg m;
+	char err[128], s[65];
+	int n;
+
+	for (size_t i = 0; i < sizeof(entropy); i++)
+		entropy[i] = (uint8_t)(255 - i);
+	thaw_writer_init(&w, buf, sizeof(buf), 3, THAW_CLONE, 0);
+	thaw_put_bytes(&w, THAW_T_ENTROPY, entropy, sizeof(entropy));
+	thaw_put_u64(&w, THAW_T_REALTIME_NS, 1700000000123456789ull);
+	thaw_put_str(&w, THAW_T_HOSTNAME, "sandbox-7.thaw");
+	thaw_put_str(&w, THAW_T_SANDBOX_ID, "sb_7 (any text)");
+	n = thaw_writer_finish(&w);
+	cr_assert_gt(n, 0);
+	thaw_header_decode(buf, &h);
+	cr_assert_eq(h.type, 22);
+	cr_assert_str_eq(thaw_type_name(THAW_CLONE), "CLONE");
+	cr_assert_eq(thaw_parse_type(&m, h.type, buf + THAW_HEADER_SIZE,
+				     (size_t)n - THAW_HEADER_SIZE, err,
+				     sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(thaw_get(&m, THAW_T_ENTROPY)->len, sizeof(entropy));
+	cr_assert_arr_eq(thaw_get(&m, THAW_T_ENTROPY)->data, entropy,
+			 sizeof(entropy));
+	cr_assert_eq(thaw_get_u64(&m, THAW_T_REALTIME_NS, 0),
+		     1700000000123456789ull);
+	cr_assert_eq(thaw_get_str(&m, THAW_T_HOSTNAME, s, sizeof(s)), 0);
+	cr_assert_str_eq(s, "sandbox-7.thaw");
+	cr_assert_eq(thaw_get_str(&m, THAW_T_SANDBOX_ID, s, sizeof(s)), 0);
+	cr_assert_str_eq(s, "sb_7 (any text)");
+
+	/* The sizes at both ends of each range are accepted. */
+	n = (int)clone_payload(buf, 32, "a", 0);
+	cr_assert_eq(thaw_parse_type(&m, THAW_CLONE, buf, (size_t)n, err,
+				     sizeof(err)),
+		     0, "%s", err);
+	n = (int)clone_payload(
+		buf, 256,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.",
+		0);
+	cr_assert_eq(thaw_parse_type(&m, THAW_CLONE, buf, (size_t)n, err,
+				     sizeof(err)),
+		     0, "%s", err);
+}
+
+Test(protocol, clone_schema_rejects_bad_fields)
+{
+	static const struct {
+		uint16_t tag;
+		const char *missing;
+	} required[] = {
+		{ THAW_T_ENTROPY, "CLONE: field ENTROPY missing" },
+		{ THAW_T_REALTIME_NS, "CLONE: field REALTIME_NS missing" },
+		{ THAW_T_HOSTNAME, "CLONE: field HOSTNAME missing" },
+		{ THAW_T_SANDBOX_ID, "CLONE: field SANDBOX_ID missing" },
+	};
+	char name[66];
+	uint8_t p[1024];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+		n = clone_payload(p, 64, "h", 1u << required[i].tag);
+		expect_bad(THAW_CLONE, p, n, required[i].missing);
+	}
+	n = clone_payload(p, 31, "h", 0);
+	expect_bad(THAW_CLONE, p, n, "field ENTROPY has 31 bytes, min 32");
+	n = clone_payload(p, 0, "h", 0);
+	expect_bad(THAW_CLONE, p, n, "field ENTROPY has 0 bytes, min 32");
+	n = clone_payload(p, 257, "h", 0);
+	expect_bad(THAW_CLONE, p, n, "field ENTROPY has 257 bytes, max 256");
+
+	memset(name, 'h', sizeof(name) - 1);
+	name[65] = '\0';
+	n = clone_payload(p, 64, name, 0);
+	expect_bad(THAW_CLONE, p, n, "field HOSTNAME has 65 bytes, max 64");
+	n = clone_payload(p, 64, "", 0);
+	expect_bad(THAW_CLONE, p, n, "field HOSTNAME has 0 bytes, min 1");
+	n = clone_payload(p, 64, "bad_name", 0);
+	expect_bad(THAW_CLONE, p, n,
+		   "field HOSTNAME has byte 0x5f at offset 3, not a hostname");
+	n = clone_payload(p, 64, "new\nline", 0);
+	expect_bad(THAW_CLONE, p, n, "byte 0x0a at offset 3");
+	/* A NUL is no hostname character either. */
+	n = tlv(p, THAW_T_HOSTNAME, 3, "a\0b", 3);
+	expect_bad(THAW_CLONE, p, n, "byte 0x00 at offset 1");
+}
+
+Test(protocol, hello_may_carry_a_sandbox_id)
+{
+	struct thaw_writer w;
+	struct thaw_msg m;
+	char err[128], id[65];
+	int n;
+
+	for (int with_id = 0; with_id < 2; with_id++) {
+		thaw_writer_init(&w, buf, sizeof(buf), 0, THAW_HELLO, 0);
+		thaw_put_u32(&w, THAW_T_VERSION, THAW_PROTOCOL_VERSION);
+		thaw_put_str(&w, THAW_T_AGENT_VERSION, "0.1.0");
+		thaw_put_str(&w, THAW_T_BOOT_ID, "b");
+		if (with_id)
+			thaw_put_str(&w, THAW_T_SANDBOX_ID, "sb-1");
+		n = thaw_writer_finish(&w);
+		cr_assert_eq(thaw_parse_type(&m, THAW_HELLO,
+					     buf + THAW_HEADER_SIZE,
+					     (size_t)n - THAW_HEADER_SIZE, err,
+					     sizeof(err)),
+			     0, "%s", err);
+		cr_assert_eq(
+			thaw_get_str(&m, THAW_T_SANDBOX_ID, id, sizeof(id)),
+			with_id ? 0 : -ENOENT);
+	}
+	cr_assert_str_eq(id, "sb-1");
+}

@@ -4,8 +4,11 @@
  * way Linux's mc146818_get_time() does and compares with the host clock.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devices/rtc.h"
 
@@ -144,4 +147,95 @@ Test(rtc, cmos_ram_and_nmi_bit)
 	cr_assert_eq(cmos_read(0x41), 0xcd);
 	cmos_write(0x7f, 0x11);
 	cr_assert_eq(cmos_read(0x7f), 0x11);
+}
+
+/* --- Snapshot state ----------------------------------------------------- */
+
+/* Writes @w to a state file and opens it as @r; the file is gone after. */
+static void through_file(struct state_writer *w, struct state_reader *r)
+{
+	struct state_file_header header = { 0 };
+	char dir[] = "/tmp/thaw-rtc-XXXXXX";
+	char path[sizeof(dir) + 16];
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	cr_assert_eq(state_writer_save(w, &header, path), 0);
+	state_writer_free(w);
+	cr_assert_eq(state_reader_open(r, path), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Restoring @s into a fresh chip must fail and leave it as it was. */
+static void expect_rejected(const struct rtc_state *s, size_t size)
+{
+	struct state_writer w;
+	struct state_reader r;
+	struct rtc fresh;
+	struct rtc_state before;
+
+	state_writer_init(&w);
+	state_put(&w, STATE_DEV_RTC, 0, s, size);
+	through_file(&w, &r);
+	cr_assert_eq(rtc_init(&fresh), 0);
+	memcpy(&before, &fresh.state, sizeof(before));
+	cr_assert_eq(rtc_restore(&fresh, &r), -1);
+	cr_assert_eq(memcmp(&fresh.state, &before, sizeof(before)), 0);
+	rtc_destroy(&fresh);
+	state_reader_close(&r);
+}
+
+Test(rtc, state_round_trip)
+{
+	struct state_writer w;
+	struct state_reader r;
+	uint8_t value;
+	time_t now;
+	struct tm t;
+
+	cmos_write(0x0b, 0x02 | 0x04); /* binary */
+	cmos_write(0x40, 0xab);
+	cmos_write(0x41, 0xcd); /* and the index stays at 0x41 */
+
+	state_writer_init(&w);
+	rtc_save(&clock_chip, &w);
+	through_file(&w, &r);
+	rtc_destroy(&clock_chip);
+	cr_assert_eq(rtc_init(&clock_chip), 0);
+	cr_assert_eq(rtc_restore(&clock_chip, &r), 0);
+	state_reader_close(&r);
+
+	rtc_io(&clock_chip, 1, &value, 1, false);
+	cr_assert_eq(value, 0xcd, "the index register was lost");
+	cr_assert_eq(cmos_read(0x40), 0xab);
+	cr_assert_eq(cmos_read(0x0b), 0x06);
+	now = time(NULL);
+	gmtime_r(&now, &t);
+	cr_assert_eq(cmos_read(0x09), t.tm_year % 100, "not binary");
+}
+
+Test(rtc, restore_rejects_impossible_state)
+{
+	struct rtc_state s = clock_chip.state;
+
+	s.index = 0x80;
+	expect_rejected(&s, sizeof(s));
+	s = clock_chip.state;
+	s.cmos[0x0a] = 0xa6; /* update in progress */
+	expect_rejected(&s, sizeof(s));
+	expect_rejected(&s, sizeof(s) - 1);
+}
+
+Test(rtc, restore_needs_its_section)
+{
+	struct state_writer w;
+	struct state_reader r;
+
+	state_writer_init(&w);
+	state_put(&w, STATE_DEV_SERIAL, 0, &clock_chip.state,
+		  sizeof(clock_chip.state));
+	through_file(&w, &r);
+	cr_assert_eq(rtc_restore(&clock_chip, &r), -1);
+	state_reader_close(&r);
 }

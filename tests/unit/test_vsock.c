@@ -36,6 +36,7 @@
 #define RX_BUF_GPA(i) (0x100000ULL + (uint64_t)(i)*0x2000)
 #define TX_BUF_GPA(i) (0x200000ULL + (uint64_t)(i)*0x5000)
 #define QUEUE_GPA(q) (0x10000ULL * ((q) + 1))
+#define EVENT_BUF_GPA(i) (0x40000ULL + (uint64_t)(i)*0x10)
 #define WAIT_MS 3000
 #define QUIET_MS 100 /* how long "nothing happens" is watched */
 #define GUEST_PORT 1024
@@ -163,6 +164,19 @@ static void setup_queues(void)
 	cr_assert_eq(reg_read(VIRTIO_MMIO_STATUS) &
 			     VIRTIO_STATUS_DEVICE_NEEDS_RESET,
 		     0);
+}
+
+/* A buffer for one struct virtio_vsock_event, as Linux posts them. */
+static void post_event(uint16_t i)
+{
+	memset(guest + EVENT_BUF_GPA(i), 0xff,
+	       sizeof(struct virtio_vsock_event));
+	*desc(VSOCK_QUEUE_EVENT, i) = (struct virtq_desc){
+		.addr = EVENT_BUF_GPA(i),
+		.len = sizeof(struct virtio_vsock_event),
+		.flags = VIRTQ_DESC_F_WRITE,
+	};
+	make_available(VSOCK_QUEUE_EVENT, i);
 }
 
 static void bring_up(void)
@@ -1092,4 +1106,209 @@ Test(vsock_lifecycle, stop_without_start, .init = make_paths,
 	cr_assert_neq(stat(path, &st), 0);
 	guest_memory_destroy(&mem);
 	cr_assert_eq(count_entries("/proc/self/fd"), fds_before);
+}
+
+/* --- Pause and snapshot state ------------------------------------------- */
+
+Test(vsock, pause_holds_host_data_until_resume)
+{
+	uint32_t host_port;
+	int fd = open_host_conn(GUEST_PORT, &host_port);
+	struct rx_pkt p;
+
+	vsock_pause(&dev);
+	write_all(fd, "hello", 5);
+	cr_assert_not(rx_poll(&p, QUIET_MS), "a paused device filled RX");
+	vsock_resume(&dev);
+	rx_expect(&p, VIRTIO_VSOCK_OP_RW);
+	cr_assert_eq(p.hdr.len, 5);
+	cr_assert_arr_eq(p.data, "hello", 5);
+	close(fd);
+}
+
+/* Stopping a paused device must still join its thread (teardown). */
+Test(vsock, stop_while_paused)
+{
+	vsock_pause(&dev);
+	vsock_pause(&dev);
+}
+
+/* Writes @w to a state file in the test's directory and opens it as @r. */
+static void through_file(struct state_writer *w, struct state_reader *r)
+{
+	struct state_file_header header = { 0 };
+	char file[sizeof(dir) + 16];
+
+	snprintf(file, sizeof(file), "%s/state.bin", dir);
+	cr_assert_eq(state_writer_save(w, &header, file), 0);
+	state_writer_free(w);
+	cr_assert_eq(state_reader_open(r, file), 0);
+	unlink(file);
+}
+
+/*
+ * Snapshots the running device and replaces it with a fresh one, set up with
+ * another CID, restored from the snapshot and started: what a VMM restoring
+ * a clone does, on the same guest memory.
+ */
+static void snapshot_and_restore(void)
+{
+	struct irq_line irq = { .set_level = noop_irq, .gsi = 5 };
+	struct state_writer w;
+	struct state_reader r;
+	uint8_t cid;
+
+	state_writer_init(&w);
+	vsock_pause(&dev);
+	vsock_save(&dev, &w);
+	through_file(&w, &r);
+	vsock_stop(&dev);
+	cr_assert_eq(vsock_init(&dev, GUEST_CID + 4, path, &mem, irq), 0);
+	cr_assert_eq(vsock_restore(&dev, &r), 0);
+	state_reader_close(&r);
+	cr_assert_eq(vsock_start(&dev), 0);
+	virtio_mmio_io(vsock_transport(&dev), VIRTIO_MMIO_CONFIG, &cid, 1,
+		       false);
+	cr_assert_eq(cid, GUEST_CID, "the guest's CID changed");
+}
+
+static void expect_transport_reset(uint16_t buffer)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct virtq_used_elem elem;
+	uint32_t id;
+
+	while (used_idx(VSOCK_QUEUE_EVENT) == 0) {
+		cr_assert_lt(now_ms(), deadline, "no event");
+		pause_briefly();
+	}
+	cr_assert_eq(used_idx(VSOCK_QUEUE_EVENT), 1);
+	elem = used(VSOCK_QUEUE_EVENT)->ring[0];
+	cr_assert_eq(elem.id, buffer);
+	cr_assert_eq(elem.len, sizeof(struct virtio_vsock_event));
+	memcpy(&id, guest + EVENT_BUF_GPA(buffer), sizeof(id));
+	cr_assert_eq(id, VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+}
+
+Test(vsock, restore_resets_the_transport)
+{
+	uint32_t host_port;
+	int old, fresh;
+
+	post_event(0);
+	post_event(1);
+	old = open_host_conn(GUEST_PORT, &host_port);
+	snapshot_and_restore();
+	cr_assert(closed_by_device(old));
+	expect_transport_reset(0);
+	/* As Linux does once it has handled the event. */
+	post_event(0);
+
+	/* The guest's listener is still there for new clients. */
+	fresh = open_host_conn(GUEST_PORT, &host_port);
+	write_all(fresh, "after", 5);
+	close(old);
+	close(fresh);
+	cr_assert_eq(used_idx(VSOCK_QUEUE_EVENT), 1, "one event only");
+}
+
+Test(vsock, reset_event_waits_for_a_buffer)
+{
+	struct rx_pkt p;
+	int fd;
+
+	snapshot_and_restore();
+	fd = client_handshake(GUEST_PORT);
+	/* The REQUEST must not overtake the reset, which would kill it. */
+	cr_assert_not(rx_poll(&p, QUIET_MS), "packet before the reset");
+	post_event(0);
+	expect_transport_reset(0);
+	/* Delivered is not handled: Linux may still take RX first. */
+	cr_assert_not(rx_poll(&p, QUIET_MS), "packet before the driver "
+					     "handled the reset");
+	post_event(0); /* the driver re-posts the buffer: handled */
+	rx_expect(&p, VIRTIO_VSOCK_OP_REQUEST);
+	cr_assert_eq(p.hdr.dst_port, GUEST_PORT);
+	close(fd);
+}
+
+Test(vsock, restore_without_driver_sends_no_event)
+{
+	reg_write(VIRTIO_MMIO_STATUS, 0);
+	snapshot_and_restore();
+	setup_queues();
+	post_event(0);
+	for (uint16_t i = 0; i < QSZ; i++)
+		post_rx(i);
+	expect_only_probe_answer();
+	cr_assert_eq(used_idx(VSOCK_QUEUE_EVENT), 0);
+}
+
+/* Restoring sections @vsock and @transport (either may be NULL) into a
+ * device that is not started must fail and leave it as it was. */
+static void expect_rejected(const struct vsock_state *vsock,
+			    const struct virtio_mmio_state *transport)
+{
+	struct irq_line irq = { .set_level = noop_irq, .gsi = 5 };
+	struct virtio_mmio_state before;
+	struct state_writer w;
+	struct state_reader r;
+	char other_path[sizeof(dir) + 16];
+	struct vsock other;
+
+	state_writer_init(&w);
+	if (vsock)
+		state_put(&w, STATE_DEV_VSOCK, 0, vsock, sizeof(*vsock));
+	if (transport)
+		state_put(&w, STATE_DEV_VIRTIO_MMIO, 0, transport,
+			  sizeof(*transport));
+	through_file(&w, &r);
+	snprintf(other_path, sizeof(other_path), "%s/other.sock", dir);
+	cr_assert_eq(vsock_init(&other, GUEST_CID + 4, other_path, &mem, irq),
+		     0);
+	memcpy(&before, &other.transport.state, sizeof(before));
+	cr_assert_eq(vsock_restore(&other, &r), -1);
+	cr_assert_eq(memcmp(&other.transport.state, &before, sizeof(before)),
+		     0);
+	cr_assert_eq(other.state.guest_cid, GUEST_CID + 4);
+	vsock_stop(&other);
+	state_reader_close(&r);
+}
+
+Test(vsock, restore_rejects_bad_state)
+{
+	struct vsock_state good = dev.state, bad_cid = { .guest_cid = 2 };
+	struct virtio_mmio_state transport, bad_queue;
+
+	vsock_pause(&dev);
+	memcpy(&transport, &dev.transport.state, sizeof(transport));
+	bad_queue = transport;
+	bad_queue.queues[VSOCK_QUEUE_EVENT].size = 3;
+	expect_rejected(&bad_cid, &transport);
+	bad_cid.guest_cid = 0xffffffff;
+	expect_rejected(&bad_cid, &transport);
+	expect_rejected(&good, &bad_queue);
+	expect_rejected(&good, NULL);
+	expect_rejected(NULL, &transport);
+	vsock_resume(&dev);
+}
+
+Test(vsock_lifecycle, pause_and_save_without_thread, .init = make_paths,
+     .fini = remove_dir)
+{
+	struct state_writer w;
+
+	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
+	cr_assert_eq(
+		vsock_init(&dev, GUEST_CID, path, &mem, (struct irq_line){ 0 }),
+		0);
+	vsock_pause(&dev);
+	state_writer_init(&w);
+	vsock_save(&dev, &w);
+	cr_assert_eq(w.error, 0);
+	cr_assert_gt(w.len, sizeof(struct vsock_state));
+	state_writer_free(&w);
+	vsock_resume(&dev);
+	vsock_stop(&dev);
+	guest_memory_destroy(&mem);
 }

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/device_state.h"
+
 #define STATUS_OUTPUT_FULL 0x01
 #define STATUS_SYSTEM_FLAG 0x04
 #define STATUS_LAST_WRITE_COMMAND 0x08
@@ -195,4 +197,49 @@ void i8042_command_io(void *device, uint64_t offset, uint8_t *data,
 	/* Outside the lock: the VMM may stop vCPUs from the callback. */
 	if (reset_requested)
 		i8042->reset(i8042->reset_ctx);
+}
+
+void i8042_save(struct i8042 *i8042, struct state_writer *w)
+{
+	pthread_mutex_lock(&i8042->lock);
+	state_put(w, STATE_DEV_I8042, 0, &i8042->state, sizeof(i8042->state));
+	pthread_mutex_unlock(&i8042->lock);
+}
+
+/* Copies section @raw into @s if it is a state the controller can be in. */
+static bool load_state(const uint8_t *raw, struct i8042_state *s)
+{
+	if (!STATE_BOOL_VALID(raw, struct i8042_state, output_full, "i8042") ||
+	    !STATE_BOOL_VALID(raw, struct i8042_state, output_from_aux,
+			      "i8042") ||
+	    !STATE_BOOL_VALID(raw, struct i8042_state, last_write_was_command,
+			      "i8042"))
+		return false;
+	memcpy(s, raw, sizeof(*s));
+	switch (s->pending_command) {
+	case 0:
+	case CMD_WRITE_COMMAND_BYTE:
+	case CMD_AUX_LOOP:
+		return true;
+	default:
+		fprintf(stderr,
+			"snapshot state: i8042 pending_command %#x is not one "
+			"that takes a parameter\n",
+			s->pending_command);
+		return false;
+	}
+}
+
+int i8042_restore(struct i8042 *i8042, const struct state_reader *r)
+{
+	uint8_t raw[sizeof(struct i8042_state)];
+	struct i8042_state s;
+
+	if (state_get(r, STATE_DEV_I8042, 0, raw, sizeof(raw)) ||
+	    !load_state(raw, &s))
+		return -1;
+	pthread_mutex_lock(&i8042->lock);
+	i8042->state = s;
+	pthread_mutex_unlock(&i8042->lock);
+	return 0;
 }

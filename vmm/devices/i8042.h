@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "state.h"
+
 #define I8042_DATA_PORT 0x60
 #define I8042_COMMAND_PORT 0x64
 
@@ -61,5 +63,12 @@ void i8042_data_io(void *device, uint64_t offset, uint8_t *data, uint32_t len,
 /* bus_access_fn for the 1-byte range at I8042_COMMAND_PORT. */
 void i8042_command_io(void *device, uint64_t offset, uint8_t *data,
 		      uint32_t len, bool is_write);
+
+/* Adds struct i8042_state as section STATE_DEV_I8042, instance 0. */
+void i8042_save(struct i8042 *i8042, struct state_writer *w);
+
+/* Checks and installs the saved state; returns 0, or -1 after a message
+ * with the device untouched. */
+int i8042_restore(struct i8042 *i8042, const struct state_reader *r);
 
 #endif

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/device_state.h"
+
 #define REG_SECONDS 0x00
 #define REG_MINUTES 0x02
 #define REG_HOURS 0x04
@@ -205,4 +207,27 @@ void rtc_io(void *device, uint64_t offset, uint8_t *data, uint32_t len,
 		}
 	}
 	pthread_mutex_unlock(&rtc->lock);
+}
+
+void rtc_save(struct rtc *rtc, struct state_writer *w)
+{
+	pthread_mutex_lock(&rtc->lock);
+	state_put(w, STATE_DEV_RTC, 0, &rtc->state, sizeof(rtc->state));
+	pthread_mutex_unlock(&rtc->lock);
+}
+
+int rtc_restore(struct rtc *rtc, const struct state_reader *r)
+{
+	struct rtc_state s;
+
+	/* No bools: the section can be read into the struct directly. */
+	if (state_get(r, STATE_DEV_RTC, 0, &s, sizeof(s)) ||
+	    !state_bits_valid(s.index, INDEX_MASK, "rtc", "index") ||
+	    !state_bits_valid(s.cmos[REG_A], (uint8_t)~REG_A_UPDATE_IN_PROGRESS,
+			      "rtc", "register A"))
+		return -1;
+	pthread_mutex_lock(&rtc->lock);
+	rtc->state = s;
+	pthread_mutex_unlock(&rtc->lock);
+	return 0;
 }

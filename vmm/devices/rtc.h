@@ -14,7 +14,8 @@
  * other CMOS bytes are plain RAM.
  *
  * Guest-visible state (index, control registers, RAM) is in struct
- * rtc_state; the latched time in struct rtc is a host-side cache.
+ * rtc_state, which a snapshot saves; the latched time in struct rtc is a
+ * host-side cache, and a restored clock shows the restoring host's time.
  */
 #ifndef THAW_VMM_DEVICES_RTC_H
 #define THAW_VMM_DEVICES_RTC_H
@@ -23,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "state.h"
 
 #define RTC_BASE 0x70
 #define RTC_PORT_COUNT 2
@@ -52,5 +55,12 @@ void rtc_destroy(struct rtc *rtc);
 /* bus_access_fn for the RTC_PORT_COUNT ports at RTC_BASE. */
 void rtc_io(void *device, uint64_t offset, uint8_t *data, uint32_t len,
 	    bool is_write);
+
+/* Adds struct rtc_state as section STATE_DEV_RTC, instance 0. */
+void rtc_save(struct rtc *rtc, struct state_writer *w);
+
+/* Checks and installs the saved state; returns 0, or -1 after a message
+ * with the device untouched. */
+int rtc_restore(struct rtc *rtc, const struct state_reader *r);
 
 #endif

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/device_state.h"
+
 /* Register offsets; DLL/DLM replace RBR/THR and IER while LCR.DLAB is set. */
 #define UART_RBR_THR 0
 #define UART_IER 1
@@ -60,6 +62,7 @@
 #define MSR_DSR 0x20
 #define MSR_RI 0x40
 #define MSR_DCD 0x80
+#define MSR_DELTA_MASK (MSR_DCTS | MSR_DDSR | MSR_TERI | MSR_DDCD)
 
 int serial_init(struct serial *serial, struct irq_line irq, serial_sink_fn sink,
 		void *sink_ctx)
@@ -321,4 +324,57 @@ void serial_flush(struct serial *serial)
 	pthread_mutex_lock(&serial->lock);
 	flush_output(serial);
 	pthread_mutex_unlock(&serial->lock);
+}
+
+void serial_save(struct serial *serial, struct state_writer *w)
+{
+	pthread_mutex_lock(&serial->lock);
+	state_put(w, STATE_DEV_SERIAL, 0, &serial->state,
+		  sizeof(serial->state));
+	pthread_mutex_unlock(&serial->lock);
+}
+
+/* Copies section @raw into @s if it is a state the UART can be in. */
+static bool load_state(const uint8_t *raw, struct serial_state *s)
+{
+	if (!STATE_BOOL_VALID(raw, struct serial_state, fifo_enabled,
+			      "serial") ||
+	    !STATE_BOOL_VALID(raw, struct serial_state, thr_empty_pending,
+			      "serial"))
+		return false;
+	memcpy(s, raw, sizeof(*s));
+	if (s->rx_head >= SERIAL_RX_FIFO_SIZE) {
+		fprintf(stderr,
+			"snapshot state: serial rx_head %u is outside the "
+			"%d-byte FIFO\n",
+			s->rx_head, SERIAL_RX_FIFO_SIZE);
+		return false;
+	}
+	if (s->rx_count > SERIAL_RX_FIFO_SIZE) {
+		fprintf(stderr,
+			"snapshot state: serial rx_count %u exceeds the "
+			"%d-byte FIFO\n",
+			s->rx_count, SERIAL_RX_FIFO_SIZE);
+		return false;
+	}
+	return state_bits_valid(s->ier, IER_MASK, "serial", "ier") &&
+	       state_bits_valid(s->mcr, MCR_MASK, "serial", "mcr") &&
+	       state_bits_valid(s->msr_delta, MSR_DELTA_MASK, "serial",
+				"msr_delta");
+}
+
+int serial_restore(struct serial *serial, const struct state_reader *r)
+{
+	uint8_t raw[sizeof(struct serial_state)];
+	struct serial_state s;
+
+	if (state_get(r, STATE_DEV_SERIAL, 0, raw, sizeof(raw)) ||
+	    !load_state(raw, &s))
+		return -1;
+	pthread_mutex_lock(&serial->lock);
+	serial->state = s;
+	irq_line_forget(&serial->irq);
+	update_irq(serial);
+	pthread_mutex_unlock(&serial->lock);
+	return 0;
 }

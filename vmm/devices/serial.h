@@ -17,7 +17,9 @@
  * a bounded receive FIFO.
  *
  * Everything the guest can observe lives in struct serial_state, a plain
- * struct a snapshot can copy; struct serial adds the host-side wiring.  All
+ * struct that serial_save and serial_restore copy to and from a snapshot;
+ * struct serial adds the host-side wiring and output buffer, which are not
+ * saved (bytes the guest transmitted are the original machine's).  All
  * entry points take the device mutex, because any vCPU thread may touch the
  * UART and host input arrives from yet another thread.
  */
@@ -30,6 +32,7 @@
 #include <stdint.h>
 
 #include "irq.h"
+#include "state.h"
 
 #define SERIAL_COM1_BASE 0x3f8
 #define SERIAL_COM1_IRQ 4
@@ -87,5 +90,12 @@ size_t serial_receive(struct serial *serial, const uint8_t *buf, size_t len);
 
 /* Hands buffered output (an unterminated last line) to the sink. */
 void serial_flush(struct serial *serial);
+
+/* Adds the guest-visible state as section STATE_DEV_SERIAL, instance 0. */
+void serial_save(struct serial *serial, struct state_writer *w);
+
+/* Checks and installs the saved state and re-drives the IRQ line; returns 0,
+ * or -1 after a message with the device untouched. */
+int serial_restore(struct serial *serial, const struct state_reader *r);
 
 #endif

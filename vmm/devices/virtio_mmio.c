@@ -10,9 +10,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/device_state.h"
+
 #define TRANSPORT_FEATURES                                             \
 	((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_EVENT_IDX) | \
 	 (1ULL << VIRTIO_F_INDIRECT_DESC))
+
+#define KNOWN_STATUS                                           \
+	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |    \
+	 VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_FEATURES_OK | \
+	 VIRTIO_STATUS_DEVICE_NEEDS_RESET | VIRTIO_STATUS_FAILED)
+#define INTERRUPT_REASONS (VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG)
 
 enum backend_call_kind {
 	BACKEND_CALL_NONE,
@@ -173,10 +181,8 @@ static void write_queue_ready(struct virtio_mmio *vm, uint32_t value)
 	vq->ready = true;
 }
 
-static bool features_acceptable(const struct virtio_mmio *vm)
+static bool features_acceptable(const struct virtio_mmio *vm, uint64_t driver)
 {
-	uint64_t driver = vm->state.driver_features;
-
 	return !(driver & ~device_features(vm)) &&
 	       (driver & (1ULL << VIRTIO_F_VERSION_1));
 }
@@ -191,13 +197,16 @@ static struct backend_call write_status(struct virtio_mmio *vm, uint32_t value)
 		update_irq(vm);
 		return (struct backend_call){ .kind = BACKEND_CALL_RESET };
 	}
-	/* NEEDS_RESET is the device's to set and only a reset clears it. */
-	value = (value & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
+	/* NEEDS_RESET is the device's to set and only a reset clears it.
+	 * Bits the spec does not define do not stick, so a restore can
+	 * reject a status holding them. */
+	value = (value & KNOWN_STATUS & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
 		(old & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
 	/* Refusing a feature set means not letting FEATURES_OK stick: the
 	 * driver reads the status back to find out. */
 	if ((value & VIRTIO_STATUS_FEATURES_OK) &&
-	    !(old & VIRTIO_STATUS_FEATURES_OK) && !features_acceptable(vm))
+	    !(old & VIRTIO_STATUS_FEATURES_OK) &&
+	    !features_acceptable(vm, s->driver_features))
 		value &= ~VIRTIO_STATUS_FEATURES_OK;
 	s->status = value;
 
@@ -378,6 +387,18 @@ int virtio_mmio_pop(struct virtio_mmio *vm, uint16_t queue,
 	return ret;
 }
 
+int virtio_mmio_avail_idx(struct virtio_mmio *vm, uint16_t queue, uint16_t *idx)
+{
+	struct virtio_mmio_state *s = &vm->state;
+	int ret = -1;
+
+	pthread_mutex_lock(&vm->lock);
+	if (queue < vm->ops->num_queues && device_live(s))
+		ret = virtq_avail_idx(vm->mem, &s->queues[queue], idx);
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
 int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
 		     uint32_t len)
 {
@@ -418,4 +439,95 @@ void virtio_mmio_config_changed(struct virtio_mmio *vm)
 	vm->state.config_generation++;
 	raise_interrupt(vm, VIRTIO_MMIO_INT_CONFIG);
 	pthread_mutex_unlock(&vm->lock);
+}
+
+void virtio_mmio_save(struct virtio_mmio *vm, uint32_t instance,
+		      struct state_writer *w)
+{
+	pthread_mutex_lock(&vm->lock);
+	state_put(w, STATE_DEV_VIRTIO_MMIO, instance, &vm->state,
+		  sizeof(vm->state));
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/*
+ * Accepts what the register interface can produce: defined status and
+ * interrupt bits only, accepted features only as a passed negotiation leaves
+ * them, and ready queues only within the backend's count and with a layout
+ * virtq_layout_valid() passed.  The selectors, and queues that are not ready,
+ * may hold whatever a driver wrote: they are checked when used.
+ */
+static bool state_valid(const struct virtio_mmio *vm,
+			const struct virtio_mmio_state *s, const char *device)
+{
+	const char *error;
+
+	if (!state_bits_valid(s->status, KNOWN_STATUS, device, "status") ||
+	    !state_bits_valid(s->interrupt_status, INTERRUPT_REASONS, device,
+			      "interrupt_status"))
+		return false;
+	if ((s->status & VIRTIO_STATUS_FEATURES_OK) &&
+	    !features_acceptable(vm, s->driver_features)) {
+		fprintf(stderr,
+			"snapshot state: %s driver_features %#llx were "
+			"accepted, but offered were %#llx and VERSION_1 is "
+			"required\n",
+			device, (unsigned long long)s->driver_features,
+			(unsigned long long)device_features(vm));
+		return false;
+	}
+	for (uint32_t i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
+		if (!s->queues[i].ready)
+			continue;
+		if (i >= vm->ops->num_queues) {
+			fprintf(stderr,
+				"snapshot state: %s queue %u is ready, but the "
+				"device has %u queues\n",
+				device, i, vm->ops->num_queues);
+			return false;
+		}
+		if (!virtq_layout_valid(vm->mem, &s->queues[i],
+					vm->ops->queue_size_max, &error)) {
+			fprintf(stderr, "snapshot state: %s queue %u: %s\n",
+				device, i, error);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Where queue @i's ready flag sits in a raw section. */
+static size_t queue_ready_offset(uint32_t i)
+{
+	return offsetof(struct virtio_mmio_state, queues) +
+	       i * sizeof(struct virtq_state) +
+	       offsetof(struct virtq_state, ready);
+}
+
+int virtio_mmio_restore(struct virtio_mmio *vm, uint32_t instance,
+			const struct state_reader *r)
+{
+	uint8_t raw[sizeof(struct virtio_mmio_state)];
+	struct virtio_mmio_state s;
+	char device[64];
+	char field[32];
+
+	snprintf(device, sizeof(device), "virtio-mmio %s", vm->name);
+	if (state_get(r, STATE_DEV_VIRTIO_MMIO, instance, raw, sizeof(raw)))
+		return -1;
+	for (uint32_t i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
+		snprintf(field, sizeof(field), "queue %u ready", i);
+		if (!state_bool_valid(raw, queue_ready_offset(i), device,
+				      field))
+			return -1;
+	}
+	memcpy(&s, raw, sizeof(s));
+	if (!state_valid(vm, &s, device))
+		return -1;
+	pthread_mutex_lock(&vm->lock);
+	vm->state = s;
+	irq_line_forget(&vm->irq);
+	update_irq(vm);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
 }

@@ -19,6 +19,9 @@
  * change interrupt tells the driver, and the device stays dead until the
  * driver resets it.
  *
+ * Snapshots: struct virtio_mmio_state is everything the driver can observe,
+ * queue positions included; virtio_mmio_save/restore copy it.
+ *
  * Locking: one mutex guards the transport state; vCPU threads (register
  * access) and backend threads (pop/push/signal) all take it.  Backend
  * callbacks are made without it held, so a backend may call back into the
@@ -34,6 +37,7 @@
 #include "memory.h"
 #include "devices/virtqueue.h"
 #include "irq.h"
+#include "state.h"
 
 #define VIRTIO_MMIO_WINDOW_SIZE 0x1000
 #define VIRTIO_MMIO_MAX_QUEUES 8
@@ -143,6 +147,11 @@ void virtio_mmio_io(void *device, uint64_t offset, uint8_t *data, uint32_t len,
 int virtio_mmio_pop(struct virtio_mmio *vm, uint16_t queue,
 		    struct virtq_chain *chain);
 
+/* The driver's avail index of @queue (virtq_avail_idx); 0, or -1 when the
+ * device is not live. */
+int virtio_mmio_avail_idx(struct virtio_mmio *vm, uint16_t queue,
+			  uint16_t *idx);
+
 /* Returns chain @head to the driver with @len bytes written into it.
  * Returns 0, or -1 if the queue was reset meanwhile or @head is bogus. */
 int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
@@ -157,5 +166,19 @@ bool virtio_mmio_signal_used(struct virtio_mmio *vm, uint16_t queue);
 
 /* The backend changed its configuration space: new generation, interrupt. */
 void virtio_mmio_config_changed(struct virtio_mmio *vm);
+
+/* Adds struct virtio_mmio_state as section STATE_DEV_VIRTIO_MMIO, @instance
+ * (the transport's index).  The backend must not be using the queues. */
+void virtio_mmio_save(struct virtio_mmio *vm, uint32_t instance,
+		      struct state_writer *w);
+
+/*
+ * Checks and installs a saved state, queues included, and re-drives the IRQ
+ * line.  Calls no backend callback: the backend's own restore decides what
+ * the restored status means for it.  Returns 0, or -1 after a message with
+ * the transport untouched.
+ */
+int virtio_mmio_restore(struct virtio_mmio *vm, uint32_t instance,
+			const struct state_reader *r);
 
 #endif

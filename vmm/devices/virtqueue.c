@@ -174,6 +174,17 @@ int virtq_pop(const struct guest_memory *mem, struct virtq_state *vq,
 	return 1;
 }
 
+int virtq_avail_idx(const struct guest_memory *mem,
+		    const struct virtq_state *vq, uint16_t *idx)
+{
+	struct virtq_avail *avail = vq->ready ? avail_ring(mem, vq) : NULL;
+
+	if (!avail)
+		return -1;
+	*idx = __atomic_load_n(&avail->idx, __ATOMIC_ACQUIRE);
+	return 0;
+}
+
 int virtq_push(const struct guest_memory *mem, struct virtq_state *vq,
 	       uint16_t head, uint32_t len)
 {

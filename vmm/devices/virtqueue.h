@@ -117,6 +117,13 @@ bool virtq_layout_valid(const struct guest_memory *mem,
 int virtq_pop(const struct guest_memory *mem, struct virtq_state *vq,
 	      uint64_t features, struct virtq_chain *chain, const char **error);
 
+/*
+ * The driver's avail->idx: how many buffers it has ever made available.
+ * Returns 0, or -1 when the queue is not ready or its ring is not RAM.
+ */
+int virtq_avail_idx(const struct guest_memory *mem,
+		    const struct virtq_state *vq, uint16_t *idx);
+
 /* Hands chain @head back with @len bytes written.  Returns 0, or -1 if the
  * queue is not ready or @head is not a descriptor index. */
 int virtq_push(const struct guest_memory *mem, struct virtq_state *vq,

@@ -3,8 +3,9 @@
  * vsock.c - virtio-vsock device and its Unix socket muxer; see vsock.h.
  *
  * One pass of the device thread: wait in epoll (woken by a socket, a kick
- * from a vCPU, or the nearest connection deadline), react to socket events,
- * take the guest's TX packets, expire deadlines, then fill RX.
+ * from a vCPU, or the nearest connection deadline), stop there while paused,
+ * react to socket events, take the guest's TX packets, expire deadlines, send
+ * a TRANSPORT_RESET owed since a restore, then fill RX.
  *
  * RX is never fed from a queue of prepared packets.  Instead each pass asks
  * every connection what it owes the guest next (a REQUEST or RESPONSE it
@@ -785,6 +786,9 @@ static void expire_conns(struct vsock *v)
 	}
 }
 
+/* How often to look for the driver's acknowledgement of a reset event. */
+#define RESET_EVENT_POLL_MS 2
+
 static int next_timeout(const struct vsock *v)
 {
 	uint64_t now = now_ms();
@@ -792,6 +796,8 @@ static int next_timeout(const struct vsock *v)
 
 	if (v->more_work)
 		return 0;
+	if (v->reset_event == RESET_EVENT_SENT)
+		return RESET_EVENT_POLL_MS;
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++) {
 		const struct vsock_conn *c = &v->conns[i];
 
@@ -805,9 +811,10 @@ static int next_timeout(const struct vsock *v)
 
 /*
  * The driver reset the device: connections the guest knew are gone with its
- * queues.  Host clients still in the handshake, or whose REQUEST has not
- * gone out, simply wait for the new driver (Linux resets the device while
- * probing it, so an early client lands here at every boot).
+ * queues, and a TRANSPORT_RESET still owed would tell the new driver nothing.
+ * Host clients still in the handshake, or whose REQUEST has not gone out,
+ * simply wait for the new driver (Linux resets the device while probing it,
+ * so an early client lands here at every boot).
  */
 static void reset_conns(struct vsock *v)
 {
@@ -815,6 +822,89 @@ static void reset_conns(struct vsock *v)
 		if (guest_knows(&v->conns[i]))
 			vsock_conn_close(&v->conns[i]);
 	v->rst_count = 0;
+	v->reset_event = RESET_EVENT_NONE;
+}
+
+/*
+ * Sends the TRANSPORT_RESET a restore left due, if any, and returns whether
+ * the guest is done with it, so RX may carry new connections.
+ *
+ * Done means handled, not just delivered: Linux handles each virtqueue's
+ * buffers in a work item of its own, RX first when one interrupt covers
+ * both, so a REQUEST that lands together with the event would be accepted
+ * and then reset with the old connections, and nobody would tell the host.
+ * The driver re-posts the event buffer once it has handled the event, which
+ * moves the EVENT queue's avail index: that is the acknowledgement.  Until
+ * then the thread polls (next_timeout), since the driver need not notify.
+ * Without an event buffer (or with the device not live) the event stays due.
+ */
+static bool send_reset_event(struct vsock *v)
+{
+	struct virtio_vsock_event event = {
+		.id = VIRTIO_VSOCK_EVENT_TRANSPORT_RESET,
+	};
+	struct iovec event_iov = { .iov_base = &event,
+				   .iov_len = sizeof(event) };
+	struct iovec iov[VIRTQ_MAX_SIZE];
+	struct iov_cursor dst, src;
+	struct virtq_chain chain;
+	uint16_t avail;
+	uint64_t room;
+	size_t len;
+
+	switch (v->reset_event) {
+	case RESET_EVENT_NONE:
+		return true;
+	case RESET_EVENT_SENT:
+		if (virtio_mmio_avail_idx(&v->transport, VSOCK_QUEUE_EVENT,
+					  &avail) == 0 &&
+		    avail == v->reset_event_avail)
+			return false;
+		v->reset_event = RESET_EVENT_NONE;
+		return true;
+	case RESET_EVENT_DUE:
+		break;
+	}
+	if (virtio_mmio_avail_idx(&v->transport, VSOCK_QUEUE_EVENT, &avail) <
+		    0 ||
+	    virtio_mmio_pop(&v->transport, VSOCK_QUEUE_EVENT, &chain) <= 0)
+		return false;
+	cursor_init(&dst, iov, chain_iov(&chain, true, iov, &room), 0);
+	cursor_init(&src, &event_iov, 1, 0);
+	/* A buffer too small gets what fits; Linux ignores such an event. */
+	len = iov_copy(&dst, &src, sizeof(event));
+	virtio_mmio_push(&v->transport, VSOCK_QUEUE_EVENT, chain.head,
+			 (uint32_t)len);
+	virtio_mmio_signal_used(&v->transport, VSOCK_QUEUE_EVENT);
+	v->reset_event = RESET_EVENT_SENT;
+	v->reset_event_avail = avail;
+	return false;
+}
+
+/*
+ * Between passes the thread holds no chain and touches no guest memory: the
+ * place to honour vsock_pause().  A stop ends the wait too.
+ */
+static void pause_point(struct vsock *v)
+{
+	pthread_mutex_lock(&v->pause_lock);
+	if (v->pause_requested) {
+		v->idle = true;
+		pthread_cond_broadcast(&v->pause_cond);
+		while (v->pause_requested && !atomic_load(&v->stop))
+			pthread_cond_wait(&v->pause_cond, &v->pause_lock);
+		v->idle = false;
+	}
+	pthread_mutex_unlock(&v->pause_lock);
+}
+
+/* An exited thread touches nothing either: a later pause must not wait. */
+static void thread_exits(struct vsock *v)
+{
+	pthread_mutex_lock(&v->pause_lock);
+	v->idle = true;
+	pthread_cond_broadcast(&v->pause_cond);
+	pthread_mutex_unlock(&v->pause_lock);
 }
 
 static void *vsock_thread(void *arg)
@@ -833,6 +923,10 @@ static void *vsock_thread(void *arg)
 				v->uds_path, strerror(errno));
 			break;
 		}
+		/* The events wait with us: sockets are not guest memory. */
+		pause_point(v);
+		if (atomic_load(&v->stop))
+			break;
 		v->more_work = false;
 		for (int i = 0; i < n; i++)
 			dispatch(v, &events[i]);
@@ -840,8 +934,12 @@ static void *vsock_thread(void *arg)
 			reset_conns(v);
 		process_tx(v);
 		expire_conns(v);
-		fill_rx(v);
+		/* The guest resets every connection when it gets the event,
+		 * so packets of new ones must not overtake it. */
+		if (send_reset_event(v))
+			fill_rx(v);
 	}
+	thread_exits(v);
 	return NULL;
 }
 
@@ -894,6 +992,12 @@ static const struct virtio_backend_ops vsock_ops = {
 
 /* --- Setup -------------------------------------------------------------- */
 
+/* 0-2 are reserved, and Linux CIDs are 32 bits with -1 for "any". */
+static bool guest_cid_valid(uint64_t cid)
+{
+	return cid > VSOCK_HOST_CID && cid < VSOCK_CID_ANY;
+}
+
 static int epoll_add(struct vsock *v, int fd, uint32_t events, uint64_t tag)
 {
 	struct epoll_event ev = { .events = events, .data.u64 = tag };
@@ -933,6 +1037,25 @@ static int open_listener(struct vsock *v)
 	return 0;
 }
 
+static int init_pause(struct vsock *v)
+{
+	int err = pthread_mutex_init(&v->pause_lock, NULL);
+
+	if (err) {
+		fprintf(stderr, "vsock %s: pthread_mutex_init: %s\n",
+			v->uds_path, strerror(err));
+		return -1;
+	}
+	err = pthread_cond_init(&v->pause_cond, NULL);
+	if (err) {
+		fprintf(stderr, "vsock %s: pthread_cond_init: %s\n",
+			v->uds_path, strerror(err));
+		pthread_mutex_destroy(&v->pause_lock);
+		return -1;
+	}
+	return 0;
+}
+
 static void close_host_side(struct vsock *v)
 {
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++)
@@ -956,8 +1079,7 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	v->listen_fd = v->epoll_fd = v->kick_fd = -1;
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++)
 		v->conns[i].fd = -1;
-	/* 0-2 are reserved, and Linux CIDs are 32 bits with -1 for "any". */
-	if (guest_cid <= VSOCK_HOST_CID || guest_cid >= VSOCK_CID_ANY) {
+	if (!guest_cid_valid(guest_cid)) {
 		fprintf(stderr, "vsock: guest CID %llu is not in 3..%u\n",
 			(unsigned long long)guest_cid, VSOCK_CID_ANY - 1);
 		return -1;
@@ -992,6 +1114,10 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 		goto fail;
 	if (virtio_mmio_init(&v->transport, "vsock", &vsock_ops, v, mem, irq))
 		goto fail;
+	if (init_pause(v)) {
+		virtio_mmio_destroy(&v->transport);
+		goto fail;
+	}
 	return 0;
 fail:
 	close_host_side(v);
@@ -1020,11 +1146,72 @@ int vsock_start(struct vsock *v)
 void vsock_stop(struct vsock *v)
 {
 	if (v->thread_running) {
+		/* Under the lock, so a paused thread cannot miss it. */
+		pthread_mutex_lock(&v->pause_lock);
 		atomic_store(&v->stop, true);
+		pthread_cond_broadcast(&v->pause_cond);
+		pthread_mutex_unlock(&v->pause_lock);
 		kick(v);
 		pthread_join(v->thread, NULL);
 		v->thread_running = false;
 	}
 	close_host_side(v);
+	pthread_cond_destroy(&v->pause_cond);
+	pthread_mutex_destroy(&v->pause_lock);
 	virtio_mmio_destroy(&v->transport);
+}
+
+void vsock_pause(struct vsock *v)
+{
+	if (!v->thread_running)
+		return;
+	pthread_mutex_lock(&v->pause_lock);
+	v->pause_requested = true;
+	kick(v);
+	while (!v->idle)
+		pthread_cond_wait(&v->pause_cond, &v->pause_lock);
+	pthread_mutex_unlock(&v->pause_lock);
+}
+
+void vsock_resume(struct vsock *v)
+{
+	if (!v->thread_running)
+		return;
+	pthread_mutex_lock(&v->pause_lock);
+	v->pause_requested = false;
+	pthread_cond_broadcast(&v->pause_cond);
+	pthread_mutex_unlock(&v->pause_lock);
+}
+
+void vsock_save(struct vsock *v, struct state_writer *w)
+{
+	virtio_mmio_save(&v->transport, 0, w);
+	state_put(w, STATE_DEV_VSOCK, 0, &v->state, sizeof(v->state));
+}
+
+int vsock_restore(struct vsock *v, const struct state_reader *r)
+{
+	struct vsock_state s;
+
+	if (state_get(r, STATE_DEV_VSOCK, 0, &s, sizeof(s)))
+		return -1;
+	if (!guest_cid_valid(s.guest_cid)) {
+		fprintf(stderr,
+			"snapshot state: vsock guest_cid %llu is not in "
+			"3..%u\n",
+			(unsigned long long)s.guest_cid, VSOCK_CID_ANY - 1);
+		return -1;
+	}
+	if (virtio_mmio_restore(&v->transport, 0, r))
+		return -1;
+	v->state = s;
+	/* A live driver had connections to the host that took the snapshot;
+	 * the transport's state alone makes the device live again. */
+	v->reset_event = v->transport.state.status & VIRTIO_STATUS_DRIVER_OK
+				 ? RESET_EVENT_DUE
+				 : RESET_EVENT_NONE;
+	/* The guest's notifications went to the old device: look at the
+	 * queues once the thread starts. */
+	kick(v);
+	return 0;
 }

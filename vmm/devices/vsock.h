@@ -18,13 +18,22 @@
  *   socket "<uds_path>_<P>"; if nothing listens there the guest gets an RST.
  *
  * Queues are RX (device -> guest packets), TX (guest -> device) and EVENT,
- * which only carries TRANSPORT_RESET and is not used yet.
+ * which carries only TRANSPORT_RESET, sent once after a restore.
  *
  * Threading: the device has one thread of its own that does all the work:
  * it waits in epoll on the listening socket, the connection sockets and an
  * eventfd, processes TX, fills RX and raises interrupts through the
  * transport.  The transport's callbacks run on vCPU threads and only set
  * atomic flags and write the eventfd, so connection state needs no lock.
+ *
+ * Snapshots: the VMM pauses the vCPUs, then the device (vsock_pause: the
+ * thread finishes its pass and waits, holding no descriptor chain), and saves
+ * the transport and struct vsock_state.  Host sockets cannot be saved, so a
+ * restored device starts with no connections, and its first act is to send
+ * the guest a TRANSPORT_RESET: the guest then resets every connection it had
+ * to the old host, while its listening sockets stay, so new host clients can
+ * CONNECT as before.  Until that event is on the EVENT queue, RX carries
+ * nothing, or the guest would reset the new connections with the old ones.
  *
  * The guest is untrusted: a short header, a len beyond the buffer, a wrong
  * CID, an unknown op or type, or a packet for no connection is dropped or
@@ -46,6 +55,7 @@
 #include "devices/vsock_conn.h"
 #include "irq.h"
 #include "memory.h"
+#include "state.h"
 
 #define VIRTIO_ID_VSOCK 19
 #define VIRTIO_VSOCK_F_STREAM 0
@@ -69,6 +79,8 @@
 #define VIRTIO_VSOCK_OP_RW 5
 #define VIRTIO_VSOCK_OP_CREDIT_UPDATE 6
 #define VIRTIO_VSOCK_OP_CREDIT_REQUEST 7
+
+#define VIRTIO_VSOCK_EVENT_TRANSPORT_RESET 0
 
 #define VSOCK_MAX_CONNECTIONS 64
 #define VSOCK_RST_BACKLOG 128
@@ -99,6 +111,14 @@ struct virtio_vsock_hdr {
 _Static_assert(sizeof(struct virtio_vsock_hdr) == 44,
 	       "virtio_vsock_hdr is 44 bytes on the wire");
 
+/* EVENT queue element, virtio 1.2 5.10.6.4. */
+struct virtio_vsock_event {
+	uint32_t id;
+};
+
+_Static_assert(sizeof(struct virtio_vsock_event) == 4,
+	       "virtio_vsock_event is 4 bytes on the wire");
+
 /* An RST owed to the guest for a packet that has no connection. */
 struct vsock_rst {
 	uint64_t src_cid;
@@ -121,9 +141,17 @@ struct vsock {
 	uint32_t rst_head;
 	uint32_t rst_count;
 	uint32_t next_local_port;
-	uint32_t rx_cursor;	  /* round robin over conns, then the backlog */
-	bool more_work;		  /* a queue was left non-empty: don't sleep */
-	_Atomic uint64_t dropped; /* guest packets ignored as malformed */
+	uint32_t rx_cursor; /* round robin over conns, then the backlog */
+	bool more_work;	    /* a queue was left non-empty: don't sleep */
+	/* Since a restore: the guest must learn its old connections are gone
+	 * before it sees new ones (vsock.c, send_reset_event). */
+	enum {
+		RESET_EVENT_NONE,
+		RESET_EVENT_DUE,  /* not on the EVENT queue yet */
+		RESET_EVENT_SENT, /* waiting for the driver to handle it */
+	} reset_event;
+	uint16_t reset_event_avail; /* EVENT avail->idx when it was sent */
+	_Atomic uint64_t dropped;   /* guest packets ignored as malformed */
 
 	char uds_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
@@ -131,6 +159,13 @@ struct vsock {
 	int kick_fd; /* eventfd: vCPU threads -> device thread */
 	pthread_t thread;
 	bool thread_running;
+
+	/* vsock_pause() sets pause_requested and waits for idle, which the
+	 * thread sets while it waits for the resume or when it exits. */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	bool pause_requested;
+	bool idle;
 
 	/* Set from vCPU threads. */
 	atomic_bool stop;
@@ -150,10 +185,30 @@ int vsock_init(struct vsock *vsock, uint64_t guest_cid, const char *uds_path,
 int vsock_start(struct vsock *vsock);
 
 /*
- * Joins the device thread, closes every socket and unlinks @uds_path.  vCPU
- * threads must no longer access the device.
+ * Joins the device thread (paused or not), closes every socket and unlinks
+ * @uds_path.  vCPU threads must no longer access the device.
  */
 void vsock_stop(struct vsock *vsock);
+
+/*
+ * Returns once the device thread has stopped touching guest memory and the
+ * queues, until vsock_resume().  Host sockets wait meanwhile.  Without a
+ * started thread both do nothing.
+ */
+void vsock_pause(struct vsock *vsock);
+void vsock_resume(struct vsock *vsock);
+
+/* Adds transport instance 0 and struct vsock_state; the device must be
+ * paused or not started. */
+void vsock_save(struct vsock *vsock, struct state_writer *w);
+
+/*
+ * Between vsock_init() and vsock_start(): installs the saved transport and
+ * guest CID (the guest keeps its address) and, if the driver was live, makes
+ * the thread send TRANSPORT_RESET once started.  Returns 0, or -1 after a
+ * message with the device untouched.
+ */
+int vsock_restore(struct vsock *vsock, const struct state_reader *r);
 
 /* For the MMIO bus: bus_register(bus, "vsock", base, VIRTIO_MMIO_WINDOW_SIZE,
  * vsock_transport(v), virtio_mmio_io). */

@@ -10,8 +10,8 @@
  * milliseconds of hashing, a miss builds the kernel (minutes, once per
  * machine) with progress on stderr.
  */
-#ifndef THAW_VMM_DEFAULT_KERNEL_H
-#define THAW_VMM_DEFAULT_KERNEL_H
+#ifndef THAW_COMMON_DEFAULT_KERNEL_H
+#define THAW_COMMON_DEFAULT_KERNEL_H
 
 #include <stddef.h>
 

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * sandbox.c - see sandbox.h.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "thaw.h"
+
+#define CONNECT_RETRY_NS 20000000L
+#define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
+/* A snapshot writes all of guest memory before it answers. */
+#define CONTROL_REPLY_TIMEOUT_MS 600000
+#define MAX_VMM_ARGS 32
+
+double sandbox_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int make_run_dir(struct sandbox *sb, const char *who)
+{
+	const char *base = getenv("XDG_RUNTIME_DIR");
+
+	if (!base ||
+	    strlen(base) > sizeof(sb->dir) - sizeof("/thaw-run-XXXXXX"))
+		base = "/tmp";
+	snprintf(sb->dir, sizeof(sb->dir), "%s/thaw-run-XXXXXX", base);
+	if (!mkdtemp(sb->dir)) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", who, sb->dir,
+			strerror(errno));
+		sb->dir[0] = '\0';
+		return -1;
+	}
+	snprintf(sb->vsock, sizeof(sb->vsock), "%s/vsock.sock", sb->dir);
+	snprintf(sb->control, sizeof(sb->control), "%s/control.sock", sb->dir);
+	snprintf(sb->vmm_log, sizeof(sb->vmm_log), "%s/vmm.log", sb->dir);
+	snprintf(sb->console_log, sizeof(sb->console_log), "%s/console.log",
+		 sb->dir);
+	return 0;
+}
+
+int sandbox_start(struct sandbox *sb, const char *who,
+		  const char *const vmm_args[])
+{
+	const char *argv[MAX_VMM_ARGS + 7];
+	pid_t parent = getpid();
+	int n = 0;
+
+	memset(sb, 0, sizeof(*sb));
+	while (vmm_args[n] && n < MAX_VMM_ARGS) {
+		argv[n] = vmm_args[n];
+		n++;
+	}
+	if (make_run_dir(sb, who) < 0)
+		return -1;
+	argv[n++] = "--vsock";
+	argv[n++] = sb->vsock;
+	argv[n++] = "--control";
+	argv[n++] = sb->control;
+	argv[n++] = "--console-log";
+	argv[n++] = sb->console_log;
+	argv[n] = NULL;
+
+	sb->started_ms = sandbox_now_ms();
+	sb->vmm = fork();
+	if (sb->vmm < 0) {
+		fprintf(stderr, "%s: fork: %s\n", who, strerror(errno));
+		sb->vmm = 0;
+		return -1;
+	}
+	if (sb->vmm == 0) {
+		int log = open(sb->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int null = open("/dev/null", O_RDWR);
+
+		/* The VMM dies with us even if we are killed outright. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent || log < 0 || null < 0)
+			_exit(EXIT_THAW_ERROR);
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(log, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		dprintf(log, "%s: cannot run %s: %s\n", who, argv[0],
+			strerror(errno));
+		_exit(EXIT_THAW_ERROR);
+	}
+	return 0;
+}
+
+/*
+ * The last @size - 1 bytes of @path, NUL-terminated; returns their count
+ * (0 when the file is missing or empty).  Logs are read from their end:
+ * that is where the VMM's reason and timings, and a guest's last words, are.
+ */
+static size_t read_tail(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t end = fd < 0 ? 0 : lseek(fd, 0, SEEK_END);
+	off_t from = end > (off_t)size - 1 ? end - ((off_t)size - 1) : 0;
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size - 1, from);
+
+	if (fd >= 0)
+		close(fd);
+	n = n < 0 ? 0 : n;
+	buf[n] = '\0';
+	return n;
+}
+
+void sandbox_vmm_reason(const struct sandbox *sb, char *out, size_t size)
+{
+	char buf[8192];
+
+	snprintf(out, size, "no message");
+	read_tail(sb->vmm_log, buf, sizeof(buf));
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!strstr(line, "timings:")) {
+			snprintf(out, size, "%s", line);
+			return;
+		}
+	}
+}
+
+/* The guest console's last lines: why a guest never got to its agent. */
+static void print_console_tail(const struct sandbox *sb, const char *who)
+{
+	char buf[4096];
+	size_t n = read_tail(sb->console_log, buf, sizeof(buf));
+
+	if (n > 0) {
+		fprintf(stderr, "%s: last guest console output:\n", who);
+		fwrite(buf, 1, n, stderr);
+	}
+}
+
+double sandbox_vmm_setup_ms(const struct sandbox *sb)
+{
+	char buf[8192];
+	const char *p;
+
+	read_tail(sb->vmm_log, buf, sizeof(buf));
+	p = strstr(buf, "vmm setup ");
+	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
+}
+
+static bool vmm_exited(struct sandbox *sb, const char *who)
+{
+	int status;
+	char reason[512];
+
+	if (sb->vmm <= 0 || waitpid(sb->vmm, &status, WNOHANG) != sb->vmm)
+		return false;
+	sb->vmm = 0;
+	sandbox_vmm_reason(sb, reason, sizeof(reason));
+	fprintf(stderr, "%s: the VM stopped: %s\n", who, reason);
+	return true;
+}
+
+int sandbox_wait_agent(struct sandbox *sb, const char *who,
+		       struct agent_conn *agent, int timeout_s)
+{
+	double deadline = sandbox_now_ms() + timeout_s * 1e3;
+	struct timespec retry = { 0, CONNECT_RETRY_NS };
+	char err[256] = "";
+
+	for (;;) {
+		int ret = agent_connect(agent, sb->vsock, err, sizeof(err));
+
+		if (ret == 0)
+			return 0;
+		if (ret != -EAGAIN) {
+			fprintf(stderr, "%s: %s\n", who, err);
+			return -1;
+		}
+		if (vmm_exited(sb, who) || thaw_interrupted)
+			return -1;
+		if (sandbox_now_ms() > deadline) {
+			print_console_tail(sb, who);
+			fprintf(stderr,
+				"%s: no answer from the guest agent within %d s (%s)\n",
+				who, timeout_s, err);
+			return -1;
+		}
+		nanosleep(&retry, NULL);
+	}
+}
+
+static int connect_control(const struct sandbox *sb)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	strcpy(addr.sun_path, sb->control);
+	if (fd >= 0 &&
+	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Reads one line into @reply; polls so a dying VMM cannot hang us. */
+static int read_line(struct sandbox *sb, const char *who, int fd, char *reply,
+		     size_t len)
+{
+	size_t used = 0;
+	int waited_ms = 0;
+
+	while (used < len - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int ready = poll(&p, 1, 100);
+
+		if (thaw_interrupted || vmm_exited(sb, who))
+			return -1;
+		if (ready <= 0) {
+			if (ready < 0 && errno != EINTR)
+				return -1;
+			waited_ms += 100;
+			if (waited_ms > CONTROL_REPLY_TIMEOUT_MS)
+				return -1;
+			continue;
+		}
+		ssize_t n = read(fd, reply + used, 1);
+		if (n <= 0)
+			return -1;
+		if (reply[used] == '\n')
+			break;
+		used++;
+	}
+	reply[used] = '\0';
+	return 0;
+}
+
+int sandbox_control(struct sandbox *sb, const char *who, const char *command,
+		    char *reply, size_t len)
+{
+	int fd = connect_control(sb);
+	int ret = -1;
+
+	reply[0] = '\0';
+	if (fd < 0) {
+		fprintf(stderr, "%s: control socket %s: %s\n", who, sb->control,
+			strerror(errno));
+		return -1;
+	}
+	if (write_full(fd, command, strlen(command)) < 0 ||
+	    write_full(fd, "\n", 1) < 0 ||
+	    read_line(sb, who, fd, reply, len) < 0)
+		fprintf(stderr, "%s: no answer to '%s' from the VMM\n", who,
+			command);
+	else if (strncmp(reply, "ok", 2))
+		fprintf(stderr, "%s: the VMM answered '%s' to '%s'\n", who,
+			reply, command);
+	else
+		ret = 0;
+	close(fd);
+	return ret;
+}
+
+void sandbox_stop(struct sandbox *sb)
+{
+	struct timespec tick = { 0, 10000000L };
+	int status;
+
+	if (sb->vmm <= 0)
+		return;
+	int fd = connect_control(sb);
+	if (fd < 0 || write(fd, "stop\n", 5) != 5)
+		kill(sb->vmm, SIGTERM);
+	for (int waited = 0; waitpid(sb->vmm, &status, WNOHANG) == 0;
+	     waited++) {
+		if (waited == STOP_GRACE_TICKS)
+			kill(sb->vmm, SIGKILL);
+		nanosleep(&tick, NULL);
+	}
+	if (fd >= 0)
+		close(fd);
+	sb->vmm = 0;
+}
+
+void sandbox_remove(struct sandbox *sb)
+{
+	sandbox_stop(sb);
+	if (!sb->dir[0])
+		return;
+	unlink(sb->vsock);
+	unlink(sb->control);
+	unlink(sb->vmm_log);
+	unlink(sb->console_log);
+	rmdir(sb->dir);
+	sb->dir[0] = '\0';
+}

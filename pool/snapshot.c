@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * snapshot.c - `thaw snapshot create|ls|verify|rm`: snapshots in the
+ * catalog (snapshot/catalog.h) under the state directory (thaw.h):
+ *
+ *	<state>/catalog/		the LMDB environment
+ *	<state>/snapshots/<id>/		state.bin, memory.img, pages.xxh3,
+ *					workingset.bin (after the first clone)
+ *
+ * create boots the guest, waits for its agent, has the VMM write the
+ * snapshot into <state>/snapshots/.tmp-<id>-<pid>/ (every file fsynced),
+ * renames that to <id>/ and only then records it in the catalog, so a
+ * writer killed at any point leaves either nothing visible or a whole
+ * snapshot.  What a killed writer leaves behind (a .tmp- directory of a dead
+ * process, a directory the catalog never heard of) is removed by the next
+ * create or rm.  rm drops the catalog entry first, then the files: a crash
+ * in between leaves an orphan directory, never an entry without files.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "catalog.h"
+#include "default_kernel.h"
+#include "memfile.h"
+#include "sandbox.h"
+#include "state.h"
+#include "thaw.h"
+
+#define TMP_PREFIX ".tmp-"
+/* An orphan younger than this may be a create between rename and commit. */
+#define ORPHAN_GRACE_S 600
+#define SNAPSHOT_BOOT_TIMEOUT_S 600
+
+static const char *const snapshot_files[] = { "state.bin", "memory.img",
+					      "pages.xxh3", "workingset.bin" };
+
+struct paths {
+	char state[PATH_MAX];
+	char catalog[PATH_MAX + 16];
+	char snapshots[PATH_MAX + 16];
+};
+
+static int open_catalog(struct paths *p, struct catalog *c, const char *who)
+{
+	char err[512];
+
+	if (thaw_state_dir(p->state, sizeof(p->state)) < 0)
+		return -1;
+	snprintf(p->catalog, sizeof(p->catalog), "%s/catalog", p->state);
+	snprintf(p->snapshots, sizeof(p->snapshots), "%s/snapshots", p->state);
+	if (mkdir(p->state, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", who, p->state,
+			strerror(errno));
+		return -1;
+	}
+	if (mkdir(p->snapshots, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", who, p->snapshots,
+			strerror(errno));
+		return -1;
+	}
+	if (catalog_open(c, p->catalog, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes a snapshot directory and the files thaw puts in one. */
+static void remove_snapshot_dir(const char *dir)
+{
+	char path[PATH_MAX + 32];
+
+	for (size_t i = 0; i < sizeof(snapshot_files) / sizeof(*snapshot_files);
+	     i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, snapshot_files[i]);
+		unlink(path);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		fprintf(stderr, "thaw snapshot: cannot remove %s: %s\n", dir,
+			strerror(errno));
+}
+
+/* ".tmp-<id>-<pid>": true when that writer process is gone. */
+static bool writer_gone(const char *name)
+{
+	const char *dash = strrchr(name, '-');
+	char *end;
+	long pid = dash ? strtol(dash + 1, &end, 10) : 0;
+
+	if (!dash || *end || pid <= 0)
+		return true;
+	return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Removes what killed writers left (see the top of this file). */
+static void collect_garbage(struct paths *p, struct catalog *c)
+{
+	DIR *d = opendir(p->snapshots);
+	struct dirent *e;
+	char path[PATH_MAX * 2];
+	struct snapshot_record rec;
+	struct stat st;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		bool orphan;
+
+		if (e->d_name[0] == '.' &&
+		    strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", p->snapshots, e->d_name);
+		if (!strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
+			orphan = writer_gone(e->d_name);
+		else
+			orphan = catalog_check_id(e->d_name, NULL, 0) == 0 &&
+				 catalog_get_snapshot(c, e->d_name, &rec, NULL,
+						      0) == -ENOENT &&
+				 stat(path, &st) == 0 &&
+				 time(NULL) - st.st_mtime > ORPHAN_GRACE_S;
+		if (orphan)
+			remove_snapshot_dir(path);
+	}
+	closedir(d);
+}
+
+/* XXH3-128 of a file's content as 32 hex digits. */
+static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1])
+{
+	static char buf[1 << 20];
+	XXH3_state_t *st = XXH3_createState();
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	if (st && fd >= 0 && XXH3_128bits_reset(st) == XXH_OK)
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			XXH3_128bits_update(st, buf, n);
+	if (n == 0) {
+		XXH128_hash_t h = XXH3_128bits_digest(st);
+
+		snprintf(out, CATALOG_HASH_LEN + 1, "%016llx%016llx",
+			 (unsigned long long)h.high64,
+			 (unsigned long long)h.low64);
+	} else {
+		fprintf(stderr, "thaw snapshot create: cannot read %s: %s\n",
+			path, strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	XXH3_freeState(st);
+	return n == 0 ? 0 : -1;
+}
+
+static int sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ret = fd < 0 ? -1 : fsync(fd);
+
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+struct create_options {
+	const char *mem, *vcpus, *kernel, *initrd;
+};
+
+/* Fills the template and snapshot records from the written files. */
+static int describe_snapshot(const struct create_options *o, const char *kernel,
+			     const char *initrd, const char *tmp,
+			     const char *final, struct template_record *t,
+			     struct snapshot_record *s)
+{
+	char path[PATH_MAX * 2 + 32], key[128];
+	struct state_reader r;
+	struct stat memory;
+
+	snprintf(path, sizeof(path), "%s/state.bin", tmp);
+	if (state_reader_open(&r, path) < 0)
+		return -1;
+	s->record_version = t->record_version = CATALOG_RECORD_VERSION;
+	s->format_version = r.header.format_version;
+	s->nr_vcpus = t->nr_vcpus = r.header.nr_vcpus;
+	s->mem_size = t->mem_size = r.header.mem_size;
+	s->cpu_signature = r.header.cpu_signature;
+	s->memory_hash_root = r.header.memory_hash_root;
+	s->state_size = sizeof(r.header) + r.body_size;
+	state_reader_close(&r);
+	snprintf(path, sizeof(path), "%s/memory.img", tmp);
+	if (stat(path, &memory) < 0) {
+		fprintf(stderr, "thaw snapshot create: %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	s->memory_disk = (uint64_t)memory.st_blocks * 512;
+	s->created_unix = t->created_unix = time(NULL);
+	if (hash_file(kernel, t->kernel_hash) < 0 ||
+	    hash_file(initrd, t->initrd_hash) < 0)
+		return -1;
+	/* A template is what was booted: the same inputs, the same id. */
+	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
+		 t->initrd_hash, o->mem, o->vcpus);
+	snprintf(t->id, sizeof(t->id), "%016llx",
+		 (unsigned long long)XXH3_64bits(key, strlen(key)));
+	snprintf(s->template_id, sizeof(s->template_id), "%s", t->id);
+	snprintf(t->latest_snapshot, sizeof(t->latest_snapshot), "%s", s->id);
+	memcpy(s->dir, final, strlen(final) + 1); /* fits: create() checked */
+	return 0;
+}
+
+static int boot_and_snapshot(const struct create_options *o, const char *kernel,
+			     const char *initrd, const char *tmp)
+{
+	const char *vmm_args[] = { thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
+				   "--kernel",
+				   kernel,
+				   "--initrd",
+				   initrd,
+				   "--mem",
+				   o->mem,
+				   "--vcpus",
+				   o->vcpus,
+				   NULL };
+	const char *who = "thaw snapshot create";
+	char command[PATH_MAX + 80], reply[PATH_MAX + 80];
+	struct agent_conn agent = { .fd = -1 };
+	struct sandbox sb;
+	int ret = -1;
+
+	if (sandbox_start(&sb, who, vmm_args) < 0 ||
+	    sandbox_wait_agent(&sb, who, &agent, SNAPSHOT_BOOT_TIMEOUT_S) < 0)
+		goto out;
+	double ready = sandbox_now_ms();
+	/* Clones start without this connection; the agent keeps listening. */
+	agent_close(&agent);
+	snprintf(command, sizeof(command), "snapshot %s", tmp);
+	if (sandbox_control(&sb, who, command, reply, sizeof(reply)) < 0)
+		goto out;
+	fprintf(stderr, "thaw: boot to agent ready %.1f ms, snapshot %.1f ms\n",
+		ready - sb.started_ms, sandbox_now_ms() - ready);
+	ret = 0;
+out:
+	sandbox_remove(&sb);
+	return ret;
+}
+
+static int create(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "mem", required_argument, NULL, 'm' },
+		{ "vcpus", required_argument, NULL, 'n' },
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "initrd", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct create_options o = { .mem = "256", .vcpus = "1" };
+	const char *who = "thaw snapshot create";
+	char kernel[PATH_MAX], initrd[PATH_MAX], err[512];
+	char tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+	struct template_record t = { 0 };
+	struct snapshot_record s = { 0 };
+	struct paths p;
+	struct catalog c;
+	int opt;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			o.mem = optarg; /* thaw-vmm checks the ranges */
+			break;
+		case 'n':
+			o.vcpus = optarg;
+			break;
+		case 'k':
+			o.kernel = optarg;
+			break;
+		case 'i':
+			o.initrd = optarg;
+			break;
+		case 'h':
+			puts("usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+			     "Boots the guest, snapshots it once its agent answers, prints the id.");
+			return 0;
+		default:
+			fprintf(stderr, "%s: bad option '%s'\n", who,
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", who,
+			argv[optind]);
+		return 2;
+	}
+	if (o.kernel)
+		snprintf(kernel, sizeof(kernel), "%s", o.kernel);
+	else if (default_kernel_path(kernel, sizeof(kernel)) < 0)
+		return 1;
+	if (o.initrd)
+		snprintf(initrd, sizeof(initrd), "%s", o.initrd);
+	else if (thaw_default_initrd(initrd, sizeof(initrd), who) < 0)
+		return 1;
+	if (open_catalog(&p, &c, who) < 0)
+		return 1;
+	collect_garbage(&p, &c);
+	/* The catalog is closed while the guest boots: LMDB environments
+	 * must not be carried across fork. */
+	catalog_close(&c);
+	if (catalog_new_id(s.id) < 0) {
+		fprintf(stderr, "%s: no randomness for an id\n", who);
+		return 1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s-%d", p.snapshots, s.id,
+		 (int)getpid());
+	snprintf(final, sizeof(final), "%s/%s", p.snapshots, s.id);
+	if (mkdir(tmp, 0755) < 0) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", who, tmp,
+			strerror(errno));
+		return 1;
+	}
+	thaw_catch_signals();
+	if (boot_and_snapshot(&o, kernel, initrd, tmp) < 0 ||
+	    describe_snapshot(&o, kernel, initrd, tmp, final, &t, &s) < 0)
+		goto fail;
+	if (rename(tmp, final) < 0 || sync_dir(p.snapshots) < 0) {
+		fprintf(stderr, "%s: cannot move %s to %s: %s\n", who, tmp,
+			final, strerror(errno));
+		goto fail;
+	}
+	if (catalog_open(&c, p.catalog, err, sizeof(err)) < 0 ||
+	    catalog_add_snapshot(&c, &t, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		catalog_close(&c);
+		remove_snapshot_dir(final);
+		return 1;
+	}
+	catalog_close(&c);
+	printf("%s\n", s.id);
+	return 0;
+fail:
+	remove_snapshot_dir(tmp);
+	return thaw_interrupted ? 128 + thaw_interrupted : 1;
+}
+
+static void print_size(uint64_t bytes)
+{
+	printf(" %8.1f", bytes / (1024.0 * 1024.0));
+}
+
+static int list(struct catalog *c)
+{
+	struct snapshot_record *recs;
+	uint32_t *clones;
+	size_t n;
+	char err[512];
+
+	if (catalog_list_snapshots(c, &recs, &clones, &n, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "thaw snapshot ls: %s\n", err);
+		return 1;
+	}
+	printf("%-16s %-16s %-16s %-19s %8s %5s %8s %6s %8s\n", "ID", "PARENT",
+	       "TEMPLATE", "CREATED", "MEM_MIB", "VCPUS", "DISK_MIB", "CLONES",
+	       "CHILDREN");
+	for (size_t i = 0; i < n; i++) {
+		char created[32];
+		time_t t = recs[i].created_unix;
+		struct tm tm;
+
+		strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S",
+			 gmtime_r(&t, &tm));
+		printf("%-16s %-16s %-16s %-19s", recs[i].id,
+		       recs[i].parent[0] ? recs[i].parent : "-",
+		       recs[i].template_id, created);
+		print_size(recs[i].mem_size);
+		printf(" %5u", recs[i].nr_vcpus);
+		print_size(recs[i].memory_disk + recs[i].state_size);
+		printf(" %6u %8u\n", clones[i], recs[i].children);
+	}
+	free(recs);
+	free(clones);
+	return 0;
+}
+
+/* Exit 0 only when the state file and every memory page check out. */
+static int verify(struct catalog *c, const char *id)
+{
+	char err[512], path[CATALOG_PATH_MAX + 32],
+		memory[CATALOG_PATH_MAX + 32], hashes[CATALOG_PATH_MAX + 32];
+	struct snapshot_record s;
+	struct state_reader r;
+
+	if (catalog_get_snapshot(c, id, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw snapshot verify: %s\n", err);
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/state.bin", s.dir);
+	if (state_reader_open(&r, path) < 0)
+		return 1;
+	bool matches = r.header.mem_size == s.mem_size &&
+		       r.header.memory_hash_root == s.memory_hash_root &&
+		       r.header.nr_vcpus == s.nr_vcpus &&
+		       r.header.cpu_signature == s.cpu_signature;
+	state_reader_close(&r);
+	if (!matches) {
+		fprintf(stderr,
+			"thaw snapshot verify: %s does not match the catalog's record of snapshot %s\n",
+			path, id);
+		return 1;
+	}
+	snprintf(memory, sizeof(memory), "%s/memory.img", s.dir);
+	snprintf(hashes, sizeof(hashes), "%s/pages.xxh3", s.dir);
+	if (memfile_verify(memory, hashes, s.mem_size, s.memory_hash_root))
+		return 1;
+	printf("snapshot %s: ok (state file and %llu memory pages verified)\n",
+	       id, (unsigned long long)(s.mem_size / MEMFILE_PAGE_SIZE));
+	return 0;
+}
+
+static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
+{
+	char err[512];
+	struct snapshot_record s;
+
+	if (catalog_get_snapshot(c, id, &s, err, sizeof(err)) < 0 ||
+	    catalog_remove_snapshot(c, id, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw snapshot rm: %s\n", err);
+		return 1;
+	}
+	remove_snapshot_dir(s.dir);
+	collect_garbage(p, c);
+	return 0;
+}
+
+static const char usage[] =
+	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+	"       thaw snapshot ls\n"
+	"       thaw snapshot verify ID\n"
+	"       thaw snapshot rm ID\n"
+	"Snapshots live under $THAW_STATE_DIR (default ~/.local/state/thaw);\n"
+	"run a clone of one with thaw run --from ID -- CMD.\n";
+
+int thaw_snapshot(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+	struct paths p;
+	struct catalog c;
+	int status;
+
+	if (!cmd || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		fputs(usage, cmd ? stdout : stderr);
+		return cmd ? 0 : 2;
+	}
+	if (!strcmp(cmd, "create"))
+		return create(argc - 1, argv + 1);
+	bool takes_id = !strcmp(cmd, "verify") || !strcmp(cmd, "rm");
+	if (!takes_id && strcmp(cmd, "ls")) {
+		fprintf(stderr, "thaw snapshot: unknown command '%s'\n%s", cmd,
+			usage);
+		return 2;
+	}
+	if (argc != (takes_id ? 3 : 2)) {
+		fprintf(stderr, "thaw snapshot %s: %s\n%s", cmd,
+			takes_id ? "takes one snapshot id"
+				 : "takes no arguments",
+			usage);
+		return 2;
+	}
+	if (open_catalog(&p, &c, "thaw snapshot") < 0)
+		return 1;
+	if (!strcmp(cmd, "ls"))
+		status = list(&c);
+	else if (!strcmp(cmd, "verify"))
+		status = verify(&c, argv[2]);
+	else
+		status = remove_snapshot(&p, &c, argv[2]);
+	catalog_close(&c);
+	return status;
+}

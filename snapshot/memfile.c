@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * memfile.c - see memfile.h.  Files are walked in 1 MiB chunks (256 pages,
+ * 2 KiB of hashes), so no operation needs memory in proportion to the guest.
+ */
+#include "memfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define CHUNK_PAGES 256
+#define CHUNK_BYTES (CHUNK_PAGES * MEMFILE_PAGE_SIZE)
+#define HASHES_OFFSET sizeof(struct memfile_hashes_header)
+
+static const uint8_t zero_page[MEMFILE_PAGE_SIZE];
+
+static bool page_is_zero(const uint8_t *page)
+{
+	return !memcmp(page, zero_page, MEMFILE_PAGE_SIZE);
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/* 0, -EIO when the file ends early, or a negative errno. */
+static int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+static const char *read_error(int err)
+{
+	return err == -EIO ? "file ended early" : strerror(-err);
+}
+
+/* Writes pages [@first, @end) of @mem to the same place in @fd. */
+static int write_run(int fd, const uint8_t *mem, uint64_t first, uint64_t end,
+		     const char *path)
+{
+	int err;
+
+	if (first == end)
+		return 0;
+	err = pwrite_full(fd, mem + first * MEMFILE_PAGE_SIZE,
+			  (end - first) * MEMFILE_PAGE_SIZE,
+			  first * MEMFILE_PAGE_SIZE);
+	if (err) {
+		fprintf(stderr, "memory file %s: cannot write: %s\n", path,
+			strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Writes the non-zero pages of @mem to @fd, one pwrite per run of them, and
+ * their hashes behind the header of @hfd; the holes between runs stay
+ * unallocated since @fd starts empty.
+ */
+static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
+		       uint64_t *root, const char *path,
+		       const char *hashes_path)
+{
+	const uint64_t zero_hash = XXH3_64bits(zero_page, MEMFILE_PAGE_SIZE);
+	XXH3_state_t *state = XXH3_createState();
+	uint64_t hashes[CHUNK_PAGES];
+	uint64_t run = 0; /* first page of the pending non-zero run */
+	int ret = -1;
+
+	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
+		fprintf(stderr, "page hashes %s: cannot set up hashing\n",
+			hashes_path);
+		goto out;
+	}
+	for (uint64_t first = 0; first < pages; first += CHUNK_PAGES) {
+		uint64_t n = pages - first < CHUNK_PAGES ? pages - first
+							 : CHUNK_PAGES;
+
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t page = first + i;
+			const uint8_t *p = mem + page * MEMFILE_PAGE_SIZE;
+
+			if (!page_is_zero(p)) {
+				hashes[i] = XXH3_64bits(p, MEMFILE_PAGE_SIZE);
+				continue;
+			}
+			hashes[i] = zero_hash;
+			if (write_run(fd, mem, run, page, path))
+				goto out;
+			run = page + 1;
+		}
+		int err =
+			pwrite_full(hfd, hashes, n * sizeof(hashes[0]),
+				    HASHES_OFFSET + first * sizeof(hashes[0]));
+
+		if (err) {
+			fprintf(stderr, "page hashes %s: cannot write: %s\n",
+				hashes_path, strerror(-err));
+			goto out;
+		}
+		XXH3_64bits_update(state, hashes, n * sizeof(hashes[0]));
+	}
+	if (write_run(fd, mem, run, pages, path))
+		goto out;
+	*root = XXH3_64bits_digest(state);
+	ret = 0;
+out:
+	XXH3_freeState(state);
+	return ret;
+}
+
+/* fsync and close @fd, reporting either failing; the fd is gone after. */
+static int finish(int fd, const char *what, const char *path)
+{
+	int err = fsync(fd) ? errno : 0;
+
+	if (close(fd) && !err)
+		err = errno;
+	if (err) {
+		fprintf(stderr, "%s %s: cannot write: %s\n", what, path,
+			strerror(err));
+		return -1;
+	}
+	return 0;
+}
+
+int memfile_write(const void *mem, uint64_t size, const char *path,
+		  const char *hashes_path, uint64_t *root)
+{
+	const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+	uint64_t pages = size / MEMFILE_PAGE_SIZE;
+	int fd, hfd, err;
+
+	if (size % MEMFILE_PAGE_SIZE) {
+		fprintf(stderr,
+			"memory file %s: size %" PRIu64 " is not a multiple of "
+			"the %u-byte page\n",
+			path, size, MEMFILE_PAGE_SIZE);
+		return -1;
+	}
+	fd = open(path, flags, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "memory file %s: cannot create: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	hfd = open(hashes_path, flags, 0644);
+	if (hfd < 0) {
+		fprintf(stderr, "page hashes %s: cannot create: %s\n",
+			hashes_path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	struct memfile_hashes_header h = {
+		.version = MEMFILE_HASHES_VERSION,
+		.page_size = MEMFILE_PAGE_SIZE,
+		.page_count = pages,
+	};
+
+	memcpy(h.magic, MEMFILE_HASHES_MAGIC, sizeof(h.magic));
+	if (write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path))
+		goto fail;
+	/* Trailing zero pages were never written: extend over them. */
+	if (ftruncate(fd, size)) {
+		fprintf(stderr,
+			"memory file %s: cannot extend to %" PRIu64
+			" bytes: %s\n",
+			path, size, strerror(errno));
+		goto fail;
+	}
+	err = pwrite_full(hfd, &h, sizeof(h), 0);
+	if (err) {
+		fprintf(stderr, "page hashes %s: cannot write: %s\n",
+			hashes_path, strerror(-err));
+		goto fail;
+	}
+	/* Both, even when the first fails: each closes its descriptor. */
+	err = finish(fd, "memory file", path);
+	if (finish(hfd, "page hashes", hashes_path))
+		err = -1;
+	if (err)
+		return -1;
+	*root = h.root;
+	return 0;
+
+fail:
+	close(fd);
+	close(hfd);
+	return -1;
+}
+
+/*
+ * Opens @path and checks its header and size against a memory file of
+ * @size bytes whose root is @root.  Returns the descriptor with the header
+ * in *h; or -2 after a message when it does not match, -1 when it cannot be
+ * read (memfile_verify() tells the two apart).
+ */
+static int open_hashes(const char *path, uint64_t size, uint64_t root,
+		       struct memfile_hashes_header *h)
+{
+	uint64_t pages = size / MEMFILE_PAGE_SIZE;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int err;
+
+	if (fd < 0) {
+		fprintf(stderr, "page hashes %s: cannot open: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "page hashes %s: cannot stat: %s\n", path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if ((uint64_t)st.st_size < sizeof(*h)) {
+		fprintf(stderr,
+			"page hashes %s: %lld bytes, shorter than the %zu-byte "
+			"header (truncated)\n",
+			path, (long long)st.st_size, sizeof(*h));
+		goto mismatch;
+	}
+	err = pread_full(fd, h, sizeof(*h), 0);
+	if (err) {
+		fprintf(stderr, "page hashes %s: cannot read: %s\n", path,
+			read_error(err));
+		close(fd);
+		return -1;
+	}
+	if (memcmp(h->magic, MEMFILE_HASHES_MAGIC, sizeof(h->magic))) {
+		fprintf(stderr,
+			"page hashes %s: bad magic (not a thaw page hash "
+			"file)\n",
+			path);
+		goto mismatch;
+	}
+	if (h->version != MEMFILE_HASHES_VERSION) {
+		fprintf(stderr,
+			"page hashes %s: version %u, this thaw reads %u\n",
+			path, h->version, MEMFILE_HASHES_VERSION);
+		goto mismatch;
+	}
+	if (h->page_size != MEMFILE_PAGE_SIZE) {
+		fprintf(stderr, "page hashes %s: page_size %u, expected %u\n",
+			path, h->page_size, MEMFILE_PAGE_SIZE);
+		goto mismatch;
+	}
+	if (h->page_count != pages) {
+		fprintf(stderr,
+			"page hashes %s: page_count %" PRIu64 ", but the "
+			"snapshot has %" PRIu64 " pages\n",
+			path, h->page_count, pages);
+		goto mismatch;
+	}
+	if ((uint64_t)st.st_size != sizeof(*h) + pages * sizeof(uint64_t)) {
+		fprintf(stderr,
+			"page hashes %s: %lld bytes, expected %zu for %" PRIu64
+			" pages (truncated?)\n",
+			path, (long long)st.st_size,
+			sizeof(*h) + pages * sizeof(uint64_t), pages);
+		goto mismatch;
+	}
+	if (h->root != root) {
+		fprintf(stderr,
+			"page hashes %s: root %#" PRIx64 ", the snapshot "
+			"records %#" PRIx64 "\n",
+			path, h->root, root);
+		goto mismatch;
+	}
+	return fd;
+
+mismatch:
+	close(fd);
+	return -2;
+}
+
+static void report_root(const char *path, uint64_t recorded, uint64_t actual)
+{
+	fprintf(stderr,
+		"page hashes %s: hash array hashes to %#" PRIx64 ", not its "
+		"root %#" PRIx64 " (file corrupted)\n",
+		path, actual, recorded);
+}
+
+/* Recomputes the root of the hashes in @hfd; 0, or -1 after a message. */
+static int check_root(int hfd, const char *path,
+		      const struct memfile_hashes_header *h)
+{
+	XXH3_state_t *state = XXH3_createState();
+	uint64_t hashes[CHUNK_PAGES];
+	int ret = -1;
+
+	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
+		fprintf(stderr, "page hashes %s: cannot set up hashing\n",
+			path);
+		goto out;
+	}
+	for (uint64_t first = 0; first < h->page_count; first += CHUNK_PAGES) {
+		uint64_t n = h->page_count - first < CHUNK_PAGES
+				     ? h->page_count - first
+				     : CHUNK_PAGES;
+		int err = pread_full(hfd, hashes, n * sizeof(hashes[0]),
+				     HASHES_OFFSET + first * sizeof(hashes[0]));
+
+		if (err) {
+			fprintf(stderr, "page hashes %s: cannot read: %s\n",
+				path, read_error(err));
+			goto out;
+		}
+		XXH3_64bits_update(state, hashes, n * sizeof(hashes[0]));
+	}
+	uint64_t actual = XXH3_64bits_digest(state);
+
+	if (actual != h->root) {
+		report_root(path, h->root, actual);
+		goto out;
+	}
+	ret = 0;
+out:
+	XXH3_freeState(state);
+	return ret;
+}
+
+/* Opens @path and checks it is @size bytes; fd, -2 or -1 as open_hashes(). */
+static int open_memory(const char *path, uint64_t size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "memory file %s: cannot open: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "memory file %s: cannot stat: %s\n", path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if ((uint64_t)st.st_size != size || size % MEMFILE_PAGE_SIZE) {
+		fprintf(stderr,
+			"memory file %s: %lld bytes, the snapshot says %" PRIu64
+			" (whole %u-byte pages)\n",
+			path, (long long)st.st_size, size, MEMFILE_PAGE_SIZE);
+		close(fd);
+		return -2;
+	}
+	return fd;
+}
+
+void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
+		  uint64_t root, int *fd)
+{
+	struct memfile_hashes_header h;
+	int mfd, hfd;
+
+	mfd = open_memory(path, size);
+	if (mfd < 0)
+		return NULL;
+	hfd = open_hashes(hashes_path, size, root, &h);
+	if (hfd < 0)
+		goto fail;
+	int err = check_root(hfd, hashes_path, &h);
+
+	close(hfd);
+	if (err)
+		goto fail;
+	/*
+	 * NORESERVE: a clone commits memory only for the pages its guest
+	 * writes, not for the whole file up front.
+	 */
+	void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_NORESERVE, mfd, 0);
+
+	if (mem == MAP_FAILED) {
+		fprintf(stderr,
+			"memory file %s: cannot map %" PRIu64 " bytes: %s\n",
+			path, size, strerror(errno));
+		goto fail;
+	}
+	*fd = mfd;
+	return mem;
+
+fail:
+	close(mfd);
+	return NULL;
+}
+
+struct verify_result {
+	uint64_t bad_pages;
+	uint64_t first_bad;
+	XXH3_state_t *state; /* root of the hashes read so far */
+};
+
+/* Compares pages [first, first + n) of @mfd with their hashes in @hfd. */
+static int verify_chunk(int mfd, int hfd, uint64_t first, uint64_t n,
+			uint8_t *buf, struct verify_result *res,
+			const char *path, const char *hashes_path)
+{
+	uint64_t hashes[CHUNK_PAGES];
+	int err;
+
+	err = pread_full(mfd, buf, n * MEMFILE_PAGE_SIZE,
+			 first * MEMFILE_PAGE_SIZE);
+	if (err) {
+		fprintf(stderr, "memory file %s: cannot read: %s\n", path,
+			read_error(err));
+		return -1;
+	}
+	err = pread_full(hfd, hashes, n * sizeof(hashes[0]),
+			 HASHES_OFFSET + first * sizeof(hashes[0]));
+	if (err) {
+		fprintf(stderr, "page hashes %s: cannot read: %s\n",
+			hashes_path, read_error(err));
+		return -1;
+	}
+	XXH3_64bits_update(res->state, hashes, n * sizeof(hashes[0]));
+	for (uint64_t i = 0; i < n; i++) {
+		if (XXH3_64bits(buf + i * MEMFILE_PAGE_SIZE,
+				MEMFILE_PAGE_SIZE) == hashes[i])
+			continue;
+		if (!res->bad_pages++)
+			res->first_bad = first + i;
+	}
+	return 0;
+}
+
+int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
+		   uint64_t root)
+{
+	struct verify_result res = { 0 };
+	struct memfile_hashes_header h;
+	uint8_t *buf = NULL;
+	int mfd, hfd = -1, ret = -1;
+
+	mfd = open_memory(path, size);
+	if (mfd < 0)
+		return mfd == -2 ? 1 : -1;
+	hfd = open_hashes(hashes_path, size, root, &h);
+	if (hfd < 0) {
+		ret = hfd == -2 ? 1 : -1;
+		goto out;
+	}
+	buf = malloc(CHUNK_BYTES);
+	res.state = XXH3_createState();
+	if (!buf || !res.state || XXH3_64bits_reset(res.state) != XXH_OK) {
+		fprintf(stderr, "memory file %s: out of memory\n", path);
+		goto out;
+	}
+	for (uint64_t first = 0; first < h.page_count; first += CHUNK_PAGES) {
+		uint64_t n = h.page_count - first < CHUNK_PAGES
+				     ? h.page_count - first
+				     : CHUNK_PAGES;
+
+		if (verify_chunk(mfd, hfd, first, n, buf, &res, path,
+				 hashes_path))
+			goto out;
+	}
+	ret = 0;
+	uint64_t actual = XXH3_64bits_digest(res.state);
+
+	if (actual != h.root) {
+		report_root(hashes_path, h.root, actual);
+		ret = 1;
+	}
+	if (res.bad_pages) {
+		uint64_t off = res.first_bad * MEMFILE_PAGE_SIZE;
+
+		fprintf(stderr,
+			"memory file %s: %" PRIu64 " of %" PRIu64 " pages do "
+			"not match %s; the first is page %" PRIu64
+			" (file offset %#" PRIx64 ")\n",
+			path, res.bad_pages, h.page_count, hashes_path,
+			res.first_bad, off);
+		ret = 1;
+	}
+out:
+	XXH3_freeState(res.state);
+	free(buf);
+	if (hfd >= 0)
+		close(hfd);
+	close(mfd);
+	return ret;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * memfile.h - a snapshot's guest memory: memory.img and pages.xxh3.
+ *
+ * memory.img is guest RAM byte for byte (the VMM's single host mapping: low
+ * RAM, then high RAM; vmm/memory.h), written as a sparse file: all-zero 4 KiB
+ * pages are left as holes, so a 256 MiB guest that used 40 MiB costs ~40 MiB
+ * of disk and page cache.  A clone maps it MAP_PRIVATE: clean pages are
+ * shared through the page cache by every clone of the snapshot, and a guest
+ * write copies one page into that clone alone.
+ *
+ * pages.xxh3 holds the XXH3-64 hash of every page (holes included), behind a
+ * struct memfile_hashes_header.  Its root, XXH3-64 over the hash array, is
+ * recorded in the state file and the catalog.  Restoring checks only sizes
+ * and the root (reading 2 KiB of hashes per MiB of RAM); memfile_verify()
+ * re-reads every page, for `thaw snapshot verify`.
+ */
+#ifndef THAW_SNAPSHOT_MEMFILE_H
+#define THAW_SNAPSHOT_MEMFILE_H
+
+#include <stdint.h>
+
+#define MEMFILE_PAGE_SIZE 4096
+#define MEMFILE_HASHES_MAGIC "THAWPGHS" /* 8 bytes, no NUL in the file */
+#define MEMFILE_HASHES_VERSION 1
+
+struct memfile_hashes_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t page_size;
+	uint64_t page_count;
+	uint64_t root; /* XXH3-64 of the uint64_t hashes that follow */
+};
+_Static_assert(sizeof(struct memfile_hashes_header) == 32,
+	       "pages.xxh3 header is 32 bytes");
+
+/*
+ * Writes the @size bytes at @mem (a multiple of MEMFILE_PAGE_SIZE) to
+ * @path as a sparse file and their page hashes to @hashes_path; both are
+ * created or truncated, written and fsynced.  *root receives the hash root.
+ * Returns 0, or -1 after a message naming the file.
+ */
+int memfile_write(const void *mem, uint64_t size, const char *path,
+		  const char *hashes_path, uint64_t *root);
+
+/*
+ * Opens @path for a clone: checks that it is exactly @size bytes and that
+ * @hashes_path is a well-formed hash file for @size bytes whose root is
+ * @root, then maps it MAP_PRIVATE, readable and writable.  Returns the
+ * mapping with the open file in *fd (the io_uring loader reads through it;
+ * the caller closes it and munmaps @size bytes), or NULL after a message
+ * naming the file and what does not match.
+ */
+void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
+		  uint64_t root, int *fd);
+
+/*
+ * Re-reads every page of @path and compares it with @hashes_path (whose
+ * root must be @root).  Returns 0 when everything matches; 1 when pages
+ * differ or sizes or the root do not match, after a message saying which
+ * (the first bad page, how many); -1 when a file cannot be read.
+ */
+int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
+		   uint64_t root);
+
+#endif

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * state.c - see state.h.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define SECTION_ALIGN 8
+
+_Static_assert(sizeof(struct state_section_header) % SECTION_ALIGN == 0,
+	       "section data stays 8-byte aligned");
+_Static_assert(STATE_MAX_BODY <= UINT32_MAX, "a section size fits its field");
+
+const char *state_tag_name(uint32_t tag)
+{
+	switch (tag) {
+	case STATE_VM_CONFIG:
+		return "vm config";
+	case STATE_VM_PIC_MASTER:
+		return "vm pic master";
+	case STATE_VM_PIC_SLAVE:
+		return "vm pic slave";
+	case STATE_VM_IOAPIC:
+		return "vm ioapic";
+	case STATE_VM_PIT:
+		return "vm pit";
+	case STATE_VM_CLOCK:
+		return "vm clock";
+	case STATE_VCPU_CPUID:
+		return "vcpu cpuid";
+	case STATE_VCPU_MP_STATE:
+		return "vcpu mp state";
+	case STATE_VCPU_REGS:
+		return "vcpu regs";
+	case STATE_VCPU_SREGS:
+		return "vcpu sregs";
+	case STATE_VCPU_XSAVE:
+		return "vcpu xsave";
+	case STATE_VCPU_XCRS:
+		return "vcpu xcrs";
+	case STATE_VCPU_DEBUGREGS:
+		return "vcpu debugregs";
+	case STATE_VCPU_LAPIC:
+		return "vcpu lapic";
+	case STATE_VCPU_TSC_KHZ:
+		return "vcpu tsc khz";
+	case STATE_VCPU_MSRS:
+		return "vcpu msrs";
+	case STATE_VCPU_EVENTS:
+		return "vcpu events";
+	case STATE_DEV_SERIAL:
+		return "serial";
+	case STATE_DEV_I8042:
+		return "i8042";
+	case STATE_DEV_RTC:
+		return "rtc";
+	case STATE_DEV_VIRTIO_MMIO:
+		return "virtio-mmio";
+	case STATE_DEV_VSOCK:
+		return "vsock";
+	}
+	return "unknown";
+}
+
+static size_t padded(size_t size)
+{
+	return (size + SECTION_ALIGN - 1) & ~(size_t)(SECTION_ALIGN - 1);
+}
+
+void state_writer_init(struct state_writer *w)
+{
+	memset(w, 0, sizeof(*w));
+}
+
+void state_put(struct state_writer *w, uint32_t tag, uint32_t instance,
+	       const void *data, size_t size)
+{
+	if (w->error)
+		return;
+	size_t need = sizeof(struct state_section_header) + padded(size);
+
+	/*
+	 * The reader refuses bodies past STATE_MAX_BODY.  @size is tested on
+	 * its own because @need wraps around for sizes near SIZE_MAX.
+	 */
+	if (size > STATE_MAX_BODY || w->len + need > STATE_MAX_BODY) {
+		w->error = -EFBIG;
+		return;
+	}
+	if (w->len + need > w->cap) {
+		size_t cap = w->cap ? w->cap : 4096;
+
+		while (cap < w->len + need)
+			cap *= 2;
+		uint8_t *buf = realloc(w->buf, cap);
+
+		if (!buf) {
+			w->error = -ENOMEM;
+			return;
+		}
+		w->buf = buf;
+		w->cap = cap;
+	}
+	struct state_section_header sh = {
+		.tag = tag,
+		.instance = instance,
+		.size = (uint32_t)size,
+	};
+	uint8_t *p = w->buf + w->len;
+
+	memcpy(p, &sh, sizeof(sh));
+	if (size)
+		memcpy(p + sizeof(sh), data, size);
+	memset(p + sizeof(sh) + size, 0, padded(size) - size);
+	w->len += need;
+}
+
+struct section_key {
+	uint32_t tag;
+	uint32_t instance;
+};
+
+static int compare_keys(const void *a, const void *b)
+{
+	const struct section_key *x = a, *y = b;
+
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	if (x->instance != y->instance)
+		return x->instance < y->instance ? -1 : 1;
+	return 0;
+}
+
+/*
+ * The framing checks of state_reader_open().  The writer runs them too, so
+ * it never leaves a file its reader would refuse (a saver that put one
+ * section twice).
+ */
+static int check_sections(const char *path, const uint8_t *body, size_t size)
+{
+	const size_t hdr = sizeof(struct state_section_header);
+	/* Every section takes at least a header, so this bounds the count. */
+	struct section_key *keys = malloc((size / hdr + 1) * sizeof(*keys));
+	size_t nr = 0, off = 0;
+	int ret = -1;
+
+	if (!keys) {
+		fprintf(stderr, "snapshot state %s: out of memory\n", path);
+		return -1;
+	}
+	while (off < size) {
+		struct state_section_header sh;
+		size_t left = size - off;
+
+		if (left < hdr) {
+			fprintf(stderr,
+				"snapshot state %s: section header at body "
+				"offset %zu is cut off (%zu bytes left)\n",
+				path, off, left);
+			goto out;
+		}
+		memcpy(&sh, body + off, hdr);
+		left -= hdr;
+		if (sh.size > left || padded(sh.size) > left) {
+			fprintf(stderr,
+				"snapshot state %s: section %#x (%s) instance "
+				"%u at body offset %zu: size %u runs past the "
+				"end of the body (%zu bytes left)\n",
+				path, sh.tag, state_tag_name(sh.tag),
+				sh.instance, off, sh.size, left);
+			goto out;
+		}
+		if (sh.reserved) {
+			fprintf(stderr,
+				"snapshot state %s: section %#x (%s) instance "
+				"%u at body offset %zu: reserved field is %#x, "
+				"must be zero\n",
+				path, sh.tag, state_tag_name(sh.tag),
+				sh.instance, off, sh.reserved);
+			goto out;
+		}
+		const uint8_t *data = body + off + hdr;
+
+		for (size_t i = sh.size; i < padded(sh.size); i++) {
+			if (data[i]) {
+				fprintf(stderr,
+					"snapshot state %s: section %#x (%s) "
+					"instance %u at body offset %zu: "
+					"padding byte %zu is %#x, must be "
+					"zero\n",
+					path, sh.tag, state_tag_name(sh.tag),
+					sh.instance, off, i - sh.size, data[i]);
+				goto out;
+			}
+		}
+		keys[nr++] = (struct section_key){ sh.tag, sh.instance };
+		off += hdr + padded(sh.size);
+	}
+	qsort(keys, nr, sizeof(*keys), compare_keys);
+	for (size_t i = 1; i < nr; i++) {
+		if (!compare_keys(&keys[i - 1], &keys[i])) {
+			fprintf(stderr,
+				"snapshot state %s: section %#x (%s) instance "
+				"%u appears more than once\n",
+				path, keys[i].tag, state_tag_name(keys[i].tag),
+				keys[i].instance);
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	free(keys);
+	return ret;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/* 0, -EIO when the file ends early, or a negative errno. */
+static int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+int state_writer_save(struct state_writer *w, struct state_file_header *header,
+		      const char *path)
+{
+	if (w->error) {
+		fprintf(stderr,
+			"snapshot state %s: cannot collect sections: %s\n",
+			path,
+			w->error == -EFBIG ? "larger than the state size limit"
+					   : strerror(-w->error));
+		return -1;
+	}
+	if (check_sections(path, w->buf, w->len))
+		return -1;
+
+	memcpy(header->magic, STATE_MAGIC, sizeof(header->magic));
+	header->format_version = STATE_FORMAT_VERSION;
+	header->header_size = sizeof(*header);
+	header->body_size = w->len;
+	header->body_hash = XXH3_64bits(w->buf, w->len);
+	header->flags = 0;
+
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		fprintf(stderr, "snapshot state %s: cannot create: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	int err = pwrite_full(fd, header, sizeof(*header), 0);
+
+	if (!err)
+		err = pwrite_full(fd, w->buf, w->len, sizeof(*header));
+	if (!err && fsync(fd))
+		err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	if (err) {
+		fprintf(stderr, "snapshot state %s: cannot write: %s\n", path,
+			strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+void state_writer_free(struct state_writer *w)
+{
+	free(w->buf);
+	memset(w, 0, sizeof(*w));
+}
+
+static int check_header(const char *path, const struct state_file_header *h,
+			uint64_t body_bytes)
+{
+	if (memcmp(h->magic, STATE_MAGIC, sizeof(h->magic))) {
+		fprintf(stderr,
+			"snapshot state %s: bad magic (not a thaw state file)\n",
+			path);
+		return -1;
+	}
+	if (h->format_version != STATE_FORMAT_VERSION) {
+		fprintf(stderr,
+			"snapshot state %s: format version %u, this thaw reads "
+			"%u\n",
+			path, h->format_version, STATE_FORMAT_VERSION);
+		return -1;
+	}
+	if (h->header_size != sizeof(*h)) {
+		fprintf(stderr,
+			"snapshot state %s: header_size %u, expected %zu\n",
+			path, h->header_size, sizeof(*h));
+		return -1;
+	}
+	if (h->flags) {
+		fprintf(stderr, "snapshot state %s: flags %#x, must be zero\n",
+			path, h->flags);
+		return -1;
+	}
+	if (h->body_size != body_bytes) {
+		fprintf(stderr,
+			"snapshot state %s: body_size %llu in the header, but "
+			"%llu bytes follow it (truncated?)\n",
+			path, (unsigned long long)h->body_size,
+			(unsigned long long)body_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+int state_reader_open(struct state_reader *r, const char *path)
+{
+	const size_t hdr = sizeof(struct state_file_header);
+	struct stat st;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if ((size_t)snprintf(r->path, sizeof(r->path), "%s", path) >=
+	    sizeof(r->path)) {
+		fprintf(stderr, "snapshot state %s: path too long\n", path);
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "snapshot state %s: cannot open: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "snapshot state %s: cannot stat: %s\n", path,
+			strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "snapshot state %s: not a regular file\n",
+			path);
+		goto fail;
+	}
+	if ((uint64_t)st.st_size < hdr) {
+		fprintf(stderr,
+			"snapshot state %s: %lld bytes, shorter than the "
+			"%zu-byte header (truncated)\n",
+			path, (long long)st.st_size, hdr);
+		goto fail;
+	}
+	if ((uint64_t)st.st_size > STATE_MAX_BODY + hdr) {
+		fprintf(stderr,
+			"snapshot state %s: %lld bytes, more than the %zu-byte "
+			"limit (not a thaw state file)\n",
+			path, (long long)st.st_size, STATE_MAX_BODY + hdr);
+		goto fail;
+	}
+	err = pread_full(fd, &r->header, hdr, 0);
+	if (err)
+		goto read_error;
+	r->body_size = st.st_size - hdr;
+	if (check_header(path, &r->header, r->body_size))
+		goto fail;
+
+	/* malloc(0) may return NULL; an empty body is still a valid file. */
+	r->body = malloc(r->body_size ? r->body_size : 1);
+	if (!r->body) {
+		fprintf(stderr,
+			"snapshot state %s: out of memory for %zu bytes\n",
+			path, r->body_size);
+		goto fail;
+	}
+	err = pread_full(fd, r->body, r->body_size, hdr);
+	if (err)
+		goto read_error;
+	close(fd);
+	fd = -1;
+
+	uint64_t hash = XXH3_64bits(r->body, r->body_size);
+
+	if (hash != r->header.body_hash) {
+		fprintf(stderr,
+			"snapshot state %s: body hash mismatch (file "
+			"corrupted): header says %#llx, body hashes to %#llx\n",
+			path, (unsigned long long)r->header.body_hash,
+			(unsigned long long)hash);
+		goto fail;
+	}
+	if (check_sections(path, r->body, r->body_size))
+		goto fail;
+	return 0;
+
+read_error:
+	fprintf(stderr, "snapshot state %s: cannot read: %s\n", path,
+		err == -EIO ? "file shrank while reading" : strerror(-err));
+fail:
+	if (fd >= 0)
+		close(fd);
+	state_reader_close(r);
+	return -1;
+}
+
+const void *state_find(const struct state_reader *r, uint32_t tag,
+		       uint32_t instance, size_t *size)
+{
+	const size_t hdr = sizeof(struct state_section_header);
+	size_t off = 0;
+
+	/* Framing was checked on open, so every header here is whole. */
+	while (off < r->body_size) {
+		struct state_section_header sh;
+
+		memcpy(&sh, r->body + off, hdr);
+		if (sh.tag == tag && sh.instance == instance) {
+			*size = sh.size;
+			return r->body + off + hdr;
+		}
+		off += hdr + padded(sh.size);
+	}
+	return NULL;
+}
+
+int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
+	      void *out, size_t size)
+{
+	size_t found;
+	const void *data = state_find(r, tag, instance, &found);
+
+	if (!data) {
+		fprintf(stderr,
+			"snapshot state %s: section %#x (%s) instance %u is "
+			"missing\n",
+			r->path, tag, state_tag_name(tag), instance);
+		return -1;
+	}
+	if (found != size) {
+		fprintf(stderr,
+			"snapshot state %s: section %#x (%s) instance %u is "
+			"%zu bytes, expected %zu\n",
+			r->path, tag, state_tag_name(tag), instance, found,
+			size);
+		return -1;
+	}
+	memcpy(out, data, size);
+	return 0;
+}
+
+void state_reader_close(struct state_reader *r)
+{
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * workingset.c - see workingset.h.
+ */
+#include "workingset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Linux 5.14; older C libraries do not know it. */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+#define WS_PAGE_SIZE 4096
+
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_SWAPPED (1ULL << 62)
+/* Entries per pread of /proc/self/pagemap: 32 KiB covering 16 MiB. */
+#define PAGEMAP_BATCH 4096
+
+/*
+ * Enough reads in flight to keep a disk's queue busy; each at most 512 KiB,
+ * so one large range still becomes several parallel reads.
+ */
+#define RING_DEPTH 64
+#define READ_MAX_PAGES 128
+
+_Static_assert(sizeof(struct workingset_header) == 32,
+	       "workingset.bin header is 32 bytes");
+_Static_assert(sizeof(struct workingset_range) == 16,
+	       "workingset.bin ranges are 16 bytes");
+
+/*
+ * The prefetch reads only pull pages into the page cache and their data is
+ * thrown away, so every read in flight shares this one buffer, whatever it
+ * ends up holding.  It is static so that it outlives any read the kernel is
+ * still finishing when a ring fails and is torn down under it.
+ */
+static char scratch[READ_MAX_PAGES * WS_PAGE_SIZE];
+
+struct range_list {
+	struct workingset_range *r;
+	size_t nr, cap;
+};
+
+static int range_add(struct range_list *l, uint64_t page)
+{
+	struct workingset_range *last;
+	size_t cap;
+	void *r;
+
+	if (l->nr) {
+		last = &l->r[l->nr - 1];
+		if (last->first_page + last->nr_pages == page) {
+			last->nr_pages++;
+			return 0;
+		}
+	}
+	if (l->nr == l->cap) {
+		cap = l->cap ? 2 * l->cap : 64;
+		r = realloc(l->r, cap * sizeof(*l->r));
+		if (!r)
+			return -1;
+		l->r = r;
+		l->cap = cap;
+	}
+	l->r[l->nr++] =
+		(struct workingset_range){ .first_page = page, .nr_pages = 1 };
+	return 0;
+}
+
+/* Bytes read, fewer than @len only at end of file; or -1 with errno set. */
+static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		n = pread(fd, (char *)buf + done, len - done, off + done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		done += n;
+	}
+	return done;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		n = write(fd, (const char *)buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		done += n;
+	}
+	return 0;
+}
+
+static int scan_pagemap(const void *mem, uint64_t nr_pages,
+			struct range_list *l, uint64_t *pages, const char *path)
+{
+	off_t base = (uintptr_t)mem / WS_PAGE_SIZE * sizeof(uint64_t);
+	uint64_t *entries, done, n, i;
+	int fd, ret = -1;
+	ssize_t got;
+
+	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+	if (!entries) {
+		fprintf(stderr, "%s: out of memory\n", path);
+		return -1;
+	}
+	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot open /proc/self/pagemap: %s\n",
+			path, strerror(errno));
+		goto out;
+	}
+	for (done = 0; done < nr_pages; done += n) {
+		n = nr_pages - done < PAGEMAP_BATCH ? nr_pages - done
+						    : PAGEMAP_BATCH;
+		got = pread_full(fd, entries, n * sizeof(*entries),
+				 base + done * sizeof(*entries));
+		if (got != (ssize_t)(n * sizeof(*entries))) {
+			fprintf(stderr, "%s: reading /proc/self/pagemap: %s\n",
+				path, got < 0 ? strerror(errno) : "short read");
+			goto out;
+		}
+		for (i = 0; i < n; i++) {
+			if (!(entries[i] & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)))
+				continue;
+			if (range_add(l, done + i)) {
+				fprintf(stderr, "%s: out of memory\n", path);
+				goto out;
+			}
+			(*pages)++;
+		}
+	}
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(entries);
+	return ret;
+}
+
+/* Makes the rename itself durable, not just the file's contents. */
+static int fsync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd, ret = -1;
+
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, slash - path);
+	if (!dir) {
+		fprintf(stderr, "%s: out of memory\n", path);
+		return -1;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd))
+		fprintf(stderr, "%s: cannot sync directory %s: %s\n", path, dir,
+			strerror(errno));
+	else
+		ret = 0;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return ret;
+}
+
+static int write_file(const char *path, const struct workingset_header *h,
+		      const struct workingset_range *r)
+{
+	char *tmp;
+	int fd;
+
+	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0) {
+		fprintf(stderr, "%s: out of memory\n", path);
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot create: %s\n", tmp,
+			strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	if (write_full(fd, h, sizeof(*h)) ||
+	    write_full(fd, r, h->nr_ranges * sizeof(*r)) || fsync(fd)) {
+		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(errno));
+		goto fail;
+	}
+	if (close(fd)) {
+		fd = -1;
+		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(errno));
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path)) {
+		fprintf(stderr, "%s: cannot rename %s over it: %s\n", path, tmp,
+			strerror(errno));
+		goto fail;
+	}
+	free(tmp);
+	return fsync_parent(path);
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return -1;
+}
+
+int workingset_record(const void *mem, uint64_t size, const char *path,
+		      uint64_t *pages)
+{
+	struct workingset_header h = {
+		.version = WORKINGSET_VERSION,
+		.page_size = WS_PAGE_SIZE,
+		.page_count = size / WS_PAGE_SIZE,
+	};
+	struct range_list l = { 0 };
+	int ret = -1;
+
+	memcpy(h.magic, WORKINGSET_MAGIC, sizeof(h.magic));
+	*pages = 0;
+	if (size % WS_PAGE_SIZE || (uintptr_t)mem % WS_PAGE_SIZE) {
+		fprintf(stderr,
+			"%s: memory at %p, %" PRIu64
+			" bytes, is not whole %d-byte pages\n",
+			path, mem, size, WS_PAGE_SIZE);
+		return -1;
+	}
+	if (!scan_pagemap(mem, h.page_count, &l, pages, path)) {
+		h.nr_ranges = l.nr;
+		ret = write_file(path, &h, l.r);
+	}
+	free(l.r);
+	return ret;
+}
+
+static int check_ranges(const char *path, const struct workingset_range *r,
+			uint64_t nr, uint64_t page_count)
+{
+	uint64_t i, end = 0;
+
+	for (i = 0; i < nr; i++) {
+		if (!r[i].nr_pages) {
+			fprintf(stderr, "%s: range %" PRIu64 " is empty\n",
+				path, i);
+			return -1;
+		}
+		if (r[i].first_page < end) {
+			fprintf(stderr,
+				"%s: range %" PRIu64 " (page %" PRIu64
+				") overlaps or precedes the range before it\n",
+				path, i, r[i].first_page);
+			return -1;
+		}
+		if (r[i].first_page > page_count ||
+		    r[i].nr_pages > page_count - r[i].first_page) {
+			fprintf(stderr,
+				"%s: range %" PRIu64 " (%" PRIu64
+				" pages from page %" PRIu64
+				") ends beyond the memory file's %" PRIu64
+				" pages\n",
+				path, i, r[i].nr_pages, r[i].first_page,
+				page_count);
+			return -1;
+		}
+		end = r[i].first_page + r[i].nr_pages;
+	}
+	return 0;
+}
+
+/*
+ * Reads and checks @path; *r gets the ranges (NULL when there are none)
+ * and *nr their number.
+ */
+static int load(const char *path, uint64_t size, struct workingset_range **r,
+		uint64_t *nr)
+{
+	struct workingset_header h;
+	struct stat st;
+	uint64_t body;
+	ssize_t got;
+	int fd;
+
+	*r = NULL;
+	*nr = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return -ENOENT;
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st)) {
+		fprintf(stderr, "%s: cannot stat: %s\n", path, strerror(errno));
+		goto fail;
+	}
+	got = pread_full(fd, &h, sizeof(h), 0);
+	if (got < 0) {
+		fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
+		goto fail;
+	}
+	if (got < (ssize_t)sizeof(h) || st.st_size < (off_t)sizeof(h)) {
+		fprintf(stderr, "%s: truncated: %zd bytes, header is %zu\n",
+			path, got, sizeof(h));
+		goto fail;
+	}
+	if (memcmp(h.magic, WORKINGSET_MAGIC, sizeof(h.magic))) {
+		fprintf(stderr, "%s: not a working set file (bad magic)\n",
+			path);
+		goto fail;
+	}
+	if (h.version != WORKINGSET_VERSION) {
+		fprintf(stderr, "%s: version %" PRIu32 ", expected %d\n", path,
+			h.version, WORKINGSET_VERSION);
+		goto fail;
+	}
+	if (h.page_size != WS_PAGE_SIZE) {
+		fprintf(stderr, "%s: page size %" PRIu32 ", expected %d\n",
+			path, h.page_size, WS_PAGE_SIZE);
+		goto fail;
+	}
+	if (size % WS_PAGE_SIZE || h.page_count != size / WS_PAGE_SIZE) {
+		fprintf(stderr,
+			"%s: describes %" PRIu64
+			" pages, the memory file is %" PRIu64 " bytes\n",
+			path, h.page_count, size);
+		goto fail;
+	}
+	/* Divided rather than multiplied: nr_ranges is untrusted. */
+	body = st.st_size - sizeof(h);
+	if (body % sizeof(**r) || body / sizeof(**r) != h.nr_ranges) {
+		fprintf(stderr,
+			"%s: %lld bytes, but the header lists %" PRIu64
+			" ranges\n",
+			path, (long long)st.st_size, h.nr_ranges);
+		goto fail;
+	}
+	if (body) {
+		*r = malloc(body);
+		if (!*r) {
+			fprintf(stderr, "%s: out of memory\n", path);
+			goto fail;
+		}
+		got = pread_full(fd, *r, body, sizeof(h));
+		if (got != (ssize_t)body) {
+			fprintf(stderr, "%s: cannot read ranges: %s\n", path,
+				got < 0 ? strerror(errno) : "file shrank");
+			goto fail;
+		}
+	}
+	if (check_ranges(path, *r, h.nr_ranges, h.page_count))
+		goto fail;
+	close(fd);
+	*nr = h.nr_ranges;
+	return 0;
+fail:
+	close(fd);
+	free(*r);
+	*r = NULL;
+	return -1;
+}
+
+/*
+ * Keeps up to RING_DEPTH reads in flight until every range has been read.
+ * A short read is not retried: past the end of the file there is nothing
+ * to cache, and anything else left unread is faulted in later as it would
+ * have been without a prefetch.
+ */
+static int read_ranges(int fd, const struct workingset_range *r, uint64_t nr,
+		       const char *path)
+{
+	uint64_t i = 0, done = 0, n, off;
+	unsigned int inflight = 0;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	bool failed = false;
+	int ret;
+
+	ret = io_uring_queue_init(RING_DEPTH, &ring, 0);
+	if (ret < 0) {
+		fprintf(stderr, "%s: io_uring_queue_init: %s\n", path,
+			strerror(-ret));
+		return -1;
+	}
+	for (;;) {
+		/*
+		 * An SQE the kernel did not take stays queued and goes with
+		 * the next submit, so counting it as in flight is safe, and
+		 * inflight < RING_DEPTH leaves a free SQE.
+		 */
+		while (!failed && i < nr && inflight < RING_DEPTH) {
+			n = r[i].nr_pages - done;
+			if (n > READ_MAX_PAGES)
+				n = READ_MAX_PAGES;
+			off = (r[i].first_page + done) * WS_PAGE_SIZE;
+			sqe = io_uring_get_sqe(&ring);
+			io_uring_prep_read(sqe, fd, scratch, n * WS_PAGE_SIZE,
+					   off);
+			io_uring_sqe_set_data64(sqe, off);
+			inflight++;
+			done += n;
+			if (done == r[i].nr_pages) {
+				i++;
+				done = 0;
+			}
+		}
+		if (!inflight)
+			break;
+		ret = io_uring_submit_and_wait(&ring, 1);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0) {
+			fprintf(stderr, "%s: io_uring_submit: %s\n", path,
+				strerror(-ret));
+			failed = true;
+			break;
+		}
+		while (!io_uring_peek_cqe(&ring, &cqe)) {
+			/* Reported once: later failures are the same one. */
+			if (cqe->res < 0 && !failed) {
+				fprintf(stderr,
+					"%s: prefetching memory file offset %llu: %s\n",
+					path,
+					(unsigned long long)
+						io_uring_cqe_get_data64(cqe),
+					strerror(-cqe->res));
+				failed = true;
+			}
+			io_uring_cqe_seen(&ring, cqe);
+			inflight--;
+		}
+	}
+	io_uring_queue_exit(&ring);
+	return failed ? -1 : 0;
+}
+
+/*
+ * Read faults on the MAP_PRIVATE mapping map the page-cache pages
+ * themselves, read-only, so every clone shares them until it writes one.
+ * Reading the file into the mapping instead would write, and so copy,
+ * every page into this clone alone.
+ */
+static int populate(void *mem, const struct workingset_range *r, uint64_t nr,
+		    const char *path)
+{
+	bool touch = false;
+	size_t len, off;
+	uint64_t i;
+	char *p;
+
+	for (i = 0; i < nr; i++) {
+		p = (char *)mem + r[i].first_page * WS_PAGE_SIZE;
+		len = r[i].nr_pages * WS_PAGE_SIZE;
+		if (!touch) {
+			if (!madvise(p, len, MADV_POPULATE_READ))
+				continue;
+			if (errno != EINVAL) {
+				fprintf(stderr,
+					"%s: MADV_POPULATE_READ of %" PRIu64
+					" pages from page %" PRIu64 ": %s\n",
+					path, r[i].nr_pages, r[i].first_page,
+					strerror(errno));
+				return -1;
+			}
+			/* Before Linux 5.14: a read fault per page. */
+			touch = true;
+		}
+		for (off = 0; off < len; off += WS_PAGE_SIZE)
+			(void)*(volatile const char *)(p + off);
+	}
+	return 0;
+}
+
+int workingset_prefetch(int fd, void *mem, uint64_t size, const char *path,
+			uint64_t *pages)
+{
+	struct workingset_range *r;
+	uint64_t nr, i;
+	int ret;
+
+	*pages = 0;
+	ret = load(path, size, &r, &nr);
+	if (ret)
+		return ret;
+	/*
+	 * All reads first, then the page tables: the reads run in parallel,
+	 * while faults on a cold page cache would wait for one page at a
+	 * time.
+	 */
+	ret = read_ranges(fd, r, nr, path);
+	if (!ret)
+		ret = populate(mem, r, nr, path);
+	if (!ret)
+		for (i = 0; i < nr; i++)
+			*pages += r[i].nr_pages;
+	free(r);
+	return ret;
+}

@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_snapshot.c - snapshots and clones on real KVM, as users drive them:
+ * `thaw run --from`, `thaw snapshot verify|rm|ls`, and what damaged or
+ * foreign snapshots do.
+ *
+ * snapshot-in-vm.sh runs this on a KVM host after `thaw snapshot create`
+ * took the snapshot named by THAW_TEST_SNAPSHOT in THAW_STATE_DIR, so the
+ * snapshot was written by another process than the ones restoring it.
+ * Tests that damage a snapshot damage a copy, registered in the catalog
+ * under a new id through the catalog library.
+ */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "harness.h"
+#include "state.h"
+
+#define EXIT_THAW_ERROR 125
+#define CLONES 10
+#define CLONE_TIMEOUT_S 300
+
+extern char **environ;
+
+static const char *snapshot_id(void)
+{
+	const char *id = getenv("THAW_TEST_SNAPSHOT");
+
+	cr_assert_not_null(id, "run through snapshot-in-vm.sh");
+	return id;
+}
+
+static void catalog_path(char *out, size_t len)
+{
+	const char *state = getenv("THAW_STATE_DIR");
+
+	cr_assert_not_null(state);
+	snprintf(out, len, "%s/catalog", state);
+}
+
+static void get_record(const char *id, struct snapshot_record *rec)
+{
+	char dir[PATH_MAX], err[512];
+	struct catalog c;
+
+	catalog_path(dir, sizeof(dir));
+	cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(catalog_get_snapshot(&c, id, rec, err, sizeof(err)), 0,
+		     "%s", err);
+	catalog_close(&c);
+}
+
+static void thaw(char *const words[], struct run_result *r)
+{
+	char *argv[32] = { THAW };
+	int n = 1;
+
+	while (*words)
+		argv[n++] = *words++;
+	argv[n] = NULL;
+	cr_assert_eq(run_command(argv, CLONE_TIMEOUT_S, r), 0);
+	cr_assert_not(r->timed_out, "thaw hung; stderr: %s", r->err);
+}
+
+#define WORDS(...) ((char *[]){ __VA_ARGS__, NULL })
+
+/* Copies a file, leaving all-zero pages as holes like the original. */
+static void copy_sparse(const char *from, const char *to)
+{
+	static char buf[1 << 20];
+	static const char zero[4096];
+	int in = open(from, O_RDONLY);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	off_t off = 0;
+	ssize_t n;
+
+	cr_assert(in >= 0 && out >= 0, "%s -> %s: %s", from, to,
+		  strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i += 4096) {
+			size_t len = n - i < 4096 ? n - i : 4096;
+
+			if (memcmp(buf + i, zero, len))
+				cr_assert_eq(pwrite(out, buf + i, len, off + i),
+					     (ssize_t)len);
+		}
+		off += n;
+	}
+	cr_assert_eq(ftruncate(out, off), 0);
+	close(in);
+	close(out);
+}
+
+/*
+ * Registers a copy of the test snapshot under a fresh id; @edit may change
+ * the record before it goes into the catalog.
+ */
+static void copy_snapshot(char id[CATALOG_ID_LEN + 1],
+			  void (*edit)(struct snapshot_record *))
+{
+	static const char *const files[] = { "state.bin", "memory.img",
+					     "pages.xxh3" };
+	struct snapshot_record rec;
+	struct template_record tmpl;
+	char dir[PATH_MAX], err[512], from[PATH_MAX * 2], to[PATH_MAX * 2];
+	struct catalog c;
+
+	get_record(snapshot_id(), &rec);
+	catalog_path(dir, sizeof(dir));
+	cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(catalog_get_template(&c, rec.template_id, &tmpl, err,
+					  sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(catalog_new_id(id), 0);
+	snprintf(dir, sizeof(dir), "%s/snapshots/%s", getenv("THAW_STATE_DIR"),
+		 id);
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(from, sizeof(from), "%s/%s", rec.dir, files[i]);
+		snprintf(to, sizeof(to), "%s/%s", dir, files[i]);
+		copy_sparse(from, to);
+	}
+	memcpy(rec.id, id, sizeof(rec.id));
+	cr_assert_lt(strlen(dir), sizeof(rec.dir));
+	memcpy(rec.dir, dir, strlen(dir) + 1);
+	if (edit)
+		edit(&rec);
+	cr_assert_eq(catalog_add_snapshot(&c, &tmpl, &rec, err, sizeof(err)), 0,
+		     "%s", err);
+	catalog_close(&c);
+}
+
+static void snapshot_file(const char *id, const char *name, char *out,
+			  size_t len)
+{
+	struct snapshot_record rec;
+
+	get_record(id, &rec);
+	snprintf(out, len, "%s/%s", rec.dir, name);
+}
+
+/* Flips one bit at @offset of the copy's file @name. */
+static void flip_bit(const char *id, const char *name, off_t offset)
+{
+	char path[PATH_MAX];
+	unsigned char byte;
+	int fd;
+
+	snapshot_file(id, name, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, &byte, 1, offset), 1);
+	byte ^= 0x10;
+	cr_assert_eq(pwrite(fd, &byte, 1, offset), 1);
+	close(fd);
+}
+
+/* Offset of the first byte of memory.img that is not zero. */
+static off_t first_data(const char *id)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snapshot_file(id, "memory.img", path, sizeof(path));
+	fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0);
+	off_t data = lseek(fd, 0, SEEK_DATA);
+	unsigned char buf[4096];
+	cr_assert(data >= 0);
+	for (;;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), data);
+
+		cr_assert(n > 0, "memory.img is all zeros");
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i]) {
+				close(fd);
+				return data + i;
+			}
+		data += n;
+	}
+}
+
+/* Processes whose command line contains @needle (thaw-vmm --restore). */
+static int find_processes(const char *needle, pid_t *pids, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)) && n < max) {
+		char path[64], cmd[4096];
+		long pid = strtol(e->d_name, NULL, 10);
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		for (ssize_t i = 0; i < len; i++)
+			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		cmd[len] = '\0';
+		if (strstr(cmd, needle) && strstr(cmd, "thaw-vmm"))
+			pids[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Rss and Pss (KiB) of @pid's mappings of a file named memory.img. */
+static void memory_image_usage(pid_t pid, long *rss, long *pss)
+{
+	char path[64], line[512];
+	bool in_image = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	*rss = *pss = 0;
+	while (fgets(line, sizeof(line), f)) {
+		long kib;
+
+		char *dash = strchr(line, '-'), *space = strchr(line, ' ');
+
+		/* "start-end perms offset dev inode path" opens a mapping. */
+		if (isxdigit((unsigned char)line[0]) && dash && space &&
+		    dash < space)
+			in_image = strstr(line, "/memory.img") != NULL;
+		if (!strncmp(line, "Rss:", 4) && in_image &&
+		    sscanf(line + 4, "%ld", &kib) == 1)
+			*rss += kib;
+		if (!strncmp(line, "Pss:", 4) && in_image &&
+		    sscanf(line + 4, "%ld", &kib) == 1)
+			*pss += kib;
+	}
+	fclose(f);
+}
+
+static pid_t spawn_to_files(char *const argv[], const char *out,
+			    const char *err)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT, 0644);
+	posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT, 0644);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	return pid;
+}
+
+static char *read_file(const char *path)
+{
+	static char buf[16][8192];
+	static int next;
+	char *b = buf[next++ % 16];
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd < 0 ? 0 : read(fd, b, sizeof(buf[0]) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	b[n > 0 ? n : 0] = '\0';
+	return b;
+}
+
+/*
+ * Ten clones of one snapshot at once: each runs, sees only its own files,
+ * gets its own hostname and randomness and the host's clock, and their
+ * guest memory is mostly the same shared page-cache pages.
+ */
+Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
+{
+	char dir[] = "/tmp/thaw-clones-XXXXXX";
+	char out[CLONES][PATH_MAX], err[CLONES][PATH_MAX];
+	pid_t pids[CLONES], vmms[CLONES];
+	struct snapshot_record rec;
+	char *argv[] = {
+		THAW,
+		"run",
+		"--from",
+		(char *)snapshot_id(),
+		"--",
+		"sh",
+		"-c",
+		"echo $(hostname) > /mark-$(hostname); "
+		"hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; "
+		"echo; date +%s; sleep 3; ls / | grep -c '^mark-'; sleep 5",
+		NULL
+	};
+
+	get_record(snapshot_id(), &rec);
+	cr_assert_not_null(mkdtemp(dir));
+	time_t started = time(NULL);
+	for (int i = 0; i < CLONES; i++) {
+		snprintf(out[i], sizeof(out[i]), "%s/out%d", dir, i);
+		snprintf(err[i], sizeof(err[i]), "%s/err%d", dir, i);
+		pids[i] = spawn_to_files(argv, out[i], err[i]);
+	}
+
+	/* While they sleep: how much of each clone's memory is its own. */
+	int found = 0;
+	for (int tries = 0; tries < 600 && found < CLONES; tries++) {
+		usleep(200000);
+		found = find_processes("--restore", vmms, CLONES);
+	}
+	cr_expect_eq(found, CLONES, "only %d clone VMMs seen at once", found);
+	sleep(2);
+	long total_pss = 0;
+	for (int i = 0; i < found; i++) {
+		long rss, pss;
+
+		memory_image_usage(vmms[i], &rss, &pss);
+		cr_log_info("clone VMM %d: memory.img Rss %ld KiB, Pss %ld KiB",
+			    (int)vmms[i], rss, pss);
+		cr_expect_gt(rss, 0, "clone %d maps no snapshot memory",
+			     (int)vmms[i]);
+		cr_expect_lt(pss, rss / 2,
+			     "clone %d: Pss %ld KiB of Rss %ld KiB: not shared",
+			     (int)vmms[i], pss, rss);
+		total_pss += pss;
+	}
+	cr_expect_lt(total_pss * 1024, (long)rec.mem_size,
+		     "%d clones together hold %ld KiB of private memory", found,
+		     total_pss);
+
+	char seen[CLONES][64], random[CLONES][64];
+	for (int i = 0; i < CLONES; i++) {
+		int status;
+		long guest_time = 0;
+		int marks = -1;
+
+		cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
+		char *o = read_file(out[i]), *e = read_file(err[i]);
+		cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "clone %d: status %d; stderr: %s", i, status, e);
+		cr_expect_not_null(strstr(e, "restore to ready "), "%s", e);
+		cr_expect_not_null(strstr(e, "state restore "), "%s", e);
+		cr_expect_not_null(strstr(e, "first agent answer "), "%s", e);
+		cr_assert_eq(sscanf(o, "%63s %63s %ld %d", seen[i], random[i],
+				    &guest_time, &marks),
+			     4, "clone %d printed: %s", i, o);
+		cr_expect_eq(marks, 1, "clone %d sees %d marker files", i,
+			     marks);
+		cr_expect_eq(strlen(random[i]), 32);
+		cr_expect(guest_time >= started - 1 &&
+				  guest_time <= time(NULL) + 1,
+			  "clone %d clock %ld, host %ld..%ld", i, guest_time,
+			  (long)started, (long)time(NULL));
+		for (int j = 0; j < i; j++) {
+			cr_expect_str_neq(seen[i], seen[j], "hostnames");
+			cr_expect_str_neq(random[i], random[j],
+					  "clones %d and %d read the same "
+					  "/dev/urandom bytes",
+					  i, j);
+		}
+	}
+	cr_expect_eq(find_processes("--restore", vmms, CLONES), 0,
+		     "clone VMMs left running");
+}
+
+Test(clones, working_set_is_recorded_then_prefetched, .timeout = 600)
+{
+	char path[PATH_MAX];
+	struct run_result r;
+
+	thaw(WORDS("run", "--from", (char *)snapshot_id(), "--", "true"), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	run_result_free(&r);
+	snapshot_file(snapshot_id(), "workingset.bin", path, sizeof(path));
+	cr_assert_eq(access(path, R_OK), 0, "no working set after a clone");
+
+	thaw(WORDS("run", "--from", (char *)snapshot_id(), "--", "true"), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_null(strstr(r.err, " 0 pages prefetched"), "%s", r.err);
+	cr_expect_not_null(strstr(r.err, " pages prefetched"), "%s", r.err);
+	run_result_free(&r);
+
+	thaw(WORDS("run", "--from", (char *)snapshot_id(), "--page-in", "lazy",
+		   "--", "true"),
+	     &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_not_null(strstr(r.err, " 0 pages prefetched"), "%s", r.err);
+	run_result_free(&r);
+}
+
+Test(snapshots, verify_and_ls_see_the_snapshot)
+{
+	struct run_result r;
+
+	thaw(WORDS("snapshot", "verify", (char *)snapshot_id()), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_not_null(strstr(r.out, "ok"), "%s", r.out);
+	run_result_free(&r);
+	thaw(WORDS("snapshot", "ls"), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_not_null(strstr(r.out, snapshot_id()), "%s", r.out);
+	run_result_free(&r);
+}
+
+/* A failed `thaw run --from` is one clear error and leaves nothing. */
+static void expect_run_refused(const char *id, const char *needle)
+{
+	char runtime[] = "/tmp/thaw-refused-XXXXXX";
+	struct run_result r;
+	pid_t vmms[4];
+
+	cr_assert_not_null(mkdtemp(runtime));
+	setenv("XDG_RUNTIME_DIR", runtime, 1);
+	thaw(WORDS("run", "--from", (char *)id, "--", "echo", "ran"), &r);
+	cr_expect_eq(r.status, EXIT_THAW_ERROR, "status %d; stderr: %s",
+		     r.status, r.err);
+	cr_expect_not_null(strstr(r.err, needle), "wanted '%s' in: %s", needle,
+			   r.err);
+	cr_expect_null(strstr(r.out, "ran"));
+	run_result_free(&r);
+	cr_expect_eq(rmdir(runtime), 0, "thaw run left files in %s", runtime);
+	cr_expect_eq(find_processes("--restore", vmms, 4), 0);
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
+static void expect_verify_fails(const char *id, const char *needle)
+{
+	struct run_result r;
+
+	thaw(WORDS("snapshot", "verify", (char *)id), &r);
+	cr_expect_eq(r.status, 1, "status %d; stderr: %s", r.status, r.err);
+	cr_expect_not_null(strstr(r.err, needle), "wanted '%s' in: %s", needle,
+			   r.err);
+	run_result_free(&r);
+}
+
+Test(damaged, flipped_memory_bit_fails_verify)
+{
+	char id[CATALOG_ID_LEN + 1];
+
+	copy_snapshot(id, NULL);
+	flip_bit(id, "memory.img", first_data(id));
+	expect_verify_fails(id, "page");
+}
+
+Test(damaged, truncated_memory_is_refused)
+{
+	char id[CATALOG_ID_LEN + 1], path[PATH_MAX];
+	struct snapshot_record rec;
+
+	copy_snapshot(id, NULL);
+	get_record(id, &rec);
+	snapshot_file(id, "memory.img", path, sizeof(path));
+	cr_assert_eq(truncate(path, rec.mem_size / 2), 0);
+	expect_run_refused(id, "memory.img");
+	expect_verify_fails(id, "memory.img");
+}
+
+Test(damaged, corrupted_state_is_refused)
+{
+	char id[CATALOG_ID_LEN + 1];
+
+	copy_snapshot(id, NULL);
+	flip_bit(id, "state.bin", sizeof(struct state_file_header) + 100);
+	expect_run_refused(id, "state.bin");
+	expect_verify_fails(id, "state.bin");
+}
+
+Test(damaged, foreign_format_version_in_the_file_is_refused)
+{
+	char id[CATALOG_ID_LEN + 1];
+
+	copy_snapshot(id, NULL);
+	/* format_version follows the 8-byte magic; the body hash stays valid.
+	 */
+	flip_bit(id, "state.bin", 8);
+	expect_run_refused(id, "format version");
+}
+
+static void future_format(struct snapshot_record *rec)
+{
+	rec->format_version = STATE_FORMAT_VERSION + 1;
+}
+
+Test(damaged, foreign_format_version_in_the_catalog_is_refused)
+{
+	char id[CATALOG_ID_LEN + 1];
+
+	copy_snapshot(id, future_format);
+	expect_run_refused(id, "format version");
+}
+
+static void other_cpu(struct snapshot_record *rec)
+{
+	rec->cpu_signature ^= 1;
+}
+
+Test(damaged, snapshot_of_another_cpu_is_refused)
+{
+	char id[CATALOG_ID_LEN + 1];
+
+	copy_snapshot(id, other_cpu);
+	expect_run_refused(id, "another kind of CPU");
+}
+
+Test(damaged, unknown_and_malformed_ids_are_refused)
+{
+	expect_run_refused("0123456789abcdef", "0123456789abcdef");
+	expect_run_refused("not-an-id", "not a snapshot id");
+}
+
+Test(damaged, missing_files_are_refused)
+{
+	char id[CATALOG_ID_LEN + 1], path[PATH_MAX];
+
+	copy_snapshot(id, NULL);
+	snapshot_file(id, "state.bin", path, sizeof(path));
+	cr_assert_eq(unlink(path), 0);
+	expect_run_refused(id, "state.bin");
+}
+
+Test(lifecycle, rm_waits_for_live_clones, .timeout = 600)
+{
+	char id[CATALOG_ID_LEN + 1], dir[PATH_MAX], err[512];
+	char out[] = "/tmp/thaw-rm-out-XXXXXX",
+	     errf[] = "/tmp/thaw-rm-err-XXXXXX";
+	struct snapshot_record rec;
+	struct catalog c;
+	struct run_result r;
+	uint32_t clones = 0;
+	int status;
+
+	copy_snapshot(id, NULL);
+	get_record(id, &rec);
+	close(mkstemp(out));
+	close(mkstemp(errf));
+	char *argv[] = { THAW, "run", "--from", id, "--", "sleep", "8", NULL };
+	pid_t pid = spawn_to_files(argv, out, errf);
+
+	catalog_path(dir, sizeof(dir));
+	for (int tries = 0; tries < 1200 && clones == 0; tries++) {
+		usleep(100000);
+		cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0);
+		cr_assert_eq(
+			catalog_count_clones(&c, id, &clones, err, sizeof(err)),
+			0, "%s", err);
+		catalog_close(&c);
+	}
+	cr_assert_eq(clones, 1, "the clone never registered");
+	thaw(WORDS("snapshot", "rm", id), &r);
+	cr_expect_eq(r.status, 1, "rm of a snapshot in use: %d", r.status);
+	cr_expect_not_null(strstr(r.err, "live clone"), "%s", r.err);
+	run_result_free(&r);
+	cr_expect_eq(access(rec.dir, F_OK), 0, "rm removed files in use");
+
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect_eq(status, 0, "clone: %s", read_file(errf));
+	thaw(WORDS("snapshot", "rm", id), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	run_result_free(&r);
+	cr_expect_neq(access(rec.dir, F_OK), 0, "rm left %s", rec.dir);
+	thaw(WORDS("snapshot", "ls"), &r);
+	cr_expect_null(strstr(r.out, id), "%s", r.out);
+	run_result_free(&r);
+	unlink(out);
+	unlink(errf);
+}
+
+/* A writer killed mid-snapshot leaves the catalog as it was. */
+Test(lifecycle, killed_writer_leaves_the_catalog_consistent, .timeout = 900)
+{
+	char snapshots[PATH_MAX], dir[PATH_MAX], err[512];
+	char out[] = "/tmp/thaw-kill-out-XXXXXX",
+	     errf[] = "/tmp/thaw-kill-err-XXXXXX";
+	struct snapshot_record *before, *after;
+	uint32_t *clones;
+	size_t n_before, n_after;
+	struct catalog c;
+	bool writing = false;
+	int status;
+
+	catalog_path(dir, sizeof(dir));
+	cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0);
+	cr_assert_eq(catalog_list_snapshots(&c, &before, &clones, &n_before,
+					    err, sizeof(err)),
+		     0, "%s", err);
+	free(clones);
+	catalog_close(&c);
+
+	close(mkstemp(out));
+	close(mkstemp(errf));
+	char *argv[] = { THAW,
+			 "snapshot",
+			 "create",
+			 "--kernel",
+			 getenv("THAW_TEST_KERNEL"),
+			 "--initrd",
+			 getenv("THAW_TEST_INITRD"),
+			 "--mem",
+			 "128",
+			 NULL };
+	pid_t pid = spawn_to_files(argv, out, errf);
+	snprintf(snapshots, sizeof(snapshots), "%s/snapshots",
+		 getenv("THAW_STATE_DIR"));
+	/* Kill it while the VMM writes the snapshot's files. */
+	for (int tries = 0; tries < 6000 && !writing; tries++) {
+		DIR *d = opendir(snapshots);
+		struct dirent *e;
+
+		usleep(10000);
+		while (d && (e = readdir(d)))
+			if (!strncmp(e->d_name, ".tmp-", 5)) {
+				char f[PATH_MAX * 2];
+
+				snprintf(f, sizeof(f), "%s/%s/memory.img",
+					 snapshots, e->d_name);
+				writing = access(f, F_OK) == 0;
+			}
+		if (d)
+			closedir(d);
+	}
+	cr_assert(writing, "the snapshot was never being written: %s",
+		  read_file(errf));
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+
+	cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0);
+	cr_assert_eq(catalog_list_snapshots(&c, &after, &clones, &n_after, err,
+					    sizeof(err)),
+		     0, "%s", err);
+	free(clones);
+	catalog_close(&c);
+	cr_expect_eq(n_after, n_before, "a killed create added an entry");
+	for (size_t i = 0; i < n_after; i++)
+		cr_expect_str_eq(after[i].id, before[i].id);
+	free(before);
+	free(after);
+
+	/* Its VMM died with it, and the next command collects the rest. */
+	pid_t vmms[2];
+	for (int tries = 0; tries < 100 && find_processes(".tmp-", vmms, 2) > 0;
+	     tries++)
+		usleep(100000);
+	cr_expect_eq(find_processes(".tmp-", vmms, 2), 0,
+		     "the writer's VMM outlived it");
+	char id[CATALOG_ID_LEN + 1];
+	struct run_result r;
+	copy_snapshot(id, NULL);
+	thaw(WORDS("snapshot", "rm", id), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	run_result_free(&r);
+	DIR *d = opendir(snapshots);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		cr_expect_neq(strncmp(e->d_name, ".tmp-", 5), 0,
+			      "%s was left behind", e->d_name);
+	closedir(d);
+	thaw(WORDS("snapshot", "verify", (char *)snapshot_id()), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	run_result_free(&r);
+	unlink(out);
+	unlink(errf);
+}

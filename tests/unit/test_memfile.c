@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_memfile.c - memory.img and pages.xxh3 written from a mostly-zero
+ * 16 MiB "guest", mapped back and verified, and the damage each check must
+ * catch.  The expected hashes are recomputed here page by page, so a wrong
+ * hash file format fails even when writer and reader agree with each other.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "memfile.h"
+
+#define PAGE MEMFILE_PAGE_SIZE
+#define SIZE (16ULL << 20)
+#define PAGES (SIZE / PAGE)
+#define RUN_FIRST 100 /* pages RUN_FIRST..RUN_FIRST + 3 are one dirty run */
+
+static char dir[64];
+static char mem_path[128];
+static char hashes_path[128];
+static char log_path[128];
+static int saved_stderr = -1;
+static char captured[4096];
+static uint8_t *guest;
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/thaw-test-memfile-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(mem_path, sizeof(mem_path), "%s/memory.img", dir);
+	snprintf(hashes_path, sizeof(hashes_path), "%s/pages.xxh3", dir);
+	snprintf(log_path, sizeof(log_path), "%s/stderr", dir);
+
+	/* Dirty: page 0, a four-page run, one byte near the end, the last. */
+	guest = mmap(NULL, SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(guest, MAP_FAILED);
+	memset(guest, 0x11, PAGE);
+	for (size_t i = 0; i < 4 * PAGE; i++)
+		guest[RUN_FIRST * PAGE + i] = (uint8_t)(i * 7 + 3);
+	guest[(PAGES - 3) * PAGE + 4095] = 0x5a;
+	memset(guest + (PAGES - 1) * PAGE, 0xee, PAGE);
+}
+
+static void teardown(void)
+{
+	munmap(guest, SIZE);
+	unlink(mem_path);
+	unlink(hashes_path);
+	unlink(log_path);
+	rmdir(dir);
+}
+
+TestSuite(memfile, .init = setup, .fini = teardown);
+
+static void begin_capture(void)
+{
+	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert_geq(fd, 0);
+	fflush(stderr);
+	saved_stderr = dup(STDERR_FILENO);
+	cr_assert_geq(saved_stderr, 0);
+	cr_assert_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	close(fd);
+}
+
+static const char *end_capture(void)
+{
+	FILE *f;
+	size_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, STDERR_FILENO);
+	close(saved_stderr);
+	f = fopen(log_path, "r");
+	cr_assert_not_null(f);
+	n = fread(captured, 1, sizeof(captured) - 1, f);
+	captured[n] = '\0';
+	fclose(f);
+	return captured;
+}
+
+static void expect_in(const char *msg, const char *needle)
+{
+	cr_assert_not_null(strstr(msg, needle), "expected \"%s\" in: %s",
+			   needle, msg);
+}
+
+static uint64_t write_guest(void)
+{
+	uint64_t root = 0;
+
+	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root),
+		     0);
+	return root;
+}
+
+static uint64_t expected_root(const uint8_t *mem, uint64_t pages)
+{
+	uint64_t *hashes = malloc(pages * sizeof(*hashes));
+	uint64_t root;
+
+	cr_assert_not_null(hashes);
+	for (uint64_t i = 0; i < pages; i++)
+		hashes[i] = XXH3_64bits(mem + i * PAGE, PAGE);
+	root = XXH3_64bits(hashes, pages * sizeof(*hashes));
+	free(hashes);
+	return root;
+}
+
+static void patch_file(const char *path, off_t off, uint8_t xor)
+{
+	uint8_t byte;
+	int fd = open(path, O_RDWR);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &byte, 1, off), 1);
+	byte ^= xor;
+	cr_assert_eq(pwrite(fd, &byte, 1, off), 1);
+	close(fd);
+}
+
+Test(memfile, writes_a_sparse_copy)
+{
+	struct stat st;
+	uint8_t *copy = malloc(SIZE);
+	int fd;
+
+	write_guest();
+	cr_assert_eq(stat(mem_path, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, SIZE);
+	/* 7 dirty pages; allow the filesystem some metadata and rounding. */
+	cr_assert_leq((uint64_t)st.st_blocks * 512, 256 * 1024,
+		      "%lld bytes allocated for 7 dirty pages",
+		      (long long)st.st_blocks * 512);
+
+	cr_assert_not_null(copy);
+	fd = open(mem_path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, copy, SIZE, 0), (ssize_t)SIZE);
+	close(fd);
+	cr_assert_eq(memcmp(copy, guest, SIZE), 0);
+	free(copy);
+}
+
+Test(memfile, hash_file_layout_and_root)
+{
+	struct memfile_hashes_header h;
+	uint64_t root = write_guest();
+	uint64_t hash;
+	struct stat st;
+	int fd = open(hashes_path, O_RDONLY);
+
+	cr_assert_eq(root, expected_root(guest, PAGES));
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, sizeof(h) + PAGES * 8);
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	cr_assert_eq(memcmp(h.magic, MEMFILE_HASHES_MAGIC, 8), 0);
+	cr_assert_eq(h.version, MEMFILE_HASHES_VERSION);
+	cr_assert_eq(h.page_size, PAGE);
+	cr_assert_eq(h.page_count, PAGES);
+	cr_assert_eq(h.root, root);
+	/* A dirty page and a hole, at their places in the array. */
+	cr_assert_eq(pread(fd, &hash, 8, sizeof(h) + (RUN_FIRST + 2) * 8), 8);
+	cr_assert_eq(hash, XXH3_64bits(guest + (RUN_FIRST + 2) * PAGE, PAGE));
+	cr_assert_eq(pread(fd, &hash, 8, sizeof(h) + 50 * 8), 8);
+	cr_assert_eq(hash, XXH3_64bits(guest + 50 * PAGE, PAGE));
+	close(fd);
+}
+
+Test(memfile, root_is_stable_and_follows_content)
+{
+	uint64_t first = write_guest();
+	uint64_t second = write_guest();
+
+	cr_assert_eq(first, second);
+	guest[RUN_FIRST * PAGE + 9] ^= 1;
+	cr_assert_neq(write_guest(), first);
+}
+
+Test(memfile, refuses_a_partial_page)
+{
+	uint64_t root;
+	const char *msg;
+
+	begin_capture();
+	cr_assert_eq(
+		memfile_write(guest, SIZE - 100, mem_path, hashes_path, &root),
+		-1);
+	msg = end_capture();
+	expect_in(msg, mem_path);
+	expect_in(msg, "not a multiple");
+}
+
+Test(memfile, map_is_private_and_equals_the_guest)
+{
+	uint64_t root = write_guest();
+	uint8_t byte;
+	int fd = -1;
+	uint8_t *mem = memfile_map(mem_path, hashes_path, SIZE, root, &fd);
+
+	cr_assert_not_null(mem);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(memcmp(mem, guest, SIZE), 0);
+
+	mem[RUN_FIRST * PAGE] ^= 0xff;
+	mem[50 * PAGE] = 0x77;
+	cr_assert_eq(pread(fd, &byte, 1, RUN_FIRST * PAGE), 1);
+	cr_assert_eq(byte, guest[RUN_FIRST * PAGE]);
+	cr_assert_eq(pread(fd, &byte, 1, 50 * PAGE), 1);
+	cr_assert_eq(byte, 0);
+	cr_assert_eq(munmap(mem, SIZE), 0);
+	close(fd);
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root), 0);
+}
+
+static void expect_map_fails(uint64_t size, uint64_t root, const char *path,
+			     const char *needle)
+{
+	int fd = -1;
+	void *mem;
+	const char *msg;
+
+	begin_capture();
+	mem = memfile_map(mem_path, hashes_path, size, root, &fd);
+	msg = end_capture();
+	cr_assert_null(mem);
+	cr_assert_eq(fd, -1);
+	expect_in(msg, path);
+	expect_in(msg, needle);
+}
+
+Test(memfile, map_refuses_truncated_memory_file)
+{
+	uint64_t root = write_guest();
+
+	cr_assert_eq(truncate(mem_path, SIZE - PAGE), 0);
+	expect_map_fails(SIZE, root, mem_path, "16773120 bytes");
+}
+
+Test(memfile, map_refuses_wrong_root)
+{
+	uint64_t root = write_guest();
+
+	expect_map_fails(SIZE, root ^ 1, hashes_path, "root");
+}
+
+Test(memfile, map_refuses_wrong_size)
+{
+	uint64_t root = write_guest();
+
+	cr_assert_eq(truncate(mem_path, SIZE * 2), 0);
+	expect_map_fails(SIZE * 2, root, hashes_path, "page_count 4096");
+}
+
+Test(memfile, map_refuses_truncated_hash_file)
+{
+	uint64_t root = write_guest();
+
+	cr_assert_eq(truncate(hashes_path, 32 + PAGES * 8 - 8), 0);
+	expect_map_fails(SIZE, root, hashes_path, "truncated");
+	cr_assert_eq(truncate(hashes_path, 20), 0);
+	expect_map_fails(SIZE, root, hashes_path, "shorter than");
+}
+
+Test(memfile, map_refuses_corrupted_hash_array)
+{
+	uint64_t root = write_guest();
+
+	patch_file(hashes_path, 32 + 1000 * 8 + 3, 0x40);
+	expect_map_fails(SIZE, root, hashes_path, "file corrupted");
+}
+
+Test(memfile, verify_accepts_intact_files)
+{
+	uint64_t root = write_guest();
+
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root), 0);
+}
+
+Test(memfile, verify_finds_a_flipped_byte)
+{
+	uint64_t root = write_guest();
+	const char *msg;
+	int ret;
+
+	patch_file(mem_path, (RUN_FIRST + 1) * PAGE + 17, 0x08);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, 1);
+	expect_in(msg, mem_path);
+	expect_in(msg, "1 of 4096 pages");
+	expect_in(msg, "page 101 ");
+	expect_in(msg, "file offset 0x65000");
+}
+
+Test(memfile, verify_finds_damage_in_holes)
+{
+	uint64_t root = write_guest();
+	const char *msg;
+	int ret;
+
+	patch_file(mem_path, 2000 * PAGE, 0x01);
+	patch_file(mem_path, 3000 * PAGE + 5, 0x01);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, 1);
+	expect_in(msg, "2 of 4096 pages");
+	expect_in(msg, "page 2000 ");
+}
+
+Test(memfile, verify_reports_bad_root_and_sizes)
+{
+	uint64_t root = write_guest();
+	const char *msg;
+	int ret;
+
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root + 1);
+	msg = end_capture();
+	cr_assert_eq(ret, 1);
+	expect_in(msg, "root");
+
+	patch_file(hashes_path, 32 + 7 * 8, 0x01);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, 1);
+	expect_in(msg, "file corrupted");
+	expect_in(msg, "page 7 ");
+
+	cr_assert_eq(truncate(mem_path, SIZE - PAGE), 0);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, 1);
+	expect_in(msg, mem_path);
+}
+
+Test(memfile, verify_cannot_read_missing_files)
+{
+	uint64_t root = write_guest();
+	const char *msg;
+	int ret;
+
+	cr_assert_eq(unlink(hashes_path), 0);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, -1);
+	expect_in(msg, hashes_path);
+
+	cr_assert_eq(unlink(mem_path), 0);
+	begin_capture();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = end_capture();
+	cr_assert_eq(ret, -1);
+	expect_in(msg, mem_path);
+	expect_in(msg, "cannot open");
+}

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_state.c - state.bin round trips, and every check state_reader_open()
+ * makes, each failing alone on a file that is otherwise valid: sections
+ * with a corrupt frame get a correct body hash, so the hash does not catch
+ * them first.  host_cpu.h is tested here too: its signature is the state
+ * header's cpu_signature.
+ */
+#include <criterion/criterion.h>
+#include <cpuid.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "host_cpu.h"
+#include "state.h"
+
+#define NR_VCPUS 3
+
+static char dir[64];
+static char path[128];
+static char log_path[128];
+static int saved_stderr = -1;
+static char captured[4096];
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/thaw-test-state-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	snprintf(log_path, sizeof(log_path), "%s/stderr", dir);
+}
+
+static void teardown(void)
+{
+	unlink(path);
+	unlink(log_path);
+	rmdir(dir);
+}
+
+TestSuite(state, .init = setup, .fini = teardown);
+
+/* stderr goes to a file between these two; end_capture() returns it. */
+static void begin_capture(void)
+{
+	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert_geq(fd, 0);
+	fflush(stderr);
+	saved_stderr = dup(STDERR_FILENO);
+	cr_assert_geq(saved_stderr, 0);
+	cr_assert_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	close(fd);
+}
+
+static const char *end_capture(void)
+{
+	FILE *f;
+	size_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, STDERR_FILENO);
+	close(saved_stderr);
+	f = fopen(log_path, "r");
+	cr_assert_not_null(f);
+	n = fread(captured, 1, sizeof(captured) - 1, f);
+	captured[n] = '\0';
+	fclose(f);
+	return captured;
+}
+
+/* A register block per vCPU, 13 bytes so every section needs padding. */
+struct fake_regs {
+	uint8_t bytes[13];
+};
+
+static void fake_regs(struct fake_regs *regs, uint32_t vcpu)
+{
+	for (size_t i = 0; i < sizeof(regs->bytes); i++)
+		regs->bytes[i] = (uint8_t)(vcpu * 31 + i + 1);
+}
+
+static const uint64_t config[4] = { 256ULL << 20, NR_VCPUS, 0xc0ffee, 7 };
+static const char serial[] = "serial state";
+
+static void save_sample(void)
+{
+	struct state_writer w;
+	struct state_file_header header = {
+		.cpu_signature = 0x1122334455667788ULL,
+		.mem_size = 256ULL << 20,
+		.memory_hash_root = 0xabcdef0123456789ULL,
+		.nr_vcpus = NR_VCPUS,
+	};
+
+	state_writer_init(&w);
+	state_put(&w, STATE_VM_CONFIG, 0, config, sizeof(config));
+	for (uint32_t vcpu = 0; vcpu < NR_VCPUS; vcpu++) {
+		struct fake_regs regs;
+		uint64_t tsc_khz = 2000000 + vcpu;
+
+		fake_regs(&regs, vcpu);
+		state_put(&w, STATE_VCPU_REGS, vcpu, &regs, sizeof(regs));
+		state_put(&w, STATE_VCPU_TSC_KHZ, vcpu, &tsc_khz,
+			  sizeof(tsc_khz));
+	}
+	state_put(&w, STATE_DEV_SERIAL, 0, serial, sizeof(serial));
+	cr_assert_eq(state_writer_save(&w, &header, path), 0);
+	cr_assert_eq(header.body_size, w.len);
+	state_writer_free(&w);
+}
+
+static uint8_t *read_file(size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	FILE *f = fopen(path, "rb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fstat(fileno(f), &st), 0);
+	buf = malloc(st.st_size);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, st.st_size, f), (size_t)st.st_size);
+	fclose(f);
+	*len = st.st_size;
+	return buf;
+}
+
+/* Writes @buf back, with body_size and body_hash made to match @len. */
+static void write_file_rehashed(uint8_t *buf, size_t len)
+{
+	struct state_file_header *h = (struct state_file_header *)buf;
+	FILE *f;
+
+	h->body_size = len - sizeof(*h);
+	h->body_hash = XXH3_64bits(buf + sizeof(*h), len - sizeof(*h));
+	f = fopen(path, "wb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(buf, 1, len, f), len);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* Byte offset in the file of the section header at body offset @body_off. */
+static struct state_section_header *section_at(uint8_t *buf, size_t body_off)
+{
+	return (struct state_section_header
+			*)(buf + sizeof(struct state_file_header) + body_off);
+}
+
+static void expect_open_fails(const char *needle)
+{
+	struct state_reader r;
+	int ret;
+
+	begin_capture();
+	ret = state_reader_open(&r, path);
+	const char *msg = end_capture();
+
+	cr_assert_eq(ret, -1);
+	cr_assert_null(r.body);
+	cr_assert_not_null(strstr(msg, path), "message lacks the path: %s",
+			   msg);
+	cr_assert_not_null(strstr(msg, needle), "expected \"%s\" in: %s",
+			   needle, msg);
+}
+
+Test(state, round_trip)
+{
+	struct state_reader r;
+	uint64_t got_config[4];
+	char got_serial[sizeof(serial)];
+	size_t size;
+
+	save_sample();
+	cr_assert_eq(state_reader_open(&r, path), 0);
+	cr_assert_eq(memcmp(r.header.magic, STATE_MAGIC, 8), 0);
+	cr_assert_eq(r.header.format_version, STATE_FORMAT_VERSION);
+	cr_assert_eq(r.header.header_size, 64);
+	cr_assert_eq(r.header.cpu_signature, 0x1122334455667788ULL);
+	cr_assert_eq(r.header.mem_size, 256ULL << 20);
+	cr_assert_eq(r.header.memory_hash_root, 0xabcdef0123456789ULL);
+	cr_assert_eq(r.header.nr_vcpus, NR_VCPUS);
+	cr_assert_eq(r.header.flags, 0);
+	/* 8 sections, each a 16-byte header and data padded to 8. */
+	cr_assert_eq(r.body_size,
+		     (16 + 32) + NR_VCPUS * (16 + 16 + 16 + 8) + (16 + 16));
+
+	cr_assert_eq(state_get(&r, STATE_VM_CONFIG, 0, got_config,
+			       sizeof(got_config)),
+		     0);
+	cr_assert_arr_eq(got_config, config, sizeof(config));
+	for (uint32_t vcpu = 0; vcpu < NR_VCPUS; vcpu++) {
+		struct fake_regs want, got;
+		uint64_t tsc_khz;
+
+		fake_regs(&want, vcpu);
+		cr_assert_eq(
+			state_get(&r, STATE_VCPU_REGS, vcpu, &got, sizeof(got)),
+			0);
+		cr_assert_arr_eq(got.bytes, want.bytes, sizeof(want.bytes));
+		cr_assert_eq(state_get(&r, STATE_VCPU_TSC_KHZ, vcpu, &tsc_khz,
+				       sizeof(tsc_khz)),
+			     0);
+		cr_assert_eq(tsc_khz, 2000000 + vcpu);
+	}
+	cr_assert_eq(state_get(&r, STATE_DEV_SERIAL, 0, got_serial,
+			       sizeof(got_serial)),
+		     0);
+	cr_assert_str_eq(got_serial, serial);
+
+	const uint8_t *data = state_find(&r, STATE_VCPU_REGS, 2, &size);
+
+	cr_assert_not_null(data);
+	cr_assert_eq(size, sizeof(struct fake_regs));
+	cr_assert_eq((uintptr_t)data % 8, 0, "section data is not aligned");
+	cr_assert_null(state_find(&r, STATE_VCPU_REGS, NR_VCPUS, &size));
+	cr_assert_null(state_find(&r, STATE_VM_PIT, 0, &size));
+	state_reader_close(&r);
+	cr_assert_null(r.body);
+}
+
+Test(state, empty_body_round_trips)
+{
+	struct state_writer w;
+	struct state_file_header header = { .nr_vcpus = 1 };
+	struct state_reader r;
+	size_t size;
+
+	state_writer_init(&w);
+	cr_assert_eq(state_writer_save(&w, &header, path), 0);
+	state_writer_free(&w);
+	cr_assert_eq(state_reader_open(&r, path), 0);
+	cr_assert_eq(r.body_size, 0);
+	cr_assert_null(state_find(&r, STATE_VM_CONFIG, 0, &size));
+	state_reader_close(&r);
+}
+
+Test(state, get_reports_wrong_size_and_missing_section)
+{
+	struct state_reader r;
+	uint64_t small[3];
+	struct fake_regs regs;
+	const char *msg;
+
+	save_sample();
+	cr_assert_eq(state_reader_open(&r, path), 0);
+
+	begin_capture();
+	cr_assert_eq(state_get(&r, STATE_VM_CONFIG, 0, small, sizeof(small)),
+		     -1);
+	msg = end_capture();
+	cr_assert_not_null(strstr(msg, path), "%s", msg);
+	cr_assert_not_null(strstr(msg, "vm config"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "32 bytes, expected 24"), "%s", msg);
+
+	begin_capture();
+	cr_assert_eq(state_get(&r, STATE_VCPU_REGS, 7, &regs, sizeof(regs)),
+		     -1);
+	msg = end_capture();
+	cr_assert_not_null(strstr(msg, "vcpu regs"), "%s", msg);
+	cr_assert_not_null(strstr(msg, "instance 7 is missing"), "%s", msg);
+	state_reader_close(&r);
+}
+
+Test(state, tag_names)
+{
+	cr_assert_str_eq(state_tag_name(STATE_VCPU_REGS), "vcpu regs");
+	cr_assert_str_eq(state_tag_name(STATE_DEV_SERIAL), "serial");
+	cr_assert_str_eq(state_tag_name(STATE_VM_CLOCK), "vm clock");
+	cr_assert_str_eq(state_tag_name(STATE_DEV_VSOCK), "vsock");
+	cr_assert_str_eq(state_tag_name(0x2ff), "unknown");
+	/* Every tag of the enum has its own name. */
+	for (uint32_t tag = 0; tag < 0x400; tag++) {
+		const char *name = state_tag_name(tag);
+
+		if (!strcmp(name, "unknown"))
+			continue;
+		for (uint32_t other = 0; other < tag; other++)
+			cr_assert_str_neq(name, state_tag_name(other),
+					  "tags %#x and %#x share a name",
+					  other, tag);
+	}
+}
+
+Test(state, writer_refuses_duplicate_section)
+{
+	struct state_writer w;
+	struct state_file_header header = { 0 };
+	uint32_t value = 1;
+	int ret;
+
+	state_writer_init(&w);
+	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
+	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
+	begin_capture();
+	ret = state_writer_save(&w, &header, path);
+	const char *msg = end_capture();
+
+	state_writer_free(&w);
+	cr_assert_eq(ret, -1);
+	cr_assert_not_null(strstr(msg, "more than once"), "%s", msg);
+	cr_assert_eq(access(path, F_OK), -1, "a refused file was written");
+}
+
+Test(state, writer_refuses_oversized_body)
+{
+	struct state_writer w;
+	struct state_file_header header = { 0 };
+	int ret;
+
+	state_writer_init(&w);
+	/* The size is refused before @data is read. */
+	state_put(&w, STATE_VCPU_XSAVE, 0, NULL, STATE_MAX_BODY + 1ULL);
+	cr_assert_eq(w.error, -EFBIG);
+	begin_capture();
+	ret = state_writer_save(&w, &header, path);
+	const char *msg = end_capture();
+
+	state_writer_free(&w);
+	cr_assert_eq(ret, -1);
+	cr_assert_not_null(strstr(msg, "limit"), "%s", msg);
+}
+
+Test(state, rejects_missing_file)
+{
+	expect_open_fails("cannot open");
+}
+
+Test(state, rejects_truncated_file)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	cr_assert_eq(truncate(path, len - 5), 0);
+	expect_open_fails("body_size");
+	cr_assert_eq(truncate(path, 40), 0);
+	expect_open_fails("shorter than the 64-byte header");
+	free(buf);
+}
+
+Test(state, rejects_flipped_body_byte)
+{
+	size_t len;
+	uint8_t *buf;
+	FILE *f;
+
+	save_sample();
+	buf = read_file(&len);
+	buf[len - 20] ^= 0x01;
+	f = fopen(path, "wb");
+	cr_assert_eq(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	expect_open_fails("body hash mismatch (file corrupted)");
+	free(buf);
+}
+
+Test(state, rejects_wrong_magic)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	memcpy(buf, "THAWSTAX", 8);
+	write_file_rehashed(buf, len);
+	expect_open_fails("bad magic");
+	free(buf);
+}
+
+Test(state, rejects_other_format_version)
+{
+	size_t len;
+	uint8_t *buf;
+	char want[64];
+
+	save_sample();
+	buf = read_file(&len);
+	((struct state_file_header *)buf)->format_version =
+		STATE_FORMAT_VERSION + 1;
+	write_file_rehashed(buf, len);
+	snprintf(want, sizeof(want), "format version %d, this thaw reads %d",
+		 STATE_FORMAT_VERSION + 1, STATE_FORMAT_VERSION);
+	expect_open_fails(want);
+	free(buf);
+}
+
+Test(state, rejects_wrong_header_size)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	((struct state_file_header *)buf)->header_size = 72;
+	write_file_rehashed(buf, len);
+	expect_open_fails("header_size 72");
+	free(buf);
+}
+
+Test(state, rejects_huge_body_size)
+{
+	size_t len;
+	uint8_t *buf;
+	FILE *f;
+
+	save_sample();
+	buf = read_file(&len);
+	((struct state_file_header *)buf)->body_size = 1ULL << 62;
+	f = fopen(path, "wb");
+	cr_assert_eq(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	expect_open_fails("body_size 4611686018427387904");
+	free(buf);
+}
+
+Test(state, rejects_file_over_the_limit_without_reading_it)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert_geq(fd, 0);
+	/* Sparse, so the oversized file costs no disk. */
+	cr_assert_eq(ftruncate(fd, STATE_MAX_BODY + 64 + 1), 0);
+	close(fd);
+	expect_open_fails("limit");
+}
+
+/* The first section is the 32-byte vm config at body offset 0. */
+Test(state, rejects_nonzero_reserved_field)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	section_at(buf, 0)->reserved = 5;
+	write_file_rehashed(buf, len);
+	expect_open_fails("reserved field is 0x5");
+	free(buf);
+}
+
+Test(state, rejects_section_running_past_the_body)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	section_at(buf, 0)->size = (uint32_t)len;
+	write_file_rehashed(buf, len);
+	expect_open_fails("runs past the end of the body");
+	free(buf);
+}
+
+Test(state, rejects_nonzero_padding)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	/* vcpu 0 regs follow the config: 13 data bytes, then 3 of padding. */
+	struct state_section_header *regs = section_at(buf, 16 + 32);
+
+	cr_assert_eq(regs->tag, STATE_VCPU_REGS);
+	((uint8_t *)(regs + 1))[14] = 0xaa;
+	write_file_rehashed(buf, len);
+	expect_open_fails("padding byte 1 is 0xaa");
+	free(buf);
+}
+
+Test(state, rejects_cut_off_section_header)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	buf = realloc(buf, len + 8);
+	cr_assert_not_null(buf);
+	memset(buf + len, 0, 8);
+	write_file_rehashed(buf, len + 8);
+	expect_open_fails("is cut off (8 bytes left)");
+	free(buf);
+}
+
+Test(state, rejects_duplicate_section)
+{
+	size_t len;
+	uint8_t *buf;
+
+	save_sample();
+	buf = read_file(&len);
+	/* Turn vcpu 1's regs into a second copy of vcpu 0's. */
+	struct state_section_header *regs1 =
+		section_at(buf, (16 + 32) + (16 + 16) + (16 + 8));
+
+	cr_assert_eq(regs1->tag, STATE_VCPU_REGS);
+	cr_assert_eq(regs1->instance, 1);
+	regs1->instance = 0;
+	write_file_rehashed(buf, len);
+	expect_open_fails("vcpu regs) instance 0 appears more than once");
+	free(buf);
+}
+
+Test(host_cpu, signature_is_stable)
+{
+	uint64_t sig = host_cpu_signature();
+
+	cr_assert_neq(sig, 0);
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(host_cpu_signature(), sig);
+}
+
+Test(host_cpu, describe_names_the_vendor)
+{
+	unsigned int a, b, c, d;
+	char vendor[13], desc[128], tiny[8];
+
+	__cpuid(0, a, b, c, d);
+	cr_assert_geq(a, 1, "CPUID has no leaf 1");
+	memcpy(vendor, &b, 4);
+	memcpy(vendor + 4, &d, 4);
+	memcpy(vendor + 8, &c, 4);
+	vendor[12] = '\0';
+	host_cpu_describe(desc, sizeof(desc));
+	cr_assert_eq(strncmp(desc, vendor, 12), 0, "%s vs %s", desc, vendor);
+	cr_assert_not_null(strstr(desc, " family "), "%s", desc);
+	cr_assert_not_null(strstr(desc, " model "), "%s", desc);
+	cr_assert_not_null(strstr(desc, " stepping "), "%s", desc);
+	host_cpu_describe(tiny, sizeof(tiny));
+	cr_assert_eq(strlen(tiny), sizeof(tiny) - 1);
+}
