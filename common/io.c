@@ -8,12 +8,20 @@
 #include <stdint.h>
 #include <unistd.h>
 
-int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
+enum io_op { IO_WRITE, IO_PWRITE, IO_PREAD };
 
+/*
+ * The loop behind all three: a short transfer goes on where it stopped, and
+ * one that moves nothing (end of file, a device taking no more) is -EIO
+ * rather than a loop that never ends.  Only IO_PREAD stores through @p,
+ * so the writers may hand in their const buffers.
+ */
+static int io_full(enum io_op op, int fd, uint8_t *p, size_t len, off_t off)
+{
 	while (len > 0) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = op == IO_WRITE    ? write(fd, p, len)
+			    : op == IO_PWRITE ? pwrite(fd, p, len, off)
+					      : pread(fd, p, len, off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -23,6 +31,22 @@ int write_full(int fd, const void *buf, size_t len)
 			return -EIO;
 		p += n;
 		len -= n;
+		off += n;
 	}
 	return 0;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+	return io_full(IO_WRITE, fd, (uint8_t *)buf, len, 0);
+}
+
+int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	return io_full(IO_PWRITE, fd, (uint8_t *)buf, len, off);
+}
+
+int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	return io_full(IO_PREAD, fd, buf, len, off);
 }

@@ -1,14 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * io.h - writing a whole buffer to a descriptor, the one I/O loop the VMM
- * (console copies) and the CLI (agent frames, relayed output) share.
+ * io.h - moving a whole buffer to or from a descriptor, the one I/O loop
+ * the VMM (console copies), the CLI (agent frames, relayed output) and the
+ * snapshot files share.
  */
 #ifndef THAW_COMMON_IO_H
 #define THAW_COMMON_IO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Writes all @len bytes, retrying on EINTR; 0, or a negative errno. */
 int write_full(int fd, const void *buf, size_t len);
+
+/* Writes all @len bytes at offset @off, as write_full(). */
+int pwrite_full(int fd, const void *buf, size_t len, off_t off);
+
+/*
+ * Reads exactly @len bytes from offset @off, retrying on EINTR; 0, -EIO
+ * when the file ends first, or a negative errno.
+ */
+int pread_full(int fd, void *buf, size_t len, off_t off);
 
 #endif

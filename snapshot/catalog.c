@@ -212,6 +212,18 @@ static int get_record(struct catalog *c, MDB_txn *txn, MDB_dbi dbi,
 	return read_record(c, what, &key, &val, out, size, err, errlen);
 }
 
+/* get_record(), with a message naming the missing entry. */
+static int find_record(struct catalog *c, MDB_txn *txn, MDB_dbi dbi,
+		       const char *what, const char *id, void *out, size_t size,
+		       char *err, size_t errlen)
+{
+	int ret = get_record(c, txn, dbi, what, id, out, size, err, errlen);
+
+	if (ret == -ENOENT)
+		no_entry(c, what, id, err, errlen);
+	return ret;
+}
+
 static int put_record(struct catalog *c, MDB_txn *txn, MDB_dbi dbi,
 		      const char *what, const char *id, const void *rec,
 		      size_t size, unsigned int flags, char *err, size_t errlen)
@@ -248,6 +260,58 @@ static int finish(struct catalog *c, MDB_txn *txn, int ret, char *err,
 	}
 	rc = mdb_txn_commit(txn);
 	return rc ? lmdb_error(c, rc, "commit", err, errlen) : 0;
+}
+
+/*
+ * A cursor over the records of one database whose keys begin with a prefix
+ * ("" for all of them), in key order.
+ */
+struct walk {
+	MDB_cursor *cur;
+	const char *db; /* the database, for messages */
+	const char *prefix;
+	size_t len;
+	MDB_cursor_op op; /* how walk_next() moves */
+};
+
+static int walk_start(struct catalog *c, MDB_txn *txn, MDB_dbi dbi,
+		      const char *db, const char *prefix, struct walk *w,
+		      char *err, size_t errlen)
+{
+	int rc = mdb_cursor_open(txn, dbi, &w->cur);
+
+	if (rc)
+		return lmdb_error(c, rc, db, err, errlen);
+	w->db = db;
+	w->prefix = prefix;
+	w->len = strlen(prefix);
+	/* LMDB refuses to seek to an empty key. */
+	w->op = w->len ? MDB_SET_RANGE : MDB_FIRST;
+	return 0;
+}
+
+/*
+ * Moves to the next record and reads it into @out as read_record() does:
+ * 1, 0 past the last one, or a negative errno after a message.  The cursor
+ * stays on the record, so the caller may delete it: after a delete,
+ * MDB_NEXT yields the entry that followed.
+ */
+static int walk_next(struct catalog *c, struct walk *w, const char *what,
+		     void *out, size_t size, char *err, size_t errlen)
+{
+	MDB_val key = { .mv_size = w->len, .mv_data = (void *)w->prefix };
+	MDB_val val;
+	int rc = mdb_cursor_get(w->cur, &key, &val, w->op);
+
+	w->op = MDB_NEXT;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return lmdb_error(c, rc, w->db, err, errlen);
+	if (key.mv_size <= w->len || memcmp(key.mv_data, w->prefix, w->len))
+		return 0;
+	rc = read_record(c, what, &key, &val, out, size, err, errlen);
+	return rc ? rc : 1;
 }
 
 static int mkdir_p(const char *dir)
@@ -349,39 +413,29 @@ static int count_clones_txn(struct catalog *c, MDB_txn *txn, const char *id,
 			    uint32_t *count, char *err, size_t errlen)
 {
 	char prefix[CATALOG_ID_LEN + 2];
-	size_t len = snprintf(prefix, sizeof(prefix), "%s/", id);
-	MDB_val key = { .mv_size = len, .mv_data = prefix };
 	struct clone_record rec;
-	MDB_cursor *cur;
-	MDB_val val;
-	int rc, ret = 0;
+	struct walk w;
+	int rc, ret;
 
 	*count = 0;
-	rc = mdb_cursor_open(txn, c->clones, &cur);
-	if (rc)
-		return lmdb_error(c, rc, "clones", err, errlen);
-	rc = mdb_cursor_get(cur, &key, &val, MDB_SET_RANGE);
-	while (!rc && key.mv_size > len && !memcmp(key.mv_data, prefix, len)) {
-		ret = read_record(c, "clone", &key, &val, &rec, sizeof(rec),
-				  err, errlen);
-		if (ret)
-			break;
-		if (clone_alive(&rec)) {
-			(*count)++;
-		} else {
-			rc = mdb_cursor_del(cur, 0);
-			if (rc)
-				break;
-		}
-		/* After a delete, MDB_NEXT yields the entry that followed. */
-		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
-	}
-	mdb_cursor_close(cur);
+	snprintf(prefix, sizeof(prefix), "%s/", id);
+	ret = walk_start(c, txn, c->clones, "clones", prefix, &w, err, errlen);
 	if (ret)
 		return ret;
-	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_error(c, rc, "clones", err, errlen);
-	return 0;
+	while ((ret = walk_next(c, &w, "clone", &rec, sizeof(rec), err,
+				errlen)) > 0) {
+		if (clone_alive(&rec)) {
+			(*count)++;
+			continue;
+		}
+		rc = mdb_cursor_del(w.cur, 0);
+		if (rc) {
+			ret = lmdb_error(c, rc, "clones", err, errlen);
+			break;
+		}
+	}
+	mdb_cursor_close(w.cur);
+	return ret;
 }
 
 static int check_new_records(const struct template_record *tmpl,
@@ -425,12 +479,29 @@ static int check_new_records(const struct template_record *tmpl,
 	return 0;
 }
 
+/*
+ * Counts one child snapshot more (@delta 1) or fewer (-1) for snapshot @id;
+ * -ENOENT without a message, as get_record().
+ */
+static int count_child(struct catalog *c, MDB_txn *txn, const char *id,
+		       int delta, char *err, size_t errlen)
+{
+	struct snapshot_record snap;
+	int ret = get_record(c, txn, c->snapshots, "snapshot", id, &snap,
+			     sizeof(snap), err, errlen);
+
+	if (ret)
+		return ret;
+	snap.children += delta;
+	return put_record(c, txn, c->snapshots, "snapshot", snap.id, &snap,
+			  sizeof(snap), 0, err, errlen);
+}
+
 static int add_snapshot_txn(struct catalog *c, MDB_txn *txn,
 			    const struct template_record *tmpl,
 			    const struct snapshot_record *snap, char *err,
 			    size_t errlen)
 {
-	struct snapshot_record parent;
 	struct template_record t;
 	bool base = !snap->parent[0];
 	int ret;
@@ -440,17 +511,11 @@ static int add_snapshot_txn(struct catalog *c, MDB_txn *txn,
 	if (ret)
 		return ret;
 	if (!base) {
-		ret = get_record(c, txn, c->snapshots, "snapshot", snap->parent,
-				 &parent, sizeof(parent), err, errlen);
+		ret = count_child(c, txn, snap->parent, 1, err, errlen);
 		if (ret == -ENOENT)
 			set_err(err, errlen,
 				"catalog %s: no snapshot %s (the parent of %s)",
 				c->dir, snap->parent, snap->id);
-		if (ret)
-			return ret;
-		parent.children++;
-		ret = put_record(c, txn, c->snapshots, "snapshot", parent.id,
-				 &parent, sizeof(parent), 0, err, errlen);
 		if (ret)
 			return ret;
 	}
@@ -497,9 +562,7 @@ static int lookup(struct catalog *c, MDB_dbi dbi, const char *what,
 		ret = begin(c, MDB_RDONLY, &txn, err, errlen);
 	if (ret)
 		return ret;
-	ret = get_record(c, txn, dbi, what, id, out, size, err, errlen);
-	if (ret == -ENOENT)
-		no_entry(c, what, id, err, errlen);
+	ret = find_record(c, txn, dbi, what, id, out, size, err, errlen);
 	return finish(c, txn, ret, err, errlen);
 }
 
@@ -531,11 +594,10 @@ static int read_snapshots(struct catalog *c, MDB_txn *txn,
 			  struct snapshot_record **out, size_t *count,
 			  char *err, size_t errlen)
 {
-	MDB_cursor *cur;
-	MDB_val key, val;
+	struct walk w;
 	MDB_stat st;
 	size_t n = 0;
-	int rc, ret = 0;
+	int rc, ret;
 
 	rc = mdb_stat(txn, c->snapshots, &st);
 	if (rc)
@@ -545,22 +607,16 @@ static int read_snapshots(struct catalog *c, MDB_txn *txn,
 		set_err(err, errlen, "catalog %s: out of memory", c->dir);
 		return -ENOMEM;
 	}
-	rc = mdb_cursor_open(txn, c->snapshots, &cur);
-	if (rc)
-		return lmdb_error(c, rc, "snapshots", err, errlen);
-	rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
-	while (!rc) {
-		ret = read_record(c, "snapshot", &key, &val, &(*out)[n++],
-				  sizeof(**out), err, errlen);
-		if (ret)
-			break;
-		rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT);
-	}
-	mdb_cursor_close(cur);
+	ret = walk_start(c, txn, c->snapshots, "snapshots", "", &w, err,
+			 errlen);
 	if (ret)
 		return ret;
-	if (rc != MDB_NOTFOUND)
-		return lmdb_error(c, rc, "snapshots", err, errlen);
+	while ((ret = walk_next(c, &w, "snapshot", &(*out)[n], sizeof(**out),
+				err, errlen)) > 0)
+		n++;
+	mdb_cursor_close(w.cur);
+	if (ret)
+		return ret;
 	if (n > 1)
 		qsort(*out, n, sizeof(**out), cmp_snapshots);
 	*count = n;
@@ -621,13 +677,9 @@ static int count_clones_of(struct catalog *c, MDB_txn *txn, const char *id,
 	struct snapshot_record snap;
 	int ret;
 
-	ret = get_record(c, txn, c->snapshots, "snapshot", id, &snap,
-			 sizeof(snap), err, errlen);
-	if (ret == -ENOENT)
-		return no_entry(c, "snapshot", id, err, errlen);
-	if (ret)
-		return ret;
-	return count_clones_txn(c, txn, id, count, err, errlen);
+	ret = find_record(c, txn, c->snapshots, "snapshot", id, &snap,
+			  sizeof(snap), err, errlen);
+	return ret ? ret : count_clones_txn(c, txn, id, count, err, errlen);
 }
 
 int catalog_count_clones(struct catalog *c, const char *id, uint32_t *count,
@@ -649,15 +701,13 @@ static int remove_snapshot_txn(struct catalog *c, MDB_txn *txn, const char *id,
 			       char *err, size_t errlen)
 {
 	MDB_val key = { .mv_size = strlen(id), .mv_data = (void *)id };
-	struct snapshot_record snap, parent;
+	struct snapshot_record snap;
 	struct template_record t;
 	uint32_t clones;
 	int rc, ret;
 
-	ret = get_record(c, txn, c->snapshots, "snapshot", id, &snap,
-			 sizeof(snap), err, errlen);
-	if (ret == -ENOENT)
-		return no_entry(c, "snapshot", id, err, errlen);
+	ret = find_record(c, txn, c->snapshots, "snapshot", id, &snap,
+			  sizeof(snap), err, errlen);
 	if (!ret)
 		ret = count_clones_txn(c, txn, id, &clones, err, errlen);
 	if (ret)
@@ -678,14 +728,7 @@ static int remove_snapshot_txn(struct catalog *c, MDB_txn *txn, const char *id,
 	if (rc)
 		return lmdb_error(c, rc, "snapshot", err, errlen);
 	if (snap.parent[0]) {
-		ret = get_record(c, txn, c->snapshots, "snapshot", snap.parent,
-				 &parent, sizeof(parent), err, errlen);
-		if (!ret) {
-			parent.children--;
-			ret = put_record(c, txn, c->snapshots, "snapshot",
-					 parent.id, &parent, sizeof(parent), 0,
-					 err, errlen);
-		}
+		ret = count_child(c, txn, snap.parent, -1, err, errlen);
 		if (ret && ret != -ENOENT)
 			return ret;
 	}
@@ -722,14 +765,11 @@ static int add_clone_txn(struct catalog *c, MDB_txn *txn, const char *id,
 	struct snapshot_record snap;
 	int ret;
 
-	ret = get_record(c, txn, c->snapshots, "snapshot", id, &snap,
-			 sizeof(snap), err, errlen);
-	if (ret == -ENOENT)
-		return no_entry(c, "snapshot", id, err, errlen);
-	if (ret)
-		return ret;
-	return put_record(c, txn, c->clones, "clone", key, rec, sizeof(*rec),
-			  MDB_NOOVERWRITE, err, errlen);
+	ret = find_record(c, txn, c->snapshots, "snapshot", id, &snap,
+			  sizeof(snap), err, errlen);
+	return ret ? ret
+		   : put_record(c, txn, c->clones, "clone", key, rec,
+				sizeof(*rec), MDB_NOOVERWRITE, err, errlen);
 }
 
 int catalog_add_clone(struct catalog *c, const char *id, const char *clone_id,

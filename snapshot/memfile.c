@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "io.h"
+
 #define CHUNK_PAGES 256
 #define CHUNK_BYTES (CHUNK_PAGES * MEMFILE_PAGE_SIZE)
 #define HASHES_OFFSET sizeof(struct memfile_hashes_header)
@@ -28,50 +30,15 @@ static bool page_is_zero(const uint8_t *page)
 	return !memcmp(page, zero_page, MEMFILE_PAGE_SIZE);
 }
 
-static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
-}
-
-/* 0, -EIO when the file ends early, or a negative errno. */
-static int pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
-}
-
 static const char *read_error(int err)
 {
 	return err == -EIO ? "file ended early" : strerror(-err);
+}
+
+/* Pages in the chunk that starts at page @first of @pages. */
+static uint64_t chunk_pages(uint64_t first, uint64_t pages)
+{
+	return pages - first < CHUNK_PAGES ? pages - first : CHUNK_PAGES;
 }
 
 /* Writes pages [@first, @end) of @mem to the same place in @fd. */
@@ -114,8 +81,7 @@ static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 		goto out;
 	}
 	for (uint64_t first = 0; first < pages; first += CHUNK_PAGES) {
-		uint64_t n = pages - first < CHUNK_PAGES ? pages - first
-							 : CHUNK_PAGES;
+		uint64_t n = chunk_pages(first, pages);
 
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t page = first + i;
@@ -230,6 +196,25 @@ fail:
 	return -1;
 }
 
+/* Opens @path, a @what, to read and stats it: the fd, or -1 after a message. */
+static int open_stat(const char *what, const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "%s %s: cannot open: %s\n", what, path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, st)) {
+		fprintf(stderr, "%s %s: cannot stat: %s\n", what, path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
  * Opens @path and checks its header and size against a memory file of
  * @size bytes whose root is @root.  Returns the descriptor with the header
@@ -241,20 +226,11 @@ static int open_hashes(const char *path, uint64_t size, uint64_t root,
 {
 	uint64_t pages = size / MEMFILE_PAGE_SIZE;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_stat("page hashes", path, &st);
 	int err;
 
-	if (fd < 0) {
-		fprintf(stderr, "page hashes %s: cannot open: %s\n", path,
-			strerror(errno));
+	if (fd < 0)
 		return -1;
-	}
-	if (fstat(fd, &st)) {
-		fprintf(stderr, "page hashes %s: cannot stat: %s\n", path,
-			strerror(errno));
-		close(fd);
-		return -1;
-	}
 	if ((uint64_t)st.st_size < sizeof(*h)) {
 		fprintf(stderr,
 			"page hashes %s: %lld bytes, shorter than the %zu-byte "
@@ -324,6 +300,26 @@ static void report_root(const char *path, uint64_t recorded, uint64_t actual)
 		path, actual, recorded);
 }
 
+/*
+ * Reads the hashes of pages [@first, @first + @n) from @hfd into @hashes
+ * and adds them to the root being computed in @root; 0, or -1 after a
+ * message.
+ */
+static int read_hashes(int hfd, const char *path, uint64_t first, uint64_t n,
+		       uint64_t *hashes, XXH3_state_t *root)
+{
+	int err = pread_full(hfd, hashes, n * sizeof(*hashes),
+			     HASHES_OFFSET + first * sizeof(*hashes));
+
+	if (err) {
+		fprintf(stderr, "page hashes %s: cannot read: %s\n", path,
+			read_error(err));
+		return -1;
+	}
+	XXH3_64bits_update(root, hashes, n * sizeof(*hashes));
+	return 0;
+}
+
 /* Recomputes the root of the hashes in @hfd; 0, or -1 after a message. */
 static int check_root(int hfd, const char *path,
 		      const struct memfile_hashes_header *h)
@@ -338,18 +334,10 @@ static int check_root(int hfd, const char *path,
 		goto out;
 	}
 	for (uint64_t first = 0; first < h->page_count; first += CHUNK_PAGES) {
-		uint64_t n = h->page_count - first < CHUNK_PAGES
-				     ? h->page_count - first
-				     : CHUNK_PAGES;
-		int err = pread_full(hfd, hashes, n * sizeof(hashes[0]),
-				     HASHES_OFFSET + first * sizeof(hashes[0]));
-
-		if (err) {
-			fprintf(stderr, "page hashes %s: cannot read: %s\n",
-				path, read_error(err));
+		if (read_hashes(hfd, path, first,
+				chunk_pages(first, h->page_count), hashes,
+				state))
 			goto out;
-		}
-		XXH3_64bits_update(state, hashes, n * sizeof(hashes[0]));
 	}
 	uint64_t actual = XXH3_64bits_digest(state);
 
@@ -367,19 +355,10 @@ out:
 static int open_memory(const char *path, uint64_t size)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_stat("memory file", path, &st);
 
-	if (fd < 0) {
-		fprintf(stderr, "memory file %s: cannot open: %s\n", path,
-			strerror(errno));
+	if (fd < 0)
 		return -1;
-	}
-	if (fstat(fd, &st)) {
-		fprintf(stderr, "memory file %s: cannot stat: %s\n", path,
-			strerror(errno));
-		close(fd);
-		return -1;
-	}
 	if ((uint64_t)st.st_size != size || size % MEMFILE_PAGE_SIZE) {
 		fprintf(stderr,
 			"memory file %s: %lld bytes, the snapshot says %" PRIu64
@@ -450,14 +429,8 @@ static int verify_chunk(int mfd, int hfd, uint64_t first, uint64_t n,
 			read_error(err));
 		return -1;
 	}
-	err = pread_full(hfd, hashes, n * sizeof(hashes[0]),
-			 HASHES_OFFSET + first * sizeof(hashes[0]));
-	if (err) {
-		fprintf(stderr, "page hashes %s: cannot read: %s\n",
-			hashes_path, read_error(err));
+	if (read_hashes(hfd, hashes_path, first, n, hashes, res->state))
 		return -1;
-	}
-	XXH3_64bits_update(res->state, hashes, n * sizeof(hashes[0]));
 	for (uint64_t i = 0; i < n; i++) {
 		if (XXH3_64bits(buf + i * MEMFILE_PAGE_SIZE,
 				MEMFILE_PAGE_SIZE) == hashes[i])
@@ -491,9 +464,7 @@ int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 		goto out;
 	}
 	for (uint64_t first = 0; first < h.page_count; first += CHUNK_PAGES) {
-		uint64_t n = h.page_count - first < CHUNK_PAGES
-				     ? h.page_count - first
-				     : CHUNK_PAGES;
+		uint64_t n = chunk_pages(first, h.page_count);
 
 		if (verify_chunk(mfd, hfd, first, n, buf, &res, path,
 				 hashes_path))

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "io.h"
+
 #define SECTION_ALIGN 8
 
 _Static_assert(sizeof(struct state_section_header) % SECTION_ALIGN == 0,
@@ -220,47 +222,6 @@ static int check_sections(const char *path, const uint8_t *body, size_t size)
 out:
 	free(keys);
 	return ret;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
-}
-
-/* 0, -EIO when the file ends early, or a negative errno. */
-static int pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= n;
-		off += n;
-	}
-	return 0;
 }
 
 int state_writer_save(struct state_writer *w, struct state_file_header *header,

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io.h"
+
 /* Linux 5.14; older C libraries do not know it. */
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -79,48 +81,12 @@ static int range_add(struct range_list *l, uint64_t page)
 	return 0;
 }
 
-/* Bytes read, fewer than @len only at end of file; or -1 with errno set. */
-static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-	ssize_t n;
-
-	while (done < len) {
-		n = pread(fd, (char *)buf + done, len - done, off + done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		done += n;
-	}
-	return done;
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	size_t done = 0;
-	ssize_t n;
-
-	while (done < len) {
-		n = write(fd, (const char *)buf + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		done += n;
-	}
-	return 0;
-}
-
 static int scan_pagemap(const void *mem, uint64_t nr_pages,
 			struct range_list *l, uint64_t *pages, const char *path)
 {
 	off_t base = (uintptr_t)mem / WS_PAGE_SIZE * sizeof(uint64_t);
 	uint64_t *entries, done, n, i;
-	int fd, ret = -1;
-	ssize_t got;
+	int fd, err, ret = -1;
 
 	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
 	if (!entries) {
@@ -136,11 +102,12 @@ static int scan_pagemap(const void *mem, uint64_t nr_pages,
 	for (done = 0; done < nr_pages; done += n) {
 		n = nr_pages - done < PAGEMAP_BATCH ? nr_pages - done
 						    : PAGEMAP_BATCH;
-		got = pread_full(fd, entries, n * sizeof(*entries),
+		err = pread_full(fd, entries, n * sizeof(*entries),
 				 base + done * sizeof(*entries));
-		if (got != (ssize_t)(n * sizeof(*entries))) {
+		if (err) {
 			fprintf(stderr, "%s: reading /proc/self/pagemap: %s\n",
-				path, got < 0 ? strerror(errno) : "short read");
+				path,
+				err == -EIO ? "short read" : strerror(-err));
 			goto out;
 		}
 		for (i = 0; i < n; i++) {
@@ -194,7 +161,7 @@ static int write_file(const char *path, const struct workingset_header *h,
 		      const struct workingset_range *r)
 {
 	char *tmp;
-	int fd;
+	int fd, err;
 
 	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0) {
 		fprintf(stderr, "%s: out of memory\n", path);
@@ -207,9 +174,13 @@ static int write_file(const char *path, const struct workingset_header *h,
 		free(tmp);
 		return -1;
 	}
-	if (write_full(fd, h, sizeof(*h)) ||
-	    write_full(fd, r, h->nr_ranges * sizeof(*r)) || fsync(fd)) {
-		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(errno));
+	err = write_full(fd, h, sizeof(*h));
+	if (!err)
+		err = write_full(fd, r, h->nr_ranges * sizeof(*r));
+	if (!err && fsync(fd))
+		err = -errno;
+	if (err) {
+		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(-err));
 		goto fail;
 	}
 	if (close(fd)) {
@@ -305,8 +276,7 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 	struct workingset_header h;
 	struct stat st;
 	uint64_t body;
-	ssize_t got;
-	int fd;
+	int fd, err;
 
 	*r = NULL;
 	*nr = 0;
@@ -321,14 +291,15 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 		fprintf(stderr, "%s: cannot stat: %s\n", path, strerror(errno));
 		goto fail;
 	}
-	got = pread_full(fd, &h, sizeof(h), 0);
-	if (got < 0) {
-		fprintf(stderr, "%s: cannot read: %s\n", path, strerror(errno));
+	if (st.st_size < (off_t)sizeof(h)) {
+		fprintf(stderr, "%s: truncated: %lld bytes, header is %zu\n",
+			path, (long long)st.st_size, sizeof(h));
 		goto fail;
 	}
-	if (got < (ssize_t)sizeof(h) || st.st_size < (off_t)sizeof(h)) {
-		fprintf(stderr, "%s: truncated: %zd bytes, header is %zu\n",
-			path, got, sizeof(h));
+	err = pread_full(fd, &h, sizeof(h), 0);
+	if (err) {
+		fprintf(stderr, "%s: cannot read: %s\n", path,
+			err == -EIO ? "file shrank" : strerror(-err));
 		goto fail;
 	}
 	if (memcmp(h.magic, WORKINGSET_MAGIC, sizeof(h.magic))) {
@@ -368,10 +339,10 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 			fprintf(stderr, "%s: out of memory\n", path);
 			goto fail;
 		}
-		got = pread_full(fd, *r, body, sizeof(h));
-		if (got != (ssize_t)body) {
+		err = pread_full(fd, *r, body, sizeof(h));
+		if (err) {
 			fprintf(stderr, "%s: cannot read ranges: %s\n", path,
-				got < 0 ? strerror(errno) : "file shrank");
+				err == -EIO ? "file shrank" : strerror(-err));
 			goto fail;
 		}
 	}

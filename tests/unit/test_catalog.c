@@ -103,6 +103,21 @@ static uint32_t clones_of(const char *id)
 	return n;
 }
 
+/* Registers clone @clone_id of @id, owned by @pid; it must succeed. */
+static void add_clone(const char *id, const char *clone_id, pid_t pid)
+{
+	cr_assert_eq(
+		catalog_add_clone(&cat, id, clone_id, pid, err, sizeof(err)), 0,
+		"%s", err);
+}
+
+/* Removes snapshot @id; it must succeed. */
+static void remove_snapshot(const char *id)
+{
+	cr_assert_eq(catalog_remove_snapshot(&cat, id, err, sizeof(err)), 0,
+		     "%s", err);
+}
+
 static void reopen(void)
 {
 	catalog_close(&cat);
@@ -286,21 +301,13 @@ Test(catalog, children_are_counted)
 		err,
 		"snapshot 00000000000000b1 has 1 child snapshot; remove it first");
 
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000c1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000c1");
 	cr_assert_eq(get("00000000000000b1").children, 0);
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000b1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000b1");
 	cr_assert_eq(get("00000000000000a1").children, 1);
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000b2", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000b2");
 	cr_assert_eq(get("00000000000000a1").children, 0);
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000a1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000a1");
 	cr_assert_eq(catalog_get_snapshot(&cat, "00000000000000a1", &s, err,
 					  sizeof(err)),
 		     -ENOENT);
@@ -320,14 +327,10 @@ Test(catalog, template_tracks_its_latest_base)
 	/* The template record itself is the first one's. */
 	cr_assert_eq(t.created_unix, 1000);
 
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000b1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000b1");
 	cr_assert_eq(catalog_get_template(&cat, TMPL, &t, err, sizeof(err)), 0);
 	cr_assert_str_eq(t.latest_snapshot, "00000000000000a2");
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000a2", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000a2");
 	cr_assert_eq(catalog_get_template(&cat, TMPL, &t, err, sizeof(err)), 0);
 	cr_assert_str_eq(t.latest_snapshot, "");
 }
@@ -335,9 +338,7 @@ Test(catalog, template_tracks_its_latest_base)
 Test(catalog, live_clone_blocks_removal)
 {
 	add("00000000000000a1", "", 1);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "web-1",
-				       getpid(), err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a1", "web-1", getpid());
 	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "web-1",
 				       getpid(), err, sizeof(err)),
 		     -EEXIST);
@@ -347,9 +348,7 @@ Test(catalog, live_clone_blocks_removal)
 					     sizeof(err)),
 		     -EBUSY);
 	cr_assert_str_eq(err, "snapshot 00000000000000a1 has 1 live clone");
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "web_2",
-				       getpid(), err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a1", "web_2", getpid());
 	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000a1", err,
 					     sizeof(err)),
 		     -EBUSY);
@@ -366,9 +365,7 @@ Test(catalog, live_clone_blocks_removal)
 					  err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(clones_of("00000000000000a1"), 0);
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000a1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000a1");
 }
 
 /* A child dies with the test, should an assertion end it first. */
@@ -417,24 +414,14 @@ Test(catalog, clones_of_dead_processes_are_dropped)
 	/* Neighbours in key order must keep their entries. */
 	add("00000000000000a0", "", 1);
 	add("00000000000000a2", "", 1);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a0", "z", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a2", "a", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a0", "z", getpid());
+	add_clone("00000000000000a2", "a", getpid());
 
 	reaped = spawn_waiting(&reaped_fd);
 	zombie = spawn_waiting(&zombie_fd);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "reaped",
-				       reaped, err, sizeof(err)),
-		     0, "%s", err);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "zombie",
-				       zombie, err, sizeof(err)),
-		     0, "%s", err);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "me", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a1", "reaped", reaped);
+	add_clone("00000000000000a1", "zombie", zombie);
+	add_clone("00000000000000a1", "me", getpid());
 	cr_assert_eq(clones_of("00000000000000a1"), 3);
 
 	release(reaped_fd);
@@ -467,9 +454,7 @@ Test(catalog, reused_pid_is_not_the_clone)
 	MDB_txn *txn;
 
 	add("00000000000000a1", "", 1);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "c1", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a1", "c1", getpid());
 	cr_assert_eq(mdb_txn_begin(cat.env, NULL, MDB_RDONLY, &txn), 0);
 	cr_assert_eq(mdb_get(txn, cat.clones, &k, &v), 0);
 	cr_assert_eq(v.mv_size, sizeof(rec));
@@ -501,15 +486,9 @@ Test(catalog, list_is_sorted_with_clone_counts)
 	add("00000000000000a3", "", 20);
 	add("00000000000000b1", "", 10);
 	add("00000000000000a2", "", 20);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a3", "x", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a3", "y", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000b1", "x", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a3", "x", getpid());
+	add_clone("00000000000000a3", "y", getpid());
+	add_clone("00000000000000b1", "x", getpid());
 
 	cr_assert_eq(catalog_list_snapshots(&cat, &list, &clones, &n, err,
 					    sizeof(err)),
@@ -608,9 +587,7 @@ Test(catalog, bad_ids_are_einval_with_a_message)
 				       getpid(), err, sizeof(err)),
 		     -EINVAL);
 	long_clone[CATALOG_CLONE_ID_MAX] = '\0';
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", long_clone,
-				       getpid(), err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000a1", long_clone, getpid());
 	cr_assert_eq(catalog_add_clone(&cat, "00000000000000a1", "c1", 0, err,
 				       sizeof(err)),
 		     -EINVAL);
@@ -667,9 +644,7 @@ Test(catalog, data_persists_across_reopen)
 
 	add("00000000000000a1", "", 1);
 	add("00000000000000b1", "00000000000000a1", 2);
-	cr_assert_eq(catalog_add_clone(&cat, "00000000000000b1", "c", getpid(),
-				       err, sizeof(err)),
-		     0, "%s", err);
+	add_clone("00000000000000b1", "c", getpid());
 	reopen();
 	cr_assert_eq(get("00000000000000a1").children, 1);
 	cr_assert_str_eq(get("00000000000000b1").parent, "00000000000000a1");
@@ -852,18 +827,14 @@ Test(catalog, writer_killed_with_9_leaves_a_consistent_catalog, .timeout = 60)
 
 	/* Still writable, and the counts let it be emptied leaf first. */
 	add("00000000000000a1", list[n - 1].id, 1);
-	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000a1", err,
-					     sizeof(err)),
-		     0, "%s", err);
+	remove_snapshot("00000000000000a1");
 	for (removed = 0; removed < n;) {
 		size_t before = removed;
 
 		for (i = 0; i < n; i++) {
 			if (!list[i].id[0] || get(list[i].id).children)
 				continue;
-			cr_assert_eq(catalog_remove_snapshot(&cat, list[i].id,
-							     err, sizeof(err)),
-				     0, "%s", err);
+			remove_snapshot(list[i].id);
 			list[i].id[0] = '\0';
 			removed++;
 		}

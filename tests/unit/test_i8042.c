@@ -5,12 +5,10 @@
  */
 #include <criterion/criterion.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "devices/i8042.h"
+#include "state_file.h"
 
 #define STATUS_OBF 0x01
 #define STATUS_IBF 0x02
@@ -176,33 +174,14 @@ Test(i8042, bytes_for_the_keyboard_are_dropped)
 
 /* --- Snapshot state ----------------------------------------------------- */
 
-/* Writes @w to a state file and opens it as @r; the file is gone after. */
-static void through_file(struct state_writer *w, struct state_reader *r)
-{
-	struct state_file_header header = { 0 };
-	char dir[] = "/tmp/thaw-i8042-XXXXXX";
-	char path[sizeof(dir) + 16];
-
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, path), 0);
-	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, path), 0);
-	unlink(path);
-	rmdir(dir);
-}
-
 /* Restoring @raw into a fresh controller must fail and leave it as it was. */
 static void expect_rejected(const void *raw, size_t size)
 {
-	struct state_writer w;
 	struct state_reader r;
 	struct i8042 fresh;
 	struct i8042_state before;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_I8042, 0, raw, size);
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_I8042, raw, size);
 	cr_assert_eq(i8042_init(&fresh, count_reset, &resets), 0);
 	memcpy(&before, &fresh.state, sizeof(before));
 	cr_assert_eq(i8042_restore(&fresh, &r), -1);
@@ -223,7 +202,7 @@ Test(i8042, state_round_trip)
 
 	state_writer_init(&w);
 	i8042_save(&controller, &w);
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	i8042_destroy(&controller);
 	cr_assert_eq(i8042_init(&controller, count_reset, &resets), 0);
 	cr_assert_eq(i8042_restore(&controller, &r), 0);
@@ -256,13 +235,10 @@ Test(i8042, restore_rejects_impossible_state)
 
 Test(i8042, restore_needs_its_section)
 {
-	struct state_writer w;
 	struct state_reader r;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_SERIAL, 0, &controller.state,
-		  sizeof(controller.state));
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_SERIAL, &controller.state,
+			       sizeof(controller.state));
 	cr_assert_eq(i8042_restore(&controller, &r), -1);
 	state_reader_close(&r);
 }

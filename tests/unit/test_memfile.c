@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "memfile.h"
+#include "state_file.h"
 
 #define PAGE MEMFILE_PAGE_SIZE
 #define SIZE (16ULL << 20)
@@ -25,18 +26,13 @@
 static char dir[64];
 static char mem_path[128];
 static char hashes_path[128];
-static char log_path[128];
-static int saved_stderr = -1;
-static char captured[4096];
 static uint8_t *guest;
 
 static void setup(void)
 {
-	strcpy(dir, "/tmp/thaw-test-memfile-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	scratch_dir_make(dir, sizeof(dir), "test-memfile");
 	snprintf(mem_path, sizeof(mem_path), "%s/memory.img", dir);
 	snprintf(hashes_path, sizeof(hashes_path), "%s/pages.xxh3", dir);
-	snprintf(log_path, sizeof(log_path), "%s/stderr", dir);
 
 	/* Dirty: page 0, a four-page run, one byte near the end, the last. */
 	guest = mmap(NULL, SIZE, PROT_READ | PROT_WRITE,
@@ -52,41 +48,10 @@ static void setup(void)
 static void teardown(void)
 {
 	munmap(guest, SIZE);
-	unlink(mem_path);
-	unlink(hashes_path);
-	unlink(log_path);
-	rmdir(dir);
+	scratch_dir_remove(dir);
 }
 
 TestSuite(memfile, .init = setup, .fini = teardown);
-
-static void begin_capture(void)
-{
-	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	cr_assert_geq(fd, 0);
-	fflush(stderr);
-	saved_stderr = dup(STDERR_FILENO);
-	cr_assert_geq(saved_stderr, 0);
-	cr_assert_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
-	close(fd);
-}
-
-static const char *end_capture(void)
-{
-	FILE *f;
-	size_t n;
-
-	fflush(stderr);
-	dup2(saved_stderr, STDERR_FILENO);
-	close(saved_stderr);
-	f = fopen(log_path, "r");
-	cr_assert_not_null(f);
-	n = fread(captured, 1, sizeof(captured) - 1, f);
-	captured[n] = '\0';
-	fclose(f);
-	return captured;
-}
 
 static void expect_in(const char *msg, const char *needle)
 {
@@ -192,11 +157,11 @@ Test(memfile, refuses_a_partial_page)
 	uint64_t root;
 	const char *msg;
 
-	begin_capture();
+	capture_begin();
 	cr_assert_eq(
 		memfile_write(guest, SIZE - 100, mem_path, hashes_path, &root),
 		-1);
-	msg = end_capture();
+	msg = capture_end();
 	expect_in(msg, mem_path);
 	expect_in(msg, "not a multiple");
 }
@@ -230,9 +195,9 @@ static void expect_map_fails(uint64_t size, uint64_t root, const char *path,
 	void *mem;
 	const char *msg;
 
-	begin_capture();
+	capture_begin();
 	mem = memfile_map(mem_path, hashes_path, size, root, &fd);
-	msg = end_capture();
+	msg = capture_end();
 	cr_assert_null(mem);
 	cr_assert_eq(fd, -1);
 	expect_in(msg, path);
@@ -280,6 +245,22 @@ Test(memfile, map_refuses_corrupted_hash_array)
 	expect_map_fails(SIZE, root, hashes_path, "file corrupted");
 }
 
+/*
+ * Runs memfile_verify() on the test's files, with @root, and checks it
+ * returns @want; returns what it printed.
+ */
+static const char *expect_verify(uint64_t root, int want)
+{
+	const char *msg;
+	int ret;
+
+	capture_begin();
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
+	msg = capture_end();
+	cr_assert_eq(ret, want, "memfile_verify returned %d: %s", ret, msg);
+	return msg;
+}
+
 Test(memfile, verify_accepts_intact_files)
 {
 	uint64_t root = write_guest();
@@ -291,13 +272,9 @@ Test(memfile, verify_finds_a_flipped_byte)
 {
 	uint64_t root = write_guest();
 	const char *msg;
-	int ret;
 
 	patch_file(mem_path, (RUN_FIRST + 1) * PAGE + 17, 0x08);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, 1);
+	msg = expect_verify(root, 1);
 	expect_in(msg, mem_path);
 	expect_in(msg, "1 of 4096 pages");
 	expect_in(msg, "page 101 ");
@@ -308,14 +285,10 @@ Test(memfile, verify_finds_damage_in_holes)
 {
 	uint64_t root = write_guest();
 	const char *msg;
-	int ret;
 
 	patch_file(mem_path, 2000 * PAGE, 0x01);
 	patch_file(mem_path, 3000 * PAGE + 5, 0x01);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, 1);
+	msg = expect_verify(root, 1);
 	expect_in(msg, "2 of 4096 pages");
 	expect_in(msg, "page 2000 ");
 }
@@ -324,27 +297,17 @@ Test(memfile, verify_reports_bad_root_and_sizes)
 {
 	uint64_t root = write_guest();
 	const char *msg;
-	int ret;
 
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root + 1);
-	msg = end_capture();
-	cr_assert_eq(ret, 1);
+	msg = expect_verify(root + 1, 1);
 	expect_in(msg, "root");
 
 	patch_file(hashes_path, 32 + 7 * 8, 0x01);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, 1);
+	msg = expect_verify(root, 1);
 	expect_in(msg, "file corrupted");
 	expect_in(msg, "page 7 ");
 
 	cr_assert_eq(truncate(mem_path, SIZE - PAGE), 0);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, 1);
+	msg = expect_verify(root, 1);
 	expect_in(msg, mem_path);
 }
 
@@ -352,20 +315,13 @@ Test(memfile, verify_cannot_read_missing_files)
 {
 	uint64_t root = write_guest();
 	const char *msg;
-	int ret;
 
 	cr_assert_eq(unlink(hashes_path), 0);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, -1);
+	msg = expect_verify(root, -1);
 	expect_in(msg, hashes_path);
 
 	cr_assert_eq(unlink(mem_path), 0);
-	begin_capture();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = end_capture();
-	cr_assert_eq(ret, -1);
+	msg = expect_verify(root, -1);
 	expect_in(msg, mem_path);
 	expect_in(msg, "cannot open");
 }

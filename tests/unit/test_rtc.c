@@ -4,13 +4,12 @@
  * way Linux's mc146818_get_time() does and compares with the host clock.
  */
 #include <criterion/criterion.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "devices/rtc.h"
+#include "state_file.h"
 
 static struct rtc clock_chip;
 
@@ -151,33 +150,14 @@ Test(rtc, cmos_ram_and_nmi_bit)
 
 /* --- Snapshot state ----------------------------------------------------- */
 
-/* Writes @w to a state file and opens it as @r; the file is gone after. */
-static void through_file(struct state_writer *w, struct state_reader *r)
-{
-	struct state_file_header header = { 0 };
-	char dir[] = "/tmp/thaw-rtc-XXXXXX";
-	char path[sizeof(dir) + 16];
-
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, path), 0);
-	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, path), 0);
-	unlink(path);
-	rmdir(dir);
-}
-
 /* Restoring @s into a fresh chip must fail and leave it as it was. */
 static void expect_rejected(const struct rtc_state *s, size_t size)
 {
-	struct state_writer w;
 	struct state_reader r;
 	struct rtc fresh;
 	struct rtc_state before;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_RTC, 0, s, size);
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_RTC, s, size);
 	cr_assert_eq(rtc_init(&fresh), 0);
 	memcpy(&before, &fresh.state, sizeof(before));
 	cr_assert_eq(rtc_restore(&fresh, &r), -1);
@@ -200,7 +180,7 @@ Test(rtc, state_round_trip)
 
 	state_writer_init(&w);
 	rtc_save(&clock_chip, &w);
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	rtc_destroy(&clock_chip);
 	cr_assert_eq(rtc_init(&clock_chip), 0);
 	cr_assert_eq(rtc_restore(&clock_chip, &r), 0);
@@ -229,13 +209,10 @@ Test(rtc, restore_rejects_impossible_state)
 
 Test(rtc, restore_needs_its_section)
 {
-	struct state_writer w;
 	struct state_reader r;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_SERIAL, 0, &clock_chip.state,
-		  sizeof(clock_chip.state));
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_SERIAL, &clock_chip.state,
+			       sizeof(clock_chip.state));
 	cr_assert_eq(rtc_restore(&clock_chip, &r), -1);
 	state_reader_close(&r);
 }

@@ -5,12 +5,10 @@
  */
 #include <criterion/criterion.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "devices/serial.h"
+#include "state_file.h"
 
 #define RBR 0
 #define IER 1
@@ -403,22 +401,6 @@ Test(serial, loopback_modem_change_interrupts)
 
 /* --- Snapshot state ----------------------------------------------------- */
 
-/* Writes @w to a state file and opens it as @r; the file is gone after. */
-static void through_file(struct state_writer *w, struct state_reader *r)
-{
-	struct state_file_header header = { 0 };
-	char dir[] = "/tmp/thaw-serial-XXXXXX";
-	char path[sizeof(dir) + 16];
-
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, path), 0);
-	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, path), 0);
-	unlink(path);
-	rmdir(dir);
-}
-
 /* Everything the guest can read, in an order that consumes one byte of the
  * FIFO and acknowledges the interrupts on the way. */
 #define DUMP_SIZE 17
@@ -452,15 +434,12 @@ static void read_all_registers(struct serial *s, uint8_t regs[DUMP_SIZE])
 /* Restoring @raw into a fresh UART must fail and leave it as it was. */
 static void expect_rejected(const void *raw, size_t size)
 {
-	struct state_writer w;
 	struct state_reader r;
 	struct serial fresh;
 	struct irq_recorder rec;
 	struct serial_state before;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_SERIAL, 0, raw, size);
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_SERIAL, raw, size);
 	init_uart(&fresh, &rec);
 	memcpy(&before, &fresh.state, sizeof(before));
 	cr_assert_eq(serial_restore(&fresh, &r), -1);
@@ -470,11 +449,23 @@ static void expect_rejected(const void *raw, size_t size)
 	state_reader_close(&r);
 }
 
+/* Saves the test's UART and restores it into @restored, reporting to @rec. */
+static void save_and_restore(struct serial *restored, struct irq_recorder *rec)
+{
+	struct state_writer w;
+	struct state_reader r;
+
+	state_writer_init(&w);
+	serial_save(&uart, &w);
+	state_file_through(&w, &r);
+	init_uart(restored, rec);
+	cr_assert_eq(serial_restore(restored, &r), 0);
+	state_reader_close(&r);
+}
+
 Test(serial, state_round_trip)
 {
 	uint8_t want[DUMP_SIZE], got[DUMP_SIZE];
-	struct state_writer w;
-	struct state_reader r;
 	struct serial restored;
 	struct irq_recorder rec;
 
@@ -492,12 +483,7 @@ Test(serial, state_round_trip)
 	cr_assert_eq(uart_read(RBR), 'w', "the FIFO no longer starts at 0");
 	cr_assert_eq(irq.level, 1);
 
-	state_writer_init(&w);
-	serial_save(&uart, &w);
-	through_file(&w, &r);
-	init_uart(&restored, &rec);
-	cr_assert_eq(serial_restore(&restored, &r), 0);
-	state_reader_close(&r);
+	save_and_restore(&restored, &rec);
 	cr_assert_eq(rec.level, 1, "the pending interrupt was not re-driven");
 
 	read_all_registers(&uart, want);
@@ -511,17 +497,10 @@ Test(serial, state_round_trip)
 
 Test(serial, restore_drives_a_quiet_line_low)
 {
-	struct state_writer w;
-	struct state_reader r;
 	struct serial restored;
 	struct irq_recorder rec;
 
-	state_writer_init(&w);
-	serial_save(&uart, &w);
-	through_file(&w, &r);
-	init_uart(&restored, &rec);
-	cr_assert_eq(serial_restore(&restored, &r), 0);
-	state_reader_close(&r);
+	save_and_restore(&restored, &rec);
 	/* KVM's restored irqchip may hold the line high: say it is low. */
 	cr_assert_eq(rec.calls, 1);
 	cr_assert_eq(rec.level, 0);
@@ -560,14 +539,12 @@ Test(serial, restore_rejects_impossible_state)
 
 Test(serial, restore_needs_its_section)
 {
-	struct state_writer w;
 	struct state_reader r;
 	struct serial fresh;
 	struct irq_recorder rec;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_RTC, 0, &uart.state, sizeof(uart.state));
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_RTC, &uart.state,
+			       sizeof(uart.state));
 	init_uart(&fresh, &rec);
 	cr_assert_eq(serial_restore(&fresh, &r), -1);
 	serial_destroy(&fresh);

@@ -19,60 +19,25 @@
 
 #include "host_cpu.h"
 #include "state.h"
+#include "state_file.h"
 
 #define NR_VCPUS 3
 
 static char dir[64];
 static char path[128];
-static char log_path[128];
-static int saved_stderr = -1;
-static char captured[4096];
 
 static void setup(void)
 {
-	strcpy(dir, "/tmp/thaw-test-state-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	scratch_dir_make(dir, sizeof(dir), "test-state");
 	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	snprintf(log_path, sizeof(log_path), "%s/stderr", dir);
 }
 
 static void teardown(void)
 {
-	unlink(path);
-	unlink(log_path);
-	rmdir(dir);
+	scratch_dir_remove(dir);
 }
 
 TestSuite(state, .init = setup, .fini = teardown);
-
-/* stderr goes to a file between these two; end_capture() returns it. */
-static void begin_capture(void)
-{
-	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	cr_assert_geq(fd, 0);
-	fflush(stderr);
-	saved_stderr = dup(STDERR_FILENO);
-	cr_assert_geq(saved_stderr, 0);
-	cr_assert_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
-	close(fd);
-}
-
-static const char *end_capture(void)
-{
-	FILE *f;
-	size_t n;
-
-	fflush(stderr);
-	dup2(saved_stderr, STDERR_FILENO);
-	close(saved_stderr);
-	f = fopen(log_path, "r");
-	cr_assert_not_null(f);
-	n = fread(captured, 1, sizeof(captured) - 1, f);
-	captured[n] = '\0';
-	fclose(f);
-	return captured;
-}
 
 /* A register block per vCPU, 13 bytes so every section needs padding. */
 struct fake_regs {
@@ -115,12 +80,15 @@ static void save_sample(void)
 	state_writer_free(&w);
 }
 
-static uint8_t *read_file(size_t *len)
+/* Saves the sample and returns its file's bytes, for a test to damage. */
+static uint8_t *sample_bytes(size_t *len)
 {
 	struct stat st;
 	uint8_t *buf;
-	FILE *f = fopen(path, "rb");
+	FILE *f;
 
+	save_sample();
+	f = fopen(path, "rb");
 	cr_assert_not_null(f);
 	cr_assert_eq(fstat(fileno(f), &st), 0);
 	buf = malloc(st.st_size);
@@ -131,15 +99,11 @@ static uint8_t *read_file(size_t *len)
 	return buf;
 }
 
-/* Writes @buf back, with body_size and body_hash made to match @len. */
-static void write_file_rehashed(uint8_t *buf, size_t len)
+/* Replaces the state file with @len bytes of @buf. */
+static void write_bytes(const uint8_t *buf, size_t len)
 {
-	struct state_file_header *h = (struct state_file_header *)buf;
-	FILE *f;
+	FILE *f = fopen(path, "wb");
 
-	h->body_size = len - sizeof(*h);
-	h->body_hash = XXH3_64bits(buf + sizeof(*h), len - sizeof(*h));
-	f = fopen(path, "wb");
 	cr_assert_not_null(f);
 	cr_assert_eq(fwrite(buf, 1, len, f), len);
 	cr_assert_eq(fclose(f), 0);
@@ -157,9 +121,9 @@ static void expect_open_fails(const char *needle)
 	struct state_reader r;
 	int ret;
 
-	begin_capture();
+	capture_begin();
 	ret = state_reader_open(&r, path);
-	const char *msg = end_capture();
+	const char *msg = capture_end();
 
 	cr_assert_eq(ret, -1);
 	cr_assert_null(r.body);
@@ -167,6 +131,22 @@ static void expect_open_fails(const char *needle)
 			   msg);
 	cr_assert_not_null(strstr(msg, needle), "expected \"%s\" in: %s",
 			   needle, msg);
+}
+
+/*
+ * Writes damaged @buf back with body_size and body_hash made to match @len,
+ * so that only the damage can fail the open, checks that it does with
+ * @needle, and frees @buf.
+ */
+static void expect_rehashed_fails(uint8_t *buf, size_t len, const char *needle)
+{
+	struct state_file_header *h = (struct state_file_header *)buf;
+
+	h->body_size = len - sizeof(*h);
+	h->body_hash = XXH3_64bits(buf + sizeof(*h), len - sizeof(*h));
+	write_bytes(buf, len);
+	expect_open_fails(needle);
+	free(buf);
 }
 
 Test(state, round_trip)
@@ -250,18 +230,18 @@ Test(state, get_reports_wrong_size_and_missing_section)
 	save_sample();
 	cr_assert_eq(state_reader_open(&r, path), 0);
 
-	begin_capture();
+	capture_begin();
 	cr_assert_eq(state_get(&r, STATE_VM_CONFIG, 0, small, sizeof(small)),
 		     -1);
-	msg = end_capture();
+	msg = capture_end();
 	cr_assert_not_null(strstr(msg, path), "%s", msg);
 	cr_assert_not_null(strstr(msg, "vm config"), "%s", msg);
 	cr_assert_not_null(strstr(msg, "32 bytes, expected 24"), "%s", msg);
 
-	begin_capture();
+	capture_begin();
 	cr_assert_eq(state_get(&r, STATE_VCPU_REGS, 7, &regs, sizeof(regs)),
 		     -1);
-	msg = end_capture();
+	msg = capture_end();
 	cr_assert_not_null(strstr(msg, "vcpu regs"), "%s", msg);
 	cr_assert_not_null(strstr(msg, "instance 7 is missing"), "%s", msg);
 	state_reader_close(&r);
@@ -287,43 +267,43 @@ Test(state, tag_names)
 	}
 }
 
+/* Saving @w, which is freed after, must fail with @needle in the message. */
+static void expect_save_fails(struct state_writer *w, const char *needle)
+{
+	struct state_file_header header = { 0 };
+	const char *msg;
+	int ret;
+
+	capture_begin();
+	ret = state_writer_save(w, &header, path);
+	msg = capture_end();
+	state_writer_free(w);
+	cr_assert_eq(ret, -1);
+	cr_assert_not_null(strstr(msg, needle), "expected \"%s\" in: %s",
+			   needle, msg);
+}
+
 Test(state, writer_refuses_duplicate_section)
 {
 	struct state_writer w;
-	struct state_file_header header = { 0 };
 	uint32_t value = 1;
-	int ret;
 
 	state_writer_init(&w);
 	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
 	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
-	begin_capture();
-	ret = state_writer_save(&w, &header, path);
-	const char *msg = end_capture();
-
-	state_writer_free(&w);
-	cr_assert_eq(ret, -1);
-	cr_assert_not_null(strstr(msg, "more than once"), "%s", msg);
+	expect_save_fails(&w, "more than once");
 	cr_assert_eq(access(path, F_OK), -1, "a refused file was written");
 }
 
 Test(state, writer_refuses_oversized_body)
 {
 	struct state_writer w;
-	struct state_file_header header = { 0 };
-	int ret;
 
 	state_writer_init(&w);
 	/* The size is refused before @data is read. */
 	state_put(&w, STATE_VCPU_XSAVE, 0, NULL, STATE_MAX_BODY + 1ULL);
 	cr_assert_eq(w.error, -EFBIG);
-	begin_capture();
-	ret = state_writer_save(&w, &header, path);
-	const char *msg = end_capture();
-
-	state_writer_free(&w);
-	cr_assert_eq(ret, -1);
-	cr_assert_not_null(strstr(msg, "limit"), "%s", msg);
+	expect_save_fails(&w, "limit");
 }
 
 Test(state, rejects_missing_file)
@@ -334,29 +314,21 @@ Test(state, rejects_missing_file)
 Test(state, rejects_truncated_file)
 {
 	size_t len;
-	uint8_t *buf;
 
-	save_sample();
-	buf = read_file(&len);
+	free(sample_bytes(&len));
 	cr_assert_eq(truncate(path, len - 5), 0);
 	expect_open_fails("body_size");
 	cr_assert_eq(truncate(path, 40), 0);
 	expect_open_fails("shorter than the 64-byte header");
-	free(buf);
 }
 
 Test(state, rejects_flipped_body_byte)
 {
 	size_t len;
-	uint8_t *buf;
-	FILE *f;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	buf[len - 20] ^= 0x01;
-	f = fopen(path, "wb");
-	cr_assert_eq(fwrite(buf, 1, len, f), len);
-	fclose(f);
+	write_bytes(buf, len);
 	expect_open_fails("body hash mismatch (file corrupted)");
 	free(buf);
 }
@@ -364,58 +336,41 @@ Test(state, rejects_flipped_body_byte)
 Test(state, rejects_wrong_magic)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	memcpy(buf, "THAWSTAX", 8);
-	write_file_rehashed(buf, len);
-	expect_open_fails("bad magic");
-	free(buf);
+	expect_rehashed_fails(buf, len, "bad magic");
 }
 
 Test(state, rejects_other_format_version)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 	char want[64];
 
-	save_sample();
-	buf = read_file(&len);
 	((struct state_file_header *)buf)->format_version =
 		STATE_FORMAT_VERSION + 1;
-	write_file_rehashed(buf, len);
 	snprintf(want, sizeof(want), "format version %d, this thaw reads %d",
 		 STATE_FORMAT_VERSION + 1, STATE_FORMAT_VERSION);
-	expect_open_fails(want);
-	free(buf);
+	expect_rehashed_fails(buf, len, want);
 }
 
 Test(state, rejects_wrong_header_size)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	((struct state_file_header *)buf)->header_size = 72;
-	write_file_rehashed(buf, len);
-	expect_open_fails("header_size 72");
-	free(buf);
+	expect_rehashed_fails(buf, len, "header_size 72");
 }
 
 Test(state, rejects_huge_body_size)
 {
 	size_t len;
-	uint8_t *buf;
-	FILE *f;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	((struct state_file_header *)buf)->body_size = 1ULL << 62;
-	f = fopen(path, "wb");
-	cr_assert_eq(fwrite(buf, 1, len, f), len);
-	fclose(f);
+	write_bytes(buf, len);
 	expect_open_fails("body_size 4611686018427387904");
 	free(buf);
 }
@@ -435,68 +390,50 @@ Test(state, rejects_file_over_the_limit_without_reading_it)
 Test(state, rejects_nonzero_reserved_field)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	section_at(buf, 0)->reserved = 5;
-	write_file_rehashed(buf, len);
-	expect_open_fails("reserved field is 0x5");
-	free(buf);
+	expect_rehashed_fails(buf, len, "reserved field is 0x5");
 }
 
 Test(state, rejects_section_running_past_the_body)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	section_at(buf, 0)->size = (uint32_t)len;
-	write_file_rehashed(buf, len);
-	expect_open_fails("runs past the end of the body");
-	free(buf);
+	expect_rehashed_fails(buf, len, "runs past the end of the body");
 }
 
 Test(state, rejects_nonzero_padding)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	/* vcpu 0 regs follow the config: 13 data bytes, then 3 of padding. */
 	struct state_section_header *regs = section_at(buf, 16 + 32);
 
 	cr_assert_eq(regs->tag, STATE_VCPU_REGS);
 	((uint8_t *)(regs + 1))[14] = 0xaa;
-	write_file_rehashed(buf, len);
-	expect_open_fails("padding byte 1 is 0xaa");
-	free(buf);
+	expect_rehashed_fails(buf, len, "padding byte 1 is 0xaa");
 }
 
 Test(state, rejects_cut_off_section_header)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	buf = realloc(buf, len + 8);
 	cr_assert_not_null(buf);
 	memset(buf + len, 0, 8);
-	write_file_rehashed(buf, len + 8);
-	expect_open_fails("is cut off (8 bytes left)");
-	free(buf);
+	expect_rehashed_fails(buf, len + 8, "is cut off (8 bytes left)");
 }
 
 Test(state, rejects_duplicate_section)
 {
 	size_t len;
-	uint8_t *buf;
+	uint8_t *buf = sample_bytes(&len);
 
-	save_sample();
-	buf = read_file(&len);
 	/* Turn vcpu 1's regs into a second copy of vcpu 0's. */
 	struct state_section_header *regs1 =
 		section_at(buf, (16 + 32) + (16 + 16) + (16 + 8));
@@ -504,9 +441,8 @@ Test(state, rejects_duplicate_section)
 	cr_assert_eq(regs1->tag, STATE_VCPU_REGS);
 	cr_assert_eq(regs1->instance, 1);
 	regs1->instance = 0;
-	write_file_rehashed(buf, len);
-	expect_open_fails("vcpu regs) instance 0 appears more than once");
-	free(buf);
+	expect_rehashed_fails(buf, len,
+			      "vcpu regs) instance 0 appears more than once");
 }
 
 Test(host_cpu, signature_is_stable)

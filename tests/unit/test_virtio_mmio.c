@@ -5,12 +5,11 @@
  * built by hand in a buffer standing in for guest RAM.
  */
 #include <criterion/criterion.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "devices/virtio_mmio.h"
+#include "state_file.h"
 
 #define GUEST_MEM_MIB MEMORY_MIN_MIB
 #define GUEST_MEM_SIZE (GUEST_MEM_MIB * MIB)
@@ -197,6 +196,16 @@ static void make_available(uint16_t head)
 {
 	avail()->ring[avail()->idx % QUEUE_SIZE] = head;
 	avail()->idx++;
+}
+
+/* Makes heads 0..@n-1 available, each one writable 0x100-byte buffer. */
+static void post_buffers(uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		set_desc(i, BUFFER_GPA + i * 0x100, 0x100, VIRTQ_DESC_F_WRITE,
+			 0);
+		make_available(i);
+	}
 }
 
 static void assert_needs_reset(int pop_result)
@@ -501,11 +510,7 @@ Test(virtio_mmio, event_idx_suppresses_until_used_event)
 	/* Ignored once EVENT_IDX is negotiated. */
 	avail()->flags = VIRTQ_AVAIL_F_NO_INTERRUPT;
 	*used_event = 2; /* interrupt once the third buffer is used */
-	for (uint16_t i = 0; i < 4; i++) {
-		set_desc(i, BUFFER_GPA + i * 0x100, 0x100, VIRTQ_DESC_F_WRITE,
-			 0);
-		make_available(i);
-	}
+	post_buffers(4);
 
 	for (uint16_t i = 0; i < 2; i++) {
 		cr_assert_eq(virtio_mmio_pop(&dev, 0, &chain), 1);
@@ -716,35 +721,16 @@ static uint32_t other_read(struct other_device *o, uint64_t offset)
 	return value;
 }
 
-/* Writes @w to a state file and opens it as @r; the file is gone after. */
-static void through_file(struct state_writer *w, struct state_reader *r)
-{
-	struct state_file_header header = { 0 };
-	char dir[] = "/tmp/thaw-virtio-XXXXXX";
-	char path[sizeof(dir) + 16];
-
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, path), 0);
-	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, path), 0);
-	unlink(path);
-	rmdir(dir);
-}
-
 /* Restores @raw as instance 0 into a fresh transport: returns the result
  * after checking that a failure left the transport untouched. */
 static int restore_raw(const void *raw, size_t size)
 {
-	struct state_writer w;
 	struct state_reader r;
 	struct other_device o;
 	struct virtio_mmio_state before;
 	int ret;
 
-	state_writer_init(&w);
-	state_put(&w, STATE_DEV_VIRTIO_MMIO, 0, raw, size);
-	through_file(&w, &r);
+	state_file_one_section(&r, STATE_DEV_VIRTIO_MMIO, raw, size);
 	other_init(&o);
 	memcpy(&before, &o.dev.state, sizeof(before));
 	ret = virtio_mmio_restore(&o.dev, 0, &r);
@@ -765,11 +751,7 @@ Test(virtio_mmio, state_round_trip)
 	struct virtq_chain chain;
 
 	bring_up(VERSION_1 | (1ULL << VIRTIO_F_EVENT_IDX));
-	for (uint16_t i = 0; i < 3; i++) {
-		set_desc(i, BUFFER_GPA + i * 0x100, 0x100, VIRTQ_DESC_F_WRITE,
-			 0);
-		make_available(i);
-	}
+	post_buffers(3);
 	for (int i = 0; i < 2; i++) {
 		cr_assert_eq(virtio_mmio_pop(&dev, 0, &chain), 1);
 		virtio_mmio_push(&dev, 0, chain.head, 7);
@@ -782,7 +764,7 @@ Test(virtio_mmio, state_round_trip)
 
 	state_writer_init(&w);
 	virtio_mmio_save(&dev, 3, &w);
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	other_init(&o);
 	cr_assert_eq(virtio_mmio_restore(&o.dev, 0, &r), -1,
 		     "saved as instance 3, not 0");
@@ -828,7 +810,7 @@ Test(virtio_mmio, restore_drives_a_quiet_line_low)
 	bring_up(VERSION_1);
 	state_writer_init(&w);
 	virtio_mmio_save(&dev, 0, &w);
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	other_init(&o);
 	cr_assert_eq(virtio_mmio_restore(&o.dev, 0, &r), 0);
 	state_reader_close(&r);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "devices/vsock.h"
+#include "state_file.h"
 
 #define GUEST_MIB MEMORY_MIN_MIB
 #define GUEST_CID 3
@@ -439,26 +440,13 @@ static void noop_irq(void *ctx, uint32_t gsi, int level)
 
 static void make_paths(void)
 {
-	strcpy(dir, "/tmp/thaw-vsock-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	scratch_dir_make(dir, sizeof(dir), "vsock");
 	snprintf(path, sizeof(path), "%s/vsock.sock", dir);
 }
 
 static void remove_dir(void)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char file[sizeof(dir) + sizeof(e->d_name)];
-
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
-		unlink(file);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	scratch_dir_remove(dir);
 }
 
 static void start_device(void)
@@ -1133,19 +1121,6 @@ Test(vsock, stop_while_paused)
 	vsock_pause(&dev);
 }
 
-/* Writes @w to a state file in the test's directory and opens it as @r. */
-static void through_file(struct state_writer *w, struct state_reader *r)
-{
-	struct state_file_header header = { 0 };
-	char file[sizeof(dir) + 16];
-
-	snprintf(file, sizeof(file), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, file), 0);
-	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, file), 0);
-	unlink(file);
-}
-
 /*
  * Snapshots the running device and replaces it with a fresh one, set up with
  * another CID, restored from the snapshot and started: what a VMM restoring
@@ -1161,7 +1136,7 @@ static void snapshot_and_restore(void)
 	state_writer_init(&w);
 	vsock_pause(&dev);
 	vsock_save(&dev, &w);
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	vsock_stop(&dev);
 	cr_assert_eq(vsock_init(&dev, GUEST_CID + 4, path, &mem, irq), 0);
 	cr_assert_eq(vsock_restore(&dev, &r), 0);
@@ -1262,7 +1237,7 @@ static void expect_rejected(const struct vsock_state *vsock,
 	if (transport)
 		state_put(&w, STATE_DEV_VIRTIO_MMIO, 0, transport,
 			  sizeof(*transport));
-	through_file(&w, &r);
+	state_file_through(&w, &r);
 	snprintf(other_path, sizeof(other_path), "%s/other.sock", dir);
 	cr_assert_eq(vsock_init(&other, GUEST_CID + 4, other_path, &mem, irq),
 		     0);

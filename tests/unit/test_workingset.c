@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "state_file.h"
 #include "workingset.h"
 
 #define PAGE 4096UL
@@ -24,25 +25,16 @@
 /* Covers the largest fault-around window (one page table). */
 #define MAP_ALIGN (2UL << 20)
 
-static char dir[] = "/tmp/thaw-ws-XXXXXX";
+static char dir[64];
 
 static void setup(void)
 {
-	cr_assert_not_null(mkdtemp(dir));
+	scratch_dir_make(dir, sizeof(dir), "ws");
 }
 
 static void teardown(void)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(dir);
+	scratch_dir_remove(dir);
 }
 
 TestSuite(workingset, .init = setup, .fini = teardown);
@@ -157,28 +149,15 @@ static void write_ws(const char *path, uint64_t page_count,
 	free(buf);
 }
 
-/* Runs workingset_prefetch() with its stderr in @msg. */
+/* Runs workingset_prefetch() with its stderr in *@msg. */
 static int prefetch_capture(int fd, void *mem, uint64_t size, const char *path,
-			    uint64_t *pages, char *msg, size_t msg_len)
+			    uint64_t *pages, const char **msg)
 {
-	char cap_path[PATH_MAX];
-	int saved, cap, ret;
-	ssize_t n;
+	int ret;
 
-	in_dir(cap_path, "stderr");
-	cap = open(cap_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	cr_assert_geq(cap, 0);
-	fflush(stderr);
-	saved = dup(STDERR_FILENO);
-	dup2(cap, STDERR_FILENO);
+	capture_begin();
 	ret = workingset_prefetch(fd, mem, size, path, pages);
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	n = pread(cap, msg, msg_len - 1, 0);
-	cr_assert_geq(n, 0);
-	msg[n] = '\0';
-	close(cap);
+	*msg = capture_end();
 	return ret;
 }
 
@@ -414,7 +393,8 @@ out:
 Test(workingset, prefetch_reports_failed_reads)
 {
 	static const struct workingset_range r[] = { { 2, 3 } };
-	char mem_path[PATH_MAX], ws_path[PATH_MAX], msg[4096];
+	char mem_path[PATH_MAX], ws_path[PATH_MAX];
+	const char *msg;
 	uint64_t pages;
 	char *mem;
 	int fd;
@@ -428,9 +408,9 @@ Test(workingset, prefetch_reports_failed_reads)
 	mem = mmap(NULL, 16 * PAGE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
-	cr_assert_eq(prefetch_capture(fd, mem, 16 * PAGE, ws_path, &pages, msg,
-				      sizeof(msg)),
-		     -1);
+	cr_assert_eq(
+		prefetch_capture(fd, mem, 16 * PAGE, ws_path, &pages, &msg),
+		-1);
 	cr_assert_not_null(strstr(msg, ws_path), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, strerror(EBADF)), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, "offset 8192"), "message: %s", msg);
@@ -440,25 +420,25 @@ Test(workingset, prefetch_reports_failed_reads)
 
 Test(workingset, prefetch_missing_file_is_enoent)
 {
-	char path[PATH_MAX], msg[4096];
+	char path[PATH_MAX];
+	const char *msg;
 	uint64_t pages = 1;
 
 	in_dir(path, "workingset.bin");
-	cr_assert_eq(prefetch_capture(-1, NULL, 16 * PAGE, path, &pages, msg,
-				      sizeof(msg)),
+	cr_assert_eq(prefetch_capture(-1, NULL, 16 * PAGE, path, &pages, &msg),
 		     -ENOENT);
 	cr_assert_str_empty(msg);
 }
 
 Test(workingset, prefetch_empty_working_set)
 {
-	char path[PATH_MAX], msg[4096];
+	char path[PATH_MAX];
+	const char *msg;
 	uint64_t pages = 1;
 
 	in_dir(path, "workingset.bin");
 	write_ws(path, 16, NULL, 0);
-	cr_assert_eq(prefetch_capture(-1, NULL, 16 * PAGE, path, &pages, msg,
-				      sizeof(msg)),
+	cr_assert_eq(prefetch_capture(-1, NULL, 16 * PAGE, path, &pages, &msg),
 		     0);
 	cr_assert_eq(pages, 0);
 	cr_assert_str_empty(msg);
@@ -470,14 +450,15 @@ Test(workingset, prefetch_empty_working_set)
  */
 static void expect_malformed(const void *buf, size_t len, const char *problem)
 {
-	char path[PATH_MAX], msg[4096];
+	char path[PATH_MAX];
+	const char *msg;
 	uint64_t pages;
 
 	in_dir(path, "workingset.bin");
 	write_raw(path, buf, len);
-	cr_assert_eq(prefetch_capture(-1, NULL, 1024 * PAGE, path, &pages, msg,
-				      sizeof(msg)),
-		     -1);
+	cr_assert_eq(
+		prefetch_capture(-1, NULL, 1024 * PAGE, path, &pages, &msg),
+		-1);
 	cr_assert_not_null(strstr(msg, path), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, problem), "message: %s", msg);
 }

@@ -110,15 +110,36 @@ out:
 	return ret;
 }
 
+/*
+ * Room for any one piece of fixed-size vCPU state: save and restore move
+ * them one at a time through the same buffer.
+ */
+union vcpu_fixed {
+	struct kvm_mp_state mp;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_xcrs xcrs;
+	struct kvm_debugregs debugregs;
+	struct kvm_lapic_state lapic;
+	struct kvm_vcpu_events events;
+};
+
+/* @request on vCPU @index; a failure is reported as "vcpu N: @name". */
+static int vcpu_ioctl(int vcpu_fd, uint32_t index, unsigned long request,
+		      const char *name, void *arg)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "vcpu %u: %s", index, name);
+	return kvm_ioctl_named(vcpu_fd, request, arg, what) < 0 ? -1 : 0;
+}
+
 /* Reads fixed-size vCPU state with @request and stores it as @tag. */
 static int save_fixed(int vcpu_fd, uint32_t index, unsigned long request,
 		      const char *name, uint32_t tag, void *buf, size_t size,
 		      struct state_writer *w)
 {
-	char what[64];
-
-	snprintf(what, sizeof(what), "vcpu %u: %s", index, name);
-	if (kvm_ioctl_named(vcpu_fd, request, buf, what) < 0)
+	if (vcpu_ioctl(vcpu_fd, index, request, name, buf) < 0)
 		return -1;
 	state_put(w, tag, index, buf, size);
 	return 0;
@@ -127,15 +148,7 @@ static int save_fixed(int vcpu_fd, uint32_t index, unsigned long request,
 int x86_save_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 		  const struct kvm_msr_list *msrs, struct state_writer *w)
 {
-	union {
-		struct kvm_mp_state mp;
-		struct kvm_regs regs;
-		struct kvm_sregs sregs;
-		struct kvm_xcrs xcrs;
-		struct kvm_debugregs debugregs;
-		struct kvm_lapic_state lapic;
-		struct kvm_vcpu_events events;
-	} s;
+	union vcpu_fixed s;
 	int xsave_bytes = xsave_size(kvm_fd);
 	size_t cpuid_bytes =
 		sizeof(struct kvm_cpuid2) +
@@ -340,26 +353,15 @@ static int restore_fixed(int vcpu_fd, uint32_t index, unsigned long request,
 			 const char *name, uint32_t tag, void *buf, size_t size,
 			 const struct state_reader *r)
 {
-	char what[64];
-
 	if (state_get(r, tag, index, buf, size) < 0)
 		return -1;
-	snprintf(what, sizeof(what), "vcpu %u: %s", index, name);
-	return kvm_ioctl_named(vcpu_fd, request, buf, what) < 0 ? -1 : 0;
+	return vcpu_ioctl(vcpu_fd, index, request, name, buf);
 }
 
 int x86_restore_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 		     const struct state_reader *r)
 {
-	union {
-		struct kvm_mp_state mp;
-		struct kvm_regs regs;
-		struct kvm_sregs sregs;
-		struct kvm_xcrs xcrs;
-		struct kvm_debugregs debugregs;
-		struct kvm_lapic_state lapic;
-		struct kvm_vcpu_events events;
-	} s;
+	union vcpu_fixed s;
 
 	if (restore_cpuid(vcpu_fd, index, r) < 0 ||
 	    restore_tsc_khz(vcpu_fd, index, r) < 0 ||

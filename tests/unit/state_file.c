@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * state_file.c - see state_file.h.
+ */
+#include "state_file.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void state_file_through(struct state_writer *w, struct state_reader *r)
+{
+	struct state_file_header header = { 0 };
+	char dir[64], path[128];
+
+	scratch_dir_make(dir, sizeof(dir), "state");
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	cr_assert_eq(state_writer_save(w, &header, path), 0);
+	state_writer_free(w);
+	cr_assert_eq(state_reader_open(r, path), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+void state_file_one_section(struct state_reader *r, uint32_t tag,
+			    const void *data, size_t size)
+{
+	struct state_writer w;
+
+	state_writer_init(&w);
+	state_put(&w, tag, 0, data, size);
+	state_file_through(&w, r);
+}
+
+void scratch_dir_make(char *dir, size_t size, const char *name)
+{
+	cr_assert_lt((size_t)snprintf(dir, size, "/tmp/thaw-%s-XXXXXX", name),
+		     size);
+	cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir,
+			   strerror(errno));
+}
+
+void scratch_dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	rmdir(dir);
+}
+
+static int saved_stderr = -1;
+static int log_fd = -1;
+static char captured[4096];
+
+void capture_begin(void)
+{
+	char path[] = "/tmp/thaw-stderr-XXXXXX";
+
+	log_fd = mkstemp(path);
+	cr_assert_geq(log_fd, 0);
+	unlink(path);
+	fflush(stderr);
+	saved_stderr = dup(STDERR_FILENO);
+	cr_assert_geq(saved_stderr, 0);
+	cr_assert_eq(dup2(log_fd, STDERR_FILENO), STDERR_FILENO);
+}
+
+const char *capture_end(void)
+{
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, STDERR_FILENO);
+	close(saved_stderr);
+	n = pread(log_fd, captured, sizeof(captured) - 1, 0);
+	close(log_fd);
+	cr_assert_geq(n, 0);
+	captured[n] = '\0';
+	return captured;
+}
