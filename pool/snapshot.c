@@ -59,12 +59,7 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 		return -1;
 	snprintf(p->catalog, sizeof(p->catalog), "%s/catalog", p->state);
 	snprintf(p->snapshots, sizeof(p->snapshots), "%s/snapshots", p->state);
-	if (mkdir(p->state, 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, "%s: cannot create %s: %s\n", who, p->state,
-			strerror(errno));
-		return -1;
-	}
-	if (mkdir(p->snapshots, 0755) < 0 && errno != EEXIST) {
+	if (thaw_make_dirs(p->snapshots) < 0) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", who, p->snapshots,
 			strerror(errno));
 		return -1;

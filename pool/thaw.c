@@ -3,10 +3,12 @@
  * thaw.c - the `thaw` command: the user's entry point to sandboxes, and
  * what its subcommands share (signals, tool and state paths).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "subprocess.h"
 #include "thaw.h"
@@ -58,6 +60,27 @@ int thaw_state_dir(char *out, size_t len)
 		return -1;
 	}
 	return 0;
+}
+
+int thaw_make_dirs(const char *path)
+{
+	char partial[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(partial)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(partial, path, len + 1);
+	for (char *p = partial + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(partial, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 int thaw_default_initrd(char *out, size_t len, const char *who)

@@ -29,6 +29,9 @@ const char *thaw_tool_path(const char *env, const char *built_in);
  */
 int thaw_state_dir(char *out, size_t len);
 
+/* mkdir -p: 0, or -1 with errno. */
+int thaw_make_dirs(const char *path);
+
 /*
  * The default guest initramfs (thaw-agent as init), packed and cached by
  * thaw-mkinitramfs.  Returns 0, or -1 after a message starting with @who.
