@@ -5,6 +5,7 @@
 #include "agent_client.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,17 +19,59 @@
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
+/* The agent greets a new connection at once; a silent one is dead. */
+#define AGENT_GREETING_TIMEOUT_MS 10000
+/* OK/ERROR requests (CLONE) do a few system calls in the guest. */
+#define AGENT_ANSWER_TIMEOUT_MS 30000
 /* Bytes of RNG seed per CLONE: twice what a CRNG key needs. */
 #define CLONE_ENTROPY 64
 /* A CLONE frame with the longest fields the protocol allows, and slack. */
 #define CLONE_FRAME_MAX 512
 
+/*
+ * Waits until @fd is readable or the clock passes @deadline_ms (monotonic;
+ * 0: no deadline).  Returns 0, -ETIMEDOUT, or -EINTR when a signal came:
+ * poll() is never restarted, so ^C reaches the caller even mid-wait.
+ */
+static int wait_readable(int fd, double deadline_ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	int timeout = -1;
+
+	if (deadline_ms > 0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		double left =
+			deadline_ms - (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		timeout = (int)left + 1;
+	}
+	int ready = poll(&p, 1, timeout);
+	if (ready < 0)
+		return -errno;
+	return ready ? 0 : -ETIMEDOUT;
+}
+
+static double deadline_after(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 + ms;
+}
+
 /* Byte by byte: nothing after the newline may be consumed. */
-static int read_line(int fd, char *line, size_t size)
+static int read_line(int fd, char *line, size_t size, double deadline_ms)
 {
 	size_t len = 0;
 
 	while (len + 1 < size) {
+		int ret = wait_readable(fd, deadline_ms);
+
+		if (ret < 0)
+			return ret;
 		ssize_t n = read(fd, line + len, 1);
 
 		if (n < 0)
@@ -42,6 +85,32 @@ static int read_line(int fd, char *line, size_t size)
 		len++;
 	}
 	return -EPROTO;
+}
+
+/* agent_next_frame() with a deadline (0: none). */
+static int next_frame(struct agent_conn *c, struct thaw_frame *f,
+		      double deadline_ms)
+{
+	for (;;) {
+		int ret = wait_readable(c->fd, deadline_ms);
+
+		if (ret < 0)
+			return ret;
+		ret = thaw_reader_read(&c->reader, c->fd, f);
+		switch (ret) {
+		case THAW_READ_FRAME:
+			return 0;
+		case THAW_READ_AGAIN:
+			continue;
+		case THAW_READ_EOF:
+			return -EPIPE;
+		case THAW_READ_OVERSIZED:
+		case THAW_READ_RUNT:
+			return -EPROTO;
+		default:
+			return ret < 0 ? ret : -EPROTO;
+		}
+	}
 }
 
 int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
@@ -69,9 +138,15 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		snprintf(err, errlen, "%s: %s", vsock_path, strerror(errno));
 		goto fail;
 	}
+	/*
+	 * Bounded: a connection the guest dropped without telling the host
+	 * (a transport reset racing our REQUEST) never answers; a new one
+	 * will.
+	 */
+	double deadline = deadline_after(AGENT_GREETING_TIMEOUT_MS);
 	ret = write_full(c->fd, "CONNECT 1024\n", 13);
 	if (ret == 0)
-		ret = read_line(c->fd, line, sizeof(line));
+		ret = read_line(c->fd, line, sizeof(line), deadline);
 	if (ret == -ECONNRESET) { /* the guest has no listener yet */
 		snprintf(err, errlen, "agent not listening yet");
 		ret = -EAGAIN;
@@ -94,7 +169,13 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 	struct thaw_msg m;
 	char why[128];
 
-	ret = agent_next_frame(c, &f);
+	ret = next_frame(c, &f, deadline);
+	if (ret == -ETIMEDOUT) {
+		snprintf(err, errlen, "no greeting from the agent within %d ms",
+			 AGENT_GREETING_TIMEOUT_MS);
+		ret = -EAGAIN;
+		goto fail;
+	}
 	if (ret == 0 && f.h.type != THAW_HELLO)
 		ret = -EPROTO;
 	if (ret == 0)
@@ -188,7 +269,7 @@ static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
 	uint32_t e;
 	int ret;
 
-	ret = agent_next_frame(c, &f);
+	ret = next_frame(c, &f, deadline_after(AGENT_ANSWER_TIMEOUT_MS));
 	if (ret < 0) {
 		snprintf(err, errlen, "waiting for the agent: %s",
 			 strerror(-ret));
@@ -234,23 +315,7 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 
 int agent_next_frame(struct agent_conn *c, struct thaw_frame *f)
 {
-	for (;;) {
-		int ret = thaw_reader_read(&c->reader, c->fd, f);
-
-		switch (ret) {
-		case THAW_READ_FRAME:
-			return 0;
-		case THAW_READ_AGAIN:
-			continue;
-		case THAW_READ_EOF:
-			return -EPIPE;
-		case THAW_READ_OVERSIZED:
-		case THAW_READ_RUNT:
-			return -EPROTO;
-		default:
-			return ret < 0 ? ret : -EPROTO;
-		}
-	}
+	return next_frame(c, f, 0);
 }
 
 void agent_close(struct agent_conn *c)

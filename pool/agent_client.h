@@ -7,6 +7,9 @@
  * "OK <port>\n", and the socket is then a stream to the agent, which greets
  * every connection with HELLO.  Frames are guest/PROTOCOL.md's.  The calls
  * block; a signal interrupts them with -EINTR so callers can clean up.
+ * Connecting is bounded (a connection that gets no greeting within 10 s is
+ * dropped and reported as -EAGAIN: try again), and so is waiting for an
+ * OK/ERROR answer; exec output is waited for as long as the command runs.
  */
 #ifndef THAW_POOL_AGENT_CLIENT_H
 #define THAW_POOL_AGENT_CLIENT_H

@@ -411,6 +411,26 @@ Test(clones, working_set_is_recorded_then_prefetched, .timeout = 600)
 	run_result_free(&r);
 }
 
+/* A working set is only an optimisation: a bad one costs the prefetch. */
+Test(clones, damaged_working_set_is_skipped, .timeout = 600)
+{
+	char id[CATALOG_ID_LEN + 1], path[PATH_MAX];
+	struct run_result r;
+	FILE *f;
+
+	copy_snapshot(id, NULL);
+	snapshot_file(id, "workingset.bin", path, sizeof(path));
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("THAWWSET but not really", f);
+	fclose(f);
+	thaw(WORDS("run", "--from", id, "--", "echo", "ran"), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_str_eq(r.out, "ran\n");
+	cr_expect_not_null(strstr(r.err, " 0 pages prefetched"), "%s", r.err);
+	run_result_free(&r);
+}
+
 Test(snapshots, verify_and_ls_see_the_snapshot)
 {
 	struct run_result r;
