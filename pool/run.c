@@ -32,7 +32,7 @@
 
 #include "agent_client.h"
 #include "catalog.h"
-#include "host_cpu.h"
+#include "clone.h"
 #include "io.h"
 #include "protocol.h"
 #include "sandbox.h"
@@ -153,65 +153,6 @@ static double status_field(const char *status, const char *key)
 }
 
 /*
- * The catalog side of a clone: the snapshot must exist and be restorable
- * here, and the clone is registered (so the snapshot cannot be removed
- * under it) for as long as it lives.
- */
-static int register_clone(const char *id, const char *clone_id,
-			  struct snapshot_record *snap)
-{
-	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
-	struct catalog c;
-
-	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
-		return -1;
-	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
-	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0) {
-		fprintf(stderr, "thaw run: %s\n", err);
-		return -1;
-	}
-	int ret = catalog_get_snapshot(&c, id, snap, err, sizeof(err));
-	if (ret == 0 && snap->format_version != STATE_FORMAT_VERSION) {
-		snprintf(
-			err, sizeof(err),
-			"snapshot %s has format version %u; this thaw restores version %u (take a new snapshot)",
-			id, snap->format_version, STATE_FORMAT_VERSION);
-		ret = -1;
-	}
-	if (ret == 0 && snap->cpu_signature != host_cpu_signature()) {
-		char cpu[128];
-
-		host_cpu_describe(cpu, sizeof(cpu));
-		snprintf(
-			err, sizeof(err),
-			"snapshot %s was taken on another kind of CPU than this %s",
-			id, cpu);
-		ret = -1;
-	}
-	if (ret == 0)
-		ret = catalog_add_clone(&c, id, clone_id, getpid(), err,
-					sizeof(err));
-	if (ret < 0)
-		fprintf(stderr, "thaw run: %s\n", err);
-	catalog_close(&c);
-	return ret < 0 ? -1 : 0;
-}
-
-static void unregister_clone(const char *id, const char *clone_id)
-{
-	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
-	struct catalog c;
-
-	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
-		return;
-	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
-	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0 ||
-	    catalog_remove_clone(&c, id, clone_id, err, sizeof(err)) < 0)
-		fprintf(stderr, "thaw run: %s\n", err);
-	catalog_close(&c);
-}
-
-/*
  * Runs @cmd in a clone restored from snapshot o->from.  The clone gets its
  * own identity (entropy, clock, hostname) before anything runs in it, and
  * the first restores record the snapshot's working set for later ones.
@@ -229,7 +170,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 		fprintf(stderr, "thaw run: no randomness for a clone id\n");
 		return EXIT_THAW_ERROR;
 	}
-	if (register_clone(o->from, clone_id, &snap) < 0)
+	if (clone_register("thaw run", o->from, clone_id, &snap) < 0)
 		return EXIT_THAW_ERROR;
 	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
 		 snap.dir);
@@ -278,7 +219,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 out:
 	agent_close(&agent);
 	sandbox_remove(&sb);
-	unregister_clone(o->from, clone_id);
+	clone_unregister("thaw run", o->from, clone_id);
 	return status;
 }
 

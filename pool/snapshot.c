@@ -7,10 +7,11 @@
  *	<state>/snapshots/<id>/		state.bin, memory.img, pages.xxh3,
  *					workingset.bin (after the first clone)
  *
- * create boots the guest, waits for its agent, has the VMM write the
- * snapshot into <state>/snapshots/.tmp-<id>-<pid>/ (every file fsynced),
- * renames that to <id>/ and only then records it in the catalog, so a
- * writer killed at any point leaves either nothing visible or a whole
+ * create boots the guest (or, --from ID, restores a clone of snapshot ID,
+ * whose child the new snapshot becomes), waits for its agent, has the VMM
+ * write the snapshot into <state>/snapshots/.tmp-<id>-<pid>/ (every file
+ * fsynced), renames that to <id>/ and only then records it in the catalog,
+ * so a writer killed at any point leaves either nothing visible or a whole
  * snapshot.  What a killed writer leaves behind (a .tmp- directory of a dead
  * process, a directory the catalog never heard of) is removed by the next
  * create or rm.  rm drops the catalog entry first, then the files: a crash
@@ -22,6 +23,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@
 #include <xxhash.h>
 
 #include "catalog.h"
+#include "clone.h"
 #include "default_kernel.h"
 #include "memfile.h"
 #include "sandbox.h"
@@ -169,25 +172,24 @@ static int sync_dir(const char *dir)
 
 struct create_options {
 	const char *mem, *vcpus, *kernel, *initrd;
+	const char *from; /* a snapshot: checkpoint a clone of it */
 };
 
-/* Fills the template and snapshot records from the written files. */
-static int describe_snapshot(const struct create_options *o, const char *kernel,
-			     const char *initrd, const char *tmp,
-			     const char *final, struct template_record *t,
-			     struct snapshot_record *s)
+/* Fills the snapshot record from the files the VMM wrote into @tmp. */
+static int describe_files(const char *tmp, const char *final,
+			  struct snapshot_record *s)
 {
-	char path[PATH_MAX * 2 + 32], key[128];
+	char path[PATH_MAX * 2 + 32];
 	struct state_reader r;
 	struct stat memory;
 
 	snprintf(path, sizeof(path), "%s/state.bin", tmp);
 	if (state_reader_open(&r, path) < 0)
 		return -1;
-	s->record_version = t->record_version = CATALOG_RECORD_VERSION;
+	s->record_version = CATALOG_RECORD_VERSION;
 	s->format_version = r.header.format_version;
-	s->nr_vcpus = t->nr_vcpus = r.header.nr_vcpus;
-	s->mem_size = t->mem_size = r.header.mem_size;
+	s->nr_vcpus = r.header.nr_vcpus;
+	s->mem_size = r.header.mem_size;
 	s->cpu_signature = r.header.cpu_signature;
 	s->memory_hash_root = r.header.memory_hash_root;
 	s->state_size = sizeof(r.header) + r.body_size;
@@ -199,34 +201,39 @@ static int describe_snapshot(const struct create_options *o, const char *kernel,
 		return -1;
 	}
 	s->memory_disk = (uint64_t)memory.st_blocks * 512;
-	s->created_unix = t->created_unix = time(NULL);
-	if (hash_file(kernel, t->kernel_hash) < 0 ||
-	    hash_file(initrd, t->initrd_hash) < 0)
-		return -1;
-	/* A template is what was booted: the same inputs, the same id. */
-	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
-		 t->initrd_hash, o->mem, o->vcpus);
-	snprintf(t->id, sizeof(t->id), "%016llx",
-		 (unsigned long long)XXH3_64bits(key, strlen(key)));
-	snprintf(s->template_id, sizeof(s->template_id), "%s", t->id);
-	snprintf(t->latest_snapshot, sizeof(t->latest_snapshot), "%s", s->id);
+	s->created_unix = time(NULL);
 	memcpy(s->dir, final, strlen(final) + 1); /* fits: create() checked */
 	return 0;
 }
 
-static int boot_and_snapshot(const struct create_options *o, const char *kernel,
-			     const char *initrd, const char *tmp)
+/* A template is what was booted: the same inputs, the same id. */
+static int describe_template(const struct create_options *o, const char *kernel,
+			     const char *initrd, struct template_record *t,
+			     struct snapshot_record *s)
 {
-	const char *vmm_args[] = { thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
-				   "--kernel",
-				   kernel,
-				   "--initrd",
-				   initrd,
-				   "--mem",
-				   o->mem,
-				   "--vcpus",
-				   o->vcpus,
-				   NULL };
+	char key[128];
+
+	if (hash_file(kernel, t->kernel_hash) < 0 ||
+	    hash_file(initrd, t->initrd_hash) < 0)
+		return -1;
+	t->record_version = CATALOG_RECORD_VERSION;
+	t->nr_vcpus = s->nr_vcpus;
+	t->mem_size = s->mem_size;
+	t->created_unix = s->created_unix;
+	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
+		 t->initrd_hash, o->mem, o->vcpus);
+	snprintf(t->id, sizeof(t->id), "%016llx",
+		 (unsigned long long)XXH3_64bits(key, strlen(key)));
+	memcpy(s->template_id, t->id, sizeof(t->id));
+	return 0;
+}
+
+/*
+ * Starts a VMM with @vmm_args, waits for its agent, and has it write a
+ * snapshot into @tmp.  The VM is gone afterwards either way.
+ */
+static int snapshot_vm(const char *const vmm_args[], const char *tmp)
+{
 	const char *who = "thaw snapshot create";
 	char command[PATH_MAX + 80], reply[PATH_MAX + 80];
 	struct agent_conn agent = { .fd = -1 };
@@ -242,7 +249,8 @@ static int boot_and_snapshot(const struct create_options *o, const char *kernel,
 	snprintf(command, sizeof(command), "snapshot %s", tmp);
 	if (sandbox_control(&sb, who, command, reply, sizeof(reply)) < 0)
 		goto out;
-	fprintf(stderr, "thaw: boot to agent ready %.1f ms, snapshot %.1f ms\n",
+	fprintf(stderr,
+		"thaw: start to agent ready %.1f ms, snapshot %.1f ms\n",
 		ready - sb.started_ms, sandbox_now_ms() - ready);
 	ret = 0;
 out:
@@ -250,24 +258,26 @@ out:
 	return ret;
 }
 
-static int create(int argc, char **argv)
+static const char create_usage[] =
+	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+	"       thaw snapshot create --from ID\n"
+	"Boots the guest (or restores a clone of snapshot ID), snapshots it once\n"
+	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
+	"--from ID is ID's child: ID cannot be removed before it.\n";
+
+static int parse_create(int argc, char **argv, struct create_options *o)
 {
 	static const struct option options[] = {
 		{ "mem", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "initrd", required_argument, NULL, 'i' },
+		{ "from", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct create_options o = { .mem = "256", .vcpus = "1" };
 	const char *who = "thaw snapshot create";
-	char kernel[PATH_MAX], initrd[PATH_MAX], err[512];
-	char tmp[PATH_MAX + 64], final[PATH_MAX + 64];
-	struct template_record t = { 0 };
-	struct snapshot_record s = { 0 };
-	struct paths p;
-	struct catalog c;
+	bool boot_flags = false;
 	int opt;
 
 	opterr = 0;
@@ -275,62 +285,142 @@ static int create(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
 		switch (opt) {
 		case 'm':
-			o.mem = optarg; /* thaw-vmm checks the ranges */
+			o->mem = optarg; /* thaw-vmm checks the ranges */
 			break;
 		case 'n':
-			o.vcpus = optarg;
+			o->vcpus = optarg;
 			break;
 		case 'k':
-			o.kernel = optarg;
+			o->kernel = optarg;
 			break;
 		case 'i':
-			o.initrd = optarg;
+			o->initrd = optarg;
+			break;
+		case 'f':
+			o->from = optarg;
 			break;
 		case 'h':
-			puts("usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
-			     "Boots the guest, snapshots it once its agent answers, prints the id.");
+			fputs(create_usage, stdout);
 			return 0;
 		default:
 			fprintf(stderr, "%s: bad option '%s'\n", who,
 				argv[optind - 1]);
 			return 2;
 		}
+		boot_flags = boot_flags || opt != 'f';
 	}
 	if (optind < argc) {
 		fprintf(stderr, "%s: unexpected argument '%s'\n", who,
 			argv[optind]);
 		return 2;
 	}
-	if (o.kernel)
-		snprintf(kernel, sizeof(kernel), "%s", o.kernel);
-	else if (default_kernel_path(kernel, sizeof(kernel)) < 0)
-		return 1;
-	if (o.initrd)
-		snprintf(initrd, sizeof(initrd), "%s", o.initrd);
-	else if (thaw_default_initrd(initrd, sizeof(initrd), who) < 0)
-		return 1;
+	if (o->from && boot_flags) {
+		fprintf(stderr,
+			"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel and --initrd\n",
+			who);
+		return 2;
+	}
+	return -1; /* go on */
+}
+
+/* What the new snapshot's VMM starts from: a boot, or a clone. */
+struct origin {
+	char kernel[PATH_MAX], initrd[PATH_MAX];
+	char clone_id[CATALOG_ID_LEN + 1];
+	struct snapshot_record parent;
+	bool registered;
+};
+
+static int find_origin(const struct create_options *o, struct catalog *c,
+		       struct origin *from, struct template_record *t)
+{
+	const char *who = "thaw snapshot create";
+	char err[512];
+
+	if (!o->from) {
+		if (o->kernel)
+			snprintf(from->kernel, sizeof(from->kernel), "%s",
+				 o->kernel);
+		else if (default_kernel_path(from->kernel,
+					     sizeof(from->kernel)) < 0)
+			return -1;
+		if (o->initrd)
+			snprintf(from->initrd, sizeof(from->initrd), "%s",
+				 o->initrd);
+		else if (thaw_default_initrd(from->initrd, sizeof(from->initrd),
+					     who) < 0)
+			return -1;
+		return 0;
+	}
+	if (catalog_new_id(from->clone_id) < 0 ||
+	    clone_register(who, o->from, from->clone_id, &from->parent) < 0)
+		return -1;
+	from->registered = true;
+	if (catalog_get_template(c, from->parent.template_id, t, err,
+				 sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
+	return 0;
+}
+
+static int create(int argc, char **argv)
+{
+	struct create_options o = { .mem = "256", .vcpus = "1" };
+	const char *who = "thaw snapshot create";
+	char err[512], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+	struct template_record t = { 0 };
+	struct snapshot_record s = { 0 };
+	struct origin from = { 0 };
+	struct paths p;
+	struct catalog c;
+	int status = 1;
+
+	int parsed = parse_create(argc, argv, &o);
+	if (parsed >= 0)
+		return parsed;
 	if (open_catalog(&p, &c, who) < 0)
 		return 1;
 	collect_garbage(&p, &c);
-	/* The catalog is closed while the guest boots: LMDB environments
-	 * must not be carried across fork. */
+	int found = find_origin(&o, &c, &from, &t);
+	/* Closed while the VMM runs: LMDB environments must not be carried
+	 * across fork. */
 	catalog_close(&c);
+	if (found < 0)
+		goto out;
 	if (catalog_new_id(s.id) < 0) {
 		fprintf(stderr, "%s: no randomness for an id\n", who);
-		return 1;
+		goto out;
 	}
 	snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s-%d", p.snapshots, s.id,
 		 (int)getpid());
 	snprintf(final, sizeof(final), "%s/%s", p.snapshots, s.id);
+	/* The catalog records the directory in a fixed-size field. */
+	if (strlen(tmp) >= CATALOG_PATH_MAX) {
+		fprintf(stderr, "%s: %s: path too long\n", who, p.snapshots);
+		goto out;
+	}
 	if (mkdir(tmp, 0755) < 0) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", who, tmp,
 			strerror(errno));
-		return 1;
+		goto out;
 	}
+
+	const char *vmm = thaw_tool_path("THAW_VMM", THAW_VMM_PATH);
+	const char *boot[] = { vmm,	    "--kernel", from.kernel, "--initrd",
+			       from.initrd, "--mem",	o.mem,	     "--vcpus",
+			       o.vcpus,	    NULL };
+	const char *restore[] = { vmm, "--restore", from.parent.dir, NULL };
 	thaw_catch_signals();
-	if (boot_and_snapshot(&o, kernel, initrd, tmp) < 0 ||
-	    describe_snapshot(&o, kernel, initrd, tmp, final, &t, &s) < 0)
+	if (snapshot_vm(o.from ? restore : boot, tmp) < 0 ||
+	    describe_files(tmp, final, &s) < 0 ||
+	    (!o.from &&
+	     describe_template(&o, from.kernel, from.initrd, &t, &s) < 0))
 		goto fail;
+	if (o.from) {
+		memcpy(s.parent, from.parent.id, sizeof(s.parent));
+		memcpy(s.template_id, t.id, sizeof(t.id));
+	}
 	if (rename(tmp, final) < 0 || sync_dir(p.snapshots) < 0) {
 		fprintf(stderr, "%s: cannot move %s to %s: %s\n", who, tmp,
 			final, strerror(errno));
@@ -341,14 +431,19 @@ static int create(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", who, err);
 		catalog_close(&c);
 		remove_snapshot_dir(final);
-		return 1;
+		goto out;
 	}
 	catalog_close(&c);
 	printf("%s\n", s.id);
-	return 0;
+	status = 0;
+	goto out;
 fail:
 	remove_snapshot_dir(tmp);
-	return thaw_interrupted ? 128 + thaw_interrupted : 1;
+	status = thaw_interrupted ? 128 + thaw_interrupted : 1;
+out:
+	if (from.registered)
+		clone_unregister(who, o.from, from.clone_id);
+	return status;
 }
 
 static void print_size(uint64_t bytes)
@@ -443,6 +538,7 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 
 static const char usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+	"       thaw snapshot create --from ID\n"
 	"       thaw snapshot ls\n"
 	"       thaw snapshot verify ID\n"
 	"       thaw snapshot rm ID\n"

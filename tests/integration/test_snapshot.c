@@ -77,6 +77,20 @@ static void thaw(char *const words[], struct run_result *r)
 
 #define WORDS(...) ((char *[]){ __VA_ARGS__, NULL })
 
+/* Runs thaw @words, expecting @status and, if not NULL, @needle on stderr. */
+static void expect_thaw(char *const words[], int status, const char *needle)
+{
+	struct run_result r;
+
+	thaw(words, &r);
+	cr_expect_eq(r.status, status, "%s %s: status %d, want %d; stderr: %s",
+		     words[0], words[1], r.status, status, r.err);
+	if (needle)
+		cr_expect_not_null(strstr(r.err, needle), "wanted '%s' in: %s",
+				   needle, r.err);
+	run_result_free(&r);
+}
+
 /* Copies a file, leaving all-zero pages as holes like the original. */
 static void copy_sparse(const char *from, const char *to)
 {
@@ -468,13 +482,7 @@ static void expect_run_refused(const char *id, const char *needle)
 
 static void expect_verify_fails(const char *id, const char *needle)
 {
-	struct run_result r;
-
-	thaw(WORDS("snapshot", "verify", (char *)id), &r);
-	cr_expect_eq(r.status, 1, "status %d; stderr: %s", r.status, r.err);
-	cr_expect_not_null(strstr(r.err, needle), "wanted '%s' in: %s", needle,
-			   r.err);
-	run_result_free(&r);
+	expect_thaw(WORDS("snapshot", "verify", (char *)id), 1, needle);
 }
 
 Test(damaged, flipped_memory_bit_fails_verify)
@@ -607,6 +615,36 @@ Test(lifecycle, rm_waits_for_live_clones, .timeout = 600)
 	run_result_free(&r);
 	unlink(out);
 	unlink(errf);
+}
+
+/*
+ * A checkpoint of a clone is a snapshot of its own whose clones run; its
+ * parent cannot be removed before it.
+ */
+Test(lifecycle, child_snapshot_of_a_clone, .timeout = 600)
+{
+	char base[CATALOG_ID_LEN + 1], child[CATALOG_ID_LEN + 1];
+	struct snapshot_record rec;
+	struct run_result r;
+
+	copy_snapshot(base, NULL);
+	thaw(WORDS("snapshot", "create", "--from", base), &r);
+	cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+	cr_assert_eq(sscanf(r.out, "%16s", child), 1, "%s", r.out);
+	run_result_free(&r);
+	get_record(child, &rec);
+	cr_expect_str_eq(rec.parent, base);
+	get_record(base, &rec);
+	cr_expect_eq(rec.children, 1);
+
+	thaw(WORDS("run", "--from", child, "--", "echo", "child"), &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_str_eq(r.out, "child\n");
+	run_result_free(&r);
+	expect_thaw(WORDS("snapshot", "verify", child), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", base), 1, "child");
+	expect_thaw(WORDS("snapshot", "rm", child), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", base), 0, NULL);
 }
 
 /* A writer killed mid-snapshot leaves the catalog as it was. */

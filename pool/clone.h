@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * clone.h - the catalog side of a clone: the snapshot it is restored from
+ * must exist and be restorable on this host (same format version and CPU
+ * signature), and the clone is registered as live (catalog.h) for as long
+ * as it runs, so the snapshot cannot be removed under it.  Registration
+ * records our PID: if we die without unregistering, the catalog drops the
+ * entry by itself.
+ */
+#ifndef THAW_POOL_CLONE_H
+#define THAW_POOL_CLONE_H
+
+#include "catalog.h"
+
+/*
+ * Checks snapshot @id and registers @clone_id as its live clone; @snap gets
+ * the snapshot's record.  Returns 0, or -1 after a message starting with
+ * @who.
+ */
+int clone_register(const char *who, const char *id, const char *clone_id,
+		   struct snapshot_record *snap);
+
+/* Unregisters it; failures are reported, not returned. */
+void clone_unregister(const char *who, const char *id, const char *clone_id);
+
+#endif
