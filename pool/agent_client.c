@@ -5,6 +5,7 @@
 #include "agent_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,22 @@ static int read_line(int fd, char *line, size_t size, double deadline_ms)
 	return -EPROTO;
 }
 
+/*
+ * Reads what has arrived without blocking, so a guest that stops in the
+ * middle of a frame leaves us in wait_readable(), where deadlines and
+ * signals are seen, not in read().  Writes stay blocking.
+ */
+static int read_available(struct agent_conn *c, struct thaw_frame *f)
+{
+	int flags = fcntl(c->fd, F_GETFL);
+
+	if (flags < 0 || fcntl(c->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	int ret = thaw_reader_read(&c->reader, c->fd, f);
+	fcntl(c->fd, F_SETFL, flags);
+	return ret;
+}
+
 /* agent_next_frame() with a deadline (0: none). */
 static int next_frame(struct agent_conn *c, struct thaw_frame *f,
 		      double deadline_ms)
@@ -96,7 +113,7 @@ static int next_frame(struct agent_conn *c, struct thaw_frame *f,
 
 		if (ret < 0)
 			return ret;
-		ret = thaw_reader_read(&c->reader, c->fd, f);
+		ret = read_available(c, f);
 		switch (ret) {
 		case THAW_READ_FRAME:
 			return 0;

@@ -45,9 +45,6 @@
 #define ORPHAN_GRACE_S 600
 #define SNAPSHOT_BOOT_TIMEOUT_S 600
 
-static const char *const snapshot_files[] = { "state.bin", "memory.img",
-					      "pages.xxh3", "workingset.bin" };
-
 struct paths {
 	char state[PATH_MAX];
 	char catalog[PATH_MAX + 16];
@@ -77,13 +74,19 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 /* Removes a snapshot directory and the files thaw puts in one. */
 static void remove_snapshot_dir(const char *dir)
 {
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 300];
+	DIR *d = opendir(dir);
+	struct dirent *e;
 
-	for (size_t i = 0; i < sizeof(snapshot_files) / sizeof(*snapshot_files);
-	     i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, snapshot_files[i]);
+	/* Everything in it: a killed VMM may have left a temporary file. */
+	while (d && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
 	}
+	if (d)
+		closedir(d);
 	if (rmdir(dir) < 0 && errno != ENOENT)
 		fprintf(stderr, "thaw snapshot: cannot remove %s: %s\n", dir,
 			strerror(errno));
@@ -331,10 +334,11 @@ struct origin {
 	bool registered;
 };
 
-static int find_origin(const struct create_options *o, struct catalog *c,
+static int find_origin(const struct create_options *o, const struct paths *p,
 		       struct origin *from, struct template_record *t)
 {
 	const char *who = "thaw snapshot create";
+	struct catalog c;
 	char err[512];
 
 	if (!o->from) {
@@ -356,8 +360,14 @@ static int find_origin(const struct create_options *o, struct catalog *c,
 	    clone_register(who, o->from, from->clone_id, &from->parent) < 0)
 		return -1;
 	from->registered = true;
-	if (catalog_get_template(c, from->parent.template_id, t, err,
-				 sizeof(err)) < 0) {
+	/* Opened after clone_register() closed its own: one environment per
+	 * process at a time, as LMDB requires. */
+	int ret = catalog_open(&c, p->catalog, err, sizeof(err));
+	if (ret == 0)
+		ret = catalog_get_template(&c, from->parent.template_id, t, err,
+					   sizeof(err));
+	catalog_close(&c);
+	if (ret < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
 	}
@@ -382,11 +392,10 @@ static int create(int argc, char **argv)
 	if (open_catalog(&p, &c, who) < 0)
 		return 1;
 	collect_garbage(&p, &c);
-	int found = find_origin(&o, &c, &from, &t);
 	/* Closed while the VMM runs: LMDB environments must not be carried
 	 * across fork. */
 	catalog_close(&c);
-	if (found < 0)
+	if (find_origin(&o, &p, &from, &t) < 0)
 		goto out;
 	if (catalog_new_id(s.id) < 0) {
 		fprintf(stderr, "%s: no randomness for an id\n", who);

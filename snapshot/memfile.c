@@ -134,7 +134,7 @@ static int finish(int fd, const char *what, const char *path)
 int memfile_write(const void *mem, uint64_t size, const char *path,
 		  const char *hashes_path, uint64_t *root)
 {
-	const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	uint64_t pages = size / MEMFILE_PAGE_SIZE;
 	int fd, hfd, err;
 

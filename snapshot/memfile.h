@@ -37,7 +37,8 @@ _Static_assert(sizeof(struct memfile_hashes_header) == 32,
 /*
  * Writes the @size bytes at @mem (a multiple of MEMFILE_PAGE_SIZE) to
  * @path as a sparse file and their page hashes to @hashes_path; both are
- * created or truncated, written and fsynced.  *root receives the hash root.
+ * created (never replaced: clones may have an existing memory.img mapped),
+ * written and fsynced.  *root receives the hash root.
  * Returns 0, or -1 after a message naming the file.
  */
 int memfile_write(const void *mem, uint64_t size, const char *path,

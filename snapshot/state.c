@@ -245,7 +245,7 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 	header->body_hash = XXH3_64bits(w->buf, w->len);
 	header->flags = 0;
 
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 
 	if (fd < 0) {
 		fprintf(stderr, "snapshot state %s: cannot create: %s\n", path,

@@ -46,7 +46,7 @@ struct state_file_header {
 	uint64_t body_size;
 	uint64_t body_hash; /* XXH3-64 of the body */
 	uint64_t cpu_signature;
-	uint64_t mem_size; /* bytes of guest RAM = size of memory.img */
+	uint64_t mem_size;	   /* bytes of guest RAM = size of memory.img */
 	uint64_t memory_hash_root; /* memfile.h */
 	uint32_t nr_vcpus;
 	uint32_t flags; /* zero; reserved */
@@ -57,7 +57,7 @@ _Static_assert(sizeof(struct state_file_header) == 64,
 struct state_section_header {
 	uint32_t tag;
 	uint32_t instance;
-	uint32_t size; /* data bytes, without padding */
+	uint32_t size;	   /* data bytes, without padding */
 	uint32_t reserved; /* zero */
 };
 
@@ -110,9 +110,9 @@ void state_put(struct state_writer *w, uint32_t tag, uint32_t instance,
 /*
  * Completes @header (magic, format version, header size, body size and
  * hash, flags; the caller sets cpu_signature, mem_size, memory_hash_root and
- * nr_vcpus) and writes header and body to @path, created or truncated with
- * mode 0644, then fsyncs it.  Sections are checked as the reader checks them
- * first, so a section put twice fails here rather than on restore.  Returns
+ * nr_vcpus) and writes header and body to @path, created (never replaced)
+ * with mode 0644, then fsyncs it.  Sections are checked as the reader checks
+ * them first, so a section put twice fails here rather than on restore. Returns
  * 0, or -1 after a message on stderr naming @path.
  */
 int state_writer_save(struct state_writer *w, struct state_file_header *header,

@@ -324,6 +324,14 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 			path, h.page_count, size);
 		goto fail;
 	}
+	/* Disjoint ranges of at least a page each: more cannot be valid,
+	 * and a huge file must not cost a huge allocation first. */
+	if (h.nr_ranges > h.page_count) {
+		fprintf(stderr,
+			"%s: %" PRIu64 " ranges for %" PRIu64 " pages\n", path,
+			h.nr_ranges, h.page_count);
+		goto fail;
+	}
 	/* Divided rather than multiplied: nr_ranges is untrusted. */
 	body = st.st_size - sizeof(h);
 	if (body % sizeof(**r) || body / sizeof(**r) != h.nr_ranges) {

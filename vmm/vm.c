@@ -81,7 +81,9 @@ void vm_stop(struct vm *vm, int status, const char *fmt, ...)
 		for (int i = 0; i < vm->nr_vcpus; i++)
 			if (vm->vcpus[i].started)
 				kick(&vm->vcpus[i], SIGNAL_KICK);
-		pthread_kill(vm->main_thread, SIGNAL_STOP);
+		/* Before vm_run() (a failed restore) nobody waits yet. */
+		if (vm->main_thread_known)
+			pthread_kill(vm->main_thread, SIGNAL_STOP);
 	}
 	pthread_mutex_unlock(&vm->stop_lock);
 }
@@ -502,19 +504,24 @@ int vm_pause(struct vm *vm)
 		goto out;
 	}
 	vm->paused = true;
-	if (vm->vsock_ready)
-		vsock_pause(&vm->vsock);
 out:
 	pthread_mutex_unlock(&vm->pause_lock);
+	/*
+	 * Outside the lock: the vsock thread may call vm_stop() (which takes
+	 * it) before it reaches its pause point.  Only the control thread
+	 * pauses and resumes, so nothing races this.
+	 */
+	if (ret == 0 && vm->vsock_ready)
+		vsock_pause(&vm->vsock);
 	return ret;
 }
 
 void vm_resume(struct vm *vm)
 {
+	if (vm->vsock_ready)
+		vsock_resume(&vm->vsock);
 	pthread_mutex_lock(&vm->pause_lock);
 	if (vm->paused) {
-		if (vm->vsock_ready)
-			vsock_resume(&vm->vsock);
 		vm->paused = false;
 		atomic_store(&vm->pause_requested, false);
 		pthread_cond_broadcast(&vm->pause_cond);
@@ -723,8 +730,6 @@ static void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &kick_set, NULL);
 
 	while (!atomic_load(&vm->stopping)) {
-		if (atomic_load(&vm->pause_requested))
-			vcpu_wait_paused(v);
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno != EINTR && errno != EAGAIN) {
 				vm_stop(vm, VM_ERROR, "vcpu %d: KVM_RUN: %s",
@@ -735,6 +740,13 @@ static void *vcpu_thread(void *arg)
 					 __ATOMIC_SEQ_CST);
 			if (atomic_exchange(&v->inspect, false))
 				sample_parked(v);
+			/*
+			 * Only here: a KVM_RUN that returned EINTR has
+			 * completed the I/O of the previous exit, so the
+			 * vCPU's state is whole (KVM's rule for snapshots).
+			 */
+			if (atomic_load(&vm->pause_requested))
+				vcpu_wait_paused(v);
 			continue;
 		}
 		if (handle_exit(v) < 0)
@@ -783,6 +795,7 @@ int vm_run(struct vm *vm)
 	pthread_sigmask(SIG_BLOCK, &wait_set, NULL);
 	sigaction(SIGNAL_KICK, &kick_action, NULL);
 	vm->main_thread = pthread_self();
+	vm->main_thread_known = true;
 
 	if (vm->vsock_ready && vsock_start(&vm->vsock) < 0)
 		vm_stop(vm, VM_ERROR, "vsock: cannot start the device thread");

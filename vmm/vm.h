@@ -18,9 +18,10 @@
  * kernel past a stop.
  *
  * Snapshots: vm_snapshot() pauses every vCPU outside KVM_RUN (the same kick
- * as a stop; a vCPU re-entered with immediate_exit first completes any I/O
- * it was in, so its state is consistent), pauses the vsock device thread so
- * nothing writes guest memory, saves KVM's state (x86/kvm_state.h), each
+ * as a stop; a vCPU parks only after a KVM_RUN that returned EINTR, which
+ * first completes the I/O of the previous exit, so its state is whole),
+ * pauses the vsock device thread so nothing writes guest memory, saves KVM's
+ * state (x86/kvm_state.h), each
  * device's own state and guest memory (snapshot/memfile.h) into a directory,
  * and resumes if it did the pausing.  vm_create() with cfg->restore_dir
  * builds the machine from such a directory instead of booting: memory is the
@@ -130,6 +131,7 @@ struct vm {
 	atomic_bool vcpus_started; /* every vCPU thread is running */
 
 	pthread_t main_thread;
+	bool main_thread_known;
 	pthread_mutex_t stop_lock;
 	atomic_bool stopping;
 	int status;

@@ -31,6 +31,7 @@ static void setup(void)
 	vm.mem.size = 256 * MIB;
 	vm.running_ns = monotonic_ns();
 	vm.main_thread = pthread_self();
+	vm.main_thread_known = true;
 	pthread_mutex_init(&vm.stop_lock, NULL);
 	pthread_mutex_init(&vm.pause_lock, NULL);
 	pthread_cond_init(&vm.pause_cond, NULL);

@@ -59,10 +59,13 @@ static void expect_in(const char *msg, const char *needle)
 			   needle, msg);
 }
 
+/* Writes the files afresh: memfile_write() never replaces existing ones. */
 static uint64_t write_guest(void)
 {
 	uint64_t root = 0;
 
+	unlink(mem_path);
+	unlink(hashes_path);
 	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root),
 		     0);
 	return root;
@@ -150,6 +153,20 @@ Test(memfile, root_is_stable_and_follows_content)
 	cr_assert_eq(first, second);
 	guest[RUN_FIRST * PAGE + 9] ^= 1;
 	cr_assert_neq(write_guest(), first);
+}
+
+/* Clones may map an existing memory.img: overwriting it would break them. */
+Test(memfile, never_replaces_existing_files)
+{
+	uint64_t root, first = write_guest();
+	const char *msg;
+
+	capture_begin();
+	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root),
+		     -1);
+	msg = capture_end();
+	expect_in(msg, "File exists");
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, first), 0);
 }
 
 Test(memfile, refuses_a_partial_page)

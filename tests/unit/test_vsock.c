@@ -1167,12 +1167,12 @@ static void expect_transport_reset(uint16_t buffer)
 
 Test(vsock, restore_resets_the_transport)
 {
-	uint32_t host_port;
+	uint32_t host_port, old_port;
 	int old, fresh;
 
 	post_event(0);
 	post_event(1);
-	old = open_host_conn(GUEST_PORT, &host_port);
+	old = open_host_conn(GUEST_PORT, &old_port);
 	snapshot_and_restore();
 	cr_assert(closed_by_device(old));
 	expect_transport_reset(0);
@@ -1181,6 +1181,8 @@ Test(vsock, restore_resets_the_transport)
 
 	/* The guest's listener is still there for new clients. */
 	fresh = open_host_conn(GUEST_PORT, &host_port);
+	/* The guest may not have dropped the old one yet: never reuse it. */
+	cr_expect_neq(host_port, old_port);
 	write_all(fresh, "after", 5);
 	close(old);
 	close(fresh);
@@ -1252,8 +1254,11 @@ static void expect_rejected(const struct vsock_state *vsock,
 
 Test(vsock, restore_rejects_bad_state)
 {
-	struct vsock_state good = dev.state, bad_cid = { .guest_cid = 2 };
+	struct vsock_state good = dev.state, bad_cid = good, bad_port = good;
 	struct virtio_mmio_state transport, bad_queue;
+
+	bad_cid.guest_cid = 2;
+	bad_port.next_local_port = 1024; /* below the host range */
 
 	vsock_pause(&dev);
 	memcpy(&transport, &dev.transport.state, sizeof(transport));
@@ -1262,6 +1267,7 @@ Test(vsock, restore_rejects_bad_state)
 	expect_rejected(&bad_cid, &transport);
 	bad_cid.guest_cid = 0xffffffff;
 	expect_rejected(&bad_cid, &transport);
+	expect_rejected(&bad_port, &transport);
 	expect_rejected(&good, &bad_queue);
 	expect_rejected(&good, NULL);
 	expect_rejected(NULL, &transport);

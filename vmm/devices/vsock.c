@@ -192,10 +192,10 @@ static bool local_port_in_use(const struct vsock *v, uint32_t port)
 static uint32_t alloc_local_port(struct vsock *v)
 {
 	for (;;) {
-		uint32_t port = v->next_local_port++;
+		uint32_t port = v->state.next_local_port++;
 
-		if (v->next_local_port == VSOCK_PORT_ANY)
-			v->next_local_port = VSOCK_LOCAL_PORT_FIRST;
+		if (v->state.next_local_port == VSOCK_PORT_ANY)
+			v->state.next_local_port = VSOCK_LOCAL_PORT_FIRST;
 		if (!local_port_in_use(v, port))
 			return port;
 	}
@@ -1092,7 +1092,7 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	}
 	strcpy(v->uds_path, uds_path);
 	v->state.guest_cid = guest_cid;
-	v->next_local_port = VSOCK_LOCAL_PORT_FIRST;
+	v->state.next_local_port = VSOCK_LOCAL_PORT_FIRST;
 	atomic_init(&v->stop, false);
 	atomic_init(&v->reset_requested, false);
 	atomic_init(&v->dropped, 0);
@@ -1195,6 +1195,14 @@ int vsock_restore(struct vsock *v, const struct state_reader *r)
 
 	if (state_get(r, STATE_DEV_VSOCK, 0, &s, sizeof(s)))
 		return -1;
+	if (s.next_local_port < VSOCK_LOCAL_PORT_FIRST ||
+	    s.next_local_port == VSOCK_PORT_ANY) {
+		fprintf(stderr,
+			"snapshot state: vsock next_local_port %u is not a host "
+			"port thaw hands out\n",
+			s.next_local_port);
+		return -1;
+	}
 	if (!guest_cid_valid(s.guest_cid)) {
 		fprintf(stderr,
 			"snapshot state: vsock guest_cid %llu is not in "

@@ -129,6 +129,14 @@ struct vsock_rst {
 /* Guest-visible device state beyond the transport's. */
 struct vsock_state {
 	uint64_t guest_cid;
+	/*
+	 * The next host port for a host-initiated connection.  Saved: a
+	 * restored guest may still hold connections from the old ports until
+	 * it handles the transport reset, and must not mistake a new one for
+	 * them.
+	 */
+	uint32_t next_local_port;
+	uint32_t reserved;
 };
 
 struct vsock {
@@ -140,7 +148,6 @@ struct vsock {
 	struct vsock_rst rst_backlog[VSOCK_RST_BACKLOG];
 	uint32_t rst_head;
 	uint32_t rst_count;
-	uint32_t next_local_port;
 	uint32_t rx_cursor; /* round robin over conns, then the backlog */
 	bool more_work;	    /* a queue was left non-empty: don't sleep */
 	/* Since a restore: the guest must learn its old connections are gone

@@ -358,6 +358,25 @@ static int restore_fixed(int vcpu_fd, uint32_t index, unsigned long request,
 	return vcpu_ioctl(vcpu_fd, index, request, name, buf);
 }
 
+/*
+ * KVM_GET_VCPU_EVENTS reports a pending NMI and the SIPI vector without
+ * marking them valid, and KVM_SET_VCPU_EVENTS ignores what is not marked:
+ * without the flags an NMI pending at the snapshot, or an AP waiting for
+ * its SIPI, would be lost in every clone.
+ */
+static int restore_events(int vcpu_fd, uint32_t index,
+			  const struct state_reader *r)
+{
+	struct kvm_vcpu_events events;
+
+	if (state_get(r, STATE_VCPU_EVENTS, index, &events, sizeof(events)) < 0)
+		return -1;
+	events.flags |= KVM_VCPUEVENT_VALID_NMI_PENDING |
+			KVM_VCPUEVENT_VALID_SIPI_VECTOR;
+	return vcpu_ioctl(vcpu_fd, index, KVM_SET_VCPU_EVENTS,
+			  "KVM_SET_VCPU_EVENTS", &events);
+}
+
 int x86_restore_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 		     const struct state_reader *r)
 {
@@ -380,9 +399,7 @@ int x86_restore_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 	    restore_fixed(vcpu_fd, index, KVM_SET_LAPIC, "KVM_SET_LAPIC",
 			  STATE_VCPU_LAPIC, &s.lapic, sizeof(s.lapic), r) < 0 ||
 	    restore_msrs(vcpu_fd, index, r) < 0 ||
-	    restore_fixed(vcpu_fd, index, KVM_SET_VCPU_EVENTS,
-			  "KVM_SET_VCPU_EVENTS", STATE_VCPU_EVENTS, &s.events,
-			  sizeof(s.events), r) < 0)
+	    restore_events(vcpu_fd, index, r) < 0)
 		return -1;
 	return 0;
 }
