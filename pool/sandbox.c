@@ -22,7 +22,14 @@
 #include "io.h"
 #include "thaw.h"
 
-#define CONNECT_RETRY_NS 20000000L
+/*
+ * A restored clone answers within milliseconds of its VMM starting, so the
+ * first attempts come quickly; a booting guest takes seconds, so later
+ * ones back off.
+ */
+#define CONNECT_RETRY_FAST_NS 1000000L
+#define CONNECT_RETRY_SLOW_NS 20000000L
+#define CONNECT_FAST_PHASE_MS 500
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
@@ -178,7 +185,6 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
 		       struct agent_conn *agent, int timeout_s)
 {
 	double deadline = sandbox_now_ms() + timeout_s * 1e3;
-	struct timespec retry = { 0, CONNECT_RETRY_NS };
 	char err[256] = "";
 
 	for (;;) {
@@ -199,6 +205,11 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
 				who, timeout_s, err);
 			return -1;
 		}
+		struct timespec retry = { 0,
+					  sandbox_now_ms() - sb->started_ms <
+							  CONNECT_FAST_PHASE_MS
+						  ? CONNECT_RETRY_FAST_NS
+						  : CONNECT_RETRY_SLOW_NS };
 		nanosleep(&retry, NULL);
 	}
 }
