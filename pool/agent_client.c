@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "io.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
@@ -30,24 +31,23 @@
 #define CLONE_FRAME_MAX 512
 
 /*
- * Waits until @fd is readable or the clock passes @deadline_ms (monotonic;
- * 0: no deadline).  Returns 0, -ETIMEDOUT, or -EINTR when a signal came:
- * poll() is never restarted, so ^C reaches the caller even mid-wait.
+ * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
+ * deadline).  Returns 0, -ETIMEDOUT, or -EINTR when a signal came: poll()
+ * is never restarted, so ^C reaches the caller even mid-wait.
  */
-static int wait_readable(int fd, double deadline_ms)
+static int wait_readable(int fd, uint64_t deadline_ns)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
 	int timeout = -1;
 
-	if (deadline_ms > 0) {
-		struct timespec ts;
+	if (deadline_ns) {
+		uint64_t now = monotonic_ns();
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		double left =
-			deadline_ms - (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6);
-		if (left <= 0)
+		if (now >= deadline_ns)
 			return -ETIMEDOUT;
-		timeout = (int)left + 1;
+		/* Rounded up: waking a little early would spin. */
+		timeout =
+			(int)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS);
 	}
 	int ready = poll(&p, 1, timeout);
 	if (ready < 0)
@@ -55,21 +55,18 @@ static int wait_readable(int fd, double deadline_ms)
 	return ready ? 0 : -ETIMEDOUT;
 }
 
-static double deadline_after(int ms)
+static uint64_t deadline_after(uint64_t ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 + ms;
+	return monotonic_ns() + ms * NS_PER_MS;
 }
 
 /* Byte by byte: nothing after the newline may be consumed. */
-static int read_line(int fd, char *line, size_t size, double deadline_ms)
+static int read_line(int fd, char *line, size_t size, uint64_t deadline_ns)
 {
 	size_t len = 0;
 
 	while (len + 1 < size) {
-		int ret = wait_readable(fd, deadline_ms);
+		int ret = wait_readable(fd, deadline_ns);
 
 		if (ret < 0)
 			return ret;
@@ -106,10 +103,10 @@ static int read_available(struct agent_conn *c, struct thaw_frame *f)
 
 /* agent_next_frame() with a deadline (0: none). */
 static int next_frame(struct agent_conn *c, struct thaw_frame *f,
-		      double deadline_ms)
+		      uint64_t deadline_ns)
 {
 	for (;;) {
-		int ret = wait_readable(c->fd, deadline_ms);
+		int ret = wait_readable(c->fd, deadline_ns);
 
 		if (ret < 0)
 			return ret;
@@ -160,7 +157,7 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 	 * (a transport reset racing our REQUEST) never answers; a new one
 	 * will.
 	 */
-	double deadline = deadline_after(AGENT_GREETING_TIMEOUT_MS);
+	uint64_t deadline = deadline_after(AGENT_GREETING_TIMEOUT_MS);
 	ret = write_full(c->fd, "CONNECT 1024\n", 13);
 	if (ret == 0)
 		ret = read_line(c->fd, line, sizeof(line), deadline);

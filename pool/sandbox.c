@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "io.h"
 #include "thaw.h"
 
@@ -37,10 +38,7 @@
 
 double sandbox_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return monotonic_ns() / 1e6;
 }
 
 static int make_run_dir(struct sandbox *sb, const char *who)

@@ -7,22 +7,14 @@
 
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "io.h"
 
 #define PANIC_MARKER "Kernel panic - not syncing"
 #define INIT_MARKER_PREFIX "Run /"
 #define INIT_MARKER_SUFFIX " as init process"
-
-uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
 
 void console_init(struct console *c, int out_fd, int log_fd)
 {

@@ -37,6 +37,4 @@ void console_init(struct console *c, int out_fd, int log_fd);
 /* The UART's output sink (serial.h); @ctx is the console. */
 void console_write(void *ctx, const uint8_t *buf, size_t len);
 
-uint64_t monotonic_ns(void);
-
 #endif

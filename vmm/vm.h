@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "bus.h"
+#include "clock.h"
 #include "console.h"
 #include "control.h"
 #include "devices/i8042.h"

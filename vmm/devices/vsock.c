@@ -30,8 +30,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
 #define EPOLL_BATCH 32
@@ -54,10 +55,7 @@ struct iov_cursor {
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return monotonic_ns() / NS_PER_MS;
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
