@@ -44,8 +44,8 @@
 #define CLONE_REQUEST_ID 2
 
 struct run_options {
-	const char *mem, *vcpus, *kernel, *initrd;
-	const char *from, *page_in;
+	struct machine_options machine;
+	const char *page_in;
 	long timeout_s, boot_timeout_s;
 };
 
@@ -105,24 +105,25 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 /* Boots the guest, runs @cmd in it; the plain `thaw run`. */
 static int run_booted(const struct run_options *o, char **cmd)
 {
+	const struct machine_options *m = &o->machine;
 	char initrd[PATH_MAX];
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
 		"--initrd",
-		o->initrd ? o->initrd : initrd,
+		m->initrd ? m->initrd : initrd,
 		"--mem",
-		o->mem,
+		m->mem,
 		"--vcpus",
-		o->vcpus,
-		o->kernel ? "--kernel" : NULL,
-		o->kernel,
+		m->vcpus,
+		m->kernel ? "--kernel" : NULL,
+		m->kernel,
 		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
 	struct sandbox sb = { 0 };
 	int status = EXIT_THAW_ERROR;
 
-	if (!o->initrd &&
+	if (!m->initrd &&
 	    thaw_default_initrd(initrd, sizeof(initrd), "thaw run") < 0)
 		return EXIT_THAW_ERROR;
 	if (sandbox_start(&sb, "thaw run", vmm_args) == 0 &&
@@ -153,8 +154,8 @@ static double status_field(const char *status, const char *key)
 }
 
 /*
- * Runs @cmd in a clone restored from snapshot o->from.  The clone gets its
- * own identity (entropy, clock, hostname) before anything runs in it, and
+ * Runs @cmd in a clone restored from snapshot o->machine.from.  The clone gets
+ * its own identity (entropy, clock, hostname) before anything runs in it, and
  * the first restores record the snapshot's working set for later ones.
  */
 static int run_clone(const struct run_options *o, char **cmd)
@@ -170,7 +171,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 		fprintf(stderr, "thaw run: no randomness for a clone id\n");
 		return EXIT_THAW_ERROR;
 	}
-	if (clone_register("thaw run", o->from, clone_id, &snap) < 0)
+	if (clone_register("thaw run", o->machine.from, clone_id, &snap) < 0)
 		return EXIT_THAW_ERROR;
 	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
 		 snap.dir);
@@ -219,7 +220,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 out:
 	agent_close(&agent);
 	sandbox_remove(&sb);
-	clone_unregister("thaw run", o->from, clone_id);
+	clone_unregister("thaw run", o->machine.from, clone_id);
 	return status;
 }
 
@@ -235,48 +236,25 @@ static const char run_usage[] =
 int thaw_run(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "mem", required_argument, NULL, 'm' },
-		{ "vcpus", required_argument, NULL, 'n' },
-		{ "kernel", required_argument, NULL, 'k' },
-		{ "initrd", required_argument, NULL, 'i' },
-		{ "from", required_argument, NULL, 'f' },
+		MACHINE_LONG_OPTIONS,
 		{ "page-in", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "boot-timeout", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct run_options o = { .mem = "256",
-				 .vcpus = "1",
+	struct run_options o = { .machine = MACHINE_DEFAULTS,
 				 .page_in = "prefetch",
 				 .boot_timeout_s = BOOT_TIMEOUT_S_DEFAULT };
-	bool boot_flags = false;
 	char *end;
 	int opt;
 
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+:", options, NULL)) != -1) {
+		if (machine_option(&o.machine, opt, optarg))
+			continue;
 		switch (opt) {
-		case 'm':
-			o.mem = optarg; /* thaw-vmm checks the range */
-			boot_flags = true;
-			break;
-		case 'n':
-			o.vcpus = optarg;
-			boot_flags = true;
-			break;
-		case 'k':
-			o.kernel = optarg;
-			boot_flags = true;
-			break;
-		case 'i':
-			o.initrd = optarg;
-			boot_flags = true;
-			break;
-		case 'f':
-			o.from = optarg;
-			break;
 		case 'p':
 			if (strcmp(optarg, "prefetch") &&
 			    strcmp(optarg, "lazy")) {
@@ -322,15 +300,12 @@ int thaw_run(int argc, char **argv)
 			"thaw run: no command given (thaw run -- CMD)\n");
 		return EXIT_THAW_ERROR;
 	}
-	if (o.from && boot_flags) {
-		fprintf(stderr,
-			"thaw run: --from restores the snapshot's machine: leave out --mem, --vcpus, --kernel and --initrd\n");
+	if (machine_options_check(&o.machine, "thaw run") < 0)
 		return EXIT_THAW_ERROR;
-	}
 
 	thaw_catch_signals();
-	int status = o.from ? run_clone(&o, argv + optind)
-			    : run_booted(&o, argv + optind);
+	int status = o.machine.from ? run_clone(&o, argv + optind)
+				    : run_booted(&o, argv + optind);
 	if (thaw_interrupted) {
 		fprintf(stderr, "thaw run: interrupted\n");
 		status = 128 + thaw_interrupted;

@@ -173,11 +173,6 @@ static int sync_dir(const char *dir)
 	return ret;
 }
 
-struct create_options {
-	const char *mem, *vcpus, *kernel, *initrd;
-	const char *from; /* a snapshot: checkpoint a clone of it */
-};
-
 /* Fills the snapshot record from the files the VMM wrote into @tmp. */
 static int describe_files(const char *tmp, const char *final,
 			  struct snapshot_record *s)
@@ -210,8 +205,9 @@ static int describe_files(const char *tmp, const char *final,
 }
 
 /* A template is what was booted: the same inputs, the same id. */
-static int describe_template(const struct create_options *o, const char *kernel,
-			     const char *initrd, struct template_record *t,
+static int describe_template(const struct machine_options *o,
+			     const char *kernel, const char *initrd,
+			     struct template_record *t,
 			     struct snapshot_record *s)
 {
 	char key[128];
@@ -268,40 +264,22 @@ static const char create_usage[] =
 	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
 	"--from ID is ID's child: ID cannot be removed before it.\n";
 
-static int parse_create(int argc, char **argv, struct create_options *o)
+static int parse_create(int argc, char **argv, struct machine_options *o)
 {
 	static const struct option options[] = {
-		{ "mem", required_argument, NULL, 'm' },
-		{ "vcpus", required_argument, NULL, 'n' },
-		{ "kernel", required_argument, NULL, 'k' },
-		{ "initrd", required_argument, NULL, 'i' },
-		{ "from", required_argument, NULL, 'f' },
+		MACHINE_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *who = "thaw snapshot create";
-	bool boot_flags = false;
 	int opt;
 
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		if (machine_option(o, opt, optarg))
+			continue;
 		switch (opt) {
-		case 'm':
-			o->mem = optarg; /* thaw-vmm checks the ranges */
-			break;
-		case 'n':
-			o->vcpus = optarg;
-			break;
-		case 'k':
-			o->kernel = optarg;
-			break;
-		case 'i':
-			o->initrd = optarg;
-			break;
-		case 'f':
-			o->from = optarg;
-			break;
 		case 'h':
 			fputs(create_usage, stdout);
 			return 0;
@@ -310,19 +288,14 @@ static int parse_create(int argc, char **argv, struct create_options *o)
 				argv[optind - 1]);
 			return 2;
 		}
-		boot_flags = boot_flags || opt != 'f';
 	}
 	if (optind < argc) {
 		fprintf(stderr, "%s: unexpected argument '%s'\n", who,
 			argv[optind]);
 		return 2;
 	}
-	if (o->from && boot_flags) {
-		fprintf(stderr,
-			"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel and --initrd\n",
-			who);
+	if (machine_options_check(o, who) < 0)
 		return 2;
-	}
 	return -1; /* go on */
 }
 
@@ -334,7 +307,7 @@ struct origin {
 	bool registered;
 };
 
-static int find_origin(const struct create_options *o, const struct paths *p,
+static int find_origin(const struct machine_options *o, const struct paths *p,
 		       struct origin *from, struct template_record *t)
 {
 	const char *who = "thaw snapshot create";
@@ -376,7 +349,7 @@ static int find_origin(const struct create_options *o, const struct paths *p,
 
 static int create(int argc, char **argv)
 {
-	struct create_options o = { .mem = "256", .vcpus = "1" };
+	struct machine_options o = MACHINE_DEFAULTS;
 	const char *who = "thaw snapshot create";
 	char err[512], tmp[PATH_MAX + 64], final[PATH_MAX + 64];
 	struct template_record t = { 0 };

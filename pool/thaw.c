@@ -96,6 +96,41 @@ int thaw_default_initrd(char *out, size_t len, const char *who)
 	return run_for_last_line(mk, out, len, what);
 }
 
+bool machine_option(struct machine_options *m, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'm':
+		m->mem = arg; /* thaw-vmm checks the ranges */
+		break;
+	case 'n':
+		m->vcpus = arg;
+		break;
+	case 'k':
+		m->kernel = arg;
+		break;
+	case 'i':
+		m->initrd = arg;
+		break;
+	case 'f':
+		m->from = arg;
+		return true;
+	default:
+		return false;
+	}
+	m->boot_flags = true;
+	return true;
+}
+
+int machine_options_check(const struct machine_options *m, const char *who)
+{
+	if (!m->from || !m->boot_flags)
+		return 0;
+	fprintf(stderr,
+		"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel and --initrd\n",
+		who);
+	return -1;
+}
+
 static const char usage[] =
 	"usage: thaw COMMAND [ARG...]\n"
 	"  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh microVM\n"

@@ -8,6 +8,7 @@
 #define THAW_POOL_THAW_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Like env(1): the tool failed, not the guest's command. */
@@ -37,6 +38,36 @@ int thaw_make_dirs(const char *path);
  * thaw-mkinitramfs.  Returns 0, or -1 after a message starting with @who.
  */
 int thaw_default_initrd(char *out, size_t len, const char *who);
+
+/*
+ * The machine a command starts, the same options for `thaw run` and
+ * `thaw snapshot create`: a boot (--mem --vcpus --kernel --initrd, or their
+ * defaults) or a clone of snapshot --from, which brings its own machine.
+ */
+struct machine_options {
+	const char *mem, *vcpus, *kernel, *initrd;
+	const char *from;
+	bool boot_flags; /* one of the four boot options was given */
+};
+
+/* clang-format off */
+#define MACHINE_DEFAULTS { .mem = "256", .vcpus = "1" }
+
+/* Their entries in a getopt_long option table. */
+#define MACHINE_LONG_OPTIONS                        \
+	{ "mem", required_argument, NULL, 'm' },    \
+	{ "vcpus", required_argument, NULL, 'n' },  \
+	{ "kernel", required_argument, NULL, 'k' }, \
+	{ "initrd", required_argument, NULL, 'i' }, \
+	{ "from", required_argument, NULL, 'f' }
+/* clang-format on */
+
+/* Takes option @opt with @arg; false when @opt is not a machine option. */
+bool machine_option(struct machine_options *m, int opt, const char *arg);
+
+/* 0, or -1 after a message starting with @who when --from meets a boot
+ * option. */
+int machine_options_check(const struct machine_options *m, const char *who);
 
 int thaw_run(int argc, char **argv);
 int thaw_snapshot(int argc, char **argv);

@@ -121,6 +121,12 @@ Test(thaw_run, bad_flags_are_one_line_errors)
 	expect_usage_error(WORDS("run", "--timeout", "soon", "--", "true"),
 			   "--timeout 'soon' is not a number of seconds");
 	expect_usage_error(WORDS("run"), "no command given");
+	expect_usage_error(WORDS("run", "--from", "0123456789abcdef", "--mem",
+				 "64", "--", "true"),
+			   "--from takes the machine from the snapshot");
+	expect_usage_error(WORDS("run", "--from", "0123456789abcdef",
+				 "--page-in", "eager", "--", "true"),
+			   "--page-in takes prefetch or lazy, not 'eager'");
 }
 
 Test(thaw_run, missing_kernel_is_one_line_and_leaves_nothing)
