@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,25 +215,107 @@ fail:
 	return ret;
 }
 
-int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
-	       uint32_t timeout_ms)
+/* Encodes one frame with @fill and sends it. */
+static int send_frame(struct agent_conn *c, uint32_t id, uint16_t type,
+		      uint16_t flags, size_t cap,
+		      void (*fill)(struct thaw_writer *w, const void *arg),
+		      const void *arg)
 {
-	size_t cap = THAW_MAX_FRAME;
 	uint8_t *buf = malloc(cap);
 	struct thaw_writer w;
 
 	if (!buf)
 		return -ENOMEM;
-	thaw_writer_init(&w, buf, cap, id, THAW_EXEC, 0);
-	for (int i = 0; argv[i]; i++)
-		thaw_put_str(&w, THAW_T_ARGV, argv[i]);
-	thaw_put_str(&w, THAW_T_CWD, "/");
-	if (timeout_ms)
-		thaw_put_u32(&w, THAW_T_TIMEOUT_MS, timeout_ms);
+	thaw_writer_init(&w, buf, cap, id, type, flags);
+	fill(&w, arg);
 	int len = thaw_writer_finish(&w);
-	int ret = len < 0 ? len : write_full(c->fd, buf, len);
+	int ret = len < 0 ? -E2BIG : write_full(c->fd, buf, (size_t)len);
 	free(buf);
 	return ret;
+}
+
+static void fill_exec(struct thaw_writer *w, const void *arg)
+{
+	const struct agent_exec_request *r = arg;
+
+	for (int i = 0; r->argv[i]; i++)
+		thaw_put_str(w, THAW_T_ARGV, r->argv[i]);
+	for (int i = 0; r->env && r->env[i]; i++)
+		thaw_put_str(w, THAW_T_ENV, r->env[i]);
+	thaw_put_str(w, THAW_T_CWD, r->cwd ? r->cwd : "/");
+	if (r->stdin_len)
+		thaw_put_bytes(w, THAW_T_STDIN, r->stdin_data, r->stdin_len);
+	if (r->timeout_ms)
+		thaw_put_u32(w, THAW_T_TIMEOUT_MS, r->timeout_ms);
+}
+
+int agent_exec(struct agent_conn *c, uint32_t id,
+	       const struct agent_exec_request *r)
+{
+	return send_frame(c, id, THAW_EXEC, 0, THAW_MAX_FRAME, fill_exec, r);
+}
+
+struct kill_args {
+	uint32_t target, signal;
+};
+
+static void fill_kill(struct thaw_writer *w, const void *arg)
+{
+	const struct kill_args *k = arg;
+
+	thaw_put_u32(w, THAW_T_TARGET, k->target);
+	thaw_put_u32(w, THAW_T_SIGNAL, k->signal);
+}
+
+int agent_kill(struct agent_conn *c, uint32_t id, uint32_t target,
+	       uint32_t signal)
+{
+	struct kill_args k = { target, signal };
+
+	return send_frame(c, id, THAW_KILL, 0, 64, fill_kill, &k);
+}
+
+struct write_args {
+	bool first;
+	const char *path;
+	uint32_t mode;
+	const void *data;
+	size_t len;
+};
+
+static void fill_write(struct thaw_writer *w, const void *arg)
+{
+	const struct write_args *a = arg;
+
+	if (a->first) {
+		thaw_put_str(w, THAW_T_PATH, a->path);
+		thaw_put_u32(w, THAW_T_MODE, a->mode);
+	}
+	if (a->len)
+		thaw_put_bytes(w, THAW_T_DATA, a->data, a->len);
+}
+
+int agent_write_file(struct agent_conn *c, uint32_t id, bool first,
+		     const char *path, uint32_t mode, const void *data,
+		     size_t len, bool final)
+{
+	struct write_args a = { first, path, mode, data, len };
+
+	if (len > AGENT_WRITE_CHUNK)
+		return -E2BIG;
+	return send_frame(c, id, THAW_WRITE_FILE, final ? THAW_FLAG_FINAL : 0,
+			  AGENT_WRITE_CHUNK + PATH_MAX + 64, fill_write, &a);
+}
+
+static void fill_path(struct thaw_writer *w, const void *arg)
+{
+	thaw_put_str(w, THAW_T_PATH, arg);
+}
+
+int agent_read_file(struct agent_conn *c, uint32_t id, const char *path)
+{
+	return send_frame(c, id, THAW_READ_FILE, 0, PATH_MAX + 64, fill_path,
+			  path);
 }
 
 /* Encodes CLONE and checks it against the schema the agent applies. */
@@ -277,10 +360,8 @@ static int clone_frame(uint8_t *buf, uint32_t id, const char *hostname,
 static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
 			 size_t errlen)
 {
-	const struct thaw_field *msg;
 	struct thaw_frame f;
 	struct thaw_msg m;
-	uint32_t e;
 	int ret;
 
 	ret = next_frame(c, &f, deadline_after(AGENT_ANSWER_TIMEOUT_MS));
@@ -302,11 +383,24 @@ static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
 		return -EPROTO;
 	if (f.h.type == THAW_OK)
 		return 0;
-	msg = thaw_get(&m, THAW_T_MESSAGE);
-	snprintf(err, errlen, "%.*s", (int)msg->len, (const char *)msg->data);
-	e = thaw_get_u32(&m, THAW_T_ERRNO, 0);
+	return -agent_error_of(&m, err, errlen);
+}
+
+int agent_error_of(const struct thaw_msg *m, char *msg, size_t len)
+{
+	const struct thaw_field *text = thaw_get(m, THAW_T_MESSAGE);
+	uint32_t e = thaw_get_u32(m, THAW_T_ERRNO, 0);
+
+	snprintf(msg, len, "%.*s", text ? (int)text->len : 0,
+		 text ? (const char *)text->data : "");
 	/* An ERROR must never read as success, nor as a non-errno. */
-	return e && e < 4096 ? -(int)e : -EPROTO;
+	return e && e < 4096 ? (int)e : EPROTO;
+}
+
+int agent_wait_answer(struct agent_conn *c, uint32_t id, char *err,
+		      size_t errlen)
+{
+	return simple_answer(c, id, err, errlen);
 }
 
 int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,

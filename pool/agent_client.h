@@ -14,6 +14,8 @@
 #ifndef THAW_POOL_AGENT_CLIENT_H
 #define THAW_POOL_AGENT_CLIENT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "protocol.h"
@@ -33,9 +35,55 @@ struct agent_conn {
 int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		  size_t errlen);
 
-/* Starts @argv (NULL-terminated) as request @id; 0 or a negative errno. */
-int agent_exec(struct agent_conn *c, uint32_t id, char *const argv[],
-	       uint32_t timeout_ms);
+/* An EXEC request (PROTOCOL.md); NULL/0 fields are left out. */
+struct agent_exec_request {
+	char *const *argv; /* NULL-terminated, not empty */
+	char *const *env;  /* NULL-terminated KEY=VALUE, or NULL */
+	const char *cwd;   /* NULL: "/" */
+	const void *stdin_data;
+	size_t stdin_len;
+	uint32_t timeout_ms;
+};
+
+/*
+ * Starts @r as request @id.  Returns 0, -E2BIG when it does not fit in one
+ * frame, or another negative errno.
+ */
+int agent_exec(struct agent_conn *c, uint32_t id,
+	       const struct agent_exec_request *r);
+
+/* Sends KILL @signal to the process group of EXEC @target; the answer
+ * (OK/ERROR) arrives on the connection like any other. */
+int agent_kill(struct agent_conn *c, uint32_t id, uint32_t target,
+	       uint32_t signal);
+
+/* Largest DATA one WRITE_FILE frame carries. */
+#define AGENT_WRITE_CHUNK (512u * 1024)
+
+/*
+ * One WRITE_FILE frame of request @id: the first names @path and @mode,
+ * every one carries up to AGENT_WRITE_CHUNK bytes of @data, the @final one
+ * commits the file.  Then agent_wait_answer() gets OK or ERROR.
+ */
+int agent_write_file(struct agent_conn *c, uint32_t id, bool first,
+		     const char *path, uint32_t mode, const void *data,
+		     size_t len, bool final);
+
+/* Asks for @path: DATA frames, then END or ERROR (agent_next_frame). */
+int agent_read_file(struct agent_conn *c, uint32_t id, const char *path);
+
+/*
+ * Waits (bounded) for request @id's OK or ERROR.  Returns 0, the ERROR's
+ * -errno with its message in @err, or a transport error.
+ */
+int agent_wait_answer(struct agent_conn *c, uint32_t id, char *err,
+		      size_t errlen);
+
+/*
+ * An ERROR frame's errno (positive, EPROTO when implausible) and message
+ * into @msg.  Returns the errno.
+ */
+int agent_error_of(const struct thaw_msg *m, char *msg, size_t len);
 
 /*
  * Makes a freshly restored guest unique (PROTOCOL.md, CLONE): reseeds its

@@ -57,7 +57,9 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 	struct thaw_frame f;
 	struct thaw_msg m;
 	char why[256];
-	int ret = agent_exec(agent, id, argv, timeout_ms);
+	struct agent_exec_request r = { .argv = argv,
+					.timeout_ms = timeout_ms };
+	int ret = agent_exec(agent, id, &r);
 
 	while (ret == 0 && !thaw_interrupted) {
 		ret = agent_next_frame(agent, &f);
@@ -118,6 +120,8 @@ static int run_booted(const struct run_options *o, char **cmd)
 		m->kernel ? "--kernel" : NULL,
 		m->kernel,
 		NULL,
+		NULL,
+		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
 	struct sandbox sb = { 0 };
@@ -126,7 +130,13 @@ static int run_booted(const struct run_options *o, char **cmd)
 	if (!m->initrd &&
 	    thaw_default_initrd(initrd, sizeof(initrd), "thaw run") < 0)
 		return EXIT_THAW_ERROR;
-	if (sandbox_start(&sb, "thaw run", vmm_args) == 0 &&
+	if (m->cmdline) { /* after --kernel, or in its place */
+		int at = m->kernel ? 9 : 7;
+
+		vmm_args[at] = "--cmdline";
+		vmm_args[at + 1] = m->cmdline;
+	}
+	if (sandbox_start(&sb, "thaw run", vmm_args, NULL) == 0 &&
 	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) ==
 		    0) {
 		double ready = sandbox_now_ms();
@@ -184,7 +194,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 		o->page_in,
 		NULL,
 	};
-	if (sandbox_start(&sb, "thaw run", vmm_args) < 0 ||
+	if (sandbox_start(&sb, "thaw run", vmm_args, NULL) < 0 ||
 	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) < 0)
 		goto out;
 	double ready = sandbox_now_ms();
@@ -225,7 +235,7 @@ out:
 }
 
 static const char run_usage[] =
-	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I]\n"
+	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
 	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
 	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"

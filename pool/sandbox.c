@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "clock.h"
 #include "io.h"
 #include "thaw.h"
@@ -41,19 +42,40 @@ double sandbox_now_ms(void)
 	return monotonic_ns() / 1e6;
 }
 
-static int make_run_dir(struct sandbox *sb, const char *who)
+static int make_run_dir(struct sandbox *sb, const char *who,
+			const char *run_dir)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
 
-	if (!base ||
-	    strlen(base) > sizeof(sb->dir) - sizeof("/thaw-run-XXXXXX"))
+	if (run_dir) {
+		/* Room for the longest file name in it, "/console.log". */
+		size_t len = strlen(run_dir);
+
+		if (len >= sizeof(sb->dir) ||
+		    len + sizeof("/console.log") > sizeof(sb->vsock)) {
+			fprintf(stderr,
+				"%s: %s: path too long for a socket in it\n",
+				who, run_dir);
+			return -1;
+		}
+		memcpy(sb->dir, run_dir, len + 1);
+		if (mkdir(sb->dir, 0700) < 0) {
+			fprintf(stderr, "%s: cannot create %s: %s\n", who,
+				sb->dir, strerror(errno));
+			sb->dir[0] = '\0';
+			return -1;
+		}
+	} else if (!base ||
+		   strlen(base) > sizeof(sb->dir) - sizeof("/thaw-run-XXXXXX"))
 		base = "/tmp";
-	snprintf(sb->dir, sizeof(sb->dir), "%s/thaw-run-XXXXXX", base);
-	if (!mkdtemp(sb->dir)) {
-		fprintf(stderr, "%s: cannot create %s: %s\n", who, sb->dir,
-			strerror(errno));
-		sb->dir[0] = '\0';
-		return -1;
+	if (!run_dir) {
+		snprintf(sb->dir, sizeof(sb->dir), "%s/thaw-run-XXXXXX", base);
+		if (!mkdtemp(sb->dir)) {
+			fprintf(stderr, "%s: cannot create %s: %s\n", who,
+				sb->dir, strerror(errno));
+			sb->dir[0] = '\0';
+			return -1;
+		}
 	}
 	snprintf(sb->vsock, sizeof(sb->vsock), "%s/vsock.sock", sb->dir);
 	snprintf(sb->control, sizeof(sb->control), "%s/control.sock", sb->dir);
@@ -64,8 +86,10 @@ static int make_run_dir(struct sandbox *sb, const char *who)
 }
 
 int sandbox_start(struct sandbox *sb, const char *who,
-		  const char *const vmm_args[])
+		  const char *const vmm_args[],
+		  const struct sandbox_place *place)
 {
+	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	const char *argv[MAX_VMM_ARGS + 7];
 	pid_t parent = getpid();
 	int n = 0;
@@ -75,7 +99,7 @@ int sandbox_start(struct sandbox *sb, const char *who,
 		argv[n] = vmm_args[n];
 		n++;
 	}
-	if (make_run_dir(sb, who) < 0)
+	if (make_run_dir(sb, who, place ? place->run_dir : NULL) < 0)
 		return -1;
 	argv[n++] = "--vsock";
 	argv[n++] = sb->vsock;
@@ -100,6 +124,11 @@ int sandbox_start(struct sandbox *sb, const char *who,
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent || log < 0 || null < 0)
 			_exit(EXIT_THAW_ERROR);
+		if (cgroup && cgroup_enter(cgroup) < 0) {
+			dprintf(log, "%s: cannot enter the sandbox's cgroup\n",
+				who);
+			_exit(EXIT_THAW_ERROR);
+		}
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log, STDERR_FILENO);
@@ -302,6 +331,16 @@ void sandbox_stop(struct sandbox *sb)
 	}
 	if (fd >= 0)
 		close(fd);
+	sb->vmm = 0;
+}
+
+void sandbox_kill(struct sandbox *sb)
+{
+	if (sb->vmm <= 0)
+		return;
+	kill(sb->vmm, SIGKILL);
+	while (waitpid(sb->vmm, NULL, 0) < 0 && errno == EINTR)
+		;
 	sb->vmm = 0;
 }
 

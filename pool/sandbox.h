@@ -17,6 +17,8 @@
 
 #include "agent_client.h"
 
+struct cgroup;
+
 /* Short paths: the vsock socket's must fit in sockaddr_un (108 bytes). */
 struct sandbox {
 	char dir[80];
@@ -32,13 +34,27 @@ struct sandbox {
 double sandbox_now_ms(void);
 
 /*
+ * Where a sandbox lives: its run directory is @run_dir (created; NULL: a
+ * fresh one in $XDG_RUNTIME_DIR or /tmp) and its VMM runs in @cgroup
+ * (NULL: ours).  The VMM enters the cgroup before exec.
+ */
+struct sandbox_place {
+	const char *run_dir;
+	const struct cgroup *cgroup;
+};
+
+/*
  * Creates the run directory and starts thaw-vmm with @vmm_args (NULL
  * terminated; the VMM path first) plus the run directory's --vsock,
- * --control and --console-log.  Returns 0, or -1 after a message starting
- * with @who.
+ * --control and --console-log.  @place may be NULL.  Returns 0, or -1 after
+ * a message starting with @who.
+ *
+ * PR_SET_PDEATHSIG fires when the *thread* that forked exits: a threaded
+ * caller must start VMMs from threads that live as long as the sandboxes.
  */
 int sandbox_start(struct sandbox *sb, const char *who,
-		  const char *const vmm_args[]);
+		  const char *const vmm_args[],
+		  const struct sandbox_place *place);
 
 /*
  * Waits until the guest agent greets us on a new connection, the VMM dies
@@ -64,6 +80,9 @@ double sandbox_vmm_setup_ms(const struct sandbox *sb);
 
 /* Stops the VMM (control socket, then SIGKILL after a grace period). */
 void sandbox_stop(struct sandbox *sb);
+
+/* SIGKILLs the VMM and reaps it: a disposable clone needs no goodbye. */
+void sandbox_kill(struct sandbox *sb);
 
 /* Stops the VMM if needed and removes the run directory. */
 void sandbox_remove(struct sandbox *sb);

@@ -154,8 +154,8 @@ static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1])
 			 (unsigned long long)h.high64,
 			 (unsigned long long)h.low64);
 	} else {
-		fprintf(stderr, "thaw snapshot create: cannot read %s: %s\n",
-			path, strerror(errno));
+		fprintf(stderr, "thaw: cannot read %s: %s\n", path,
+			strerror(errno));
 	}
 	if (fd >= 0)
 		close(fd);
@@ -204,25 +204,47 @@ static int describe_files(const char *tmp, const char *final,
 	return 0;
 }
 
+int template_identify(const char *kernel, const char *initrd, const char *mem,
+		      const char *vcpus, const char *cmdline,
+		      struct template_record *t)
+{
+	char key[CATALOG_HASH_LEN * 2 + 64];
+	XXH3_state_t *st = XXH3_createState();
+
+	if (!st || hash_file(kernel, t->kernel_hash) < 0 ||
+	    hash_file(initrd, t->initrd_hash) < 0) {
+		XXH3_freeState(st);
+		return -1;
+	}
+	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
+		 t->initrd_hash, mem, vcpus);
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, key, strlen(key));
+	/* Absent and empty alike leave the ids of older templates as they
+	 * were. */
+	if (cmdline && cmdline[0]) {
+		XXH3_64bits_update(st, " ", 1);
+		XXH3_64bits_update(st, cmdline, strlen(cmdline));
+	}
+	snprintf(t->id, sizeof(t->id), "%016llx",
+		 (unsigned long long)XXH3_64bits_digest(st));
+	XXH3_freeState(st);
+	t->record_version = CATALOG_RECORD_VERSION;
+	return 0;
+}
+
 /* A template is what was booted: the same inputs, the same id. */
 static int describe_template(const struct machine_options *o,
 			     const char *kernel, const char *initrd,
 			     struct template_record *t,
 			     struct snapshot_record *s)
 {
-	char key[128];
-
-	if (hash_file(kernel, t->kernel_hash) < 0 ||
-	    hash_file(initrd, t->initrd_hash) < 0)
+	if (template_identify(kernel, initrd, o->mem, o->vcpus, o->cmdline, t) <
+	    0)
 		return -1;
-	t->record_version = CATALOG_RECORD_VERSION;
 	t->nr_vcpus = s->nr_vcpus;
 	t->mem_size = s->mem_size;
 	t->created_unix = s->created_unix;
-	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
-		 t->initrd_hash, o->mem, o->vcpus);
-	snprintf(t->id, sizeof(t->id), "%016llx",
-		 (unsigned long long)XXH3_64bits(key, strlen(key)));
 	memcpy(s->template_id, t->id, sizeof(t->id));
 	return 0;
 }
@@ -239,7 +261,7 @@ static int snapshot_vm(const char *const vmm_args[], const char *tmp)
 	struct sandbox sb;
 	int ret = -1;
 
-	if (sandbox_start(&sb, who, vmm_args) < 0 ||
+	if (sandbox_start(&sb, who, vmm_args, NULL) < 0 ||
 	    sandbox_wait_agent(&sb, who, &agent, SNAPSHOT_BOOT_TIMEOUT_S) < 0)
 		goto out;
 	double ready = sandbox_now_ms();
@@ -259,6 +281,7 @@ out:
 
 static const char create_usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+	"                            [--cmdline EXTRA]\n"
 	"       thaw snapshot create --from ID\n"
 	"Boots the guest (or restores a clone of snapshot ID), snapshots it once\n"
 	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
@@ -389,9 +412,12 @@ static int create(int argc, char **argv)
 	}
 
 	const char *vmm = thaw_tool_path("THAW_VMM", THAW_VMM_PATH);
-	const char *boot[] = { vmm,	    "--kernel", from.kernel, "--initrd",
-			       from.initrd, "--mem",	o.mem,	     "--vcpus",
-			       o.vcpus,	    NULL };
+	const char *boot[] = { vmm,	    "--kernel",
+			       from.kernel, "--initrd",
+			       from.initrd, "--mem",
+			       o.mem,	    "--vcpus",
+			       o.vcpus,	    o.cmdline ? "--cmdline" : NULL,
+			       o.cmdline,   NULL };
 	const char *restore[] = { vmm, "--restore", from.parent.dir, NULL };
 	thaw_catch_signals();
 	if (snapshot_vm(o.from ? restore : boot, tmp) < 0 ||
@@ -520,6 +546,7 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 
 static const char usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
+	"                            [--cmdline EXTRA]\n"
 	"       thaw snapshot create --from ID\n"
 	"       thaw snapshot ls\n"
 	"       thaw snapshot verify ID\n"

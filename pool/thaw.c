@@ -111,6 +111,9 @@ bool machine_option(struct machine_options *m, int opt, const char *arg)
 	case 'i':
 		m->initrd = arg;
 		break;
+	case 'c':
+		m->cmdline = arg;
+		break;
 	case 'f':
 		m->from = arg;
 		return true;
@@ -126,7 +129,7 @@ int machine_options_check(const struct machine_options *m, const char *who)
 	if (!m->from || !m->boot_flags)
 		return 0;
 	fprintf(stderr,
-		"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel and --initrd\n",
+		"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel, --initrd and --cmdline\n",
 		who);
 	return -1;
 }
@@ -135,6 +138,10 @@ static const char usage[] =
 	"usage: thaw COMMAND [ARG...]\n"
 	"  run [OPTIONS] -- CMD [ARG...]   run CMD in a fresh microVM\n"
 	"  snapshot create|ls|verify|rm    manage snapshots to restore from\n"
+	"  daemon [OPTIONS]                run thawd, the sandbox pool, in the foreground\n"
+	"  sandbox create|ls|rm            sandboxes from the daemon's warm pools\n"
+	"  exec [OPTIONS] ID -- CMD [ARG...]  run CMD in sandbox ID\n"
+	"  cp SRC DST                      copy a file to or from a sandbox (ID:/path)\n"
 	"Run 'thaw COMMAND --help' for a command's options.\n";
 
 int main(int argc, char **argv)
@@ -147,6 +154,14 @@ int main(int argc, char **argv)
 		return thaw_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "snapshot"))
 		return thaw_snapshot(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "daemon"))
+		return thaw_daemon(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "sandbox"))
+		return thaw_sandbox(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "exec"))
+		return thaw_exec(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "cp"))
+		return thaw_cp(argc - 1, argv + 1);
 	fprintf(stderr, "thaw: unknown command '%s'\n%s", argv[1], usage);
 	return 2;
 }

@@ -41,13 +41,15 @@ int thaw_default_initrd(char *out, size_t len, const char *who);
 
 /*
  * The machine a command starts, the same options for `thaw run` and
- * `thaw snapshot create`: a boot (--mem --vcpus --kernel --initrd, or their
- * defaults) or a clone of snapshot --from, which brings its own machine.
+ * `thaw snapshot create`: a boot (--mem --vcpus --kernel --initrd --cmdline,
+ * or their defaults) or a clone of snapshot --from, which brings its own
+ * machine.
  */
 struct machine_options {
 	const char *mem, *vcpus, *kernel, *initrd;
+	const char *cmdline; /* extra kernel command line */
 	const char *from;
-	bool boot_flags; /* one of the four boot options was given */
+	bool boot_flags; /* one of the five boot options was given */
 };
 
 /* clang-format off */
@@ -59,6 +61,7 @@ struct machine_options {
 	{ "vcpus", required_argument, NULL, 'n' },  \
 	{ "kernel", required_argument, NULL, 'k' }, \
 	{ "initrd", required_argument, NULL, 'i' }, \
+	{ "cmdline", required_argument, NULL, 'c' }, \
 	{ "from", required_argument, NULL, 'f' }
 /* clang-format on */
 
@@ -69,7 +72,22 @@ bool machine_option(struct machine_options *m, int opt, const char *arg);
  * option. */
 int machine_options_check(const struct machine_options *m, const char *who);
 
+struct template_record;
+
+/*
+ * Fills @t's kernel and initrd hashes and its id: a template is what is
+ * booted, so the same files, memory, vCPUs and extra command line (@cmdline,
+ * may be NULL) give the same id.  Returns 0, or -1 after a message.
+ */
+int template_identify(const char *kernel, const char *initrd, const char *mem,
+		      const char *vcpus, const char *cmdline,
+		      struct template_record *t);
+
 int thaw_run(int argc, char **argv);
 int thaw_snapshot(int argc, char **argv);
+int thaw_daemon(int argc, char **argv);	 /* daemon.c */
+int thaw_sandbox(int argc, char **argv); /* client.c, like the next two */
+int thaw_exec(int argc, char **argv);
+int thaw_cp(int argc, char **argv);
 
 #endif

@@ -6,7 +6,7 @@
 set -u
 vmm=$1 kernel=$2 initrd=$3 test=$4
 dir=$(mktemp -d)
-"$vmm" --kernel "$kernel" --initrd "$initrd" --mem 512 --vcpus 2 \
+"$vmm" --kernel "$kernel" --initrd "$initrd" --mem 512 --vcpus 1 \
 	--vsock "$dir/vsock.sock" --control "$dir/control.sock" \
 	--console-log "$dir/console.log" >/dev/null 2>"$dir/vmm.log" &
 vmm_pid=$!

@@ -13,7 +13,8 @@
 # package is downloaded once and cached), COMMAND with the shared libraries
 # ldd lists, and every ARG that names an existing file, at the same paths, so
 # the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
-# COMMAND runs (space-separated paths), copied the same way.  L1 writes COMMAND's stdout and stderr to
+# COMMAND runs (space-separated paths), copied the same way; NESTED_KVM_MEM
+# is L1's memory in MiB (default 2048).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's stdout and stderr to
 # its 2nd and 3rd serial ports (files on this side) and its exit status to
 # the console.
 set -euo pipefail
@@ -93,6 +94,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 echo "THAW-L1-UP"
 mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 for m in irqbypass ccp kvm kvm-amd; do
 	insmod /lib/modules/$m.ko || echo "nested-kvm: insmod $m failed"
 done
@@ -117,7 +119,7 @@ for attempt in 1 2 3; do
 	# A wedged emulator must not outlive its caller's patience.
 	timeout -s KILL "${NESTED_KVM_TIMEOUT:-900}" \
 		qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 \
-		-m 2048 -display none -monitor none -no-reboot -nodefaults \
+		-m "${NESTED_KVM_MEM:-2048}" -display none -monitor none -no-reboot -nodefaults \
 		-serial "file:$work/console" -serial "file:$work/out" \
 		-serial "file:$work/err" \
 		-kernel "$kdir/vmlinuz" -initrd "$work/l1.cpio" \

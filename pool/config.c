@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * config.c - see config.h.
+ *
+ * inih splits lines into sections, keys and values and strips comments, but
+ * Debian's build of it gives the handler no line number, does not report a
+ * section that has no keys, cuts section names at 49 characters and reads
+ * at most 199 characters a line (a longer one comes back in pieces, each
+ * parsed as a line of its own).  So the lines reach inih through read_line(),
+ * which counts them, refuses overlong and indented ones (inih would take an
+ * indented line for the continuation of the previous value) and parses the
+ * [section] headers itself: the handler works on the section read_line()
+ * opened and ignores inih's.  read_line() also ends the parse at the first
+ * error, so the message is about the first thing wrong.
+ *
+ * The keys are tables (name, type, offset, range) and one setter serves
+ * them all.  The defaults are the embedded text itself: it is parsed first,
+ * its [daemon] is the starting point of a file's [daemon] and its [template
+ * default] that of each of the file's templates, so the documentation
+ * printed by --print-config cannot drift from what runs.  The checks that
+ * involve more than one key (check_orders(), check_sum()) run once the whole
+ * file is read; they blame the key the file set last, on its line.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define BUILTIN "<built-in config>"
+
+const char config_default_text[] =
+	"; thawd's configuration (`thaw daemon --config FILE`).  This text is the\n"
+	"; built-in default: `thaw daemon --print-config` prints it, and a daemon\n"
+	"; started without --config runs with exactly these values.  Every key is\n"
+	"; optional; one left out keeps the value shown here.\n"
+	";\n"
+	"; Keys (\"key = value\") and [sections] start in the first column; lines\n"
+	"; starting with ; or # and anything after \" ;\" are comments; a line holds\n"
+	"; at most 198 characters.  Numbers are decimal; the *_bytes keys also take\n"
+	"; a K, M or G suffix (KiB, MiB, GiB).  Paths are absolute.\n"
+	"\n"
+	"[daemon]\n"
+	"; The API's Unix socket; \"\" is <state_dir>/thawd.sock.\n"
+	"socket =\n"
+	"; The group that may use the socket (mode 0660); \"\" is the daemon's own.\n"
+	"socket_group =\n"
+	"; Snapshots, catalog and run directories; \"\" is $THAW_STATE_DIR, else\n"
+	"; $XDG_STATE_HOME/thaw, else ~/.local/state/thaw.\n"
+	"state_dir =\n"
+	"; Every request must carry \"Authorization: Bearer TOKEN\"; \"\" checks\n"
+	"; nothing beyond the socket's permissions.\n"
+	"token =\n"
+	"; Or the token is the first line of this file (trailing white space\n"
+	"; stripped), which keeps it out of a readable config; not with token.\n"
+	"token_file =\n"
+	"; Sandboxes alive at once, of all templates, warm ones included; at least\n"
+	"; the templates' min_ready added up.  1..65536.\n"
+	"max_sandboxes = 256\n"
+	"; API connections open at once, 1..65536.\n"
+	"max_connections = 512\n"
+	"; Largest JSON request body, base64-encoded exec stdin included.\n"
+	"max_request_bytes = 16M\n"
+	"; Largest file copied into or out of a sandbox.\n"
+	"max_file_bytes = 256M\n"
+	"; Output of one exec kept; the rest is cut off.\n"
+	"max_exec_output_bytes = 16M\n"
+	"; How long a request waits for a sandbox to be restored, 1..86400.\n"
+	"restore_timeout_s = 60\n"
+	"; The cgroup, one name ([A-Za-z0-9_.-]) below the daemon's own, that\n"
+	"; holds a cgroup per sandbox.\n"
+	"cgroup_parent = thaw\n"
+	"\n"
+	"; One warm pool per [template NAME], NAME being 1 to 63 of A-Z a-z 0-9\n"
+	"; _ . - and what a create request asks for.  A file without any template\n"
+	"; section gets this one.\n"
+	"[template default]\n"
+	"; The guest kernel; \"\" is thaw's own.\n"
+	"kernel =\n"
+	"; The initramfs; \"\" is the one with thaw-agent.\n"
+	"initrd =\n"
+	"; Appended to the guest kernel's command line.\n"
+	"cmdline =\n"
+	"; Guest memory, 16..65536.\n"
+	"mem_mib = 256\n"
+	"; Virtual CPUs, 1..64.\n"
+	"vcpus = 1\n"
+	"; Sandboxes kept restored and waiting to be handed out.\n"
+	"min_ready = 2\n"
+	"; Sandboxes of this template alive at once, warm ones included; at least\n"
+	"; min_ready.\n"
+	"max_total = 32\n"
+	"; A sandbox's lifetime when its create request gives none.\n"
+	"timeout_s = 600\n"
+	"; The longest lifetime a request may ask for; at least timeout_s.\n"
+	"max_timeout_s = 86400\n"
+	"; CPU time of a sandbox in percent of one CPU, 1..102400; 0 is no limit.\n"
+	"cpu_percent = 0\n"
+	"; Memory of a sandbox's VMM process, the guest's included; at least\n"
+	"; mem_mib + 64; 0 is mem_mib + 256.\n"
+	"memory_limit_mib = 0\n"
+	"; Processes and threads of a sandbox's VMM; 0 is no limit.\n"
+	"pids_limit = 256\n"
+	"; Restores of this template running at once, 1..64.\n"
+	"restore_parallel = 4\n"
+	"; prefetch: a restore reads the snapshot's working set in before the\n"
+	"; sandbox is handed out; lazy: the guest's pages are read on first touch.\n"
+	"page_in = prefetch\n";
+
+enum key_type {
+	KEY_STRING,
+	KEY_PATH,	/* "" or absolute */
+	KEY_NAME,	/* valid_name() */
+	KEY_TOKEN,	/* a secret: never shown in a message */
+	KEY_TOKEN_FILE, /* sets the token from a file */
+	KEY_U32,
+	KEY_BYTES, /* uint64_t; K, M, G suffixes */
+	KEY_PAGE_IN,
+};
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t offset, size; /* of the field the key sets */
+	uint64_t min, max;
+};
+
+/* clang-format off */
+#define FIELD(s, f) offsetof(struct s, f), sizeof(((struct s *)0)->f)
+#define DAEMON(f, type, min, max) { #f, type, FIELD(daemon_config, f), min, max }
+#define TEMPLATE(f, type, min, max) { #f, type, FIELD(template_config, f), min, max }
+/* clang-format on */
+
+/*
+ * The *_bytes keys start at 1 KiB: a limit of a few bytes only ever means a
+ * forgotten suffix.
+ */
+static const struct key daemon_keys[] = {
+	DAEMON(socket, KEY_PATH, 0, 0),
+	DAEMON(socket_group, KEY_STRING, 0, 0),
+	DAEMON(state_dir, KEY_PATH, 0, 0),
+	DAEMON(token, KEY_TOKEN, 0, 0),
+	{ "token_file", KEY_TOKEN_FILE, FIELD(daemon_config, token), 0, 0 },
+	DAEMON(max_sandboxes, KEY_U32, 1, 65536),
+	DAEMON(max_connections, KEY_U32, 1, 65536),
+	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(restore_timeout_s, KEY_U32, 1, 86400),
+	DAEMON(cgroup_parent, KEY_NAME, 0, 0),
+};
+
+/* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
+static const struct key template_keys[] = {
+	TEMPLATE(kernel, KEY_PATH, 0, 0),
+	TEMPLATE(initrd, KEY_PATH, 0, 0),
+	TEMPLATE(cmdline, KEY_STRING, 0, 0),
+	TEMPLATE(mem_mib, KEY_U32, 16, 65536),
+	TEMPLATE(vcpus, KEY_U32, 1, 64),
+	TEMPLATE(min_ready, KEY_U32, 0, 65536),
+	TEMPLATE(max_total, KEY_U32, 1, 65536),
+	TEMPLATE(timeout_s, KEY_U32, 1, 365 * 86400),
+	TEMPLATE(max_timeout_s, KEY_U32, 1, 365 * 86400),
+	TEMPLATE(cpu_percent, KEY_U32, 0, 100 * 1024),
+	TEMPLATE(memory_limit_mib, KEY_U32, 0, 1 << 20),
+	TEMPLATE(pids_limit, KEY_U32, 0, 1 << 22),
+	TEMPLATE(restore_parallel, KEY_U32, 1, 64),
+	{ "page_in", KEY_PAGE_IN, FIELD(template_config, page_in_lazy), 0, 0 },
+};
+
+/* Where each key of one section was set: 0 for not in this file. */
+#define SECTION_KEYS_MAX 16
+struct section_src {
+	unsigned header, key[SECTION_KEYS_MAX];
+};
+_Static_assert(ARRAY_SIZE(daemon_keys) <= SECTION_KEYS_MAX, "section_src");
+_Static_assert(ARRAY_SIZE(template_keys) <= SECTION_KEYS_MAX, "section_src");
+
+/* The pairs lo + slack <= hi each template must hold. */
+static const struct order {
+	const char *lo, *hi;
+	uint32_t slack;
+} orders[] = {
+	{ "min_ready", "max_total", 0 },
+	{ "timeout_s", "max_timeout_s", 0 },
+	/* The VMM's own page tables, device state and heap. */
+	{ "mem_mib", "memory_limit_mib", 64 },
+};
+
+/* What memory_limit_mib = 0 adds to mem_mib. */
+#define MEMORY_OVERHEAD_MIB 256
+
+struct parser {
+	const char *src; /* the file name in messages */
+	FILE *f;
+	unsigned line; /* the line inih is on */
+	struct daemon_config *c;
+	const struct template_config *tdefault; /* NULL: all fields 0 */
+
+	enum { SEC_NONE, SEC_DAEMON, SEC_TEMPLATE } sec;
+	size_t cur; /* SEC_TEMPLATE: index in c->templates */
+	struct section_src daemon_src;
+	struct section_src *tsrc; /* one per c->templates */
+	unsigned token_line;	  /* of a non-empty token or token_file */
+
+	int rc; /* the first error, whose line is err_line */
+	unsigned err_line;
+	char *err;
+	size_t errlen;
+};
+
+/* Records the first error as "SRC:LINE: message" (line 0: "SRC: ..."). */
+__attribute__((format(printf, 4, 5))) static int
+fail(struct parser *p, unsigned line, int rc, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (p->rc)
+		return p->rc;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line)
+		snprintf(p->err, p->errlen, "%s:%u: %s", p->src, line, msg);
+	else
+		snprintf(p->err, p->errlen, "%s: %s", p->src, msg);
+	p->rc = rc;
+	p->err_line = line;
+	return rc;
+}
+
+/* fail() for a key of template @t, or of [daemon] when @t is NULL. */
+__attribute__((format(printf, 7, 8))) static int
+fail_key(struct parser *p, unsigned line, const struct template_config *t,
+	 const char *key, const char *value, int rc, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return fail(p, line, rc, "[%s%s] %s = \"%s\": %s",
+		    t ? "template " : "daemon", t ? t->name : "", key, value,
+		    why);
+}
+
+/* Template names and cgroup_parent: one path component, no "." or "..". */
+static bool valid_name(const char *s, size_t len)
+{
+	size_t i;
+
+	if (!len || len >= CONFIG_NAME_MAX ||
+	    (len <= 2 && !strncmp(s, "..", len)))
+		return false;
+	for (i = 0; i < len; i++) {
+		char ch = s[i];
+
+		if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') &&
+		    !(ch >= '0' && ch <= '9') && !strchr("_.-", ch))
+			return false;
+	}
+	return true;
+}
+
+#define NAME_RULE "1 to 63 of A-Z a-z 0-9 _ . - (not . or ..)"
+
+/* Decimal digits only; @suffix allows one K, M or G.  0 or -EINVAL, -ERANGE. */
+static int parse_number(const char *s, bool suffix, uint64_t *out)
+{
+	unsigned shift = 0;
+	uint64_t v;
+	char *end;
+
+	/* strtoull() alone would take white space, a sign and "". */
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	if (suffix && *end && strchr("KMG", *end))
+		shift = 10 * (unsigned)(strchr("KMG", *end++) - "KMG" + 1);
+	if (*end)
+		return -EINVAL;
+	if (v > UINT64_MAX >> shift)
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+/* The token is the first line of @path, trailing white space stripped. */
+static int read_token_file(struct parser *p, const struct key *k,
+			   const char *path, char *token)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	FILE *f;
+	int rc = 0;
+
+	f = fopen(path, "re");
+	if (!f)
+		return fail_key(p, p->line, NULL, k->name, path, -errno, "%s",
+				strerror(errno));
+	len = getline(&line, &cap, f);
+	if (len < 0 && ferror(f)) {
+		rc = fail_key(p, p->line, NULL, k->name, path, -errno, "%s",
+			      strerror(errno));
+	} else {
+		while (len > 0 && isspace((unsigned char)line[len - 1]))
+			len--;
+		if (len <= 0)
+			rc = fail_key(p, p->line, NULL, k->name, path, -EINVAL,
+				      "the file's first line is empty");
+		else if ((size_t)len >= k->size)
+			rc = fail_key(p, p->line, NULL, k->name, path, -EINVAL,
+				      "the token is longer than %zu bytes",
+				      k->size - 1);
+		else
+			memcpy(token, line, len);
+		token[rc ? 0 : len] = '\0';
+	}
+	if (line)
+		explicit_bzero(line, cap);
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+static int set_key(struct parser *p, const struct key *k, void *base,
+		   const struct template_config *t, const char *value)
+{
+	const char *shown = k->type == KEY_TOKEN ? "..." : value;
+	char *field = (char *)base + k->offset;
+	uint64_t v;
+	int rc;
+
+	switch (k->type) {
+	case KEY_TOKEN:
+	case KEY_TOKEN_FILE:
+		/* "" is how the default text leaves both unset. */
+		if (!*value)
+			return 0;
+		if (p->token_line)
+			return fail_key(
+				p, p->line, t, k->name, shown, -EINVAL,
+				"the token is already set on line %u: give token or token_file, not both",
+				p->token_line);
+		p->token_line = p->line;
+		if (k->type == KEY_TOKEN_FILE)
+			return read_token_file(p, k, value, field);
+		/* fall through */
+	case KEY_STRING:
+	case KEY_PATH:
+	case KEY_NAME:
+		if (strlen(value) >= k->size)
+			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+					"longer than %zu bytes", k->size - 1);
+		if (k->type == KEY_PATH && *value && *value != '/')
+			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+					"not an absolute path");
+		if (k->type == KEY_NAME && !valid_name(value, strlen(value)))
+			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+					"not a name: " NAME_RULE);
+		strcpy(field, value);
+		return 0;
+	case KEY_U32:
+	case KEY_BYTES:
+		rc = parse_number(value, k->type == KEY_BYTES, &v);
+		if (rc == -ERANGE)
+			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+					"too large");
+		if (rc)
+			return fail_key(
+				p, p->line, t, k->name, shown, -EINVAL,
+				"not a number%s",
+				k->type == KEY_BYTES
+					? " (with an optional K, M or G)"
+					: "");
+		if (v < k->min || v > k->max)
+			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+					"out of range %llu..%llu",
+					(unsigned long long)k->min,
+					(unsigned long long)k->max);
+		if (k->type == KEY_U32)
+			*(uint32_t *)field = (uint32_t)v;
+		else
+			*(uint64_t *)field = v;
+		return 0;
+	case KEY_PAGE_IN:
+		break;
+	}
+	if (strcmp(value, "prefetch") && strcmp(value, "lazy"))
+		return fail_key(p, p->line, t, k->name, shown, -EINVAL,
+				"neither prefetch nor lazy");
+	*(bool *)field = !strcmp(value, "lazy");
+	return 0;
+}
+
+static const struct key *find_key(const struct key *keys, size_t n,
+				  const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(keys[i].name, name))
+			return &keys[i];
+	return NULL;
+}
+
+static const struct key *template_key(const char *name)
+{
+	return find_key(template_keys, ARRAY_SIZE(template_keys), name);
+}
+
+static int on_key(void *user, const char *section, const char *name,
+		  const char *value)
+{
+	struct parser *p = user;
+	const struct template_config *t = NULL;
+	const struct key *keys, *k;
+	struct section_src *src;
+	void *base;
+	size_t n;
+
+	(void)section; /* inih's, possibly cut short: read_line() has ours */
+	if (p->sec == SEC_NONE)
+		return !fail(
+			p, p->line, -EINVAL,
+			"%s = \"%s\": before any [daemon] or [template NAME]",
+			name, value);
+	if (p->sec == SEC_TEMPLATE) {
+		t = base = &p->c->templates[p->cur];
+		src = &p->tsrc[p->cur];
+		keys = template_keys;
+		n = ARRAY_SIZE(template_keys);
+	} else {
+		base = p->c;
+		src = &p->daemon_src;
+		keys = daemon_keys;
+		n = ARRAY_SIZE(daemon_keys);
+	}
+	k = find_key(keys, n, name);
+	if (!k)
+		return !fail_key(p, p->line, t, name, value, -EINVAL,
+				 "unknown key");
+	if (src->key[k - keys])
+		return !fail_key(p, p->line, t, name,
+				 k->type == KEY_TOKEN ? "..." : value, -EINVAL,
+				 "already set on line %u", src->key[k - keys]);
+	src->key[k - keys] = p->line;
+	return !set_key(p, k, base, t, value);
+}
+
+static int add_template(struct parser *p, const char *name, size_t len,
+			unsigned line)
+{
+	struct daemon_config *c = p->c;
+	size_t n = c->nr_templates;
+	struct template_config *t;
+	struct section_src *src;
+
+	t = reallocarray(c->templates, n + 1, sizeof(*t));
+	if (!t)
+		return fail(p, line, -ENOMEM, "out of memory");
+	c->templates = t;
+	src = reallocarray(p->tsrc, n + 1, sizeof(*src));
+	if (!src)
+		return fail(p, line, -ENOMEM, "out of memory");
+	p->tsrc = src;
+
+	if (p->tdefault)
+		t[n] = *p->tdefault;
+	else
+		memset(&t[n], 0, sizeof(t[n]));
+	memcpy(t[n].name, name, len);
+	t[n].name[len] = '\0';
+	memset(&src[n], 0, sizeof(src[n]));
+	src[n].header = line;
+	c->nr_templates = n + 1;
+	return 0;
+}
+
+/* @s is a line starting with '['. */
+static void open_section(struct parser *p, const char *s)
+{
+	const char *end = strchr(s, ']'), *name;
+	size_t len, i;
+
+	if (!end) {
+		fail(p, p->line, -EINVAL, "%.*s: no ']'",
+		     (int)strcspn(s, "\r\n"), s);
+		return;
+	}
+	name = end + 1 + strspn(end + 1, " \t\r\n\v\f");
+	if (*name && *name != ';' && *name != '#') {
+		fail(p, p->line, -EINVAL, "%.*s: text after ']'",
+		     (int)(end + 1 - s), s);
+		return;
+	}
+	s++;
+	len = end - s;
+
+	if (len == 6 && !memcmp(s, "daemon", 6)) {
+		if (p->daemon_src.header)
+			fail(p, p->line, -EINVAL,
+			     "[daemon]: a second [daemon] (the first is on line %u)",
+			     p->daemon_src.header);
+		p->daemon_src.header = p->line;
+		p->sec = SEC_DAEMON;
+		return;
+	}
+	if (len < 8 || memcmp(s, "template", 8) || (len > 8 && s[8] != ' ')) {
+		fail(p, p->line, -EINVAL,
+		     "[%.*s]: unknown section (not [daemon] or [template NAME])",
+		     (int)len, s);
+		return;
+	}
+
+	name = s + 8 + strspn(s + 8, " ");
+	len = end - name;
+	if (!valid_name(name, len)) {
+		fail(p, p->line, -EINVAL,
+		     "[template %.*s]: bad template name: " NAME_RULE, (int)len,
+		     name);
+		return;
+	}
+	for (i = 0; i < p->c->nr_templates; i++) {
+		if (strlen(p->c->templates[i].name) == len &&
+		    !memcmp(p->c->templates[i].name, name, len)) {
+			fail(p, p->line, -EINVAL,
+			     "[template %.*s]: a second [template %.*s] (the first is on line %u)",
+			     (int)len, name, (int)len, name, p->tsrc[i].header);
+			return;
+		}
+	}
+	if (!add_template(p, name, len, p->line)) {
+		p->sec = SEC_TEMPLATE;
+		p->cur = p->c->nr_templates - 1;
+	}
+}
+
+/* After a line without '\n': is that the file's last line? */
+static bool at_eof(FILE *f)
+{
+	int ch = getc(f);
+
+	if (ch == EOF)
+		return true;
+	ungetc(ch, f);
+	return false;
+}
+
+/* The ini_reader: fgets() that counts lines, see the top of the file. */
+static char *read_line(char *buf, int size, void *stream)
+{
+	struct parser *p = stream;
+	const char *s = buf;
+	size_t len;
+
+	if (p->rc)
+		return NULL;
+	if (!fgets(buf, size, p->f)) {
+		int e = errno ? errno : EIO;
+
+		if (ferror(p->f))
+			fail(p, 0, -e, "cannot read: %s", strerror(e));
+		return NULL;
+	}
+	p->line++;
+	len = strlen(buf);
+	if ((!len || buf[len - 1] != '\n') && !at_eof(p->f)) {
+		fail(p, p->line, -EINVAL, "line longer than %d characters",
+		     size - 2);
+		return NULL;
+	}
+	if (p->line == 1 && !strncmp(s, "\xEF\xBB\xBF", 3))
+		s += 3; /* a UTF-8 byte order mark, which inih skips too */
+
+	if (isspace((unsigned char)*s)) {
+		while (isspace((unsigned char)*s))
+			s++;
+		if (*s && *s != ';' && *s != '#')
+			fail(p, p->line, -EINVAL,
+			     "indented line: keys and sections start in the first column");
+	} else if (*s == '[') {
+		open_section(p, s);
+	}
+	return p->rc ? NULL : buf;
+}
+
+static int check_orders(struct parser *p, size_t i)
+{
+	const struct template_config *t = &p->c->templates[i];
+	const struct section_src *src = &p->tsrc[i];
+	size_t j;
+
+	for (j = 0; j < ARRAY_SIZE(orders); j++) {
+		const struct order *o = &orders[j];
+		const struct key *lo = template_key(o->lo);
+		const struct key *hi = template_key(o->hi);
+		uint32_t lv = *(const uint32_t *)((const char *)t + lo->offset);
+		uint32_t hv = *(const uint32_t *)((const char *)t + hi->offset);
+		unsigned lline = src->key[lo - template_keys];
+		unsigned hline = src->key[hi - template_keys];
+		bool blame_hi = hline >= lline;
+		char value[16], slack[16] = "";
+
+		if ((uint64_t)lv + o->slack <= hv)
+			continue;
+		if (o->slack)
+			snprintf(slack, sizeof(slack), " %c %u",
+				 blame_hi ? '+' : '-', o->slack);
+		snprintf(value, sizeof(value), "%u", blame_hi ? hv : lv);
+		if (blame_hi)
+			return fail_key(p, hline ? hline : src->header, t,
+					hi->name, value, -EINVAL,
+					"less than %s (%u)%s", lo->name, lv,
+					slack);
+		return fail_key(p, lline, t, lo->name, value, -EINVAL,
+				"more than %s (%u)%s", hi->name, hv, slack);
+	}
+	return 0;
+}
+
+/* The warm sandboxes of all templates must fit in max_sandboxes. */
+static int check_sum(struct parser *p)
+{
+	const struct daemon_config *c = p->c;
+	const struct key *max_sandboxes =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), "max_sandboxes");
+	unsigned dline = p->daemon_src.key[max_sandboxes - daemon_keys];
+	size_t min_ready = template_key("min_ready") - template_keys;
+	uint64_t sum = 0;
+	char value[16];
+	size_t i;
+
+	for (i = 0; i < c->nr_templates; i++) {
+		const struct template_config *t = &c->templates[i];
+		unsigned tline = p->tsrc[i].key[min_ready];
+
+		sum += t->min_ready;
+		if (sum <= c->max_sandboxes)
+			continue;
+		if (tline >= dline) {
+			snprintf(value, sizeof(value), "%u", t->min_ready);
+			return fail_key(
+				p, tline ? tline : p->tsrc[i].header, t,
+				"min_ready", value, -EINVAL,
+				"the templates' min_ready add up to %llu, more than max_sandboxes (%u)",
+				(unsigned long long)sum, c->max_sandboxes);
+		}
+		snprintf(value, sizeof(value), "%u", c->max_sandboxes);
+		return fail_key(
+			p, dline, NULL, "max_sandboxes", value, -EINVAL,
+			"less than the templates' min_ready added up (at least %llu)",
+			(unsigned long long)sum);
+	}
+	return 0;
+}
+
+/* What needs the whole file: the default template, derived values, checks. */
+static int finish(struct parser *p)
+{
+	struct daemon_config *c = p->c;
+	size_t i;
+	int rc;
+
+	if (!c->nr_templates) {
+		rc = add_template(p, "default", strlen("default"), 0);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < c->nr_templates; i++) {
+		struct template_config *t = &c->templates[i];
+
+		if (!t->memory_limit_mib)
+			t->memory_limit_mib = t->mem_mib + MEMORY_OVERHEAD_MIB;
+		rc = check_orders(p, i);
+		if (rc)
+			return rc;
+	}
+	return check_sum(p);
+}
+
+/*
+ * Parses @text, or the file @src when @text is NULL, into @c, starting from
+ * @def (the parsed default text) or from all zeros when @def is NULL.
+ * @complete: add the default template, derive values and check; not for
+ * the default text parsed only to be the starting point of a file.
+ */
+static int load(struct daemon_config *c, const struct daemon_config *def,
+		const char *src, const char *text, bool complete, char *err,
+		size_t errlen)
+{
+	struct parser p = {
+		.src = src,
+		.c = c,
+		.err = err,
+		.errlen = errlen,
+	};
+	int ret, rc;
+
+	memset(c, 0, sizeof(*c));
+	if (def) {
+		*c = *def;
+		c->templates = NULL;
+		c->nr_templates = 0;
+		p.tdefault = config_template(def, "default");
+	}
+
+	if (text)
+		p.f = fmemopen((void *)text, strlen(text), "r");
+	else
+		p.f = fopen(src, "re");
+	if (p.f) {
+		ret = ini_parse_stream(read_line, &p, on_key, &p);
+		fclose(p.f);
+		/* inih's own errors: neither a key nor a section. */
+		if (ret > 0 && (!p.rc || (unsigned)ret < p.err_line)) {
+			p.rc = 0;
+			fail(&p, ret, -EINVAL,
+			     "neither \"key = value\" nor [section]");
+		}
+	} else {
+		fail(&p, 0, -errno, "cannot open: %s", strerror(errno));
+	}
+	rc = p.rc;
+	if (!rc && complete)
+		rc = finish(&p);
+	free(p.tsrc);
+	if (rc)
+		config_free(c);
+	return rc;
+}
+
+int config_load(struct daemon_config *c, const char *path, char *err,
+		size_t errlen)
+{
+	struct daemon_config def;
+	int rc;
+
+	rc = load(&def, NULL, BUILTIN, config_default_text, !path, err, errlen);
+	if (rc || !path) {
+		*c = def;
+		return rc;
+	}
+	rc = load(c, &def, path, NULL, true, err, errlen);
+	config_free(&def);
+	return rc;
+}
+
+void config_free(struct daemon_config *c)
+{
+	free(c->templates);
+	explicit_bzero(c, sizeof(*c)); /* the token */
+}
+
+const struct template_config *config_template(const struct daemon_config *c,
+					      const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->nr_templates; i++)
+		if (!strcmp(c->templates[i].name, name))
+			return &c->templates[i];
+	return NULL;
+}

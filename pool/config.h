@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config.h - thawd's configuration: an INI file (parsed with inih), or the
+ * embedded default when no file is given.  Every key is optional; the
+ * default text (config_default_text, printed by `thaw daemon
+ * --print-config`) documents them all.
+ *
+ *	[daemon]		socket, socket_group, state_dir, token,
+ *				token_file, max_sandboxes, max_connections,
+ *				max_request_bytes, max_file_bytes,
+ *				max_exec_output_bytes, restore_timeout_s,
+ *				cgroup_parent
+ *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
+ *				min_ready, max_total, timeout_s, max_timeout_s,
+ *				cpu_percent, memory_limit_mib, pids_limit,
+ *				restore_parallel, page_in
+ *
+ * A key a file leaves out keeps the embedded default's value; each
+ * [template NAME] starts from the embedded [template default], and a file
+ * without any [template] section gets that one, named "default".  Unknown
+ * sections or keys, a key given twice, bad numbers, out-of-range values and
+ * inconsistent ones (min_ready > max_total, timeout_s > max_timeout_s, a
+ * memory limit below the guest's memory, the templates' min_ready adding up
+ * to more than max_sandboxes, both token and token_file) are errors naming
+ * file:line, section, key and value; nothing is half-loaded.  Keys and
+ * sections start in the first column (inih would take an indented line for
+ * the continuation of the previous value) and a line holds at most 198
+ * characters (inih's buffer).
+ */
+#ifndef THAW_POOL_CONFIG_H
+#define THAW_POOL_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
+
+struct template_config {
+	char name[CONFIG_NAME_MAX];
+	char kernel[PATH_MAX]; /* "": thaw's guest kernel */
+	char initrd[PATH_MAX]; /* "": the thaw-agent initramfs */
+	char cmdline[1024];    /* extra kernel command line, may be "" */
+	uint32_t mem_mib, vcpus;
+	uint32_t min_ready, max_total;
+	uint32_t timeout_s, max_timeout_s;
+	uint32_t cpu_percent;	   /* of one CPU; 0: no limit */
+	uint32_t memory_limit_mib; /* of the VMM process: guest + overhead;
+				    * never 0 once loaded */
+	uint32_t pids_limit;
+	uint32_t restore_parallel; /* restores of this template at once */
+	bool page_in_lazy;	   /* page_in = lazy (default prefetch) */
+};
+
+struct daemon_config {
+	char socket[108];	  /* "": <state_dir>/thawd.sock */
+	char socket_group[64];	  /* "": the daemon's group */
+	char state_dir[PATH_MAX]; /* "": thaw's default (thaw.h) */
+	char token[256];	  /* "": no authentication; or token_file's */
+	char cgroup_parent[64];
+	uint32_t max_sandboxes, max_connections, restore_timeout_s;
+	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
+	struct template_config *templates;
+	size_t nr_templates;
+};
+
+extern const char config_default_text[];
+
+/*
+ * Loads @path, or the embedded default when @path is NULL.  0, or a negative
+ * errno after one message in @err: -EINVAL for what the file says, the
+ * errno of opening or reading @path or a token_file, -ENOMEM.  On error @c
+ * is all zeros.  config_free() releases a loaded @c.
+ */
+int config_load(struct daemon_config *c, const char *path, char *err,
+		size_t errlen);
+void config_free(struct daemon_config *c);
+
+/* The template called @name, or NULL. */
+const struct template_config *config_template(const struct daemon_config *c,
+					      const char *name);
+
+#endif

@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * daemon.c - `thaw daemon`: thawd in the foreground; see daemon.h.
+ *
+ * Start: load the config, take the state directory's lock (one daemon per
+ * state directory, so cleaning up after a dead one can never hit a live
+ * one), remove what a dead daemon left (its sandboxes' cgroups and run
+ * directories; its VMMs died with it through PR_SET_PDEATHSIG, and a
+ * cgroup's leftovers are killed with it), find each template's snapshot in
+ * the catalog or build it with `thaw snapshot create`, start the pools,
+ * and only then bind the socket: a client that can connect gets served.
+ *
+ * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
+ * connection finish (waits give up when they see the daemon stopping),
+ * destroy every clone, remove the cgroups, the run directory and the
+ * socket.
+ */
+#include "daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "default_kernel.h"
+#include "host_cpu.h"
+#include "state.h"
+#include "subprocess.h"
+#include "thaw.h"
+
+#define LISTEN_BACKLOG 256
+
+static const char usage[] =
+	"usage: thaw daemon [--config FILE] [--socket PATH] [--state DIR]\n"
+	"       thaw daemon --print-config\n"
+	"Runs thawd in the foreground: keeps warm pools of restored clones of\n"
+	"each template in FILE (without one, the embedded default: template\n"
+	"'default', thaw's guest kernel and agent) and serves the HTTP API of\n"
+	"pool/API.md on a Unix socket.  --print-config prints the embedded\n"
+	"default, which documents every setting.  SIGTERM stops every sandbox\n"
+	"and removes what the daemon made.\n";
+
+struct daemon_options {
+	const char *config, *socket, *state;
+	bool print_config;
+};
+
+static int parse_options(int argc, char **argv, struct daemon_options *o)
+{
+	static const struct option options[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "state", required_argument, NULL, 'S' },
+		{ "print-config", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			o->config = optarg;
+			break;
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'S':
+			o->state = optarg;
+			break;
+		case 'p':
+			o->print_config = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case ':':
+			fprintf(stderr, "thaw daemon: %s needs a value\n%s",
+				argv[optind - 1], usage);
+			return 2;
+		default:
+			fprintf(stderr, "thaw daemon: bad option '%s'\n%s",
+				argv[optind - 1], usage);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "thaw daemon: unexpected argument '%s'\n%s",
+			argv[optind], usage);
+		return 2;
+	}
+	return -1;
+}
+
+/* State directory, run directory and socket path, from flags and config. */
+static int resolve_paths(struct daemon *d, const struct daemon_options *o)
+{
+	const char *state = o->state ? o->state : d->cfg.state_dir;
+
+	/* Children (thaw snapshot create) and the catalog helpers read the
+	 * state directory from the environment. */
+	if (state[0] && setenv("THAW_STATE_DIR", state, 1) < 0)
+		return -1;
+	if (thaw_state_dir(d->state_dir, sizeof(d->state_dir)) < 0)
+		return -1;
+	snprintf(d->run_dir, sizeof(d->run_dir), "%s/run", d->state_dir);
+	const char *sock = o->socket ? o->socket : d->cfg.socket;
+	int n = sock[0] ? snprintf(d->socket_path, sizeof(d->socket_path), "%s",
+				   sock)
+			: snprintf(d->socket_path, sizeof(d->socket_path),
+				   "%s/thawd.sock", d->state_dir);
+	if (n >= (int)sizeof(d->socket_path)) {
+		fprintf(stderr,
+			"thaw daemon: socket path %s%s is longer than a Unix socket allows (%zu bytes)\n",
+			sock[0] ? sock : d->state_dir,
+			sock[0] ? "" : "/thawd.sock",
+			sizeof(d->socket_path) - 1);
+		return -1;
+	}
+	if (thaw_make_dirs(d->run_dir) < 0) {
+		fprintf(stderr, "thaw daemon: cannot create %s: %s\n",
+			d->run_dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Held for the daemon's life; the kernel drops it when we die. */
+static int lock_state_dir(const struct daemon *d)
+{
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/thawd.lock", d->state_dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "thaw daemon: cannot open %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr,
+			"thaw daemon: another thaw daemon serves %s (%s is locked)\n",
+			d->state_dir, path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Removes the files of @dir (a sandbox's run directory), then @dir. */
+static void remove_run_dir(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *e;
+
+	while (dp && (e = readdir(dp))) {
+		char path[PATH_MAX * 2];
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) <
+		    (int)sizeof(path))
+			unlink(path);
+	}
+	if (dp)
+		closedir(dp);
+	rmdir(dir);
+}
+
+/* What a dead daemon left: run directories, cgroups (and their VMMs). */
+static int clean_leftovers(struct daemon *d)
+{
+	char err[512];
+	int reaped = cgroup_reap_stale(&d->cgroups, err, sizeof(err));
+	int dirs = 0;
+
+	if (reaped < 0) {
+		fprintf(stderr, "thaw daemon: %s\n", err);
+		return -1;
+	}
+	DIR *dp = opendir(d->run_dir);
+	struct dirent *e;
+	while (dp && (e = readdir(dp))) {
+		char path[PATH_MAX * 2];
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", d->run_dir,
+			     e->d_name) >= (int)sizeof(path))
+			continue;
+		remove_run_dir(path);
+		dirs++;
+	}
+	if (dp)
+		closedir(dp);
+	if (reaped || dirs)
+		fprintf(stderr,
+			"thawd: removed what a previous daemon left: %d cgroups, %d run directories\n",
+			reaped, dirs);
+	return 0;
+}
+
+/*
+ * The template's latest snapshot in the catalog, when this host can
+ * restore it; false when there is none to use.
+ */
+static bool catalog_snapshot(struct daemon *d, const char *template_id,
+			     struct snapshot_record *snap)
+{
+	char dir[PATH_MAX + 16], err[512];
+	struct template_record t;
+	struct catalog c;
+	struct stat st;
+	bool usable = false;
+
+	snprintf(dir, sizeof(dir), "%s/catalog", d->state_dir);
+	pthread_mutex_lock(&d->catalog_lock);
+	if (catalog_open(&c, dir, err, sizeof(err)) == 0) {
+		usable = catalog_get_template(&c, template_id, &t, NULL, 0) ==
+				 0 &&
+			 t.latest_snapshot[0] &&
+			 catalog_get_snapshot(&c, t.latest_snapshot, snap, NULL,
+					      0) == 0 &&
+			 snap->format_version == STATE_FORMAT_VERSION &&
+			 snap->cpu_signature == host_cpu_signature() &&
+			 stat(snap->dir, &st) == 0;
+		catalog_close(&c);
+	} else {
+		fprintf(stderr, "thawd: %s\n", err);
+	}
+	pthread_mutex_unlock(&d->catalog_lock);
+	return usable;
+}
+
+/* Finds @pl's snapshot, or boots its template and takes one. */
+static int prepare_template(struct daemon *d, struct pool *pl)
+{
+	const struct template_config *t = pl->t;
+	char who[128], kernel[PATH_MAX], initrd[PATH_MAX], mem[16], vcpus[16];
+	char id[CATALOG_ID_LEN + 8];
+	struct template_record rec = { 0 };
+	struct snapshot_record snap;
+
+	snprintf(who, sizeof(who), "thawd: template %s", t->name);
+	snprintf(kernel, sizeof(kernel), "%s", t->kernel);
+	snprintf(initrd, sizeof(initrd), "%s", t->initrd);
+	if ((!kernel[0] && default_kernel_path(kernel, sizeof(kernel)) < 0) ||
+	    (!initrd[0] &&
+	     thaw_default_initrd(initrd, sizeof(initrd), who) < 0))
+		return -1;
+	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
+	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
+	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec) < 0)
+		return -1;
+	if (catalog_snapshot(d, rec.id, &snap)) {
+		fprintf(stderr, "%s: snapshot %s from the catalog\n", who,
+			snap.id);
+	} else {
+		char *argv[] = { "/proc/self/exe",
+				 "snapshot",
+				 "create",
+				 "--kernel",
+				 kernel,
+				 "--initrd",
+				 initrd,
+				 "--mem",
+				 mem,
+				 "--vcpus",
+				 vcpus,
+				 NULL,
+				 NULL,
+				 NULL };
+		struct timespec a, b;
+
+		if (t->cmdline[0]) {
+			argv[11] = "--cmdline";
+			argv[12] = (char *)t->cmdline;
+		}
+		fprintf(stderr, "%s: booting it to take its snapshot\n", who);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		if (run_for_last_line(argv, id, sizeof(id), who) < 0)
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (!catalog_snapshot(d, rec.id, &snap)) {
+			fprintf(stderr,
+				"%s: snapshot %s is not in the catalog as the template's latest\n",
+				who, id);
+			return -1;
+		}
+		fprintf(stderr, "%s: built snapshot %s in %.1f s\n", who,
+			snap.id,
+			(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+	}
+	memcpy(pl->snapshot_id, snap.id, sizeof(pl->snapshot_id));
+	memcpy(pl->snapshot_dir, snap.dir, sizeof(pl->snapshot_dir));
+	return 0;
+}
+
+static int listen_socket(const struct daemon *d)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	const char *group = d->cfg.socket_group;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", d->socket_path);
+	/* We hold the state lock: a socket file here is a dead daemon's. */
+	unlink(d->socket_path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    chmod(d->socket_path, 0660) < 0) {
+		fprintf(stderr, "thaw daemon: cannot create socket %s: %s\n",
+			d->socket_path, strerror(errno));
+		goto fail;
+	}
+	if (group[0]) {
+		struct group *g = getgrnam(group);
+
+		if (!g || chown(d->socket_path, (uid_t)-1, g->gr_gid) < 0) {
+			fprintf(stderr,
+				"thaw daemon: cannot give socket %s to group %s: %s\n",
+				d->socket_path, group,
+				g ? strerror(errno) : "no such group");
+			goto fail;
+		}
+	}
+	if (listen(fd, LISTEN_BACKLOG) < 0) {
+		fprintf(stderr, "thaw daemon: listen on %s: %s\n",
+			d->socket_path, strerror(errno));
+		goto fail;
+	}
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(d->socket_path);
+	return -1;
+}
+
+static void remove_cgroup_parent(const struct cgroup_root *root)
+{
+	for (int i = 0; i < CGROUP_NR; i++)
+		if (root->dir[i][0])
+			rmdir(root->dir[i]); /* v2: the same dir thrice */
+}
+
+static void wait_for_signal(void)
+{
+	const struct timespec tick = { 0, 100 * 1000000L };
+
+	while (!thaw_interrupted)
+		nanosleep(&tick, NULL);
+}
+
+int thaw_daemon(int argc, char **argv)
+{
+	struct daemon_options o = { 0 };
+	struct daemon d = { 0 };
+	struct MHD_Daemon *server = NULL;
+	char err[1024];
+	int status = 1, lock = -1, fd;
+
+	int parsed = parse_options(argc, argv, &o);
+	if (parsed >= 0)
+		return parsed;
+	if (o.print_config) {
+		fputs(config_default_text, stdout);
+		return 0;
+	}
+	if (config_load(&d.cfg, o.config, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw daemon: %s\n", err);
+		return 2;
+	}
+	pthread_mutex_init(&d.lock, NULL);
+	pthread_mutex_init(&d.catalog_lock, NULL);
+	pthread_cond_init(&d.changed, NULL);
+	d.started_ms = realtime_ms();
+	thaw_catch_signals();
+	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
+		goto out;
+	if (cgroup_init(&d.cgroups, d.cfg.cgroup_parent, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "thaw daemon: %s\n", err);
+		goto out;
+	}
+	if (clean_leftovers(&d) < 0)
+		goto out;
+	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
+	if (!d.pools)
+		goto out;
+	d.nr_pools = d.cfg.nr_templates;
+	for (size_t i = 0; i < d.nr_pools; i++) {
+		d.pools[i].d = &d;
+		d.pools[i].t = &d.cfg.templates[i];
+		if (thaw_interrupted || prepare_template(&d, &d.pools[i]) < 0)
+			goto stop;
+	}
+	if (pools_start(&d) < 0) {
+		fprintf(stderr, "thaw daemon: cannot start the pool threads\n");
+		goto stop;
+	}
+	fd = listen_socket(&d);
+	if (fd < 0)
+		goto stop;
+	server = api_start(&d, fd);
+	if (!server) {
+		close(fd);
+		goto stop;
+	}
+	fprintf(stderr, "thawd: serving on %s\n", d.socket_path);
+	wait_for_signal();
+	status = 0;
+stop:
+	fprintf(stderr, "thawd: stopping\n");
+	pthread_mutex_lock(&d.lock);
+	d.stopping = true;
+	pthread_cond_broadcast(&d.changed);
+	pthread_mutex_unlock(&d.lock);
+	api_stop(server);
+	if (server)
+		unlink(d.socket_path);
+	pools_stop(&d);
+	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
+		fprintf(stderr, "thaw daemon: %s\n", err);
+	remove_cgroup_parent(&d.cgroups);
+	rmdir(d.run_dir);
+out:
+	free(d.pools);
+	config_free(&d.cfg);
+	if (lock >= 0)
+		close(lock);
+	return status;
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * daemon.h - thawd's state, shared by the daemon's parts: daemon.c (start,
+ * templates, shutdown), pools.c (warm pools and sandbox lifecycles) and
+ * api.c (the HTTP API).
+ *
+ * One mutex (daemon.lock) guards every list and counter here; nothing slow
+ * happens under it.  Slow work (restoring a clone, killing one, an exec)
+ * runs outside, on a sandbox the caller holds a reference to.
+ *
+ * A clone's life: RESTORING (a pool worker starts its VMM in a fresh
+ * cgroup, waits for the agent, makes it unique) -> READY (in its pool's
+ * FIFO) -> LEASED (handed out, in daemon.leased, with a deadline) -> gone:
+ * released, expired, or its VMM died, whereupon the last reference holder
+ * destroys it (VMM killed, cgroup and run directory removed, catalog entry
+ * dropped).  A leased clone whose VMM died stays listed, marked stopped,
+ * until it is released or expires, so its user learns why.
+ */
+#ifndef THAW_POOL_DAEMON_H
+#define THAW_POOL_DAEMON_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "catalog.h"
+#include "cgroup.h"
+#include "config.h"
+#include "sandbox.h"
+
+#define SANDBOX_ID_LEN CATALOG_ID_LEN
+
+/* Latency histogram in seconds, Prometheus style (cumulative on output). */
+#define HISTOGRAM_BUCKETS 14
+extern const double histogram_bounds[HISTOGRAM_BUCKETS];
+
+struct histogram {
+	uint64_t count[HISTOGRAM_BUCKETS + 1]; /* the last one: +Inf */
+	uint64_t total;
+	double sum;
+};
+
+void histogram_add(struct histogram *h, double seconds);
+
+enum clone_state { CLONE_RESTORING, CLONE_READY, CLONE_LEASED };
+
+struct pool;
+
+struct pooled_clone {
+	char id[SANDBOX_ID_LEN + 1];
+	struct pool *pool;
+	enum clone_state state;
+	struct sandbox sb;
+	struct cgroup cg;
+	bool cgroup_made, registered;
+	double restore_ms, handout_ms;
+	int64_t created_ms, expires_ms; /* CLOCK_REALTIME */
+	char **env;			/* KEY=VALUE from the create request */
+	int refs;			/* API calls using it */
+	bool stopped;			/* its VMM died */
+	char stop_reason[160];
+	struct pooled_clone *next;
+};
+
+struct pool {
+	struct daemon *d;
+	const struct template_config *t;
+	char snapshot_id[CATALOG_ID_LEN + 1];
+	char snapshot_dir[CATALOG_PATH_MAX];
+	struct pooled_clone *ready_head, *ready_tail;
+	uint32_t ready, restoring, leased, waiters;
+	uint64_t restore_failures;
+	char last_error[256];
+	uint64_t handouts, rejections, expired;
+	struct histogram handout_s, restore_s;
+	pthread_t *workers;
+	uint32_t nr_workers;
+};
+
+/* HTTP status classes counted for thaw_http_requests_total. */
+#define HTTP_CODES 12
+
+struct daemon {
+	struct daemon_config cfg;
+	char state_dir[PATH_MAX];
+	char run_dir[PATH_MAX + 8];
+	char socket_path[108];
+	struct cgroup_root cgroups;
+	struct pool *pools;
+	size_t nr_pools;
+
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* any count or list above moved */
+	struct pooled_clone *leased;
+	uint32_t total; /* clones of every pool, in any state */
+	bool stopping;
+	int64_t started_ms;
+	uint64_t http_count[HTTP_CODES];
+	pthread_t reaper;
+
+	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
+};
+
+/* Milliseconds on CLOCK_REALTIME. */
+int64_t realtime_ms(void);
+
+/* pools.c */
+int pools_start(struct daemon *d);
+void pools_stop(struct daemon *d);
+struct pool *pool_find(struct daemon *d, const char *template);
+
+/*
+ * Hands out a clone of @pl that expires after @timeout_s, with @env (taken
+ * over: freed with the clone).  Returns 201 with *out held (release it with
+ * clone_put), or an HTTP status (429, 500, 503, 504) after a message in
+ * @err.
+ */
+int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+		 struct pooled_clone **out, char *err, size_t errlen);
+
+/* A leased clone by id, held; NULL when there is none. */
+struct pooled_clone *clone_get(struct daemon *d, const char *id);
+void clone_put(struct daemon *d, struct pooled_clone *c);
+
+/* Releases leased clone @id (DELETE); false when there is none. */
+bool clone_release(struct daemon *d, const char *id);
+
+#endif

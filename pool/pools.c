@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * pools.c - warm pools of restored clones, one per template, and the
+ * lifecycle of every clone the daemon owns; see daemon.h.
+ *
+ * Each pool has restore_parallel worker threads.  A worker restores a clone
+ * whenever the pool has fewer ready or restoring clones than it should:
+ * min_ready, plus one for every request waiting on an empty pool, never
+ * past max_total (per template) or max_sandboxes (all templates).  So a
+ * handout never restores by itself: it takes a ready clone, or waits for a
+ * worker, or - when every clone the limits allow exists and none is
+ * unclaimed - fails with "capacity" at once.
+ *
+ * Workers fork the VMMs, and they live as long as the daemon: a VMM's
+ * PR_SET_PDEATHSIG follows the thread that forked it (sandbox.h).
+ *
+ * The reaper thread wakes every REAP_INTERVAL_MS to expire leases and to
+ * notice VMMs that died (waitpid WNOHANG on ready and leased clones; the
+ * restoring ones are waited for by their worker).
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+#include "clock.h"
+#include "clone.h"
+#include "thaw.h"
+
+#define REAP_INTERVAL_MS 100
+/* After a failed restore: do not spin on a template that cannot restore. */
+#define RESTORE_RETRY_MS 1000
+#define CLONE_REQUEST_ID 1
+
+const double histogram_bounds[HISTOGRAM_BUCKETS] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+	0.25,  0.5,    1,     2.5,  5,	   10,	 30,
+};
+
+void histogram_add(struct histogram *h, double seconds)
+{
+	int i = 0;
+
+	while (i < HISTOGRAM_BUCKETS && seconds > histogram_bounds[i])
+		i++;
+	h->count[i]++;
+	h->total++;
+	h->sum += seconds;
+}
+
+int64_t realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timespec realtime_after_ms(int64_t ms)
+{
+	int64_t at = realtime_ms() + ms;
+
+	return (struct timespec){ .tv_sec = at / 1000,
+				  .tv_nsec = (at % 1000) * 1000000 };
+}
+
+struct pool *pool_find(struct daemon *d, const char *template)
+{
+	for (size_t i = 0; i < d->nr_pools; i++)
+		if (!strcmp(d->pools[i].t->name, template))
+			return &d->pools[i];
+	return NULL;
+}
+
+static uint32_t pool_total(const struct pool *pl)
+{
+	return pl->ready + pl->restoring + pl->leased;
+}
+
+static void free_env(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* Everything a clone holds, in reverse order of taking it; no lock held. */
+static void clone_destroy(struct daemon *d, struct pooled_clone *c)
+{
+	char who[64], err[512];
+
+	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
+	sandbox_kill(&c->sb);
+	sandbox_remove(&c->sb);
+	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
+		fprintf(stderr, "%s: %s\n", who, err);
+	if (c->registered) {
+		pthread_mutex_lock(&d->catalog_lock);
+		clone_unregister(who, c->pool->snapshot_id, c->id);
+		pthread_mutex_unlock(&d->catalog_lock);
+	}
+	free_env(c->env);
+	free(c);
+}
+
+/* The slow part of a restore; @c is ours alone until it is READY. */
+static int restore(struct pool *pl, struct pooled_clone *c)
+{
+	struct daemon *d = pl->d;
+	const struct template_config *t = pl->t;
+	struct cgroup_limits limits = {
+		.memory_max = (uint64_t)t->memory_limit_mib << 20,
+		.pids_max = t->pids_limit,
+		.cpu_percent = t->cpu_percent,
+	};
+	const char *vmm_args[] = {
+		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
+		"--restore",
+		pl->snapshot_dir,
+		"--page-in",
+		t->page_in_lazy ? "lazy" : "prefetch",
+		NULL,
+	};
+	struct agent_conn agent = { .fd = -1 };
+	struct snapshot_record snap;
+	char who[64], run_dir[PATH_MAX + 32], err[512];
+	int ret;
+
+	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
+	pthread_mutex_lock(&d->catalog_lock);
+	ret = clone_register(who, pl->snapshot_id, c->id, &snap);
+	pthread_mutex_unlock(&d->catalog_lock);
+	if (ret < 0)
+		return -1;
+	c->registered = true;
+	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
+			  sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
+	c->cgroup_made = true;
+	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
+	struct sandbox_place place = { .run_dir = run_dir, .cgroup = &c->cg };
+	if (sandbox_start(&c->sb, who, vmm_args, &place) < 0 ||
+	    sandbox_wait_agent(&c->sb, who, &agent,
+			       (int)d->cfg.restore_timeout_s) < 0)
+		return -1;
+	/* The hostname is the id too: it is how a user tells clones apart. */
+	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
+			  sizeof(err));
+	agent_close(&agent);
+	if (ret < 0) {
+		fprintf(stderr, "%s: making the clone unique: %s\n", who, err);
+		return -1;
+	}
+	c->restore_ms = sandbox_now_ms() - c->sb.started_ms;
+	return 0;
+}
+
+static bool worker_needed(const struct pool *pl)
+{
+	const struct daemon *d = pl->d;
+
+	return pl->ready + pl->restoring < pl->t->min_ready + pl->waiters &&
+	       pool_total(pl) < pl->t->max_total &&
+	       d->total < d->cfg.max_sandboxes;
+}
+
+static void *pool_worker(void *arg)
+{
+	struct pool *pl = arg;
+	struct daemon *d = pl->d;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stopping) {
+		if (!worker_needed(pl)) {
+			pthread_cond_wait(&d->changed, &d->lock);
+			continue;
+		}
+		pl->restoring++;
+		d->total++;
+		pthread_mutex_unlock(&d->lock);
+
+		struct pooled_clone *c = calloc(1, sizeof(*c));
+		bool ok = c && catalog_new_id(c->id) == 0;
+		if (ok) {
+			c->pool = pl;
+			ok = restore(pl, c) == 0;
+		}
+
+		pthread_mutex_lock(&d->lock);
+		pl->restoring--;
+		if (ok && !d->stopping) {
+			c->state = CLONE_READY;
+			if (pl->ready_tail)
+				pl->ready_tail->next = c;
+			else
+				pl->ready_head = c;
+			pl->ready_tail = c;
+			pl->ready++;
+			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
+			pthread_cond_broadcast(&d->changed);
+			continue;
+		}
+		d->total--;
+		if (!ok) {
+			pl->restore_failures++;
+			snprintf(
+				pl->last_error, sizeof(pl->last_error),
+				"restoring a clone of template %s failed (the daemon's log says why)",
+				pl->t->name);
+		}
+		pthread_cond_broadcast(&d->changed);
+		pthread_mutex_unlock(&d->lock);
+		if (c)
+			clone_destroy(d, c);
+		pthread_mutex_lock(&d->lock);
+		if (!ok && !d->stopping) {
+			struct timespec retry =
+				realtime_after_ms(RESTORE_RETRY_MS);
+
+			pthread_cond_timedwait(&d->changed, &d->lock, &retry);
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+static struct pooled_clone *pop_ready(struct pool *pl)
+{
+	struct pooled_clone *c = pl->ready_head;
+
+	pl->ready_head = c->next;
+	if (!pl->ready_head)
+		pl->ready_tail = NULL;
+	c->next = NULL;
+	pl->ready--;
+	return c;
+}
+
+int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+		 struct pooled_clone **out, char *err, size_t errlen)
+{
+	struct daemon *d = pl->d;
+	double start = sandbox_now_ms();
+	struct timespec deadline =
+		realtime_after_ms((int64_t)d->cfg.restore_timeout_s * 1000);
+	struct pooled_clone *c = NULL;
+	int status = 201;
+
+	pthread_mutex_lock(&d->lock);
+	uint64_t failures = pl->restore_failures;
+	while (!c) {
+		if (d->stopping) {
+			snprintf(err, errlen, "the daemon is shutting down");
+			status = 503;
+			break;
+		}
+		if (pl->ready) {
+			c = pop_ready(pl);
+			break;
+		}
+		if (pl->restore_failures != failures) {
+			snprintf(err, errlen, "%s", pl->last_error);
+			status = 500;
+			break;
+		}
+		/* Restores in flight that no earlier waiter counts on. */
+		bool unclaimed = pl->restoring > pl->waiters;
+		if (!unclaimed && (pool_total(pl) >= pl->t->max_total ||
+				   d->total >= d->cfg.max_sandboxes)) {
+			snprintf(
+				err, errlen,
+				"template %s is at capacity: %u sandboxes of at most %u (daemon: %u of %u)",
+				pl->t->name, pool_total(pl), pl->t->max_total,
+				d->total, d->cfg.max_sandboxes);
+			pl->rejections++;
+			status = 429;
+			break;
+		}
+		pl->waiters++;
+		pthread_cond_broadcast(&d->changed);
+		int waited = pthread_cond_timedwait(&d->changed, &d->lock,
+						    &deadline);
+		pl->waiters--;
+		if (waited == ETIMEDOUT && !pl->ready) {
+			snprintf(
+				err, errlen,
+				"no clone of template %s was ready within %u s",
+				pl->t->name, d->cfg.restore_timeout_s);
+			status = 504;
+			break;
+		}
+	}
+	if (c) {
+		int64_t now = realtime_ms();
+
+		c->state = CLONE_LEASED;
+		c->env = env;
+		env = NULL;
+		c->created_ms = now;
+		c->expires_ms = now + (int64_t)timeout_s * 1000;
+		c->handout_ms = sandbox_now_ms() - start;
+		c->refs = 2; /* the leased list's and the caller's */
+		c->next = d->leased;
+		d->leased = c;
+		pl->leased++;
+		pl->handouts++;
+		histogram_add(&pl->handout_s, c->handout_ms / 1e3);
+		/* The workers refill what we took. */
+		pthread_cond_broadcast(&d->changed);
+	}
+	pthread_mutex_unlock(&d->lock);
+	free_env(env);
+	if (c)
+		fprintf(stderr,
+			"thawd: handout %s template %s in %.2f ms (restore %.1f ms)\n",
+			c->id, pl->t->name, c->handout_ms, c->restore_ms);
+	*out = c;
+	return status;
+}
+
+struct pooled_clone *clone_get(struct daemon *d, const char *id)
+{
+	struct pooled_clone *c;
+
+	pthread_mutex_lock(&d->lock);
+	for (c = d->leased; c && strcmp(c->id, id); c = c->next)
+		;
+	if (c)
+		c->refs++;
+	pthread_mutex_unlock(&d->lock);
+	return c;
+}
+
+void clone_put(struct daemon *d, struct pooled_clone *c)
+{
+	pthread_mutex_lock(&d->lock);
+	bool last = --c->refs == 0;
+	pthread_mutex_unlock(&d->lock);
+	if (last)
+		clone_destroy(d, c);
+}
+
+/*
+ * Takes leased @c off the list and kills its VMM at once, even if an exec
+ * still holds it (whose agent connection then fails); the caller then
+ * drops the list's reference.
+ */
+static void unlease(struct daemon *d, struct pooled_clone *c)
+{
+	struct pooled_clone **p = &d->leased;
+
+	while (*p != c)
+		p = &(*p)->next;
+	*p = c->next;
+	c->next = NULL;
+	if (c->sb.vmm > 0)
+		kill(c->sb.vmm, SIGKILL);
+	c->pool->leased--;
+	d->total--;
+	pthread_cond_broadcast(&d->changed);
+}
+
+bool clone_release(struct daemon *d, const char *id)
+{
+	struct pooled_clone *c;
+
+	pthread_mutex_lock(&d->lock);
+	for (c = d->leased; c && strcmp(c->id, id); c = c->next)
+		;
+	if (c)
+		unlease(d, c);
+	pthread_mutex_unlock(&d->lock);
+	if (c)
+		clone_put(d, c);
+	return c != NULL;
+}
+
+/* A VMM that ended on its own: reaped here, its reason kept. */
+static bool vmm_died(struct pooled_clone *c)
+{
+	int status;
+
+	if (c->sb.vmm <= 0 || waitpid(c->sb.vmm, &status, WNOHANG) != c->sb.vmm)
+		return false;
+	c->sb.vmm = 0;
+	sandbox_vmm_reason(&c->sb, c->stop_reason, sizeof(c->stop_reason));
+	return true;
+}
+
+/* One reaper pass under the lock; what is to be destroyed goes to @dead. */
+static void reap(struct daemon *d, struct pooled_clone **dead)
+{
+	int64_t now = realtime_ms();
+
+	for (struct pooled_clone *c = d->leased, *next; c; c = next) {
+		next = c->next;
+		if (!c->stopped && vmm_died(c)) {
+			c->stopped = true;
+			fprintf(stderr,
+				"thawd: sandbox %s: the VM stopped: %s\n",
+				c->id, c->stop_reason);
+		}
+		if (c->expires_ms > now)
+			continue;
+		fprintf(stderr, "thawd: sandbox %s expired\n", c->id);
+		c->pool->expired++;
+		unlease(d, c);
+		if (--c->refs == 0) {
+			c->next = *dead;
+			*dead = c;
+		}
+	}
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		struct pool *pl = &d->pools[i];
+		struct pooled_clone **p = &pl->ready_head, *last = NULL;
+
+		while (*p) {
+			struct pooled_clone *c = *p;
+
+			if (!vmm_died(c)) {
+				last = c;
+				p = &c->next;
+				continue;
+			}
+			fprintf(stderr,
+				"thawd: sandbox %s: the VM stopped in the pool: %s\n",
+				c->id, c->stop_reason);
+			*p = c->next;
+			pl->ready--;
+			d->total--;
+			c->next = *dead;
+			*dead = c;
+		}
+		pl->ready_tail = last;
+		pthread_cond_broadcast(&d->changed);
+	}
+}
+
+static void *reaper(void *arg)
+{
+	struct daemon *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stopping) {
+		struct pooled_clone *dead = NULL;
+		struct timespec next = realtime_after_ms(REAP_INTERVAL_MS);
+
+		reap(d, &dead);
+		pthread_mutex_unlock(&d->lock);
+		while (dead) {
+			struct pooled_clone *c = dead;
+
+			dead = c->next;
+			clone_destroy(d, c);
+		}
+		pthread_mutex_lock(&d->lock);
+		if (!d->stopping)
+			pthread_cond_timedwait(&d->changed, &d->lock, &next);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+int pools_start(struct daemon *d)
+{
+	int err;
+
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		struct pool *pl = &d->pools[i];
+
+		pl->workers =
+			calloc(pl->t->restore_parallel, sizeof(*pl->workers));
+		if (!pl->workers)
+			return -ENOMEM;
+		for (; pl->nr_workers < pl->t->restore_parallel;
+		     pl->nr_workers++) {
+			err = pthread_create(&pl->workers[pl->nr_workers], NULL,
+					     pool_worker, pl);
+			if (err)
+				return -err;
+		}
+	}
+	err = pthread_create(&d->reaper, NULL, reaper, d);
+	return -err;
+}
+
+void pools_stop(struct daemon *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->stopping = true;
+	pthread_cond_broadcast(&d->changed);
+	pthread_mutex_unlock(&d->lock);
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		struct pool *pl = &d->pools[i];
+
+		for (uint32_t w = 0; w < pl->nr_workers; w++)
+			pthread_join(pl->workers[w], NULL);
+		free(pl->workers);
+		pl->workers = NULL;
+		pl->nr_workers = 0;
+		while (pl->ready)
+			clone_destroy(d, pop_ready(pl));
+	}
+	if (d->reaper) {
+		pthread_join(d->reaper, NULL);
+		d->reaper = 0;
+	}
+	/* The API has stopped: nobody holds a leased clone any more. */
+	while (d->leased) {
+		struct pooled_clone *c = d->leased;
+
+		d->leased = c->next;
+		clone_destroy(d, c);
+	}
+}

@@ -1,0 +1,924 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_client_cli.c - the daemon's client commands (thaw sandbox, exec,
+ * cp) as a user sees them, without a daemon or a VM: usage errors, the
+ * message when the daemon cannot be reached, and, against a fake daemon,
+ * what they send and how they take its answers apart.
+ *
+ * The fake daemon is a thread serving canned HTTP answers on a Unix socket,
+ * one connection per answer (each says Connection: close), and keeping the
+ * requests for the test to look at.  An answer is written in pieces with a
+ * pause between them, so the client meets NDJSON lines split across reads,
+ * as it does when a real command writes slowly.  The base64 helpers the
+ * client and the daemon share are checked here too.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base64.h"
+#include "harness.h"
+
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+#define EXIT_THAW_ERROR 125
+#define TIMEOUT_S 30
+#define MAX_EXCHANGES 4
+#define MAX_PIECES 8
+
+static char dir[] = "/tmp/thaw-client-test-XXXXXX";
+static char sock[256];
+
+static void setup(void)
+{
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(sock, sizeof(sock), "%s/thawd.sock", dir);
+	unsetenv("THAW_SOCKET");
+	unsetenv("THAW_TOKEN");
+	setenv("THAW_STATE_DIR", dir, 1);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(client, .init = setup, .fini = teardown, .timeout = 60);
+
+/* A piece of an answer, written at once; zeroes end an answer. */
+struct piece {
+	const char *data;
+	size_t len;
+	bool interrupt; /* instead: ^C the client, wait for it to hang up */
+};
+
+#define TEXT(s) ((struct piece){ .data = (s), .len = strlen(s) })
+#define INTERRUPT ((struct piece){ .interrupt = true })
+#define NO_CONTENT TEXT("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+
+struct fake_daemon {
+	int listen_fd;
+	pthread_t thread;
+	/* One answer per connection. */
+	struct piece answers[MAX_EXCHANGES][MAX_PIECES];
+	int nr_answers;
+	char requests[MAX_EXCHANGES][65536];
+	size_t request_len[MAX_EXCHANGES];
+	int served;
+	bool client_hung_up;
+};
+
+static bool ends_with(const char *s, size_t len, const char *tail)
+{
+	size_t n = strlen(tail);
+
+	return len >= n && !memcmp(s + len - n, tail, n);
+}
+
+/* Reads one request: headers, then a Content-Length or chunked body. */
+static void read_request(struct fake_daemon *f, int fd, char *buf, size_t *len)
+{
+	size_t cap = sizeof(f->requests[0]) - 1, want = 0;
+	bool headers_done = false, chunked = false, continued = false;
+	char *end;
+
+	*len = 0;
+	for (;;) {
+		buf[*len] = '\0';
+		end = strstr(buf, "\r\n\r\n");
+		if (end && !headers_done) {
+			const char *cl = strcasestr(buf, "Content-Length: ");
+
+			headers_done = true;
+			chunked = strcasestr(buf, "Transfer-Encoding: chunked");
+			want = end + 4 - buf + (cl ? atol(cl + 16) : 0);
+		}
+		if (headers_done && !continued &&
+		    strcasestr(buf, "Expect: 100-continue")) {
+			continued = true;
+			cr_assert_eq(send(fd, "HTTP/1.1 100 Continue\r\n\r\n",
+					  25, MSG_NOSIGNAL),
+				     25);
+		}
+		if (headers_done && !chunked && *len >= want)
+			return;
+		if (headers_done && chunked &&
+		    ends_with(buf, *len, "0\r\n\r\n"))
+			return;
+		cr_assert_lt(*len, cap,
+			     "request too large for the fake daemon");
+		ssize_t n = read(fd, buf + *len, cap - *len);
+		cr_assert_gt(n, 0, "client hung up mid-request: %s",
+			     n < 0 ? strerror(errno) : "EOF");
+		*len += n;
+	}
+}
+
+static void interrupt_client(struct fake_daemon *f, int fd)
+{
+	struct ucred peer;
+	socklen_t len = sizeof(peer);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	cr_assert_eq(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len), 0);
+	cr_assert_eq(kill(peer.pid, SIGINT), 0);
+	f->client_hung_up = poll(&p, 1, 10000) == 1 && read(fd, &c, 1) == 0;
+}
+
+static void *serve(void *arg)
+{
+	struct fake_daemon *f = arg;
+	struct pollfd p = { .fd = f->listen_fd, .events = POLLIN };
+
+	for (int i = 0; i < f->nr_answers; i++) {
+		if (poll(&p, 1, TIMEOUT_S * 1000) != 1)
+			break;
+		int fd = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		cr_assert_geq(fd, 0);
+		read_request(f, fd, f->requests[i], &f->request_len[i]);
+		f->served++;
+		for (const struct piece *p = f->answers[i];
+		     p->data || p->interrupt; p++) {
+			if (p->interrupt) {
+				interrupt_client(f, fd);
+				break;
+			}
+			/* The client may hang up early: its business. */
+			if (send(fd, p->data, p->len, MSG_NOSIGNAL) < 0)
+				break;
+			usleep(20000);
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake_daemon *f)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+
+	strcpy(addr.sun_path, sock);
+	unlink(sock); /* the previous fake daemon's */
+	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(f->listen_fd, 0);
+	cr_assert_eq(bind(f->listen_fd, (struct sockaddr *)&addr, sizeof(addr)),
+		     0);
+	cr_assert_eq(listen(f->listen_fd, 8), 0);
+	cr_assert_eq(pthread_create(&f->thread, NULL, serve, f), 0);
+}
+
+static void fake_stop(struct fake_daemon *f)
+{
+	pthread_join(f->thread, NULL);
+	close(f->listen_fd);
+}
+
+/* Strings for answers live in a static ring: a test needs a few. */
+static char *ring_printf(const char *fmt, ...)
+{
+	static char bufs[16][8192];
+	static int next;
+	char *buf = bufs[next++ % 16];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(bufs[0]), fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
+static struct piece chunk(const char *data)
+{
+	return TEXT(ring_printf("%zx\r\n%s\r\n", strlen(data), data));
+}
+
+#define NDJSON_HEAD                                           \
+	"HTTP/1.1 200 OK\r\n"                                 \
+	"Content-Type: application/x-ndjson\r\n"              \
+	"Transfer-Encoding: chunked\r\nConnection: close\r\n" \
+	"\r\n"
+#define LAST_CHUNK "0\r\n\r\n"
+
+/* A whole answer with a Content-Length. */
+static struct piece answer(const char *status, const char *type,
+			   const char *body, size_t len)
+{
+	char *head = ring_printf("HTTP/1.1 %s\r\nContent-Type: %s\r\n"
+				 "Content-Length: %zu\r\nConnection: close\r\n"
+				 "\r\n",
+				 status, type, len);
+	size_t head_len = strlen(head);
+
+	cr_assert_lt(head_len + len, 8192);
+	memcpy(head + head_len, body, len);
+	return (struct piece){ .data = head, .len = head_len + len };
+}
+
+static struct piece json_answer(const char *status, const char *body)
+{
+	return answer(status, "application/json", body, strlen(body));
+}
+
+static struct piece error_answer(const char *status, const char *code,
+				 const char *message)
+{
+	return json_answer(
+		status, ring_printf("{\"error\":{\"code\":\"%s\",\"message\":"
+				    "\"%s\"}}",
+				    code, message));
+}
+
+/* thaw WORDS..., @words NULL-terminated. */
+static void thaw(char *const words[], struct run_result *r)
+{
+	char *argv[32] = { THAW };
+	int n = 1;
+
+	while (*words)
+		argv[n++] = *words++;
+	argv[n] = NULL;
+	cr_assert_eq(run_command(argv, TIMEOUT_S, r), 0);
+	cr_assert_not(r->timed_out, "thaw hung; stderr: %s", r->err);
+}
+
+/* A shell line, for pipes into thaw; THAW is $0. */
+static void thaw_sh(const char *line, struct run_result *r)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)line, THAW, NULL };
+
+	cr_assert_eq(run_command(argv, TIMEOUT_S, r), 0);
+	cr_assert_not(r->timed_out, "thaw hung; stderr: %s", r->err);
+}
+
+#define WORDS(...) ((char *[]){ __VA_ARGS__, NULL })
+
+static void expect_status(const struct run_result *r, int status)
+{
+	cr_expect_eq(r->status, status, "exit status %d, want %d; stderr: %s",
+		     r->status, status, r->err);
+}
+
+static void expect_err(const struct run_result *r, const char *needle)
+{
+	cr_expect_not_null(strstr(r->err, needle), "stderr lacks '%s': %s",
+			   needle, r->err);
+}
+
+/* One error line naming the problem, then the command's usage. */
+static void expect_usage_error(char *const words[], int status,
+			       const char *needle)
+{
+	struct run_result r;
+
+	thaw(words, &r);
+	expect_status(&r, status);
+	expect_err(&r, needle);
+	cr_expect(!strncmp(strchr(r.err, '\n') + 1, "usage: thaw ", 12),
+		  "no usage after the error line: %s", r.err);
+	cr_expect_eq(r.out_len, 0, "stdout not empty: %s", r.out);
+	run_result_free(&r);
+}
+
+Test(client, sandbox_usage_errors)
+{
+	expect_usage_error(WORDS("sandbox", "frobnicate"), EXIT_USAGE,
+			   "thaw sandbox: unknown command 'frobnicate'");
+	expect_usage_error(WORDS("sandbox", "ls", "--frobnicate"), EXIT_USAGE,
+			   "thaw sandbox ls: unknown option '--frobnicate'");
+	expect_usage_error(WORDS("sandbox", "create", "--json"), EXIT_USAGE,
+			   "thaw sandbox create: unknown option '--json'");
+	expect_usage_error(WORDS("sandbox", "create", "--timeout", "soon"),
+			   EXIT_USAGE,
+			   "--timeout 'soon' is not a number of seconds");
+	expect_usage_error(WORDS("sandbox", "create", "--env", "NOVALUE"),
+			   EXIT_USAGE, "--env takes KEY=VALUE, not 'NOVALUE'");
+	expect_usage_error(WORDS("sandbox", "create", "--template"), EXIT_USAGE,
+			   "option '--template' needs a value");
+	expect_usage_error(WORDS("sandbox", "create", "extra"), EXIT_USAGE,
+			   "unexpected argument 'extra'");
+	expect_usage_error(WORDS("sandbox", "rm"), EXIT_USAGE,
+			   "thaw sandbox rm: no sandbox id given");
+}
+
+Test(client, sandbox_without_command_prints_usage)
+{
+	struct run_result r;
+
+	thaw(WORDS("sandbox"), &r);
+	expect_status(&r, EXIT_USAGE);
+	expect_err(&r, "usage: thaw sandbox create");
+	run_result_free(&r);
+	thaw(WORDS("sandbox", "--help"), &r);
+	expect_status(&r, 0);
+	cr_expect_not_null(strstr(r.out, "thaw sandbox rm ID..."), "%s", r.out);
+	run_result_free(&r);
+}
+
+/* exec's status is the command's: its own usage errors are 125. */
+Test(client, exec_usage_errors)
+{
+	expect_usage_error(WORDS("exec", "--frobnicate", "sb-1", "--", "true"),
+			   EXIT_THAW_ERROR,
+			   "thaw exec: unknown option '--frobnicate'");
+	expect_usage_error(WORDS("exec"), EXIT_THAW_ERROR,
+			   "thaw exec: no sandbox id given");
+	expect_usage_error(WORDS("exec", "sb-1"), EXIT_THAW_ERROR,
+			   "thaw exec: no command given");
+	expect_usage_error(WORDS("exec", "sb-1", "--"), EXIT_THAW_ERROR,
+			   "thaw exec: no command given");
+	expect_usage_error(
+		WORDS("exec", "--timeout", "0", "sb-1", "--", "true"),
+		EXIT_THAW_ERROR, "--timeout '0' is not a number of seconds");
+	expect_usage_error(WORDS("exec", "--env", "=x", "sb-1", "--", "true"),
+			   EXIT_THAW_ERROR, "--env takes KEY=VALUE, not '=x'");
+	expect_usage_error(
+		WORDS("exec", "--template", "t", "sb-1", "--", "true"),
+		EXIT_THAW_ERROR, "unknown option '--template'");
+	expect_usage_error(WORDS("exec", "sb-1", "--", "printf", "\xff"),
+			   EXIT_THAW_ERROR, "is not UTF-8 text");
+}
+
+Test(client, cp_usage_errors)
+{
+	expect_usage_error(WORDS("cp", "a", "b"), EXIT_USAGE,
+			   "thaw cp: neither SRC nor DST is in a sandbox");
+	expect_usage_error(WORDS("cp", "sb-1:/a", "sb-2:/b"), EXIT_USAGE,
+			   "thaw cp: SRC and DST are both in sandboxes");
+	expect_usage_error(WORDS("cp", "sb-1:/a"), EXIT_USAGE,
+			   "thaw cp: takes a SRC and a DST");
+	expect_usage_error(WORDS("cp", "sb-1:/a", "b", "c"), EXIT_USAGE,
+			   "thaw cp: takes a SRC and a DST");
+	expect_usage_error(WORDS("cp", "sb-1:etc/hosts", "b"), EXIT_USAGE,
+			   "'sb-1:etc/hosts': the path in the sandbox must be "
+			   "absolute");
+	/* A colon after a slash is part of a local name, as for scp. */
+	expect_usage_error(WORDS("cp", "./a:b", "c"), EXIT_USAGE,
+			   "neither SRC nor DST is in a sandbox");
+}
+
+/* No daemon: one line naming the socket tried, nothing on stdout. */
+static void expect_unreachable(char *const words[], int status, const char *who,
+			       const char *path, const char *reason)
+{
+	struct run_result r;
+	char want[512];
+
+	thaw(words, &r);
+	expect_status(&r, status);
+	snprintf(
+		want, sizeof(want),
+		"%s: cannot reach the daemon at %s: %s (is 'thaw daemon' running?)\n",
+		who, path, reason);
+	cr_expect_str_eq(r.err, want);
+	cr_expect_eq(r.out_len, 0, "stdout not empty: %s", r.out);
+	run_result_free(&r);
+}
+
+Test(client, unreachable_daemon)
+{
+	char other[300];
+
+	snprintf(other, sizeof(other), "%s/other.sock", dir);
+	expect_unreachable(
+		WORDS("exec", "--socket", other, "sb-1", "--", "true"),
+		EXIT_THAW_ERROR, "thaw exec", other,
+		"No such file or directory");
+	/* The default: the state directory's socket. */
+	expect_unreachable(WORDS("sandbox", "ls"), EXIT_FAILED,
+			   "thaw sandbox ls", sock,
+			   "No such file or directory");
+	setenv("THAW_SOCKET", other, 1);
+	expect_unreachable(WORDS("sandbox", "create"), EXIT_FAILED,
+			   "thaw sandbox create", other,
+			   "No such file or directory");
+	/* Only once for many IDs. */
+	expect_unreachable(WORDS("sandbox", "rm", "sb-1", "sb-2"), EXIT_FAILED,
+			   "thaw sandbox rm: sb-1", other,
+			   "No such file or directory");
+	unsetenv("THAW_SOCKET");
+}
+
+Test(client, socket_without_a_listener)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(addr.sun_path, sock);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	close(fd);
+	expect_unreachable(WORDS("cp", "sb-1:/etc/hosts", "-"), EXIT_FAILED,
+			   "thaw cp", sock, "Connection refused");
+}
+
+/* The request's body: what follows the headers. */
+static const char *body_of(const char *request)
+{
+	const char *end = strstr(request, "\r\n\r\n");
+
+	cr_assert_not_null(end, "no headers end in: %s", request);
+	return end + 4;
+}
+
+static void expect_request(const char *request, const char *needle)
+{
+	cr_expect_not_null(strstr(request, needle), "request lacks '%s': %s",
+			   needle, request);
+}
+
+/* stdout "hi\n" and stderr "oops\n", each line split across two writes. */
+static void output_then(struct fake_daemon *f, const char *last)
+{
+	struct piece pieces[] = {
+		TEXT(NDJSON_HEAD),
+		chunk("{\"type\":\"started\",\"pid\":42}\n{\"type\":\"std"),
+		chunk("out\",\"data\":\"aGkK\"}\n{\"type\":\"stderr\",\"da"),
+		chunk("ta\":\"b29wcwo=\"}\n"),
+		last ? chunk(last) : TEXT(LAST_CHUNK),
+		last ? TEXT(LAST_CHUNK) : (struct piece){ 0 },
+		{ 0 },
+	};
+
+	memcpy(f->answers[f->nr_answers++], pieces, sizeof(pieces));
+}
+
+Test(client, exec_streams_output_and_exit_code)
+{
+	struct fake_daemon f = { 0 };
+	struct run_result r;
+
+	output_then(
+		&f,
+		"{\"type\":\"exit\",\"exit_code\":3,\"timed_out\":false}\n");
+	fake_start(&f);
+	thaw(WORDS("exec", "--socket", sock, "--env", "A=1", "--env", "B=x=y",
+		   "--cwd", "/tmp", "--timeout", "5", "sb-1", "--", "sh", "-c",
+		   "echo hi; exit 3"),
+	     &r);
+	fake_stop(&f);
+	expect_status(&r, 3);
+	cr_expect_str_eq(r.out, "hi\n");
+	cr_expect_str_eq(r.err, "oops\n");
+	cr_expect(!strncmp(f.requests[0],
+			   "POST /sandboxes/sb-1/exec HTTP/1.1\r\n", 36),
+		  "request: %s", f.requests[0]);
+	const char *body = body_of(f.requests[0]);
+	expect_request(body, "\"argv\":[\"sh\",\"-c\",\"echo hi; exit 3\"]");
+	expect_request(body, "\"stream\":true");
+	expect_request(body, "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}");
+	expect_request(body, "\"cwd\":\"/tmp\"");
+	expect_request(body, "\"timeout_s\":5");
+	cr_expect_null(strstr(body, "\"stdin\""), "body: %s", body);
+	cr_expect_null(strstr(f.requests[0], "Authorization"), "%s",
+		       f.requests[0]);
+	run_result_free(&r);
+}
+
+static void expect_exec_end(const char *last, int status, const char *err)
+{
+	struct fake_daemon f = { 0 };
+	struct run_result r;
+
+	output_then(&f, last);
+	fake_start(&f);
+	thaw(WORDS("exec", "--socket", sock, "sb-1", "sleep", "100"), &r);
+	fake_stop(&f);
+	expect_status(&r, status);
+	cr_expect_str_eq(r.out, "hi\n");
+	cr_expect(r.err_len >= 5 && !strncmp(r.err, "oops\n", 5), "stderr: %s",
+		  r.err);
+	cr_expect_str_eq(r.err + (r.err_len >= 5 ? 5 : 0), err);
+	run_result_free(&r);
+}
+
+Test(client, exec_ends)
+{
+	expect_exec_end(
+		"{\"type\":\"exit\",\"signal\":9,\"timed_out\":false}\n",
+		128 + 9, "");
+	expect_exec_end("{\"type\":\"exit\",\"signal\":9,\"timed_out\":true}\n",
+			124, "thaw exec: sleep timed out\n");
+	expect_exec_end("{\"type\":\"error\",\"message\":\"the VMM died\"}\n",
+			EXIT_THAW_ERROR, "thaw exec: the VMM died\n");
+	/* A last line without its newline still counts. */
+	expect_exec_end("{\"type\":\"exit\",\"exit_code\":0}", 0, "");
+	expect_exec_end(NULL, EXIT_THAW_ERROR,
+			"thaw exec: the daemon ended the exec stream before "
+			"sleep ended\n");
+	expect_exec_end(
+		"{\"type\":\"stdout\",\"data\":\"!!\"}\n", EXIT_THAW_ERROR,
+		"thaw exec: bad output event from the daemon: no base64 "
+		"data\n");
+	expect_exec_end("{not json\n", EXIT_THAW_ERROR,
+			"thaw exec: bad event from the daemon: string or '}' "
+			"expected near 'not'\n");
+}
+
+Test(client, exec_error_answer_and_token)
+{
+	struct fake_daemon f = {
+		.answers = { { error_answer("404 Not Found", "not_found",
+					    "no sandbox sb-9") } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	setenv("THAW_TOKEN", "s3cret", 1);
+	fake_start(&f);
+	thaw(WORDS("exec", "--socket", sock, "sb-9", "--", "true"), &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_THAW_ERROR);
+	cr_expect_str_eq(r.err, "thaw exec: 404 not_found: no sandbox sb-9\n");
+	cr_expect_eq(r.out_len, 0);
+	expect_request(f.requests[0], "\r\nAuthorization: Bearer s3cret\r\n");
+	run_result_free(&r);
+}
+
+Test(client, exec_sends_stdin)
+{
+	struct fake_daemon f = { 0 };
+	struct run_result r;
+	char line[600];
+
+	output_then(&f, "{\"type\":\"exit\",\"exit_code\":0}\n");
+	fake_start(&f);
+	snprintf(line, sizeof(line),
+		 "printf 'abc' | \"$0\" exec --socket '%s' --stdin sb-1 -- cat",
+		 sock);
+	thaw_sh(line, &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	expect_request(body_of(f.requests[0]), "\"stdin\":\"YWJj\"");
+	run_result_free(&r);
+}
+
+/* ^C hangs up on the daemon, which kills the command. */
+Test(client, exec_interrupted)
+{
+	struct fake_daemon f = {
+		.answers = { { TEXT(NDJSON_HEAD),
+			       chunk("{\"type\":\"started\",\"pid\":42}\n"),
+			       INTERRUPT } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("exec", "--socket", sock, "sb-1", "--", "sleep", "100"), &r);
+	fake_stop(&f);
+	expect_status(&r, 128 + SIGINT);
+	cr_expect_str_eq(r.err, "thaw exec: interrupted\n");
+	cr_expect(f.client_hung_up, "thaw kept the connection open");
+	cr_expect_lt(r.seconds, 5, "took %.1f s", r.seconds);
+	run_result_free(&r);
+}
+
+static const char sandbox_json[] =
+	"{\"id\":\"sb-3f9a0c2e71d4b805\",\"template\":\"py\","
+	"\"created\":\"2026-11-30T01:02:03.456Z\","
+	"\"expires\":\"2026-11-30T01:03:03.456Z\","
+	"\"restore_ms\":41.7,\"handout_ms\":0.08}";
+
+Test(client, sandbox_create_prints_the_id)
+{
+	struct fake_daemon f = {
+		.answers = { { json_answer("201 Created", sandbox_json) } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "create", "--socket", sock, "--template", "py",
+		   "--timeout", "60", "--env", "K=V"),
+	     &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
+	expect_err(&r, "restore 41.7 ms, handout 0.08 ms");
+	cr_expect(!strncmp(f.requests[0], "POST /sandboxes HTTP/1.1\r\n", 26),
+		  "request: %s", f.requests[0]);
+	cr_expect_str_eq(body_of(f.requests[0]),
+			 "{\"template\":\"py\",\"timeout_s\":60,"
+			 "\"env\":{\"K\":\"V\"}}");
+	run_result_free(&r);
+}
+
+Test(client, sandbox_create_at_capacity)
+{
+	struct fake_daemon f = {
+		.answers = { { error_answer(
+			"429 Too Many Requests", "capacity",
+			"template py is at max_total (16)") } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "create", "--socket", sock), &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err, "thaw sandbox create: 429 capacity: template "
+				"py is at max_total (16)\n");
+	cr_expect_str_eq(body_of(f.requests[0]), "{}");
+	run_result_free(&r);
+}
+
+Test(client, sandbox_ls_table_and_json)
+{
+	struct piece list = json_answer(
+		"200 OK", ring_printf("{\"sandboxes\":[%s]}", sandbox_json));
+	struct fake_daemon f = {
+		.answers = { { list }, { list } },
+		.nr_answers = 2,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "ls", "--socket", sock), &r);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out,
+			 "ID                   TEMPLATE         CREATED        "
+			 "          EXPIRES                  RESTORE_MS\n"
+			 "sb-3f9a0c2e71d4b805  py               2026-11-30T01:"
+			 "02:03.456Z 2026-11-30T01:03:03.456Z       41.7\n");
+	run_result_free(&r);
+	thaw(WORDS("sandbox", "ls", "--json", "--socket", sock), &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out,
+			 ring_printf("{\"sandboxes\":[%s]}\n", sandbox_json));
+	cr_expect(!strncmp(f.requests[1], "GET /sandboxes HTTP/1.1\r\n", 25),
+		  "request: %s", f.requests[1]);
+	run_result_free(&r);
+}
+
+Test(client, sandbox_rm_tries_every_id)
+{
+	struct fake_daemon f = {
+		.answers = { { NO_CONTENT },
+			     { error_answer("404 Not Found", "not_found",
+					    "no sandbox sb-2") },
+			     { NO_CONTENT } },
+		.nr_answers = 3,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "rm", "--socket", sock, "sb-1", "sb-2", "a/b"),
+	     &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err, "thaw sandbox rm: sb-2: 404 not_found: no "
+				"sandbox sb-2\n");
+	cr_expect_eq(f.served, 3);
+	expect_request(f.requests[0], "DELETE /sandboxes/sb-1 HTTP/1.1\r\n");
+	expect_request(f.requests[1], "DELETE /sandboxes/sb-2 HTTP/1.1\r\n");
+	/* An id never becomes more of the path. */
+	expect_request(f.requests[2], "DELETE /sandboxes/a%2Fb HTTP/1.1\r\n");
+	run_result_free(&r);
+}
+
+static void read_file(const char *path, char *buf, size_t cap, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	ssize_t n = read(fd, buf, cap);
+	cr_assert_geq(n, 0);
+	*len = n;
+	close(fd);
+}
+
+/* Nothing but @names (and . and ..) in the test directory. */
+static void expect_dir_holds(int n, const char *names[])
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int seen = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		bool known =
+			!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+
+		for (int i = 0; i < n; i++)
+			known |= !strcmp(e->d_name, names[i]);
+		cr_expect(known, "left behind: %s", e->d_name);
+		seen += known && e->d_name[0] != '.';
+	}
+	closedir(d);
+	cr_expect_eq(seen, n);
+}
+
+static const char file_data[] = "line one\n\0binary\xff tail";
+
+Test(client, cp_download)
+{
+	struct fake_daemon f = {
+		.answers = { { answer("200 OK", "application/octet-stream",
+				      file_data, sizeof(file_data)) },
+			     { answer("200 OK", "application/octet-stream",
+				      file_data, sizeof(file_data)) } },
+		.nr_answers = 2,
+	};
+	struct run_result r;
+	char dst[300], got[256];
+	size_t len;
+
+	snprintf(dst, sizeof(dst), "%s/copy", dir);
+	fake_start(&f);
+	thaw(WORDS("cp", "--socket", sock, "sb-1:/etc/my file", dst), &r);
+	expect_status(&r, 0);
+	cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+	run_result_free(&r);
+	read_file(dst, got, sizeof(got), &len);
+	cr_expect_eq(len, sizeof(file_data));
+	cr_expect_arr_eq(got, file_data, sizeof(file_data));
+	expect_request(f.requests[0], "GET /sandboxes/sb-1/files?path="
+				      "%2Fetc%2Fmy%20file HTTP/1.1\r\n");
+	/* Into a directory: the remote file's name. */
+	thaw(WORDS("cp", "--socket", sock, "sb-1:/etc/hosts", dir), &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	run_result_free(&r);
+	snprintf(dst, sizeof(dst), "%s/hosts", dir);
+	read_file(dst, got, sizeof(got), &len);
+	cr_expect_eq(len, sizeof(file_data));
+	expect_dir_holds(3, (const char *[]){ "thawd.sock", "copy", "hosts" });
+}
+
+Test(client, cp_download_error_leaves_the_target_alone)
+{
+	struct fake_daemon f = {
+		.answers = { { error_answer(
+				     "404 Not Found", "not_found",
+				     "/nope: No such file or directory") },
+			     { error_answer("409 Conflict", "conflict",
+					    "/etc: not a regular file") } },
+		.nr_answers = 2,
+	};
+	struct run_result r;
+	char dst[300], got[64];
+	size_t len;
+
+	snprintf(dst, sizeof(dst), "%s/absent", dir);
+	fake_start(&f);
+	thaw(WORDS("cp", "--socket", sock, "sb-1:/nope", dst), &r);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err, "thaw cp: 404 not_found: /nope: No such file "
+				"or directory\n");
+	run_result_free(&r);
+	snprintf(dst, sizeof(dst), "%s/kept", dir);
+	int fd = open(dst, O_WRONLY | O_CREAT, 0600);
+	cr_assert_eq(write(fd, "old", 3), 3);
+	close(fd);
+	thaw(WORDS("cp", "--socket", sock, "sb-1:/etc", dst), &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_FAILED);
+	expect_err(&r, "thaw cp: 409 conflict: /etc: not a regular file");
+	run_result_free(&r);
+	read_file(dst, got, sizeof(got), &len);
+	cr_expect_eq(len, 3);
+	expect_dir_holds(2, (const char *[]){ "thawd.sock", "kept" });
+}
+
+Test(client, cp_upload_keeps_the_mode)
+{
+	struct fake_daemon f = {
+		.answers = { { NO_CONTENT } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+	char src[300];
+
+	snprintf(src, sizeof(src), "%s/src", dir);
+	int fd = open(src, O_WRONLY | O_CREAT, 0640);
+	cr_assert_eq(write(fd, file_data, sizeof(file_data)),
+		     (ssize_t)sizeof(file_data));
+	close(fd);
+	cr_assert_eq(chmod(src, 0640), 0);
+	fake_start(&f);
+	thaw(WORDS("cp", "--socket", sock, src, "sb-1:/tmp/x y"), &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	cr_expect_eq(r.err_len, 0, "stderr: %s", r.err);
+	expect_request(f.requests[0], "PUT /sandboxes/sb-1/files?path="
+				      "%2Ftmp%2Fx%20y&mode=0640 HTTP/1.1\r\n");
+	expect_request(f.requests[0], ring_printf("\r\nContent-Length: %zu\r\n",
+						  sizeof(file_data)));
+	const char *body = body_of(f.requests[0]);
+	cr_expect_eq(f.request_len[0] - (body - f.requests[0]),
+		     sizeof(file_data));
+	cr_expect_arr_eq(body, file_data, sizeof(file_data));
+	run_result_free(&r);
+}
+
+Test(client, cp_upload_from_a_pipe_is_chunked)
+{
+	struct fake_daemon f = {
+		.answers = { { NO_CONTENT } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+	char line[600];
+
+	snprintf(line, sizeof(line),
+		 "printf 'piped' | \"$0\" cp --socket '%s' - sb-1:/tmp/p",
+		 sock);
+	fake_start(&f);
+	thaw_sh(line, &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	expect_request(
+		f.requests[0],
+		"PUT /sandboxes/sb-1/files?path=%2Ftmp%2Fp HTTP/1.1\r\n");
+	expect_request(f.requests[0], "\r\nTransfer-Encoding: chunked\r\n");
+	expect_request(body_of(f.requests[0]), "5\r\npiped\r\n");
+	run_result_free(&r);
+}
+
+Test(client, cp_of_a_directory)
+{
+	struct run_result r;
+
+	thaw(WORDS("cp", "--socket", sock, dir, "sb-1:/tmp/d"), &r);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err,
+			 ring_printf("thaw cp: %s is a directory\n", dir));
+	run_result_free(&r);
+}
+
+/* RFC 4648's test vectors, both ways. */
+Test(base64, rfc4648_vectors)
+{
+	static const char *const plain[] = { "",     "f",     "fo",    "foo",
+					     "foob", "fooba", "foobar" };
+	static const char *const coded[] = {
+		"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"
+	};
+
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		char *text = base64_encode(plain[i], strlen(plain[i]));
+		size_t len;
+		char *bytes = base64_decode(coded[i], strlen(coded[i]), &len);
+
+		cr_assert_not_null(text);
+		cr_expect_str_eq(text, coded[i]);
+		cr_assert_not_null(bytes, "decoding '%s'", coded[i]);
+		cr_expect_eq(len, strlen(plain[i]));
+		cr_expect_arr_eq(bytes, plain[i], len);
+		free(text);
+		free(bytes);
+	}
+}
+
+Test(base64, every_byte_at_every_length_round_trips)
+{
+	unsigned char data[300];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 167 + 13);
+	for (size_t n = 0; n <= sizeof(data); n++) {
+		char *text = base64_encode(data, n);
+		size_t len;
+
+		cr_assert_not_null(text);
+		cr_assert_eq(strlen(text), (n + 2) / 3 * 4);
+		unsigned char *back = base64_decode(text, strlen(text), &len);
+		cr_assert_not_null(back, "length %zu", n);
+		cr_assert_eq(len, n);
+		cr_assert_arr_eq(back, data, n);
+		free(text);
+		free(back);
+	}
+}
+
+Test(base64, rejects_what_is_not_base64)
+{
+	static const char *const bad[] = { "Zg",       "Zm9",	"Z===",
+					   "Zg==Zg==", "Zm9v!", "Zg=a" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t len;
+
+		errno = 0;
+		cr_expect_null(base64_decode(bad[i], strlen(bad[i]), &len),
+			       "'%s' decoded", bad[i]);
+		cr_expect_eq(errno, EINVAL, "'%s'", bad[i]);
+	}
+}

@@ -1,0 +1,1802 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_daemon.c - thawd (`thaw daemon`) on real KVM, driven through its
+ * HTTP API (pool/API.md) the way clients drive it: fifty handouts at once,
+ * the warm pool refilling, capacity and time-outs, guest memory and fork
+ * bombs against the cgroup limits, kill -9 and restart, bad requests and
+ * clients that stall or vanish, exec streams and file round trips.
+ *
+ * daemon-in-vm.sh runs this on a KVM host with a fresh THAW_STATE_DIR and
+ * THAW_TEST_THAW, THAW_TEST_KERNEL and THAW_TEST_INITRD.  One daemon serves
+ * the whole suite, since building its templates' snapshot is slow: the
+ * PRE_ALL hook writes its config and starts it, POST_ALL stops it.
+ * Criterion runs each test in a process of its own, so tests find the
+ * daemon through files in the state directory (its pid, socket and log);
+ * the lifecycle test kills and restarts it and leaves a new one there.
+ *
+ * Requests go through libcurl over the Unix socket (request()), answers
+ * are parsed with jansson and base64 is nettle's, independent of the
+ * daemon's code.  Malformed HTTP and stalled or vanishing clients are raw
+ * socket writes.  Measured numbers go to stderr as "test_daemon: ..." lines.
+ */
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <nettle/base64.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "thaw-test-token-5f1c0a"
+#define CGROUP_PARENT "thaw-test-daemon"
+
+/* The templates of the config the suite writes (write_config()). */
+#define MIN_READY 2
+#define MAX_TOTAL 64
+#define MAX_TIMEOUT_S 3600
+#define MAX_REQUEST_BYTES 65536
+#define MAX_EXEC_OUTPUT 1048576
+#define BOMB_MEMORY_MIB 192
+#define BOMB_PIDS 64
+static const char *const templates[] = { "default", "tight", "bomb" };
+
+#define CONCURRENT 50
+#define FILE_BYTES (1 << 20)
+#define SB_ID_MAX 64
+#define START_LIMIT_S 1200 /* the first start builds the snapshot */
+#define SETTLE_LIMIT_S 300 /* restores on an emulated host */
+#define HTTP_LIMIT_S 900   /* one request, an on-demand restore included */
+#define RAW_HEADERS "Host: thaw\r\nAuthorization: Bearer " TOKEN "\r\n"
+
+struct daemon_files {
+	char state[PATH_MAX];
+	char config[PATH_MAX + 32];
+	char socket[108];
+	char log[PATH_MAX + 32];
+	char pid[PATH_MAX + 32];
+};
+static struct daemon_files files;
+/* /sys/fs/cgroup/.../CGROUP_PARENT: below the daemon's cgroup, or the root */
+static char parent_dir[PATH_MAX];
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sleeps @s seconds; none when @s <= 0. */
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (s > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* The whole file, NUL-terminated (@len: its length), or NULL. */
+static char *slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t n = 0, cap = 4096;
+	char *buf = fd < 0 ? NULL : malloc(cap);
+	ssize_t got;
+
+	if (!buf) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((got = read(fd, buf + n, cap - n - 1)) > 0) {
+		n += got;
+		if (cap - n - 1 == 0) {
+			char *grown = realloc(buf, cap *= 2);
+
+			if (!grown)
+				break;
+			buf = grown;
+		}
+	}
+	close(fd);
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+/* Fills @files from THAW_STATE_DIR; false when it is not set. */
+static bool find_files(void)
+{
+	const char *state = getenv("THAW_STATE_DIR");
+
+	if (!state || strlen(state) > sizeof(files.socket) - 16)
+		return false;
+	snprintf(files.state, sizeof(files.state), "%s", state);
+	snprintf(files.config, sizeof(files.config), "%s/thawd-test.ini",
+		 state);
+	snprintf(files.socket, sizeof(files.socket), "%s/thawd.sock", state);
+	snprintf(files.log, sizeof(files.log), "%s/thawd.log", state);
+	snprintf(files.pid, sizeof(files.pid), "%s/test_daemon.pid", state);
+	return true;
+}
+
+/* ---- HTTP ---- */
+
+struct reply {
+	long status; /* 0: no answer, and body is curl's error */
+	char *body;  /* NUL-terminated */
+	size_t len;
+	json_t *json; /* the body, when it is a JSON object */
+	char type[128];
+	char allow[128];
+	double seconds;
+};
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+	char *grown = realloc(r->body, r->len + size * n + 1);
+
+	if (!grown)
+		return 0;
+	memcpy(grown + r->len, data, size * n);
+	r->len += size * n;
+	grown[r->len] = '\0';
+	r->body = grown;
+	return size * n;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+	size_t len = size * n;
+
+	if (len > 6 && !strncasecmp(data, "Allow:", 6)) {
+		size_t from = 6;
+
+		while (from < len && data[from] == ' ')
+			from++;
+		while (len > from &&
+		       (data[len - 1] == '\r' || data[len - 1] == '\n'))
+			len--;
+		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)(len - from),
+			 data + from);
+	}
+	return size * n;
+}
+
+/*
+ * Sends @method @path with @body (@len bytes, none when NULL), with the
+ * token when @auth, and fills @r.  Asserts nothing, so threads may call it.
+ */
+static void request(struct reply *r, const char *method, const char *path,
+		    const void *body, size_t len, bool auth)
+{
+	char url[8192], error[CURL_ERROR_SIZE] = "";
+	struct curl_slist *headers = NULL;
+	const char *type = NULL;
+	CURL *c = curl_easy_init();
+
+	memset(r, 0, sizeof(*r));
+	r->body = calloc(1, 1);
+	snprintf(url, sizeof(url), "http://thaw%s", path);
+	if (auth)
+		headers = curl_slist_append(headers,
+					    "Authorization: Bearer " TOKEN);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, files.socket);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)HTTP_LIMIT_S);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)len);
+	}
+	CURLcode e = curl_easy_perform(c);
+	if (e == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+		if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type) ==
+			    CURLE_OK &&
+		    type)
+			snprintf(r->type, sizeof(r->type), "%s", type);
+		r->json = json_loadb(r->body, r->len, 0, NULL);
+	} else {
+		free(r->body);
+		r->body = strdup(error[0] ? error : curl_easy_strerror(e));
+		r->len = strlen(r->body);
+	}
+	curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r->seconds);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(c);
+}
+
+static void reply_free(struct reply *r)
+{
+	json_decref(r->json);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/*
+ * An authenticated request with the JSON text @body (or none) to the path
+ * @path_fmt formats; returns the status.  Thread-safe like request().
+ */
+__attribute__((format(printf, 4, 5))) static long api(struct reply *r,
+						      const char *method,
+						      const char *body,
+						      const char *path_fmt, ...)
+{
+	char path[4096];
+	va_list ap;
+
+	va_start(ap, path_fmt);
+	vsnprintf(path, sizeof(path), path_fmt, ap);
+	va_end(ap);
+	request(r, method, path, body, body ? strlen(body) : 0, true);
+	return r->status;
+}
+
+/* @key of object @o as a string, "" when it is not one. */
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+/* @key of object @o as a number, NAN when it is not one. */
+static double jnum(const json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* Appends base64 @text, decoded, to @buf; false when it is not base64. */
+static bool base64_append(char **buf, size_t *len, const char *text)
+{
+	struct base64_decode_ctx ctx;
+	size_t n = strlen(text), out = BASE64_DECODE_LENGTH(n);
+	char *grown = realloc(*buf, *len + out + 1);
+
+	if (!grown)
+		return false;
+	*buf = grown;
+	base64_decode_init(&ctx);
+	if (!base64_decode_update(&ctx, &out, (uint8_t *)*buf + *len, n,
+				  text) ||
+	    !base64_decode_final(&ctx))
+		return false;
+	*len += out;
+	(*buf)[*len] = '\0';
+	return true;
+}
+
+static char *base64_encode(const void *data, size_t len)
+{
+	char *out = malloc(BASE64_ENCODE_RAW_LENGTH(len) + 1);
+
+	base64_encode_raw(out, len, data);
+	out[BASE64_ENCODE_RAW_LENGTH(len)] = '\0';
+	return out;
+}
+
+/* ---- sandboxes and exec ---- */
+
+/* POST /sandboxes with @body: asserts 201 and returns the id in @id. */
+static void create(const char *body, char id[SB_ID_MAX])
+{
+	struct reply r;
+
+	cr_assert_eq(api(&r, "POST", body, "/sandboxes"), 201,
+		     "create %s: %ld %s", body, r.status, r.body);
+	cr_assert_gt(strlen(jstr(r.json, "id")), 0, "%s", r.body);
+	snprintf(id, SB_ID_MAX, "%s", jstr(r.json, "id"));
+	reply_free(&r);
+}
+
+static void delete_sandbox(const char *id)
+{
+	struct reply r;
+
+	cr_expect_eq(api(&r, "DELETE", NULL, "/sandboxes/%s", id), 204,
+		     "DELETE %s: %ld %s", id, r.status, r.body);
+	reply_free(&r);
+}
+
+/* GET /sandboxes/@id's "pid": its VMM. */
+static pid_t sandbox_vmm(const char *id)
+{
+	struct reply r;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes/%s", id), 200, "%s",
+		     r.body);
+	double pid = jnum(r.json, "pid");
+	cr_assert(pid > 0, "no pid: %s", r.body);
+	reply_free(&r);
+	return (pid_t)pid;
+}
+
+/* POST /sandboxes/@id/exec with @body (consumed); returns the status. */
+static long exec_json(struct reply *r, const char *id, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	long status = api(r, "POST", text, "/sandboxes/%s/exec", id);
+
+	free(text);
+	json_decref(body);
+	return status;
+}
+
+struct exec_result {
+	char *out, *err; /* decoded */
+	size_t out_len, err_len;
+	bool ended; /* an exit event (or the stream:false object) came */
+	int exit_code, signal; /* -1 when absent */
+	bool timed_out, truncated;
+	int started_pid;   /* stream: the started event's, else -1 */
+	char error[256];   /* stream: an error event's message */
+	char problem[256]; /* what was wrong with the answer, "" if nothing */
+};
+
+static void take_end(struct exec_result *x, const json_t *o)
+{
+	double code = jnum(o, "exit_code"), sig = jnum(o, "signal");
+
+	x->ended = true;
+	x->exit_code = isnan(code) ? -1 : (int)code;
+	x->signal = isnan(sig) ? -1 : (int)sig;
+	x->timed_out = json_is_true(json_object_get(o, "timed_out"));
+	x->truncated = json_is_true(json_object_get(o, "truncated"));
+	if (x->exit_code < 0 && x->signal < 0)
+		snprintf(x->problem, sizeof(x->problem),
+			 "neither exit_code nor signal");
+	if (x->exit_code >= 0 && x->signal >= 0)
+		snprintf(x->problem, sizeof(x->problem),
+			 "both exit_code and signal");
+}
+
+static void stream_event(struct exec_result *x, const json_t *o, int line)
+{
+	const char *type = jstr(o, "type");
+
+	if (x->ended || x->error[0])
+		snprintf(x->problem, sizeof(x->problem),
+			 "line %d (%s) after the last one", line, type);
+	else if (!strcmp(type, "started") && line == 1)
+		x->started_pid = (int)jnum(o, "pid");
+	else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+		bool out = type[3] == 'o';
+
+		if (!base64_append(out ? &x->out : &x->err,
+				   out ? &x->out_len : &x->err_len,
+				   jstr(o, "data")))
+			snprintf(x->problem, sizeof(x->problem),
+				 "line %d: bad base64", line);
+	} else if (!strcmp(type, "exit"))
+		take_end(x, o);
+	else if (!strcmp(type, "error"))
+		snprintf(x->error, sizeof(x->error), "%s", jstr(o, "message"));
+	else
+		snprintf(x->problem, sizeof(x->problem),
+			 "line %d: unexpected type '%s'", line, type);
+}
+
+/*
+ * Decodes an exec answer: NDJSON events when @stream, else one object.
+ * Asserts nothing (threads use it); x->problem says what was wrong.
+ */
+static void parse_exec(const struct reply *r, bool stream,
+		       struct exec_result *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->out = calloc(1, 1);
+	x->err = calloc(1, 1);
+	x->exit_code = x->signal = x->started_pid = -1;
+	if (r->status != 200) {
+		snprintf(x->problem, sizeof(x->problem), "status %ld: %.200s",
+			 r->status, r->body);
+		return;
+	}
+	if (!stream) {
+		if (!r->json ||
+		    !base64_append(&x->out, &x->out_len,
+				   jstr(r->json, "stdout")) ||
+		    !base64_append(&x->err, &x->err_len,
+				   jstr(r->json, "stderr")))
+			snprintf(x->problem, sizeof(x->problem),
+				 "not an exec result: %.200s", r->body);
+		else
+			take_end(x, r->json);
+		return;
+	}
+	int line = 0;
+	for (const char *p = r->body; *p && !x->problem[0]; line++) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		json_t *o = json_loadb(p, len, 0, NULL);
+
+		if (!o || !nl)
+			snprintf(x->problem, sizeof(x->problem),
+				 "line %d is not a JSON object and newline: "
+				 "%.*s",
+				 line + 1, (int)(len < 100 ? len : 100), p);
+		else
+			stream_event(x, o, line + 1);
+		json_decref(o);
+		p += nl ? len + 1 : len;
+	}
+	if (!x->problem[0] && x->started_pid <= 0)
+		snprintf(x->problem, sizeof(x->problem),
+			 "no started event with a pid first");
+	if (!x->problem[0] && !x->ended && !x->error[0])
+		snprintf(x->problem, sizeof(x->problem), "no exit event");
+}
+
+static void exec_result_free(struct exec_result *x)
+{
+	free(x->out);
+	free(x->err);
+}
+
+/* Runs @cmd in sandbox @id (stream:false): asserts a well-formed answer. */
+static void run_cmd(const char *id, const char *cmd, int timeout_s,
+		    struct exec_result *x)
+{
+	struct reply r;
+
+	exec_json(&r, id,
+		  json_pack("{s:s, s:b, s:i}", "cmd", cmd, "stream", 0,
+			    "timeout_s", timeout_s));
+	parse_exec(&r, false, x);
+	cr_assert_str_empty(x->problem, "exec '%s': %s", cmd, x->problem);
+	reply_free(&r);
+}
+
+/* Asserts that sandbox @id runs `echo @word`. */
+static void expect_echo(const char *id, const char *word)
+{
+	struct exec_result x;
+	char cmd[128], want[128];
+
+	snprintf(cmd, sizeof(cmd), "echo %s", word);
+	snprintf(want, sizeof(want), "%s\n", word);
+	run_cmd(id, cmd, 60, &x);
+	cr_expect_eq(x.exit_code, 0, "%s in %s: exit %d", cmd, id, x.exit_code);
+	cr_expect_str_eq(x.out, want, "%s in %s", cmd, id);
+	exec_result_free(&x);
+}
+
+/* ---- pools ---- */
+
+struct pool_counts {
+	double min_ready, max_total, ready, restoring, leased;
+};
+
+static void pool_counts(const char *name, struct pool_counts *c)
+{
+	struct reply r;
+	json_t *t;
+	size_t i;
+	bool found = false;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/templates"), 200, "%s", r.body);
+	json_array_foreach(json_object_get(r.json, "templates"), i, t)
+	{
+		if (strcmp(jstr(t, "name"), name))
+			continue;
+		found = true;
+		*c = (struct pool_counts){ jnum(t, "min_ready"),
+					   jnum(t, "max_total"),
+					   jnum(t, "ready"),
+					   jnum(t, "restoring"),
+					   jnum(t, "leased") };
+	}
+	cr_assert(found, "no template %s in %s", name, r.body);
+	reply_free(&r);
+}
+
+/*
+ * Waits until template @name has min_ready clones ready and none
+ * restoring; returns the seconds that took, or -1 after SETTLE_LIMIT_S.
+ */
+static double wait_settled(const char *name, struct pool_counts *c)
+{
+	double start = now_s();
+
+	for (;;) {
+		pool_counts(name, c);
+		if (c->ready == c->min_ready && c->restoring == 0)
+			return now_s() - start;
+		if (now_s() - start > SETTLE_LIMIT_S)
+			return -1;
+		sleep_s(0.2);
+	}
+}
+
+/* ---- processes, cgroups, run directories ---- */
+
+/* Whether @pid is a live (not zombie) process named thaw-vmm. */
+static bool vmm_alive(pid_t pid)
+{
+	char path[64], *stat;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	stat = slurp(path, NULL);
+	if (!stat)
+		return false;
+	char *close_paren = strrchr(stat, ')');
+	bool alive = close_paren && strstr(stat, " (thaw-vmm) ") &&
+		     close_paren[1] == ' ' && close_paren[2] != 'Z' &&
+		     close_paren[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+/* The live thaw-vmm processes (at most @max in @pids); their number. */
+static int live_vmms(pid_t *pids, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		long pid = strtol(e->d_name, NULL, 10);
+
+		if (pid <= 0 || !vmm_alive(pid))
+			continue;
+		if (n < max)
+			pids[n] = pid;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Waits (at most @limit_s) until no thaw-vmm runs; returns how long. */
+static double wait_no_vmms(double limit_s)
+{
+	double start = now_s();
+
+	while (live_vmms(NULL, 0) > 0 && now_s() - start < limit_s)
+		sleep_s(0.1);
+	return now_s() - start;
+}
+
+/* Waits (at most @limit_s) until process @pid is gone; false if not. */
+static bool wait_gone(pid_t pid, double limit_s)
+{
+	double start = now_s();
+
+	while (vmm_alive(pid) && now_s() - start < limit_s)
+		sleep_s(0.1);
+	return !vmm_alive(pid);
+}
+
+/* The cgroup v2 directory of process @pid; false if it has none. */
+static bool process_cgroup(pid_t pid, char *dir, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	char *text = slurp(path, NULL), *line = text ? strstr(text, "0::") : 0;
+	if (line) {
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(dir, len, "/sys/fs/cgroup%s",
+			 strcmp(line + 3, "/") ? line + 3 : "");
+	}
+	free(text);
+	return line != NULL;
+}
+
+/* The cgroup of VMM @pid, which must be below parent_dir. */
+static void vmm_cgroup(pid_t pid, char *dir, size_t len)
+{
+	cr_assert(process_cgroup(pid, dir, len), "VMM %d: no cgroup v2",
+		  (int)pid);
+	cr_assert(!strncmp(dir, parent_dir, strlen(parent_dir)) &&
+			  dir[strlen(parent_dir)] == '/',
+		  "VMM %d is in cgroup %s, not below %s", (int)pid, dir,
+		  parent_dir);
+}
+
+/* The number in cgroup file @dir/@name ("max": UINT64_MAX); false if
+ * unreadable. */
+static bool cgroup_value(const char *dir, const char *name, uint64_t *v)
+{
+	char path[PATH_MAX + 64], *text;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	text = slurp(path, NULL);
+	if (!text)
+		return false;
+	bool ok = !strncmp(text, "max", 3) || sscanf(text, "%" SCNu64, v) == 1;
+	if (!strncmp(text, "max", 3))
+		*v = UINT64_MAX;
+	free(text);
+	return ok;
+}
+
+/*
+ * Counts the cgroups below @dir (recursively) in @all, and returns how
+ * many of them are leaves without a process: what a dead sandbox leaves.
+ */
+static int empty_cgroups(const char *dir, int *all)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int empty = 0, children = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char sub[PATH_MAX];
+
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+		children++;
+		(*all)++;
+		empty += empty_cgroups(sub, all);
+	}
+	closedir(d);
+	if (!children && strcmp(dir, parent_dir)) {
+		char path[PATH_MAX + 16], *procs;
+
+		snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+		procs = slurp(path, NULL);
+		empty += !procs || !procs[0];
+		free(procs);
+	}
+	return empty;
+}
+
+/*
+ * Run directory of VMM @pid: where its --control socket is (into @dir),
+ * and that socket's file name (into @sock).  False when it has none.
+ */
+static bool vmm_run_dir(pid_t pid, char *dir, size_t len, char *sock,
+			size_t sock_len)
+{
+	char path[64];
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	char *args = slurp(path, &n), *found = NULL;
+	for (size_t i = 0; args && i < n; i += strlen(args + i) + 1)
+		if (!strcmp(args + i, "--control") && i + 10 < n)
+			found = args + i + 10;
+	char *slash = found ? strrchr(found, '/') : NULL;
+	if (slash) {
+		snprintf(sock, sock_len, "%s", slash + 1);
+		*slash = '\0';
+		snprintf(dir, len, "%s", found);
+	}
+	free(args);
+	return slash != NULL;
+}
+
+/* Directories in @base holding a file called @sock: VMM run directories. */
+static int run_dirs(const char *base, const char *sock)
+{
+	DIR *d = opendir(base);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX * 2];
+
+		snprintf(path, sizeof(path), "%s/%s/%s", base, e->d_name, sock);
+		n += e->d_name[0] != '.' && access(path, F_OK) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- the daemon process ---- */
+
+static void write_config(void)
+{
+	const char *kernel = getenv("THAW_TEST_KERNEL"),
+		   *initrd = getenv("THAW_TEST_INITRD");
+	FILE *f = fopen(files.config, "w");
+
+	if (!f)
+		return;
+	fprintf(f,
+		"; written by test_daemon\n"
+		"[daemon]\n"
+		"token = " TOKEN "\n"
+		"cgroup_parent = " CGROUP_PARENT "\n"
+		"max_sandboxes = 100\n"
+		"max_connections = 256\n"
+		"max_request_bytes = %d\n"
+		"max_file_bytes = %d\n"
+		"max_exec_output_bytes = %d\n"
+		"restore_timeout_s = 600\n",
+		MAX_REQUEST_BYTES, 4 * FILE_BYTES, MAX_EXEC_OUTPUT);
+	for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++) {
+		fprintf(f,
+			"\n[template %s]\n"
+			"kernel = %s\n"
+			"initrd = %s\n"
+			"mem_mib = 128\n"
+			"vcpus = 1\n"
+			"timeout_s = 600\n"
+			"max_timeout_s = %d\n",
+			templates[i], kernel, initrd, MAX_TIMEOUT_S);
+		if (!strcmp(templates[i], "default"))
+			fprintf(f, "min_ready = %d\nmax_total = %d\n",
+				MIN_READY, MAX_TOTAL);
+		else if (!strcmp(templates[i], "tight"))
+			fprintf(f, "min_ready = 0\nmax_total = 2\n");
+		else
+			fprintf(f,
+				"min_ready = 0\nmax_total = 4\n"
+				"memory_limit_mib = %d\npids_limit = %d\n",
+				BOMB_MEMORY_MIB, BOMB_PIDS);
+	}
+	fclose(f);
+}
+
+/* The last 2000 bytes of the daemon's log, from offset @from on. */
+static void log_tail(off_t from, char *out, size_t len)
+{
+	size_t n = 0;
+	char *log = slurp(files.log, &n);
+	size_t start = (size_t)from < n ? (size_t)from : n;
+
+	if (n - start > 2000)
+		start = n - 2000;
+	snprintf(out, len, "%s", log ? log + start : "(no log)");
+	free(log);
+}
+
+/*
+ * Waits (at most @limit_s) for process @pid to end: 1 with its wait
+ * @status when it is our child, 0 when it is gone (or a zombie) but not
+ * ours, -1 when it still runs.
+ */
+static int wait_exit(pid_t pid, double limit_s, int *status)
+{
+	double start = now_s();
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		pid_t got = waitpid(pid, status, WNOHANG);
+
+		if (got == pid)
+			return 1;
+		if (got < 0) {
+			char *stat = slurp(path, NULL), *p;
+			bool gone = !stat || !(p = strrchr(stat, ')')) ||
+				    p[2] == 'Z' || p[2] == 'X';
+
+			free(stat);
+			if (gone)
+				return 0;
+		}
+		if (now_s() - start > limit_s)
+			return -1;
+		sleep_s(0.05);
+	}
+}
+
+/*
+ * Starts `thaw daemon` (stderr appended to the log) and waits until it
+ * says it serves; records its pid in files.pid.  Returns the pid, or -1
+ * with the reason in @err.  Asserts nothing: PRE_ALL calls it too.
+ */
+static pid_t daemon_start(char *err, size_t len)
+{
+	const char *thaw = getenv("THAW_TEST_THAW");
+	struct stat st;
+	off_t from = stat(files.log, &st) == 0 ? st.st_size : 0;
+	double start = now_s();
+	int status;
+
+	pid_t pid = fork();
+	if (pid == 0) {
+		int log = open(files.log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int null = open("/dev/null", O_RDONLY);
+
+		if (log < 0 || null < 0)
+			_exit(127);
+		dup2(null, STDIN_FILENO);
+		dup2(log, STDOUT_FILENO);
+		dup2(log, STDERR_FILENO);
+		close_range(3, ~0U, 0);
+		setpgid(0, 0);
+		execl(thaw, thaw, "daemon", "--config", files.config,
+		      "--socket", files.socket, "--state", files.state,
+		      (char *)NULL);
+		dprintf(STDERR_FILENO, "test_daemon: cannot run %s: %s\n", thaw,
+			strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0) {
+		snprintf(err, len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	while (now_s() - start < START_LIMIT_S) {
+		char *log = slurp(files.log, NULL);
+		bool serving = log && strlen(log) >= (size_t)from &&
+			       strstr(log + from, "thawd: serving on ");
+
+		free(log);
+		if (serving) {
+			FILE *f = fopen(files.pid, "w");
+
+			if (f) {
+				fprintf(f, "%d\n", (int)pid);
+				fclose(f);
+			}
+			fprintf(stderr,
+				"test_daemon: daemon %d serving after %.1f s\n",
+				(int)pid, now_s() - start);
+			return pid;
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			char tail[2100];
+
+			log_tail(from, tail, sizeof(tail));
+			snprintf(err, len, "thaw daemon ended (status %#x): %s",
+				 status, tail);
+			return -1;
+		}
+		sleep_s(0.1);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	char tail[2100];
+	log_tail(from, tail, sizeof(tail));
+	snprintf(err, len, "not serving after %d s: %s", START_LIMIT_S, tail);
+	return -1;
+}
+
+/* The serving daemon's pid (from files.pid), or -1. */
+static pid_t daemon_pid(void)
+{
+	char *text = slurp(files.pid, NULL);
+	pid_t pid = text ? (pid_t)strtol(text, NULL, 10) : -1;
+
+	free(text);
+	return pid > 0 ? pid : -1;
+}
+
+/* The PRE_ALL start's failure, where the tests report it. */
+static const char *start_failure_file(char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/test_daemon.failed", files.state);
+	return buf;
+}
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	char err[4096], path[PATH_MAX + 32];
+
+	(void)set;
+	if (!find_files() || !getenv("THAW_TEST_THAW") ||
+	    !getenv("THAW_TEST_KERNEL") || !getenv("THAW_TEST_INITRD"))
+		return; /* the tests say how to run them */
+	write_config();
+	if (daemon_start(err, sizeof(err)) < 0) {
+		FILE *f = fopen(start_failure_file(path, sizeof(path)), "w");
+
+		fprintf(stderr, "test_daemon: %s\n", err);
+		if (f) {
+			fputs(err, f);
+			fclose(f);
+		}
+	}
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	pid_t pid;
+	int status = 0;
+
+	(void)stats;
+	if (!find_files() || (pid = daemon_pid()) < 0)
+		return;
+	kill(pid, SIGTERM);
+	int how = wait_exit(pid, 120, &status);
+	if (how < 0)
+		fprintf(stderr, "test_daemon: daemon %d ignores SIGTERM\n",
+			(int)pid);
+	else if (how == 1 && status)
+		fprintf(stderr, "test_daemon: daemon %d ended with %#x\n",
+			(int)pid, status);
+	if (how >= 0)
+		unlink(files.pid);
+}
+
+/* Each test's start: the suite's daemon must be up. */
+static void connect_daemon(void)
+{
+	char path[PATH_MAX + 32], own[PATH_MAX - 32], *failure;
+	struct reply r;
+
+	cr_assert(find_files() && getenv("THAW_TEST_THAW") &&
+			  getenv("THAW_TEST_KERNEL") &&
+			  getenv("THAW_TEST_INITRD"),
+		  "run through daemon-in-vm.sh");
+	json_object_seed(0);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	failure = slurp(start_failure_file(path, sizeof(path)), NULL);
+	cr_assert_null(failure, "the daemon did not start: %s", failure);
+	cr_assert_gt(daemon_pid(), 0, "no daemon");
+	cr_assert_eq(api(&r, "GET", NULL, "/health"), 200,
+		     "the daemon does not answer: %s", r.body);
+	reply_free(&r);
+	cr_assert(process_cgroup(daemon_pid(), own, sizeof(own)),
+		  "the daemon is in no cgroup v2");
+	snprintf(parent_dir, sizeof(parent_dir), "%s/" CGROUP_PARENT, own);
+	if (access(parent_dir, F_OK) != 0)
+		snprintf(parent_dir, sizeof(parent_dir),
+			 "/sys/fs/cgroup/" CGROUP_PARENT);
+}
+
+TestSuite(api, .init = connect_daemon);
+TestSuite(lifecycle, .init = connect_daemon);
+TestSuite(limits, .init = connect_daemon);
+TestSuite(pool, .init = connect_daemon);
+
+/* ---- pool ---- */
+
+struct handout {
+	pthread_barrier_t *start;
+	int index;
+	long status;
+	char id[SB_ID_MAX];
+	double handout_ms, restore_ms, seconds;
+	char failure[512]; /* "" when the create and its exec worked */
+};
+
+static void *handout_thread(void *arg)
+{
+	struct handout *h = arg;
+	struct exec_result x;
+	struct reply r;
+	char body[128], want[32];
+
+	snprintf(body, sizeof(body),
+		 "{\"template\":\"default\",\"env\":{\"ID\":\"n%d\"}}",
+		 h->index);
+	pthread_barrier_wait(h->start);
+	h->status = api(&r, "POST", body, "/sandboxes");
+	h->seconds = r.seconds;
+	h->handout_ms = jnum(r.json, "handout_ms");
+	h->restore_ms = jnum(r.json, "restore_ms");
+	snprintf(h->id, sizeof(h->id), "%s", jstr(r.json, "id"));
+	if (h->status != 201 || !h->id[0])
+		snprintf(h->failure, sizeof(h->failure), "create: %ld %.400s",
+			 h->status, r.body);
+	reply_free(&r);
+	if (h->failure[0])
+		return NULL;
+
+	exec_json(&r, h->id,
+		  json_pack("{s:s, s:b}", "cmd", "echo $ID", "stream", 0));
+	parse_exec(&r, false, &x);
+	snprintf(want, sizeof(want), "n%d\n", h->index);
+	if (x.problem[0] || x.exit_code != 0 || strcmp(x.out, want))
+		snprintf(h->failure, sizeof(h->failure),
+			 "%s: exec: %s exit %d stdout '%.40s'", h->id,
+			 x.problem, x.exit_code, x.out);
+	exec_result_free(&x);
+	reply_free(&r);
+	return NULL;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* "min .. median .. p95 .. max" of @v (sorted in place). */
+static void describe(double *v, int n, char *out, size_t len)
+{
+	qsort(v, n, sizeof(*v), compare_doubles);
+	snprintf(out, len, "min %.2f median %.2f p95 %.2f max %.2f", v[0],
+		 v[n / 2], v[(int)ceil(0.95 * n) - 1], v[n - 1]);
+}
+
+Test(pool, fifty_concurrent_handouts, .timeout = 2400)
+{
+	static struct handout h[CONCURRENT];
+	pthread_t threads[CONCURRENT];
+	pthread_barrier_t start;
+	double handout_ms[CONCURRENT], seconds[CONCURRENT];
+	char a[160], b[160];
+	int ok = 0;
+
+	pthread_barrier_init(&start, NULL, CONCURRENT + 1);
+	for (int i = 0; i < CONCURRENT; i++) {
+		h[i] = (struct handout){ .start = &start, .index = i };
+		cr_assert_eq(pthread_create(&threads[i], NULL, handout_thread,
+					    &h[i]),
+			     0);
+	}
+	double begin = now_s();
+	pthread_barrier_wait(&start);
+	for (int i = 0; i < CONCURRENT; i++)
+		pthread_join(threads[i], NULL);
+	double wall = now_s() - begin;
+	pthread_barrier_destroy(&start);
+
+	for (int i = 0; i < CONCURRENT; i++) {
+		cr_expect_str_empty(h[i].failure, "sandbox %d: %s", i,
+				    h[i].failure);
+		ok += !h[i].failure[0];
+		if (h[i].status == 201) {
+			cr_expect(h[i].handout_ms >= 0 && h[i].restore_ms > 0,
+				  "%s: handout_ms %f restore_ms %f", h[i].id,
+				  h[i].handout_ms, h[i].restore_ms);
+			for (int j = 0; j < i; j++)
+				cr_expect_str_neq(h[i].id, h[j].id);
+		}
+		handout_ms[i] = h[i].handout_ms;
+		seconds[i] = h[i].seconds * 1000;
+	}
+	describe(handout_ms, CONCURRENT, a, sizeof(a));
+	describe(seconds, CONCURRENT, b, sizeof(b));
+	fprintf(stderr,
+		"test_daemon: %d concurrent creates + exec, %d ok in %.1f s; "
+		"handout_ms %s; create request ms %s\n",
+		CONCURRENT, ok, wall, a, b);
+	cr_expect_eq(ok, CONCURRENT);
+
+	char *log = slurp(files.log, NULL);
+	cr_assert_not_null(log);
+	for (int i = 0; i < CONCURRENT; i++) {
+		char line[128];
+
+		snprintf(line, sizeof(line),
+			 "thawd: handout %s template default in ", h[i].id);
+		if (h[i].id[0])
+			cr_expect_not_null(strstr(log, line),
+					   "no log line '%s'", line);
+	}
+	free(log);
+
+	double del = now_s();
+	for (int i = 0; i < CONCURRENT; i++)
+		if (h[i].id[0])
+			delete_sandbox(h[i].id);
+	fprintf(stderr, "test_daemon: %d deletes in %.1f s\n", CONCURRENT,
+		now_s() - del);
+
+	struct reply r;
+	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes"), 200);
+	for (int i = 0; i < CONCURRENT; i++)
+		cr_expect_null(strstr(r.body, h[i].id), "%s still listed",
+			       h[i].id);
+	reply_free(&r);
+}
+
+Test(pool, refills_to_min_ready, .timeout = 900)
+{
+	char ids[MIN_READY][SB_ID_MAX];
+	struct pool_counts c;
+
+	cr_assert_geq(wait_settled("default", &c), 0,
+		      "the pool never settled: ready %.0f restoring %.0f",
+		      c.ready, c.restoring);
+	cr_expect_eq(c.min_ready, MIN_READY);
+	cr_expect_eq(c.max_total, MAX_TOTAL);
+	for (int i = 0; i < MIN_READY; i++)
+		create("{\"template\":\"default\"}", ids[i]);
+	double refill = wait_settled("default", &c);
+	fprintf(stderr, "test_daemon: pool back to %d ready in %.1f s\n",
+		MIN_READY, refill);
+	cr_expect_geq(refill, 0, "after %d s: ready %.0f restoring %.0f",
+		      SETTLE_LIMIT_S, c.ready, c.restoring);
+	cr_expect_eq(c.leased, MIN_READY, "leased %.0f", c.leased);
+	for (int i = 0; i < MIN_READY; i++)
+		delete_sandbox(ids[i]);
+}
+
+Test(pool, capacity_is_refused_at_once, .timeout = 900)
+{
+	const char *body = "{\"template\":\"tight\"}";
+	char a[SB_ID_MAX], b[SB_ID_MAX], c[SB_ID_MAX];
+	struct reply r;
+
+	create(body, a);
+	create(body, b);
+	cr_expect_eq(api(&r, "POST", body, "/sandboxes"), 429, "%s", r.body);
+	cr_expect_str_eq(jstr(json_object_get(r.json, "error"), "code"),
+			 "capacity", "%s", r.body);
+	fprintf(stderr, "test_daemon: capacity refusal in %.3f s\n", r.seconds);
+	cr_expect_lt(r.seconds, 2.0);
+	reply_free(&r);
+	delete_sandbox(a);
+	create(body, c);
+	delete_sandbox(b);
+	delete_sandbox(c);
+}
+
+/*
+ * A sandbox created for 2 s is gone after ~4 s, VMM and all; one created
+ * for 3 s but extended (before any of that) outlives it.
+ */
+Test(pool, sandboxes_expire_unless_extended, .timeout = 900)
+{
+	char id[SB_ID_MAX], kept[SB_ID_MAX], before[64], body[64];
+	struct reply r;
+
+	create("{\"timeout_s\":3}", kept);
+	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes/%s", kept), 200);
+	snprintf(before, sizeof(before), "%s", jstr(r.json, "expires"));
+	reply_free(&r);
+	cr_expect_eq(api(&r, "POST", "{\"timeout_s\":60}",
+			 "/sandboxes/%s/timeout", kept),
+		     200, "%s", r.body);
+	cr_expect_str_eq(jstr(r.json, "id"), kept);
+	cr_expect_gt(strcmp(jstr(r.json, "expires"), before), 0,
+		     "expires %s, was %s", jstr(r.json, "expires"), before);
+	reply_free(&r);
+	for (int bad = 0; bad < 2; bad++) {
+		snprintf(body, sizeof(body), "{\"timeout_s\":%d}",
+			 bad ? MAX_TIMEOUT_S + 1 : 0);
+		cr_expect_eq(
+			api(&r, "POST", body, "/sandboxes/%s/timeout", kept),
+			400, "%s: %ld %s", body, r.status, r.body);
+		reply_free(&r);
+	}
+
+	create("{\"timeout_s\":2}", id);
+	double created = now_s();
+	pid_t vmm = sandbox_vmm(id);
+	sleep_s(4 - (now_s() - created));
+	long status;
+	while ((status = api(&r, "GET", NULL, "/sandboxes/%s", id)) == 200 &&
+	       now_s() - created < 8) {
+		reply_free(&r);
+		sleep_s(0.1);
+	}
+	reply_free(&r);
+	fprintf(stderr, "test_daemon: 2 s sandbox gone after %.1f s\n",
+		now_s() - created);
+	cr_expect_eq(status, 404, "after %.1f s: %ld", now_s() - created,
+		     status);
+	cr_expect(wait_gone(vmm, 5), "expired sandbox's VMM %d runs", (int)vmm);
+
+	cr_expect_eq(api(&r, "GET", NULL, "/sandboxes/%s", kept), 200,
+		     "the extended sandbox: %s", r.body);
+	reply_free(&r);
+	expect_echo(kept, "extended");
+	delete_sandbox(kept);
+}
+
+/* ---- limits ---- */
+
+struct bomb {
+	char id[SB_ID_MAX];
+	const char *cmd;
+	int timeout_s;
+	struct reply r; /* the exec's answer */
+};
+
+static void *bomb_thread(void *arg)
+{
+	struct bomb *b = arg;
+
+	exec_json(&b->r, b->id,
+		  json_pack("{s:s, s:b, s:i}", "cmd", b->cmd, "stream", 0,
+			    "timeout_s", b->timeout_s));
+	return NULL;
+}
+
+struct bomb_watch {
+	char cgroup[PATH_MAX];
+	uint64_t memory_max, memory_peak, pids_max, pids_peak;
+	double worst_health_s;
+};
+
+/*
+ * Runs @cmd in a fresh "bomb" sandbox while sampling its VMM's cgroup and
+ * the daemon's /health; afterwards another sandbox must still exec and
+ * the bombed one be removable.
+ */
+static void bomb(const char *cmd, int timeout_s, struct bomb_watch *w)
+{
+	struct bomb b = { .cmd = cmd, .timeout_s = timeout_s };
+	char other[SB_ID_MAX];
+	struct exec_result x;
+	pthread_t thread;
+	uint64_t v;
+
+	memset(w, 0, sizeof(*w));
+	create("{}", other);
+	create("{\"template\":\"bomb\"}", b.id);
+	pid_t vmm = sandbox_vmm(b.id);
+	vmm_cgroup(vmm, w->cgroup, sizeof(w->cgroup));
+	cr_assert(cgroup_value(w->cgroup, "memory.max", &w->memory_max) &&
+			  cgroup_value(w->cgroup, "pids.max", &w->pids_max),
+		  "%s has no memory or pids controller", w->cgroup);
+
+	double start = now_s();
+	cr_assert_eq(pthread_create(&thread, NULL, bomb_thread, &b), 0);
+	while (pthread_tryjoin_np(thread, NULL) == EBUSY) {
+		struct reply h;
+
+		if ((cgroup_value(w->cgroup, "memory.peak", &v) ||
+		     cgroup_value(w->cgroup, "memory.current", &v)) &&
+		    v > w->memory_peak)
+			w->memory_peak = v;
+		if (cgroup_value(w->cgroup, "pids.current", &v) &&
+		    v > w->pids_peak)
+			w->pids_peak = v;
+		cr_expect_eq(api(&h, "GET", NULL, "/health"), 200,
+			     "health during the bomb: %s", h.body);
+		if (h.seconds > w->worst_health_s)
+			w->worst_health_s = h.seconds;
+		reply_free(&h);
+		sleep_s(0.2);
+	}
+	parse_exec(&b.r, false, &x);
+	fprintf(stderr,
+		"test_daemon: '%s' for %.1f s: %s exit %d signal %d "
+		"timed_out %d; cgroup memory peak %.1f MiB of %.1f, pids peak "
+		"%" PRIu64 " of %" PRIu64 "; slowest /health %.3f s\n",
+		cmd, now_s() - start, x.problem[0] ? x.problem : "answered",
+		x.exit_code, x.signal, x.timed_out, w->memory_peak / 1048576.0,
+		w->memory_max / 1048576.0, w->pids_peak, w->pids_max,
+		w->worst_health_s);
+	/* Contained is either: the guest ended the command, or the VMM died
+	 * (500).  Never a hung request or a sick daemon. */
+	cr_expect(b.r.status == 200 || b.r.status == 500,
+		  "exec answered %ld: %s", b.r.status, b.r.body);
+	exec_result_free(&x);
+	reply_free(&b.r);
+
+	struct reply r;
+	cr_expect_eq(api(&r, "GET", NULL, "/health"), 200);
+	cr_expect_str_eq(jstr(r.json, "status"), "ok", "%s", r.body);
+	reply_free(&r);
+	expect_echo(other, "unharmed");
+	long status = api(&r, "DELETE", NULL, "/sandboxes/%s", b.id);
+	cr_expect(status == 204 || status == 404, "DELETE bombed: %ld %s",
+		  status, r.body);
+	reply_free(&r);
+	cr_expect(wait_gone(vmm, 10), "bombed VMM %d survives its DELETE",
+		  (int)vmm);
+	delete_sandbox(other);
+}
+
+Test(limits, memory_bomb_is_contained, .timeout = 900)
+{
+	struct bomb_watch w;
+
+	bomb("x=a; while :; do x=$x$x; done", 60, &w);
+	cr_expect_eq(w.memory_max, (uint64_t)BOMB_MEMORY_MIB << 20,
+		     "memory.max of %s", w.cgroup);
+	cr_expect_gt(w.memory_peak, 0, "memory of %s never read", w.cgroup);
+	cr_expect_leq(w.memory_peak, w.memory_max, "peak over the limit");
+}
+
+Test(limits, fork_bomb_is_contained, .timeout = 900)
+{
+	struct bomb_watch w;
+
+	bomb("b() { b | b & }; b", 5, &w);
+	cr_expect_eq(w.pids_max, BOMB_PIDS, "pids.max of %s", w.cgroup);
+	cr_expect_gt(w.pids_peak, 0, "pids of %s never read", w.cgroup);
+	cr_expect_leq(w.pids_peak, w.pids_max, "pids over the limit");
+}
+
+/* ---- lifecycle ---- */
+
+#define LEASED 3
+#define MAX_VMMS 256
+
+/* Waits for every template's pool to settle; the clones it holds. */
+static int settle_all(void)
+{
+	struct pool_counts c;
+	int total = 0;
+
+	for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++) {
+		cr_assert_geq(wait_settled(templates[i], &c), 0,
+			      "%s never settled: ready %.0f restoring %.0f",
+			      templates[i], c.ready, c.restoring);
+		total += (int)(c.ready + c.leased);
+	}
+	return total;
+}
+
+/*
+ * kill -9 with sandboxes leased: the VMMs die with the daemon, a restart
+ * cleans up what they left and serves; SIGTERM then leaves nothing.
+ */
+Test(lifecycle, kill_restart_and_terminate, .timeout = 2400)
+{
+	char ids[LEASED][SB_ID_MAX], cgroups[LEASED][PATH_MAX];
+	char run[LEASED][PATH_MAX], base[PATH_MAX], sock[64], err[4096];
+	pid_t vmms[MAX_VMMS];
+	struct reply r;
+	int status;
+
+	for (int i = 0; i < LEASED; i++) {
+		pid_t vmm;
+
+		create("{}", ids[i]);
+		vmm = sandbox_vmm(ids[i]);
+		vmm_cgroup(vmm, cgroups[i], sizeof(cgroups[i]));
+		cr_assert(vmm_run_dir(vmm, run[i], sizeof(run[i]), sock,
+				      sizeof(sock)),
+			  "VMM %d has no --control", (int)vmm);
+	}
+	snprintf(base, sizeof(base), "%s", run[0]);
+	*strrchr(base, '/') = '\0';
+
+	pid_t old = daemon_pid();
+	cr_assert_eq(kill(old, SIGKILL), 0);
+	cr_assert_geq(wait_exit(old, 10, &status), 0);
+	double took = wait_no_vmms(10);
+	fprintf(stderr, "test_daemon: VMMs gone %.1f s after kill -9\n", took);
+	cr_expect_eq(live_vmms(NULL, 0), 0, "VMMs outlived kill -9");
+
+	pid_t pid = daemon_start(err, sizeof(err));
+	cr_assert_gt(pid, 0, "restart: %s", err);
+	for (int i = 0; i < LEASED; i++) {
+		cr_expect_eq(api(&r, "GET", NULL, "/sandboxes/%s", ids[i]), 404,
+			     "%s after the restart: %s", ids[i], r.body);
+		reply_free(&r);
+	}
+	int pooled = settle_all();
+	int n = live_vmms(vmms, MAX_VMMS), all = 0;
+	cr_expect_eq(n, pooled, "%d VMMs run, the pools hold %d", n, pooled);
+	cr_expect_eq(empty_cgroups(parent_dir, &all), 0,
+		     "stale cgroups below %s", parent_dir);
+	for (int i = 0; i < LEASED; i++) {
+		cr_expect_neq(access(cgroups[i], F_OK), 0, "%s is left",
+			      cgroups[i]);
+		cr_expect_neq(access(run[i], F_OK), 0, "%s is left", run[i]);
+	}
+	cr_expect_eq(run_dirs(base, sock), n, "%d run dirs in %s for %d VMMs",
+		     run_dirs(base, sock), base, n);
+	fprintf(stderr,
+		"test_daemon: after the restart %d VMMs, %d cgroups, %d run "
+		"dirs\n",
+		n, all, run_dirs(base, sock));
+
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	cr_assert_eq(wait_exit(pid, 120, &status), 1, "SIGTERM ignored");
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "SIGTERM: status %#x", status);
+	unlink(files.pid);
+	cr_expect_lt(wait_no_vmms(3), 3, "VMMs outlived the daemon");
+	all = 0;
+	empty_cgroups(parent_dir, &all);
+	cr_expect_eq(all, 0, "%d cgroups left below %s", all, parent_dir);
+	cr_expect_neq(access(files.socket, F_OK), 0, "the socket is left");
+	cr_expect_eq(run_dirs(base, sock), 0, "run dirs left in %s", base);
+
+	/* The tests after this one need a daemon. */
+	cr_assert_gt(daemon_start(err, sizeof(err)), 0, "%s", err);
+}
+
+/* ---- api ---- */
+
+/*
+ * @method @path with @body (@len bytes) expects @status and error @code;
+ * on a 405, @allow lists (space-separated) methods the Allow header names.
+ */
+static void expect_error(const char *method, const char *path, const char *body,
+			 size_t len, bool auth, long status, const char *code,
+			 const char *allow)
+{
+	char want[64], *save;
+	json_t *e;
+	struct reply r;
+
+	request(&r, method, path, body, len, auth);
+	e = json_object_get(r.json, "error");
+	cr_expect_eq(r.status, status, "%s %s: %ld, want %ld: %.300s", method,
+		     path, r.status, status, r.body);
+	cr_expect_str_eq(jstr(e, "code"), code, "%s %s: %.300s", method, path,
+			 r.body);
+	cr_expect_str_neq(jstr(e, "message"), "", "%s %s: no message", method,
+			  path);
+	snprintf(want, sizeof(want), "%s", allow ? allow : "");
+	for (char *m = strtok_r(want, " ", &save); m;
+	     m = strtok_r(NULL, " ", &save))
+		cr_expect_not_null(strstr(r.allow, m),
+				   "%s %s: Allow '%s' lacks %s", method, path,
+				   r.allow, m);
+	reply_free(&r);
+}
+
+/* expect_error() with an authenticated JSON @body (or none). */
+static void expect_json_error(const char *method, const char *path,
+			      const char *body, long status, const char *code)
+{
+	expect_error(method, path, body, body ? strlen(body) : 0, true, status,
+		     code, NULL);
+}
+
+Test(api, bad_requests_get_their_status_and_code, .timeout = 600)
+{
+	char id[SB_ID_MAX], path[256];
+	const char *unknown = "/sandboxes/sb-0000000000000000";
+
+	create("{}", id);
+	expect_json_error("POST", "/sandboxes", "{\"template\":", 400,
+			  "bad_request");
+	expect_json_error("POST", "/sandboxes", "{\"templat\":\"default\"}",
+			  400, "bad_request");
+	expect_json_error("POST", "/sandboxes", "{\"timeout_s\":\"10\"}", 400,
+			  "bad_request");
+	expect_json_error("POST", "/sandboxes", "[]", 400, "bad_request");
+	expect_json_error("POST", "/sandboxes", "{\"template\":\"nope\"}", 404,
+			  "not_found");
+	expect_json_error("GET", unknown, NULL, 404, "not_found");
+	expect_json_error("DELETE", unknown, NULL, 404, "not_found");
+	snprintf(path, sizeof(path), "%s/exec", unknown);
+	expect_json_error("POST", path, "{\"argv\":[\"true\"]}", 404,
+			  "not_found");
+	expect_json_error("GET", "/nope", NULL, 404, "not_found");
+	expect_error("DELETE", "/templates", NULL, 0, true, 405,
+		     "method_not_allowed", "GET");
+	expect_error("PUT", "/sandboxes", "{}", 2, true, 405,
+		     "method_not_allowed", "GET POST");
+	expect_error("GET", "/health", NULL, 0, false, 401, "unauthorized",
+		     NULL);
+	expect_error("POST", "/sandboxes", "{}", 2, false, 401, "unauthorized",
+		     NULL);
+
+	/* A valid object padded past max_request_bytes. */
+	size_t big = MAX_REQUEST_BYTES + 4096;
+	char *body = malloc(big + 1);
+	memset(body, ' ', big);
+	memcpy(body, "{}", 2);
+	body[big] = '\0';
+	expect_json_error("POST", "/sandboxes", body, 413, "too_large");
+	free(body);
+
+	snprintf(path, sizeof(path), "/sandboxes/%s/exec", id);
+	expect_json_error("POST", path,
+			  "{\"argv\":[\"true\"],\"cmd\":\"true\"}", 400,
+			  "bad_request");
+	expect_json_error("POST", path, "{\"argv\":[]}", 400, "bad_request");
+	expect_json_error("POST", path, "{}", 400, "bad_request");
+	expect_json_error("POST", path, "{\"argv\":[\"true\"],\"stdin\":\"*\"}",
+			  400, "bad_request");
+	snprintf(path, sizeof(path), "/sandboxes/%s/files?path=tmp/x", id);
+	expect_error("PUT", path, "data", 4, true, 400, "bad_request", NULL);
+	snprintf(path, sizeof(path), "/sandboxes/%s/files?path=%%2Fno%%2Fsuch",
+		 id);
+	expect_json_error("GET", path, NULL, 404, "not_found");
+	snprintf(path, sizeof(path), "/sandboxes/%s/files?path=%%2Ftmp", id);
+	expect_json_error("GET", path, NULL, 409, "conflict");
+	expect_echo(id, "still-fine");
+	delete_sandbox(id);
+}
+
+/* A raw connection to the daemon. */
+static int raw_connect(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", files.socket);
+	cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0,
+		  "connect %s: %s", files.socket, strerror(errno));
+	return fd;
+}
+
+__attribute__((format(printf, 2, 3))) static void
+raw_write(int fd, const char *fmt, ...)
+{
+	char buf[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int len = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	cr_assert(len > 0 && (size_t)len < sizeof(buf));
+	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), len, "send: %s",
+		     strerror(errno));
+}
+
+/*
+ * Reads from @fd into @buf until @needle arrives, the peer closes or
+ * @timeout_s pass; whether @needle came.
+ */
+static bool raw_wait_for(int fd, const char *needle, double timeout_s,
+			 char *buf, size_t size)
+{
+	double start = now_s();
+	size_t n = 0;
+
+	buf[0] = '\0';
+	while (!strstr(buf, needle) && n < size - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int left = (int)((start + timeout_s - now_s()) * 1000);
+
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break;
+		ssize_t got = read(fd, buf + n, size - 1 - n);
+		if (got <= 0)
+			break;
+		n += got;
+		buf[n] = '\0';
+	}
+	return strstr(buf, needle) != NULL;
+}
+
+/* How many sandboxes the daemon has handed out, from GET /sandboxes. */
+static size_t sandbox_count(void)
+{
+	struct reply r;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes"), 200, "%s", r.body);
+	size_t n = json_array_size(json_object_get(r.json, "sandboxes"));
+	reply_free(&r);
+	return n;
+}
+
+Test(api, stalled_vanishing_and_garbage_clients, .timeout = 600)
+{
+	char buf[4096];
+	struct reply r;
+	size_t before = sandbox_count();
+
+	/* Half a create, then gone. */
+	int fd = raw_connect();
+	raw_write(fd, "POST /sandboxes HTTP/1.1\r\n" RAW_HEADERS
+		      "Content-Length: 100\r\n\r\n{\"templ");
+	close(fd);
+
+	/* Half a request line, held open while others are served. */
+	int stalled = raw_connect();
+	raw_write(stalled, "GET /heal");
+	for (int i = 0; i < 5; i++) {
+		cr_expect_eq(api(&r, "GET", NULL, "/health"), 200, "%s",
+			     r.body);
+		cr_expect_lt(r.seconds, 2.0, "health behind a stalled client");
+		reply_free(&r);
+	}
+
+	/* Not HTTP: an error answer or a closed connection, nothing else. */
+	fd = raw_connect();
+	raw_write(fd, "HELLO THERE\r\n\r\n");
+	raw_wait_for(fd, "\r\n\r\n", 10, buf, sizeof(buf));
+	int status = 0;
+	sscanf(buf, "HTTP/1.%*d %d", &status);
+	cr_expect(buf[0] == '\0' || status >= 400, "garbage answered: %s", buf);
+	close(fd);
+	close(stalled);
+
+	cr_expect_eq(api(&r, "GET", NULL, "/health"), 200, "%s", r.body);
+	reply_free(&r);
+	cr_expect_eq(sandbox_count(), before, "half a create made a sandbox");
+}
+
+Test(api, disconnect_mid_exec_kills_the_command, .timeout = 600)
+{
+	const char *body = "{\"cmd\":\"sleep 1000; touch /tmp/x\","
+			   "\"stream\":true}";
+	const char *check = "ps | grep -q '[s]leep 1000' && echo running; "
+			    "[ -e /tmp/x ] && echo touched; echo checked";
+	char id[SB_ID_MAX], buf[4096];
+	struct exec_result x = { 0 };
+
+	create("{}", id);
+	int fd = raw_connect();
+	raw_write(fd,
+		  "POST /sandboxes/%s/exec HTTP/1.1\r\n" RAW_HEADERS
+		  "Content-Length: %zu\r\n\r\n%s",
+		  id, strlen(body), body);
+	cr_assert(raw_wait_for(fd, "started", 60, buf, sizeof(buf)),
+		  "no started event: %s", buf);
+	cr_expect_not_null(strstr(buf, " 200 "), "%s", buf);
+	close(fd);
+
+	double start = now_s();
+	do {
+		exec_result_free(&x);
+		sleep_s(0.5);
+		run_cmd(id, check, 30, &x);
+	} while (strcmp(x.out, "checked\n") && now_s() - start < 30);
+	fprintf(stderr, "test_daemon: command gone %.1f s after disconnect\n",
+		now_s() - start);
+	cr_expect_str_eq(x.out, "checked\n", "the command lives on");
+	exec_result_free(&x);
+	expect_echo(id, "served");
+	delete_sandbox(id);
+}
+
+Test(api, exec_streams_and_reports, .timeout = 600)
+{
+	char id[SB_ID_MAX], *in = base64_encode("to stdin\n", 9);
+	struct exec_result x;
+	struct reply r;
+
+	create("{\"env\":{\"A\":\"sandbox\",\"B\":\"sandbox\"}}", id);
+
+	/* Streamed, with stdin: the events in order. */
+	exec_json(&r, id,
+		  json_pack("{s:[s,s,s], s:s}", "argv", "sh", "-c",
+			    "cat; echo oops >&2; exit 3", "stdin", in));
+	cr_expect_eq(strncmp(r.type, "application/x-ndjson", 20), 0,
+		     "Content-Type %s", r.type);
+	parse_exec(&r, true, &x);
+	cr_expect_str_empty(x.problem, "%s in: %s", x.problem, r.body);
+	cr_expect_str_eq(x.out, "to stdin\n");
+	cr_expect_str_eq(x.err, "oops\n");
+	cr_expect_eq(x.exit_code, 3);
+	cr_expect_eq(x.signal, -1);
+	cr_expect_not(x.timed_out);
+	exec_result_free(&x);
+	reply_free(&r);
+
+	/* Killed by a signal, streamed and not. */
+	exec_json(&r, id, json_pack("{s:s}", "cmd", "echo before; kill -9 $$"));
+	parse_exec(&r, true, &x);
+	cr_expect_str_empty(x.problem, "%s in: %s", x.problem, r.body);
+	cr_expect_eq(x.signal, 9, "%s", r.body);
+	cr_expect_eq(x.exit_code, -1, "%s", r.body);
+	cr_expect_str_eq(x.out, "before\n");
+	exec_result_free(&x);
+	reply_free(&r);
+	run_cmd(id, "kill -TERM $$", 30, &x);
+	cr_expect_eq(x.signal, 15);
+	exec_result_free(&x);
+
+	/* The exec's env wins over the sandbox's; cwd; the time limit. */
+	exec_json(&r, id,
+		  json_pack("{s:s, s:{s:s}, s:s, s:b}", "cmd",
+			    "echo $A $B; pwd", "env", "B", "exec", "cwd",
+			    "/tmp", "stream", 0));
+	parse_exec(&r, false, &x);
+	cr_expect_str_eq(x.out, "sandbox exec\n/tmp\n", "%s", r.body);
+	exec_result_free(&x);
+	reply_free(&r);
+	double start = now_s();
+	run_cmd(id, "sleep 100", 1, &x);
+	cr_expect(x.timed_out, "sleep 100 with timeout_s 1 not timed out");
+	cr_expect_lt(now_s() - start, 30);
+	exec_result_free(&x);
+
+	/* Output past max_exec_output_bytes is cut. */
+	run_cmd(id, "head -c 2000000 /dev/zero", 60, &x);
+	cr_expect(x.truncated, "2000000 bytes of output not truncated");
+	cr_expect_leq(x.out_len, MAX_EXEC_OUTPUT);
+	cr_expect_gt(x.out_len, 0);
+	exec_result_free(&x);
+	free(in);
+	delete_sandbox(id);
+}
+
+Test(api, file_round_trip, .timeout = 600)
+{
+	char id[SB_ID_MAX], path[256];
+	char *data = malloc(FILE_BYTES);
+	struct exec_result x;
+	struct reply r;
+
+	for (size_t n = 0; n < FILE_BYTES;) {
+		ssize_t got = getrandom(data + n, FILE_BYTES - n, 0);
+
+		cr_assert_gt(got, 0, "getrandom: %s", strerror(errno));
+		n += got;
+	}
+	create("{}", id);
+	/* "/tmp/round trip.bin", percent-encoded. */
+	snprintf(path, sizeof(path),
+		 "/sandboxes/%s/files?path=%%2Ftmp%%2Fround%%20trip.bin&"
+		 "mode=0600",
+		 id);
+	request(&r, "PUT", path, data, FILE_BYTES, true);
+	cr_expect_eq(r.status, 204, "PUT: %ld %s", r.status, r.body);
+	reply_free(&r);
+
+	snprintf(path, sizeof(path),
+		 "/sandboxes/%s/files?path=%%2Ftmp%%2Fround%%20trip.bin", id);
+	request(&r, "GET", path, NULL, 0, true);
+	cr_expect_eq(r.status, 200, "GET: %ld", r.status);
+	cr_expect_eq(strncmp(r.type, "application/octet-stream", 24), 0,
+		     "Content-Type %s", r.type);
+	cr_expect_eq(r.len, FILE_BYTES);
+	cr_expect(r.len == FILE_BYTES && !memcmp(r.body, data, FILE_BYTES),
+		  "the file came back different");
+	fprintf(stderr, "test_daemon: 1 MiB file in; out in %.3f s\n",
+		r.seconds);
+	reply_free(&r);
+	run_cmd(id, "stat -c %a '/tmp/round trip.bin'", 30, &x);
+	cr_expect_str_eq(x.out, "600\n");
+	exec_result_free(&x);
+	free(data);
+	delete_sandbox(id);
+}
+
+/* The value of counter thaw_handouts_total{template="default"}, or -1. */
+static double handouts(void)
+{
+	const char *name = "thaw_handouts_total{template=\"default\"}";
+	struct reply r;
+	double v = -1;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/metrics"), 200, "%s", r.body);
+	for (char *line = r.body; line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (!strncmp(line, name, strlen(name)))
+			sscanf(line + strlen(name), "%lf", &v);
+	}
+	reply_free(&r);
+	return v;
+}
+
+Test(api, health_and_metrics, .timeout = 600)
+{
+	char id[SB_ID_MAX];
+	struct reply r;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/health"), 200);
+	cr_expect_str_eq(jstr(r.json, "status"), "ok", "%s", r.body);
+	cr_expect(!isnan(jnum(r.json, "sandboxes")) &&
+			  !isnan(jnum(r.json, "uptime_s")),
+		  "%s", r.body);
+	reply_free(&r);
+
+	double before = handouts();
+	create("{}", id);
+	double after = handouts();
+	cr_expect(before >= 0 && after == before + 1,
+		  "thaw_handouts_total %f, was %f", after, before);
+	cr_assert_eq(api(&r, "GET", NULL, "/metrics"), 200);
+	cr_expect_eq(strncmp(r.type, "text/plain", 10), 0, "%s", r.type);
+	cr_expect_not_null(strstr(r.body, "\nthaw_handout_seconds_bucket{"),
+			   "%s", r.body);
+	cr_expect_not_null(strstr(r.body, "# TYPE thaw_handout_seconds "
+					  "histogram"),
+			   "%s", r.body);
+	cr_expect_not_null(strstr(r.body, "# TYPE thaw_handouts_total "
+					  "counter"),
+			   "%s", r.body);
+	reply_free(&r);
+
+	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes/%s", id), 200);
+	cr_expect(vmm_alive((pid_t)jnum(r.json, "pid")), "%s", r.body);
+	cr_expect_str_eq(jstr(r.json, "template"), "default");
+	reply_free(&r);
+	delete_sandbox(id);
+}

@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_config.c - thawd's configuration: the embedded default and its
+ * documented values, files overriding them, templates, token_file, and one
+ * case per kind of error, each of which must name the file, the line and the
+ * key, and leave nothing loaded.
+ *
+ * The expected values are written out here rather than taken from
+ * config_default_text, so a changed default fails a test.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char path[64];	    /* the config file of a test */
+static char token_path[64]; /* a token_file */
+static char err[1024];
+static struct daemon_config c;
+
+/* Writes @text to a new file under /tmp, whose name goes to @out. */
+static void make_file(char *out, const char *text)
+{
+	FILE *f;
+	int fd;
+
+	strcpy(out, "/tmp/thaw-config-test-XXXXXX");
+	fd = mkstemp(out);
+	cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+	f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	cr_assert_geq(fputs(text, f), 0);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static void remove_file(char *p)
+{
+	if (*p)
+		unlink(p);
+	*p = '\0';
+}
+
+static void teardown(void)
+{
+	config_free(&c);
+	remove_file(path);
+	remove_file(token_path);
+}
+
+TestSuite(config, .fini = teardown);
+
+/* config_load() of a file holding @text. */
+static int load(const char *text)
+{
+	remove_file(path);
+	make_file(path, text);
+	err[0] = '\0';
+	return config_load(&c, path, err, sizeof(err));
+}
+
+static void load_ok(const char *text)
+{
+	cr_assert_eq(load(text), 0, "%s", err);
+}
+
+static bool is_zero(const struct daemon_config *d)
+{
+	static const struct daemon_config zero;
+
+	return !memcmp(d, &zero, sizeof(*d));
+}
+
+static void expect_default_daemon(const struct daemon_config *d)
+{
+	cr_expect_str_eq(d->socket, "");
+	cr_expect_str_eq(d->socket_group, "");
+	cr_expect_str_eq(d->state_dir, "");
+	cr_expect_str_eq(d->token, "");
+	cr_expect_str_eq(d->cgroup_parent, "thaw");
+	cr_expect_eq(d->max_sandboxes, 256);
+	cr_expect_eq(d->max_connections, 512);
+	cr_expect_eq(d->max_request_bytes, 16ull << 20);
+	cr_expect_eq(d->max_file_bytes, 256ull << 20);
+	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
+	cr_expect_eq(d->restore_timeout_s, 60);
+}
+
+static void expect_default_template(const struct template_config *t,
+				    const char *name)
+{
+	cr_assert_not_null(t);
+	cr_expect_str_eq(t->name, name);
+	cr_expect_str_eq(t->kernel, "");
+	cr_expect_str_eq(t->initrd, "");
+	cr_expect_str_eq(t->cmdline, "");
+	cr_expect_eq(t->mem_mib, 256);
+	cr_expect_eq(t->vcpus, 1);
+	cr_expect_eq(t->min_ready, 2);
+	cr_expect_eq(t->max_total, 32);
+	cr_expect_eq(t->timeout_s, 600);
+	cr_expect_eq(t->max_timeout_s, 86400);
+	cr_expect_eq(t->cpu_percent, 0);
+	cr_expect_eq(t->memory_limit_mib, 256 + 256);
+	cr_expect_eq(t->pids_limit, 256);
+	cr_expect_eq(t->restore_parallel, 4);
+	cr_expect_not(t->page_in_lazy);
+}
+
+Test(config, builtin_default_has_the_documented_values)
+{
+	cr_assert_eq(config_load(&c, NULL, err, sizeof(err)), 0, "%s", err);
+	expect_default_daemon(&c);
+	cr_assert_eq(c.nr_templates, 1);
+	expect_default_template(&c.templates[0], "default");
+	cr_expect_eq(config_template(&c, "default"), &c.templates[0]);
+	cr_expect_null(config_template(&c, "python"));
+}
+
+Test(config, default_text_documents_every_key)
+{
+	static const char *const keys[] = {
+		"socket",
+		"socket_group",
+		"state_dir",
+		"token",
+		"token_file",
+		"max_sandboxes",
+		"max_connections",
+		"max_request_bytes",
+		"max_file_bytes",
+		"max_exec_output_bytes",
+		"restore_timeout_s",
+		"cgroup_parent",
+		"kernel",
+		"initrd",
+		"cmdline",
+		"mem_mib",
+		"vcpus",
+		"min_ready",
+		"max_total",
+		"timeout_s",
+		"max_timeout_s",
+		"cpu_percent",
+		"memory_limit_mib",
+		"pids_limit",
+		"restore_parallel",
+		"page_in",
+	};
+	char line[64];
+	size_t i;
+
+	cr_expect_not_null(strstr(config_default_text, "\n[daemon]\n"));
+	cr_expect_not_null(
+		strstr(config_default_text, "\n[template default]\n"));
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		snprintf(line, sizeof(line), "\n%s =", keys[i]);
+		cr_expect_not_null(strstr(config_default_text, line),
+				   "no \"%s\" line", keys[i]);
+	}
+}
+
+/* What --print-config prints, saved as a file, runs the same. */
+Test(config, default_text_as_a_file_loads_the_same)
+{
+	load_ok(config_default_text);
+	expect_default_daemon(&c);
+	cr_assert_eq(c.nr_templates, 1);
+	expect_default_template(&c.templates[0], "default");
+}
+
+Test(config, empty_file_is_the_default)
+{
+	load_ok("");
+	expect_default_daemon(&c);
+	cr_assert_eq(c.nr_templates, 1);
+	expect_default_template(&c.templates[0], "default");
+}
+
+Test(config, file_overrides_values)
+{
+	load_ok("; thawd for the tests\n"
+		"# both comment styles\n"
+		"[daemon]\n"
+		"socket = /run/thaw/api.sock\n"
+		"socket_group = thaw\n"
+		"state_dir = /var/lib/thaw\n"
+		"token = s3cret ; an inline comment\n"
+		"max_sandboxes = 10\n"
+		"max_request_bytes = 1M\n"
+		"max_file_bytes = 1073741824\n"
+		"max_exec_output_bytes = 64K\n"
+		"restore_timeout_s = 5\n"
+		"cgroup_parent = thaw-test.1\n"
+		"\n"
+		"[template default]\n"
+		"kernel = /boot/vmlinux\n"
+		"initrd = /boot/initrd.cpio\n"
+		"cmdline = console=ttyS0 quiet\n"
+		"mem_mib = 1024\n"
+		"vcpus = 4\n"
+		"min_ready = 3\n"
+		"max_total = 8\n"
+		"timeout_s = 30\n"
+		"max_timeout_s = 3600\n"
+		"cpu_percent = 150\n"
+		"pids_limit = 0\n"
+		"restore_parallel = 2\n"
+		"page_in = lazy\n");
+	cr_expect_str_eq(c.socket, "/run/thaw/api.sock");
+	cr_expect_str_eq(c.socket_group, "thaw");
+	cr_expect_str_eq(c.state_dir, "/var/lib/thaw");
+	cr_expect_str_eq(c.token, "s3cret");
+	cr_expect_eq(c.max_sandboxes, 10);
+	cr_expect_eq(c.max_connections, 512, "not in the file: the default");
+	cr_expect_eq(c.max_request_bytes, 1 << 20);
+	cr_expect_eq(c.max_file_bytes, 1 << 30);
+	cr_expect_eq(c.max_exec_output_bytes, 64 << 10);
+	cr_expect_eq(c.restore_timeout_s, 5);
+	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
+
+	cr_assert_eq(c.nr_templates, 1);
+	const struct template_config *t = config_template(&c, "default");
+
+	cr_assert_not_null(t);
+	cr_expect_str_eq(t->kernel, "/boot/vmlinux");
+	cr_expect_str_eq(t->initrd, "/boot/initrd.cpio");
+	cr_expect_str_eq(t->cmdline, "console=ttyS0 quiet");
+	cr_expect_eq(t->mem_mib, 1024);
+	cr_expect_eq(t->vcpus, 4);
+	cr_expect_eq(t->min_ready, 3);
+	cr_expect_eq(t->max_total, 8);
+	cr_expect_eq(t->timeout_s, 30);
+	cr_expect_eq(t->max_timeout_s, 3600);
+	cr_expect_eq(t->cpu_percent, 150);
+	cr_expect_eq(t->memory_limit_mib, 1024 + 256, "0: mem_mib + 256");
+	cr_expect_eq(t->pids_limit, 0);
+	cr_expect_eq(t->restore_parallel, 2);
+	cr_expect(t->page_in_lazy);
+}
+
+Test(config, templates_each_start_from_the_defaults)
+{
+	load_ok("[template py]\n"
+		"mem_mib = 512\n"
+		"memory_limit_mib = 576\n"
+		"\n"
+		"[template node-20.x_1]\n"
+		"vcpus = 2\n"
+		"[template empty]\n");
+	cr_assert_eq(c.nr_templates, 3);
+	cr_expect_str_eq(c.templates[0].name, "py");
+	cr_expect_str_eq(c.templates[1].name, "node-20.x_1");
+	cr_expect_str_eq(c.templates[2].name, "empty");
+
+	const struct template_config *py = config_template(&c, "py");
+	const struct template_config *node = config_template(&c, "node-20.x_1");
+
+	cr_assert_not_null(py);
+	cr_assert_not_null(node);
+	cr_expect_eq(py->mem_mib, 512);
+	cr_expect_eq(py->memory_limit_mib, 576);
+	cr_expect_eq(py->vcpus, 1);
+	cr_expect_eq(node->mem_mib, 256);
+	cr_expect_eq(node->memory_limit_mib, 512);
+	cr_expect_eq(node->vcpus, 2);
+	/* A section without keys is a template all the same. */
+	expect_default_template(config_template(&c, "empty"), "empty");
+	cr_expect_null(config_template(&c, "default"),
+		       "the file has templates: no implicit default");
+	cr_expect_null(config_template(&c, "py "));
+}
+
+Test(config, file_without_template_gets_default)
+{
+	load_ok("[daemon]\nmax_sandboxes = 8\n");
+	cr_expect_eq(c.max_sandboxes, 8);
+	cr_assert_eq(c.nr_templates, 1);
+	expect_default_template(&c.templates[0], "default");
+}
+
+/* Longer than the 49 characters inih keeps of a section name. */
+Test(config, template_name_of_63_characters)
+{
+	char text[256], name[64];
+
+	memset(name, 'n', 63);
+	name[63] = '\0';
+	snprintf(text, sizeof(text), "[template %s]\nvcpus = 3\n", name);
+	load_ok(text);
+	cr_assert_eq(c.nr_templates, 1);
+	cr_expect_str_eq(c.templates[0].name, name);
+	cr_expect_eq(c.templates[0].vcpus, 3);
+}
+
+Test(config, crlf_and_byte_order_mark)
+{
+	load_ok("\xEF\xBB\xBF[daemon]\r\nmax_sandboxes = 7\r\n\r\n"
+		"[template a]\r\ncmdline = quiet\r\n");
+	cr_expect_eq(c.max_sandboxes, 7);
+	cr_assert_eq(c.nr_templates, 1);
+	cr_expect_str_eq(c.templates[0].cmdline, "quiet");
+}
+
+Test(config, token_file_first_line_is_the_token)
+{
+	char text[128];
+
+	make_file(token_path, "t0k3n \t\r\nsecond line\n");
+	snprintf(text, sizeof(text), "[daemon]\ntoken =\ntoken_file = %s\n",
+		 token_path);
+	load_ok(text);
+	cr_expect_str_eq(c.token, "t0k3n");
+}
+
+Test(config, token_file_missing_is_named)
+{
+	char text[128], want[128];
+
+	snprintf(token_path, sizeof(token_path), "/tmp/thaw-config-none-%d",
+		 getpid());
+	snprintf(text, sizeof(text), "[daemon]\ntoken_file = %s\n", token_path);
+	cr_expect_eq(load(text), -ENOENT, "%s", err);
+	snprintf(want, sizeof(want),
+		 "%s:2: [daemon] token_file = \"%s\": ", path, token_path);
+	cr_expect(!strncmp(err, want, strlen(want)), "%s", err);
+	cr_expect(is_zero(&c));
+}
+
+Test(config, token_file_empty_is_an_error)
+{
+	char text[128];
+
+	make_file(token_path, "\n");
+	snprintf(text, sizeof(text), "[daemon]\ntoken_file = %s\n", token_path);
+	cr_expect_eq(load(text), -EINVAL);
+	cr_expect_not_null(strstr(err, ":2: [daemon] token_file"), "%s", err);
+	cr_expect_not_null(strstr(err, "empty"), "%s", err);
+	cr_expect(is_zero(&c));
+}
+
+Test(config, token_after_token_file_is_an_error)
+{
+	char text[128];
+
+	make_file(token_path, "t0k3n\n");
+	snprintf(text, sizeof(text), "[daemon]\ntoken_file = %s\ntoken = x\n",
+		 token_path);
+	cr_expect_eq(load(text), -EINVAL);
+	cr_expect_not_null(strstr(err, ":3: [daemon] token = "), "%s", err);
+	cr_expect_not_null(strstr(err, "line 2"), "%s", err);
+	cr_expect(is_zero(&c));
+}
+
+Test(config, messages_do_not_show_the_token)
+{
+	cr_expect_eq(load("[daemon]\ntoken = topsecret\n"
+			  "token = othersecret\n"),
+		     -EINVAL);
+	cr_expect_not_null(strstr(err, ":3: [daemon] token = "), "%s", err);
+	cr_expect_null(strstr(err, "secret"), "%s", err);
+}
+
+Test(config, missing_file_is_named)
+{
+	snprintf(path, sizeof(path), "/tmp/thaw-config-none-%d", getpid());
+	cr_expect_eq(config_load(&c, path, err, sizeof(err)), -ENOENT);
+	cr_expect(!strncmp(err, path, strlen(path)), "%s", err);
+	cr_expect_not_null(strstr(err, strerror(ENOENT)), "%s", err);
+	cr_expect(is_zero(&c));
+	path[0] = '\0';
+}
+
+Test(config, directory_is_a_read_error)
+{
+	cr_expect_eq(config_load(&c, "/tmp", err, sizeof(err)), -EISDIR);
+	cr_expect(!strncmp(err, "/tmp: ", 6), "%s", err);
+	cr_expect(is_zero(&c));
+}
+
+/* A file that must fail with -EINVAL at @line, with @message in err. */
+struct bad_case {
+	const char *text;
+	unsigned line;
+	const char *message;
+};
+
+static const struct bad_case bad_cases[] = {
+	/* Unknown sections and keys. */
+	{ "[daemon]\nmax_sandbox = 3\n", 2,
+	  "[daemon] max_sandbox = \"3\": unknown key" },
+	{ "[template a]\npage_in_lazy = 1\n", 2,
+	  "[template a] page_in_lazy = \"1\": unknown key" },
+	{ "[daemon]\n[demon]\n", 2, "[demon]: unknown section" },
+	{ "[templates x]\n", 1, "[templates x]: unknown section" },
+	{ "vcpus = 2\n", 1, "vcpus = \"2\": before any [daemon]" },
+	/* Numbers: decimal digits only. */
+	{ "[template default]\nmem_mib = 12x\n", 2,
+	  "[template default] mem_mib = \"12x\": not a number" },
+	{ "[template a]\nvcpus = +2\n", 2, "vcpus = \"+2\": not a number" },
+	{ "[template a]\nvcpus = -1\n", 2, "vcpus = \"-1\": not a number" },
+	{ "[template a]\nvcpus = 0x10\n", 2, "vcpus = \"0x10\": not a number" },
+	{ "[template a]\nvcpus = 1.5\n", 2, "vcpus = \"1.5\": not a number" },
+	{ "[template a]\nvcpus =\n", 2, "vcpus = \"\": not a number" },
+	{ "[template a]\nmem_mib = 1K\n", 2, "mem_mib = \"1K\": not a number" },
+	{ "[daemon]\nmax_file_bytes = 1T\n", 2,
+	  "max_file_bytes = \"1T\": not a number" },
+	{ "[daemon]\nmax_file_bytes = 1 M\n", 2,
+	  "max_file_bytes = \"1 M\": not a number" },
+	/* Overflow. */
+	{ "[daemon]\nmax_file_bytes = 99999999999999999999\n", 2,
+	  "max_file_bytes = \"99999999999999999999\": too large" },
+	{ "[daemon]\nmax_file_bytes = 17179869184G\n", 2,
+	  "max_file_bytes = \"17179869184G\": too large" },
+	{ "[template a]\nmem_mib = 4294967312\n", 2,
+	  "mem_mib = \"4294967312\": out of range 16..65536" },
+	/* Ranges. */
+	{ "[template a]\nmem_mib = 8\n", 2,
+	  "mem_mib = \"8\": out of range 16..65536" },
+	{ "[template a]\nvcpus = 65\n", 2,
+	  "vcpus = \"65\": out of range 1..64" },
+	{ "[template a]\ncpu_percent = 102401\n", 2,
+	  "cpu_percent = \"102401\": out of range 0..102400" },
+	{ "[template a]\nrestore_parallel = 0\n", 2,
+	  "restore_parallel = \"0\": out of range 1..64" },
+	{ "[template a]\nmax_total = 0\n", 2,
+	  "max_total = \"0\": out of range" },
+	{ "[template a]\ntimeout_s = 0\n", 2,
+	  "timeout_s = \"0\": out of range" },
+	{ "[daemon]\nmax_request_bytes = 100\n", 2,
+	  "max_request_bytes = \"100\": out of range 1024.." },
+	/* Other values. */
+	{ "[template a]\npage_in = eager\n", 2,
+	  "page_in = \"eager\": neither prefetch nor lazy" },
+	{ "[template a]\nkernel = vmlinux\n", 2,
+	  "kernel = \"vmlinux\": not an absolute path" },
+	{ "[daemon]\ncgroup_parent = a/b\n", 2,
+	  "cgroup_parent = \"a/b\": not a name" },
+	{ "[daemon]\ncgroup_parent =\n", 2,
+	  "cgroup_parent = \"\": not a name" },
+	{ "[daemon]\ncgroup_parent = ..\n", 2,
+	  "cgroup_parent = \"..\": not a name" },
+	{ "[daemon]\nsocket = /"
+	  "123456789012345678901234567890123456789012345678901234567890"
+	  "123456789012345678901234567890123456789012345678901234567890\n",
+	  2, "longer than 107 bytes" },
+	/* Keys and values that do not fit together. */
+	{ "[template default]\nmin_ready = 40\n", 2,
+	  "[template default] min_ready = \"40\": more than max_total (32)" },
+	{ "[template a]\nmin_ready = 5\nmax_total = 4\n", 3,
+	  "[template a] max_total = \"4\": less than min_ready (5)" },
+	{ "[template a]\nmax_timeout_s = 60\n", 2,
+	  "max_timeout_s = \"60\": less than timeout_s (600)" },
+	{ "[template a]\nmem_mib = 1024\nmemory_limit_mib = 1000\n", 3,
+	  "memory_limit_mib = \"1000\": less than mem_mib (1024) + 64" },
+	{ "[template a]\nmemory_limit_mib = 300\nmem_mib = 512\n", 3,
+	  "mem_mib = \"512\": more than memory_limit_mib (300) - 64" },
+	{ "[template a]\nmin_ready = 200\nmax_total = 200\n"
+	  "[template b]\nmin_ready = 100\nmax_total = 100\n",
+	  5,
+	  "[template b] min_ready = \"100\": the templates' min_ready add up to 300, more than max_sandboxes (256)" },
+	{ "[daemon]\nmax_sandboxes = 3\n[template a]\n[template b]\n", 2,
+	  "[daemon] max_sandboxes = \"3\": less than the templates' min_ready" },
+	{ "[daemon]\ntoken = x\ntoken_file = /nonexistent\n", 3,
+	  "[daemon] token_file = \"/nonexistent\": the token is already set on line 2" },
+	/* Twice. */
+	{ "[template a]\nvcpus = 2\n[template b]\n[template a]\n", 4,
+	  "[template a]: a second [template a] (the first is on line 1)" },
+	{ "[daemon]\n[template a]\n[daemon]\n", 3,
+	  "[daemon]: a second [daemon] (the first is on line 1)" },
+	{ "[daemon]\nmax_connections = 5\nmax_connections = 6\n", 3,
+	  "max_connections = \"6\": already set on line 2" },
+	/* Template names. */
+	{ "[template a/b]\n", 1, "[template a/b]: bad template name" },
+	{ "[template a b]\n", 1, "[template a b]: bad template name" },
+	{ "[template]\n", 1, "[template ]: bad template name" },
+	{ "[template ..]\n", 1, "[template ..]: bad template name" },
+	{ "[template "
+	  "1234567890123456789012345678901234567890123456789012345678901234]\n",
+	  1, "bad template name" },
+	/* Lines. */
+	{ "[daemon]\njunk\n", 2, "neither \"key = value\" nor [section]" },
+	{ "[daemon]\njunk\nmax_sandbox = 3\n", 2, "neither" },
+	{ "[template a]\nvcpus = 2\n  mem_mib = 512\n", 3, "indented line" },
+	{ "[daemon\n", 1, "no ']'" },
+	{ "[daemon] x\n", 1, "[daemon]: text after ']'" },
+	{ "[template a]\ncmdline = "
+	  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	  " a=b\n",
+	  2, "line longer than" },
+};
+
+Test(config, each_error_names_file_line_and_key)
+{
+	char want[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		const struct bad_case *b = &bad_cases[i];
+
+		cr_expect_eq(load(b->text), -EINVAL, "case %zu: %s", i, err);
+		snprintf(want, sizeof(want), "%s:%u: ", path, b->line);
+		cr_expect(!strncmp(err, want, strlen(want)),
+			  "case %zu: \"%s\" does not start with \"%s\"", i, err,
+			  want);
+		cr_expect_not_null(strstr(err, b->message),
+				   "case %zu: \"%s\" lacks \"%s\"", i, err,
+				   b->message);
+		cr_expect(is_zero(&c), "case %zu: left loaded", i);
+		config_free(&c);
+	}
+}
