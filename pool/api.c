@@ -31,8 +31,15 @@
 
 #include "agent_client.h"
 #include "base64.h"
+#include "clock.h"
 #include "daemon.h"
 
+/* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
+#define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
+/* How long past an exec's timeout_s we wait for the guest's EXIT. */
+#define EXEC_GRACE_S 15
+/* A file transfer whose guest sends nothing for this long has failed. */
+#define FILE_IDLE_S 60
 #define EXEC_REQUEST_ID 1
 #define KILL_REQUEST_ID 2
 #define FILE_REQUEST_ID 3
@@ -119,7 +126,7 @@ static enum MHD_Result send_text(struct MHD_Connection *conn, struct request *r,
 static enum MHD_Result send_json(struct MHD_Connection *conn, struct request *r,
 				 unsigned status, json_t *json)
 {
-	char *text = json ? json_dumps(json, JSON_COMPACT) : NULL;
+	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
 
 	json_decref(json);
 	if (!text)
@@ -170,7 +177,7 @@ static enum MHD_Result send_error_allow(struct MHD_Connection *conn,
 {
 	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code",
 			      error_code(status), "message", message);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text = j ? json_dumps(j, JSON_FLAGS) : NULL;
 	char *line = text ? malloc(strlen(text) + 2) : NULL;
 
 	json_decref(j);
@@ -668,12 +675,22 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 	return 0;
 }
 
+enum wait_outcome {
+	AGENT_READY,
+	CLIENT_GONE,
+	DAEMON_STOPPING,
+	GUEST_SILENT, /* the deadline passed */
+};
+
 /*
- * Waits until the agent has a frame for us, the client hangs up (false),
- * or the daemon stops (false).  The client's socket is watched for
- * POLLRDHUP only: a pipelined next request must not count as a hangup.
+ * Waits until the agent has a frame for us, the client hangs up, the
+ * daemon stops, or monotonic_ns() passes @deadline_ns (0: never).  The
+ * client's socket is watched for POLLRDHUP only: a pipelined next request
+ * must not count as a hangup.
  */
-static bool wait_agent_or_client(struct daemon *d, int agent_fd, int client_fd)
+static enum wait_outcome wait_agent_or_client(struct daemon *d, int agent_fd,
+					      int client_fd,
+					      uint64_t deadline_ns)
 {
 	for (;;) {
 		struct pollfd p[2] = { { agent_fd, POLLIN, 0 },
@@ -681,16 +698,18 @@ static bool wait_agent_or_client(struct daemon *d, int agent_fd, int client_fd)
 		int n = poll(p, client_fd >= 0 ? 2 : 1, WAIT_SLICE_MS);
 
 		if (n < 0 && errno != EINTR)
-			return false;
+			return CLIENT_GONE;
 		if (client_fd >= 0 && p[1].revents)
-			return false;
+			return CLIENT_GONE;
 		if (p[0].revents)
-			return true;
+			return AGENT_READY;
 		pthread_mutex_lock(&d->lock);
 		bool stopping = d->stopping;
 		pthread_mutex_unlock(&d->lock);
 		if (stopping)
-			return false;
+			return DAEMON_STOPPING;
+		if (deadline_ns && monotonic_ns() > deadline_ns)
+			return GUEST_SILENT;
 	}
 }
 
@@ -717,7 +736,10 @@ struct exec_run {
 	struct text out, err;
 	uint64_t max_output;
 	bool truncated;
-	json_t *result; /* the exit or error event */
+	json_t *result;	      /* the exit or error event */
+	int error_status;     /* the HTTP status an error event stands for */
+	bool abandoned;	      /* the client went away */
+	uint64_t deadline_ns; /* 0, or when to stop waiting for the guest */
 };
 
 static void exec_run_free(struct exec_run *x)
@@ -775,6 +797,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	int ret = agent_next_frame(&x->agent, &f);
 	if (ret < 0) {
 		x->done = true;
+		x->error_status = 500;
 		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
 			 x->clone->sb.vmm > 0 ? strerror(-ret)
 					      : "the VM was stopped");
@@ -785,6 +808,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
 			    sizeof(why)) < 0) {
 		x->done = true;
+		x->error_status = 500;
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	}
 	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
@@ -820,6 +844,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		return ev;
 	case THAW_ERROR:
 		x->done = true;
+		x->error_status = 400; /* the guest cannot start it */
 		agent_error_of(&m, why, sizeof(why));
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	default:
@@ -827,13 +852,46 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	}
 }
 
-/* Ends a command whose client is gone: nobody would read its output. */
-static void abandon_exec(struct exec_run *x)
+/*
+ * Waits for the exec's next event: NULL when there is none yet (a frame of
+ * another request, output being collected) or when the client went away
+ * (x->abandoned; the command is then killed, nobody would read its
+ * output).  A daemon stopping or a guest silent past the command's
+ * timeout ends the exec with an error event.
+ */
+static json_t *exec_wait_event(struct exec_run *x, bool collecting)
 {
-	fprintf(stderr, "thawd: sandbox %s: client gone, killing its exec\n",
-		x->clone->id);
-	agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID, SIGKILL);
+	char why[128];
+
+	switch (wait_agent_or_client(x->d, x->agent.fd, x->client_fd,
+				     x->deadline_ns)) {
+	case AGENT_READY:
+		return next_exec_event(x, collecting);
+	case CLIENT_GONE:
+		fprintf(stderr,
+			"thawd: sandbox %s: client gone, killing its exec\n",
+			x->clone->id);
+		x->abandoned = true;
+		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
+			   SIGKILL);
+		x->done = true;
+		return NULL;
+	case DAEMON_STOPPING:
+		snprintf(why, sizeof(why), "the daemon is shutting down");
+		x->error_status = 503;
+		break;
+	default:
+		snprintf(
+			why, sizeof(why),
+			"the guest did not end the command within %d s of its timeout",
+			EXEC_GRACE_S);
+		x->error_status = 504;
+		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
+			   SIGKILL);
+		break;
+	}
 	x->done = true;
+	return json_pack("{s:s,s:s}", "type", "error", "message", why);
 }
 
 static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -843,16 +901,13 @@ static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	while (x->pending_off == x->pending_len) {
 		if (x->done)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (!wait_agent_or_client(x->d, x->agent.fd, x->client_fd)) {
-			abandon_exec(x);
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		}
-		json_t *ev = next_exec_event(x, false);
+			return x->abandoned ? MHD_CONTENT_READER_END_WITH_ERROR
+					    : MHD_CONTENT_READER_END_OF_STREAM;
+		json_t *ev = exec_wait_event(x, false);
 		if (!ev)
 			continue;
 		free(x->pending);
-		x->pending = json_dumps(ev, JSON_COMPACT);
+		x->pending = json_dumps(ev, JSON_FLAGS);
 		json_decref(ev);
 		if (!x->pending)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -981,24 +1036,25 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 				      struct request *r, struct exec_run *x)
 {
 	while (!x->done) {
-		if (!wait_agent_or_client(x->d, x->agent.fd, x->client_fd)) {
-			abandon_exec(x);
-			exec_run_free(x);
-			return MHD_NO;
-		}
-		json_t *ev = next_exec_event(x, true);
+		json_t *ev = exec_wait_event(x, true);
+
 		if (ev && x->done)
 			x->result = ev;
 		else
 			json_decref(ev);
+	}
+	if (x->abandoned) {
+		exec_run_free(x);
+		return MHD_NO;
 	}
 	json_t *res = x->result;
 	const char *type = json_string_value(json_object_get(res, "type"));
 	if (!type || strcmp(type, "exit")) {
 		const char *msg =
 			json_string_value(json_object_get(res, "message"));
-		enum MHD_Result ret = send_error(conn, r, 400, "exec: %s",
-						 msg ? msg : "failed");
+		enum MHD_Result ret =
+			send_error(conn, r, (unsigned)x->error_status,
+				   "exec: %s", msg ? msg : "failed");
 		exec_run_free(x);
 		return ret;
 	}
@@ -1051,6 +1107,11 @@ static enum MHD_Result exec_sandbox(struct MHD_Connection *conn,
 					.max_output =
 						d->cfg.max_exec_output_bytes };
 		c = NULL; /* x holds it now */
+		if (req.timeout_ms)
+			x->deadline_ns =
+				monotonic_ns() +
+				(req.timeout_ms + EXEC_GRACE_S * 1000ull) *
+					NS_PER_MS;
 		status = connect_agent(x->clone, &x->agent, err, sizeof(err));
 		if (!status) {
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
@@ -1273,9 +1334,19 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	struct thaw_msg m;
 
 	do {
-		if (!wait_agent_or_client(dl->d, dl->agent.fd, dl->client_fd)) {
-			snprintf(err, errlen, "client gone");
-			*status = 500;
+		uint64_t deadline =
+			monotonic_ns() + FILE_IDLE_S * 1000ull * NS_PER_MS;
+		enum wait_outcome w = wait_agent_or_client(
+			dl->d, dl->agent.fd, dl->client_fd, deadline);
+
+		if (w != AGENT_READY) {
+			snprintf(
+				err, errlen, "%s",
+				w == CLIENT_GONE ? "client gone"
+				: w == DAEMON_STOPPING
+					? "the daemon is shutting down"
+					: "the guest stopped sending the file");
+			*status = w == GUEST_SILENT ? 504 : 503;
 			return -1;
 		}
 		int ret = agent_next_frame(&dl->agent, &f);

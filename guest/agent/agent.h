@@ -105,6 +105,13 @@ void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_open(bool pid1);
 void pid1_setup(void);
+
+/* The commands' cgroup (init.c): its cgroup.procs, open for writing, or -1
+ * when there is none (not PID 1, or no cgroup2 in the guest kernel). */
+#define COMMANDS_CGROUP "/sys/fs/cgroup/commands"
+#define COMMANDS_PIDS_MAX 1024
+#define COMMANDS_MEM_RESERVE_MIN (24ull << 20)
+extern int commands_cgroup_fd;
 void read_boot_id(char *out, size_t len);
 void clone_apply(struct conn *c, uint32_t req, const struct thaw_msg *m);
 

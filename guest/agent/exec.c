@@ -8,7 +8,9 @@
  * the EXEC's STDIN bytes as the child reads, stdout and stderr are two
  * pipes streamed as STDOUT/STDERR frames.  Whether exec itself worked is
  * learnt synchronously through a close-on-exec status pipe, so a missing
- * program is an ERROR rather than an EXIT 127.
+ * program is an ERROR rather than an EXIT 127.  In a guest each command
+ * moves into the commands cgroup (init.c) before exec, so what it starts
+ * is bounded in tasks and memory and cannot take the agent down with it.
  *
  * The agent is init (or a subreaper in tests), so SIGCHLD also brings
  * orphans; only pids in the exec list are reported.  When a command's
@@ -91,6 +93,9 @@ static __attribute__((noreturn)) void child(int fds[4][2], char **argv,
 	sigset_t none;
 
 	setsid();
+	/* Before it runs a single instruction of its own: see init.c. */
+	if (commands_cgroup_fd >= 0)
+		(void)!write(commands_cgroup_fd, "0", 1);
 	/* Blocked and ignored signals survive exec; the command wants
 	 * neither the agent's SIGCHLD block nor its ignored SIGPIPE. */
 	sigemptyset(&none);

@@ -25,6 +25,8 @@
 
 static int log_fd = STDERR_FILENO;
 
+int commands_cgroup_fd = -1;
+
 void log_open(bool pid1)
 {
 	int fd;
@@ -82,6 +84,76 @@ static const struct {
 	{ "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" },
 };
 
+/* Writes @value to the cgroup file @path; false (logged) on failure. */
+static bool cgroup_write(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, value, strlen(value)) >= 0;
+
+	if (!ok)
+		agent_log("%s = %s: %s", path, value, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* The guest's memory, from /proc/meminfo's MemTotal; 0 when unknown. */
+static unsigned long long mem_total_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kib = 0;
+	char line[128];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib * 1024;
+}
+
+/*
+ * Every command runs in one cgroup, COMMANDS_CGROUP, that holds at most
+ * COMMANDS_PIDS_MAX tasks and all of the guest's memory but a reserve for
+ * the kernel and us.  A fork or memory bomb then exhausts that cgroup, not
+ * the guest: the kernel's OOM killer and fork() fail inside it while the
+ * agent, outside, keeps answering, can still kill the command at its
+ * timeout, and the guest stays usable.
+ */
+static void setup_commands_cgroup(void)
+{
+	unsigned long long total = mem_total_bytes();
+	unsigned long long reserve = total / 8 > COMMANDS_MEM_RESERVE_MIN
+					     ? total / 8
+					     : COMMANDS_MEM_RESERVE_MIN;
+	char value[32];
+
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
+		  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+		agent_log("mount cgroup2 on /sys/fs/cgroup: %s",
+			  strerror(errno));
+		return;
+	}
+	if (!cgroup_write("/sys/fs/cgroup/cgroup.subtree_control",
+			  "+pids +memory") ||
+	    (mkdir(COMMANDS_CGROUP, 0755) < 0 && errno != EEXIST))
+		return;
+	snprintf(value, sizeof(value), "%d", COMMANDS_PIDS_MAX);
+	if (!cgroup_write(COMMANDS_CGROUP "/pids.max", value))
+		return;
+	if (total > reserve) {
+		snprintf(value, sizeof(value), "%llu", total - reserve);
+		if (!cgroup_write(COMMANDS_CGROUP "/memory.max", value))
+			return;
+	}
+	/* Kept open: a forked command writes "0" to it to move itself in. */
+	commands_cgroup_fd =
+		open(COMMANDS_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (commands_cgroup_fd < 0)
+		agent_log("%s/cgroup.procs: %s", COMMANDS_CGROUP,
+			  strerror(errno));
+}
+
 void pid1_setup(void)
 {
 	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
@@ -95,6 +167,7 @@ void pid1_setup(void)
 			agent_log("mount %s on %s: %s", mounts[i].type,
 				  mounts[i].target, strerror(errno));
 	}
+	setup_commands_cgroup();
 	/* Without devtmpfs /dev is the initramfs's; CLONE needs urandom. */
 	if (mknod("/dev/urandom", S_IFCHR | 0666, makedev(1, 9)) < 0 &&
 	    errno != EEXIST)

@@ -1181,3 +1181,24 @@ Test(agent, clone_twice_then_urandom)
 	}
 	client_close(&cl);
 }
+
+/*
+ * In a guest every command runs in the commands cgroup, bounded in tasks
+ * and memory, so a bomb exhausts that cgroup and not the agent's guest.
+ * (The bombs themselves are the daemon suite's: here, where tests share
+ * one guest, a bomb would starve the tests running beside it.)
+ */
+Test(agent, commands_run_in_a_bounded_cgroup_in_the_guest)
+{
+	if (!vm_vsock)
+		cr_skip_test("only an agent that is a guest's init has the "
+			     "commands cgroup");
+	guest_sh("grep -qx 0::/commands /proc/self/cgroup");
+	guest_sh("test \"$(cat /sys/fs/cgroup/commands/pids.max)\" = 1024");
+	/* All of the guest's memory but a reserve for the agent. */
+	guest_sh(
+		"total=$(sed -n 's/^MemTotal: *\\([0-9]*\\) kB/\\1/p' "
+		"/proc/meminfo); max=$(cat /sys/fs/cgroup/commands/memory.max); "
+		"[ \"$max\" -lt $((total * 1024)) ] && "
+		"[ \"$max\" -gt $((total * 1024 / 2)) ]");
+}

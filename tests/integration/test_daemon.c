@@ -57,6 +57,9 @@
 #define MAX_EXEC_OUTPUT 1048576
 #define BOMB_MEMORY_MIB 192
 #define BOMB_PIDS 64
+/* A bomb's exec answers within its timeout_s plus this, /health within: */
+#define BOMB_GRACE_S 120
+#define HEALTH_LIMIT_S 10
 static const char *const templates[] = { "default", "tight", "bomb" };
 
 #define CONCURRENT 50
@@ -186,12 +189,17 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-/*
- * Sends @method @path with @body (@len bytes, none when NULL), with the
- * token when @auth, and fills @r.  Asserts nothing, so threads may call it.
- */
-static void request(struct reply *r, const char *method, const char *path,
-		    const void *body, size_t len, bool auth)
+/* One request; only method and path are required. */
+struct call {
+	const char *method, *path;
+	const void *body; /* @len bytes; NULL: no body */
+	size_t len;
+	bool no_token;
+	int limit_s; /* for the whole exchange; 0: HTTP_LIMIT_S */
+};
+
+/* Sends @q and fills @r.  Asserts nothing, so threads may call it. */
+static void request(const struct call *q, struct reply *r)
 {
 	char url[8192], error[CURL_ERROR_SIZE] = "";
 	struct curl_slist *headers = NULL;
@@ -200,25 +208,26 @@ static void request(struct reply *r, const char *method, const char *path,
 
 	memset(r, 0, sizeof(*r));
 	r->body = calloc(1, 1);
-	snprintf(url, sizeof(url), "http://thaw%s", path);
-	if (auth)
+	snprintf(url, sizeof(url), "http://thaw%s", q->path);
+	if (!q->no_token)
 		headers = curl_slist_append(headers,
 					    "Authorization: Bearer " TOKEN);
 	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, files.socket);
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)HTTP_LIMIT_S);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT,
+			 (long)(q->limit_s ? q->limit_s : HTTP_LIMIT_S));
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	if (q->body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
-				 (curl_off_t)len);
+				 (curl_off_t)q->len);
 	}
 	CURLcode e = curl_easy_perform(c);
 	if (e == CURLE_OK) {
@@ -260,7 +269,11 @@ __attribute__((format(printf, 4, 5))) static long api(struct reply *r,
 	va_start(ap, path_fmt);
 	vsnprintf(path, sizeof(path), path_fmt, ap);
 	va_end(ap);
-	request(r, method, path, body, body ? strlen(body) : 0, true);
+	request(&(struct call){ .method = method,
+				.path = path,
+				.body = body,
+				.len = body ? strlen(body) : 0 },
+		r);
 	return r->status;
 }
 
@@ -345,15 +358,25 @@ static pid_t sandbox_vmm(const char *id)
 	return (pid_t)pid;
 }
 
-/* POST /sandboxes/@id/exec with @body (consumed); returns the status. */
-static long exec_json(struct reply *r, const char *id, json_t *body)
+/*
+ * POST /sandboxes/@id/exec with @body (consumed), waiting at most @limit_s
+ * (0: HTTP_LIMIT_S); returns the status.
+ */
+static long exec_json(struct reply *r, const char *id, json_t *body,
+		      int limit_s)
 {
-	char *text = json_dumps(body, JSON_COMPACT);
-	long status = api(r, "POST", text, "/sandboxes/%s/exec", id);
+	char path[128], *text = json_dumps(body, JSON_COMPACT);
 
+	snprintf(path, sizeof(path), "/sandboxes/%s/exec", id);
+	request(&(struct call){ .method = "POST",
+				.path = path,
+				.body = text,
+				.len = text ? strlen(text) : 0,
+				.limit_s = limit_s },
+		r);
 	free(text);
 	json_decref(body);
-	return status;
+	return r->status;
 }
 
 struct exec_result {
@@ -475,7 +498,8 @@ static void run_cmd(const char *id, const char *cmd, int timeout_s,
 
 	exec_json(&r, id,
 		  json_pack("{s:s, s:b, s:i}", "cmd", cmd, "stream", 0,
-			    "timeout_s", timeout_s));
+			    "timeout_s", timeout_s),
+		  0);
 	parse_exec(&r, false, x);
 	cr_assert_str_empty(x->problem, "exec '%s': %s", cmd, x->problem);
 	reply_free(&r);
@@ -770,16 +794,16 @@ static void write_config(void)
 	fclose(f);
 }
 
-/* The last 2000 bytes of the daemon's log, from offset @from on. */
-static void log_tail(off_t from, char *out, size_t len)
+/* The last 2000 bytes of file @path, from offset @from on. */
+static void tail_of(const char *path, off_t from, char *out, size_t len)
 {
 	size_t n = 0;
-	char *log = slurp(files.log, &n);
+	char *log = slurp(path, &n);
 	size_t start = (size_t)from < n ? (size_t)from : n;
 
 	if (n - start > 2000)
 		start = n - 2000;
-	snprintf(out, len, "%s", log ? log + start : "(no log)");
+	snprintf(out, len, "%s", log ? log + start : "(no file)");
 	free(log);
 }
 
@@ -871,7 +895,7 @@ static pid_t daemon_start(char *err, size_t len)
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			char tail[2100];
 
-			log_tail(from, tail, sizeof(tail));
+			tail_of(files.log, from, tail, sizeof(tail));
 			snprintf(err, len, "thaw daemon ended (status %#x): %s",
 				 status, tail);
 			return -1;
@@ -881,7 +905,7 @@ static pid_t daemon_start(char *err, size_t len)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	char tail[2100];
-	log_tail(from, tail, sizeof(tail));
+	tail_of(files.log, from, tail, sizeof(tail));
 	snprintf(err, len, "not serving after %d s: %s", START_LIMIT_S, tail);
 	return -1;
 }
@@ -1009,7 +1033,7 @@ static void *handout_thread(void *arg)
 		return NULL;
 
 	exec_json(&r, h->id,
-		  json_pack("{s:s, s:b}", "cmd", "echo $ID", "stream", 0));
+		  json_pack("{s:s, s:b}", "cmd", "echo $ID", "stream", 0), 0);
 	parse_exec(&r, false, &x);
 	snprintf(want, sizeof(want), "n%d\n", h->index);
 	if (x.problem[0] || x.exit_code != 0 || strcmp(x.out, want))
@@ -1219,7 +1243,8 @@ static void *bomb_thread(void *arg)
 
 	exec_json(&b->r, b->id,
 		  json_pack("{s:s, s:b, s:i}", "cmd", b->cmd, "stream", 0,
-			    "timeout_s", b->timeout_s));
+			    "timeout_s", b->timeout_s),
+		  b->timeout_s + BOMB_GRACE_S);
 	return NULL;
 }
 
@@ -1237,7 +1262,8 @@ struct bomb_watch {
 static void bomb(const char *cmd, int timeout_s, struct bomb_watch *w)
 {
 	struct bomb b = { .cmd = cmd, .timeout_s = timeout_s };
-	char other[SB_ID_MAX];
+	char other[SB_ID_MAX], run[PATH_MAX], console[PATH_MAX + 16];
+	char sock[64], tail[2100];
 	struct exec_result x;
 	pthread_t thread;
 	uint64_t v;
@@ -1247,6 +1273,9 @@ static void bomb(const char *cmd, int timeout_s, struct bomb_watch *w)
 	create("{\"template\":\"bomb\"}", b.id);
 	pid_t vmm = sandbox_vmm(b.id);
 	vmm_cgroup(vmm, w->cgroup, sizeof(w->cgroup));
+	cr_assert(vmm_run_dir(vmm, run, sizeof(run), sock, sizeof(sock)),
+		  "VMM %d has no --control", (int)vmm);
+	snprintf(console, sizeof(console), "%s/console.log", run);
 	cr_assert(cgroup_value(w->cgroup, "memory.max", &w->memory_max) &&
 			  cgroup_value(w->cgroup, "pids.max", &w->pids_max),
 		  "%s has no memory or pids controller", w->cgroup);
@@ -1263,14 +1292,21 @@ static void bomb(const char *cmd, int timeout_s, struct bomb_watch *w)
 		if (cgroup_value(w->cgroup, "pids.current", &v) &&
 		    v > w->pids_peak)
 			w->pids_peak = v;
-		cr_expect_eq(api(&h, "GET", NULL, "/health"), 200,
-			     "health during the bomb: %s", h.body);
+		request(&(struct call){ .method = "GET",
+					.path = "/health",
+					.limit_s = HEALTH_LIMIT_S },
+			&h);
+		cr_expect_eq(h.status, 200, "health during the bomb: %s",
+			     h.body);
 		if (h.seconds > w->worst_health_s)
 			w->worst_health_s = h.seconds;
 		reply_free(&h);
 		sleep_s(0.2);
 	}
 	parse_exec(&b.r, false, &x);
+	tail_of(console, 0, tail, sizeof(tail));
+	fprintf(stderr, "test_daemon: the bombed guest's console ends:\n%s\n",
+		tail);
 	fprintf(stderr,
 		"test_daemon: '%s' for %.1f s: %s exit %d signal %d "
 		"timed_out %d; cgroup memory peak %.1f MiB of %.1f, pids peak "
@@ -1427,7 +1463,12 @@ static void expect_error(const char *method, const char *path, const char *body,
 	json_t *e;
 	struct reply r;
 
-	request(&r, method, path, body, len, auth);
+	request(&(struct call){ .method = method,
+				.path = path,
+				.body = body,
+				.len = len,
+				.no_token = !auth },
+		&r);
 	e = json_object_get(r.json, "error");
 	cr_expect_eq(r.status, status, "%s %s: %ld, want %ld: %.300s", method,
 		     path, r.status, status, r.body);
@@ -1655,7 +1696,8 @@ Test(api, exec_streams_and_reports, .timeout = 600)
 	/* Streamed, with stdin: the events in order. */
 	exec_json(&r, id,
 		  json_pack("{s:[s,s,s], s:s}", "argv", "sh", "-c",
-			    "cat; echo oops >&2; exit 3", "stdin", in));
+			    "cat; echo oops >&2; exit 3", "stdin", in),
+		  0);
 	cr_expect_eq(strncmp(r.type, "application/x-ndjson", 20), 0,
 		     "Content-Type %s", r.type);
 	parse_exec(&r, true, &x);
@@ -1669,7 +1711,8 @@ Test(api, exec_streams_and_reports, .timeout = 600)
 	reply_free(&r);
 
 	/* Killed by a signal, streamed and not. */
-	exec_json(&r, id, json_pack("{s:s}", "cmd", "echo before; kill -9 $$"));
+	exec_json(&r, id, json_pack("{s:s}", "cmd", "echo before; kill -9 $$"),
+		  0);
 	parse_exec(&r, true, &x);
 	cr_expect_str_empty(x.problem, "%s in: %s", x.problem, r.body);
 	cr_expect_eq(x.signal, 9, "%s", r.body);
@@ -1685,7 +1728,8 @@ Test(api, exec_streams_and_reports, .timeout = 600)
 	exec_json(&r, id,
 		  json_pack("{s:s, s:{s:s}, s:s, s:b}", "cmd",
 			    "echo $A $B; pwd", "env", "B", "exec", "cwd",
-			    "/tmp", "stream", 0));
+			    "/tmp", "stream", 0),
+		  0);
 	parse_exec(&r, false, &x);
 	cr_expect_str_eq(x.out, "sandbox exec\n/tmp\n", "%s", r.body);
 	exec_result_free(&x);
@@ -1725,13 +1769,17 @@ Test(api, file_round_trip, .timeout = 600)
 		 "/sandboxes/%s/files?path=%%2Ftmp%%2Fround%%20trip.bin&"
 		 "mode=0600",
 		 id);
-	request(&r, "PUT", path, data, FILE_BYTES, true);
+	request(&(struct call){ .method = "PUT",
+				.path = path,
+				.body = data,
+				.len = FILE_BYTES },
+		&r);
 	cr_expect_eq(r.status, 204, "PUT: %ld %s", r.status, r.body);
 	reply_free(&r);
 
 	snprintf(path, sizeof(path),
 		 "/sandboxes/%s/files?path=%%2Ftmp%%2Fround%%20trip.bin", id);
-	request(&r, "GET", path, NULL, 0, true);
+	request(&(struct call){ .method = "GET", .path = path }, &r);
 	cr_expect_eq(r.status, 200, "GET: %ld", r.status);
 	cr_expect_eq(strncmp(r.type, "application/octet-stream", 24), 0,
 		     "Content-Type %s", r.type);
