@@ -440,8 +440,10 @@ static void reap(struct daemon *d, struct pooled_clone **dead)
 			*dead = c;
 		}
 		pl->ready_tail = last;
-		pthread_cond_broadcast(&d->changed);
 	}
+	/* Workers refill what died; expired leases freed capacity. */
+	if (*dead)
+		pthread_cond_broadcast(&d->changed);
 }
 
 static void *reaper(void *arg)
