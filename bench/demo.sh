@@ -1,10 +1,9 @@
 #!/bin/sh
 # The main job, end to end: thaw's guest kernel (built on first use, then
-# cached), the default guest (thaw-agent as init), a template booted once
-# and snapshotted (`thaw snapshot create`), then clones restored from it
-# that each run a command (`thaw run --from`), with their timings.  The
-# first clone records the snapshot's working set; later ones prefetch it.
-# On a host without /dev/kvm it all runs inside nested-kvm.sh's emulated
+# cached), the default guest (thaw-agent as init), then `thaw daemon` on a
+# template of them (booted and snapshotted once, restored into a warm pool)
+# handing out sandboxes that each run a command (`thaw sandbox create`,
+# `thaw exec`), with handout and restore timings.  On a host without /dev/kvm it all runs inside nested-kvm.sh's emulated
 # KVM host, which says so: its timings are then an emulator's.
 set -eu
 thaw=$1 vmm=$2 agent=$3 mkinitramfs=$4 src=$5
