@@ -71,6 +71,7 @@ struct pool {
 	struct pooled_clone *ready_head, *ready_tail;
 	uint32_t ready, restoring, leased, waiters;
 	uint64_t restore_failures;
+	uint32_t failures_in_a_row;
 	char last_error[256];
 	uint64_t handouts, rejections, expired;
 	struct histogram handout_s, restore_s;

@@ -36,6 +36,8 @@
 #define REAP_INTERVAL_MS 100
 /* After a failed restore: do not spin on a template that cannot restore. */
 #define RESTORE_RETRY_MS 1000
+/* Failed restores in a row after which waiting requests give up. */
+#define RESTORE_FAILURES_FATAL 3
 #define CLONE_REQUEST_ID 1
 
 const double histogram_bounds[HISTOGRAM_BUCKETS] = {
@@ -197,6 +199,7 @@ static void *pool_worker(void *arg)
 		pthread_mutex_lock(&d->lock);
 		pl->restoring--;
 		if (ok && !d->stopping) {
+			pl->failures_in_a_row = 0;
 			c->state = CLONE_READY;
 			if (pl->ready_tail)
 				pl->ready_tail->next = c;
@@ -211,6 +214,7 @@ static void *pool_worker(void *arg)
 		d->total--;
 		if (!ok) {
 			pl->restore_failures++;
+			pl->failures_in_a_row++;
 			snprintf(
 				pl->last_error, sizeof(pl->last_error),
 				"restoring a clone of template %s failed (the daemon's log says why)",
@@ -266,7 +270,10 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			c = pop_ready(pl);
 			break;
 		}
-		if (pl->restore_failures != failures) {
+		/* One failed restore is retried; a run of them means the
+		 * template cannot be restored, and waiting will not help. */
+		if (pl->restore_failures != failures &&
+		    pl->failures_in_a_row >= RESTORE_FAILURES_FATAL) {
 			snprintf(err, errlen, "%s", pl->last_error);
 			status = 500;
 			break;

@@ -80,6 +80,8 @@ for arg in "$@"; do
 done
 quote() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 {
+	# Tests that load a host hard scale down on this one (test_daemon).
+	printf 'export THAW_EMULATED_HOST=1\n'
 	printf 'exec '
 	for word in "$cmd" "$@"; do quote "$word"; done
 	printf '</dev/null >/dev/ttyS1 2>/dev/ttyS2\n'

@@ -63,6 +63,13 @@
 static const char *const templates[] = { "default", "tight", "bomb" };
 
 #define CONCURRENT 50
+/*
+ * Under nested-kvm.sh's software-emulated host (QEMU TCG), 50 guests at
+ * once crashed that host's own kernel (a stack guard hit in kvm_amd's
+ * __svm_vcpu_run, seen once at ~40 guests): the emulator's limit, not
+ * thaw's.  There the test hands out this many at once, and says so.
+ */
+#define CONCURRENT_EMULATED 16
 #define FILE_BYTES (1 << 20)
 #define SB_ID_MAX 64
 #define START_LIMIT_S 1200 /* the first start builds the snapshot */
@@ -1113,8 +1120,15 @@ static void describe(double *v, int n, char *out, size_t len)
 		 v[n / 2], v[(int)ceil(0.95 * n) - 1], v[n - 1]);
 }
 
+/* True inside nested-kvm.sh's software-emulated host. */
+static bool emulated_host(void)
+{
+	return getenv("THAW_EMULATED_HOST") != NULL;
+}
+
 Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 {
+	const int n = emulated_host() ? CONCURRENT_EMULATED : CONCURRENT;
 	static struct handout h[CONCURRENT];
 	pthread_t threads[CONCURRENT];
 	pthread_barrier_t start;
@@ -1122,8 +1136,8 @@ Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 	char a[160], b[160];
 	int ok = 0;
 
-	pthread_barrier_init(&start, NULL, CONCURRENT + 1);
-	for (int i = 0; i < CONCURRENT; i++) {
+	pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+	for (int i = 0; i < n; i++) {
 		h[i] = (struct handout){ .start = &start, .index = i };
 		cr_assert_eq(pthread_create(&threads[i], NULL, handout_thread,
 					    &h[i]),
@@ -1131,12 +1145,12 @@ Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 	}
 	double begin = now_s();
 	pthread_barrier_wait(&start);
-	for (int i = 0; i < CONCURRENT; i++)
+	for (int i = 0; i < n; i++)
 		pthread_join(threads[i], NULL);
 	double wall = now_s() - begin;
 	pthread_barrier_destroy(&start);
 
-	for (int i = 0; i < CONCURRENT; i++) {
+	for (int i = 0; i < n; i++) {
 		cr_expect_str_empty(h[i].failure, "sandbox %d: %s", i,
 				    h[i].failure);
 		ok += !h[i].failure[0];
@@ -1150,17 +1164,18 @@ Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 		handout_ms[i] = h[i].handout_ms;
 		seconds[i] = h[i].seconds * 1000;
 	}
-	describe(handout_ms, CONCURRENT, a, sizeof(a));
-	describe(seconds, CONCURRENT, b, sizeof(b));
+	describe(handout_ms, n, a, sizeof(a));
+	describe(seconds, n, b, sizeof(b));
 	fprintf(stderr,
 		"test_daemon: %d concurrent creates + exec, %d ok in %.1f s; "
-		"handout_ms %s; create request ms %s\n",
-		CONCURRENT, ok, wall, a, b);
-	cr_expect_eq(ok, CONCURRENT);
+		"handout_ms %s; create request ms %s%s\n",
+		n, ok, wall, a, b,
+		n < CONCURRENT ? " (fewer than 50: emulated host)" : "");
+	cr_expect_eq(ok, n);
 
 	char *log = slurp(files.log, NULL);
 	cr_assert_not_null(log);
-	for (int i = 0; i < CONCURRENT; i++) {
+	for (int i = 0; i < n; i++) {
 		char line[128];
 
 		snprintf(line, sizeof(line),
@@ -1172,15 +1187,15 @@ Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 	free(log);
 
 	double del = now_s();
-	for (int i = 0; i < CONCURRENT; i++)
+	for (int i = 0; i < n; i++)
 		if (h[i].id[0])
 			delete_sandbox(h[i].id);
-	fprintf(stderr, "test_daemon: %d deletes in %.1f s\n", CONCURRENT,
+	fprintf(stderr, "test_daemon: %d deletes in %.1f s\n", n,
 		now_s() - del);
 
 	struct reply r;
 	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes"), 200);
-	for (int i = 0; i < CONCURRENT; i++)
+	for (int i = 0; i < n; i++)
 		cr_expect_null(strstr(r.body, h[i].id), "%s still listed",
 			       h[i].id);
 	reply_free(&r);
