@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <microhttpd.h>
@@ -38,6 +39,8 @@
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
 /* How long past an exec's timeout_s we wait for the guest's EXIT. */
 #define EXEC_GRACE_S 15
+/* Connection attempts (50 ms apart) a sandbox's agent may refuse. */
+#define AGENT_CONNECT_RETRIES 100
 /* A file transfer whose guest sends nothing for this long has failed. */
 #define FILE_IDLE_S 60
 #define EXEC_REQUEST_ID 1
@@ -666,7 +669,16 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 			 c->stop_reason);
 		return 500;
 	}
-	if (agent_connect(agent, c->sb.vsock, why, sizeof(why)) < 0) {
+	/* A guest busy with other connections may refuse one for a moment
+	 * (-EAGAIN, seen under concurrent handouts): retry briefly. */
+	int ret = agent_connect(agent, c->sb.vsock, why, sizeof(why));
+	for (int i = 0; ret == -EAGAIN && i < AGENT_CONNECT_RETRIES; i++) {
+		const struct timespec pause = { 0, 50 * 1000000L };
+
+		nanosleep(&pause, NULL);
+		ret = agent_connect(agent, c->sb.vsock, why, sizeof(why));
+	}
+	if (ret < 0) {
 		snprintf(err, errlen,
 			 "sandbox %s: its agent does not answer: %s", c->id,
 			 why);
