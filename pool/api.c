@@ -446,6 +446,20 @@ struct text {
 	bool failed;
 };
 
+/* Grows @t's buffer to @cap bytes; false (and t->failed) without memory. */
+static bool text_reserve(struct text *t, size_t cap)
+{
+	char *grown = realloc(t->buf, cap);
+
+	if (!grown) {
+		t->failed = true;
+		return false;
+	}
+	t->buf = grown;
+	t->cap = cap;
+	return true;
+}
+
 static void put(struct text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -462,14 +476,8 @@ static void put(struct text *t, const char *fmt, ...)
 			t->len += n;
 			return;
 		}
-		size_t cap = t->cap ? t->cap * 2 : 8192;
-		char *grown = realloc(t->buf, cap);
-		if (!grown) {
-			t->failed = true;
+		if (!text_reserve(t, t->cap ? t->cap * 2 : 8192))
 			return;
-		}
-		t->buf = grown;
-		t->cap = cap;
 	}
 }
 
@@ -781,13 +789,8 @@ static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 
 		while (cap < t->len + n)
 			cap *= 2;
-		char *grown = realloc(t->buf, cap);
-		if (!grown) {
-			t->failed = true;
+		if (!text_reserve(t, cap))
 			return;
-		}
-		t->buf = grown;
-		t->cap = cap;
 	}
 	memcpy(t->buf + t->len, p, n);
 	t->len += n;
