@@ -356,9 +356,12 @@ static int clone_frame(uint8_t *buf, uint32_t id, const char *hostname,
 	return n;
 }
 
-/* The answer to request @id: OK, or ERROR turned into -errno and @err. */
-static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
-			 size_t errlen)
+/*
+ * The answer to request @id: @success (OK, or PONG to a PING), or ERROR
+ * turned into -errno and @err.
+ */
+static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
+			 char *err, size_t errlen)
 {
 	struct thaw_frame f;
 	struct thaw_msg m;
@@ -371,17 +374,18 @@ static int simple_answer(struct agent_conn *c, uint32_t id, char *err,
 		return ret;
 	}
 	if (f.h.request_id != id ||
-	    (f.h.type != THAW_OK && f.h.type != THAW_ERROR)) {
+	    (f.h.type != success && f.h.type != THAW_ERROR)) {
 		snprintf(err, errlen,
-			 "agent sent %s for request %u, want OK "
+			 "agent sent %s for request %u, want %s "
 			 "or ERROR for %u",
-			 thaw_type_name(f.h.type), f.h.request_id, id);
+			 thaw_type_name(f.h.type), f.h.request_id,
+			 thaw_type_name(success), id);
 		return -EPROTO;
 	}
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, err,
 			    errlen) < 0)
 		return -EPROTO;
-	if (f.h.type == THAW_OK)
+	if (f.h.type == success)
 		return 0;
 	return -agent_error_of(&m, err, errlen);
 }
@@ -400,7 +404,25 @@ int agent_error_of(const struct thaw_msg *m, char *msg, size_t len)
 int agent_wait_answer(struct agent_conn *c, uint32_t id, char *err,
 		      size_t errlen)
 {
-	return simple_answer(c, id, err, errlen);
+	return simple_answer(c, id, THAW_OK, err, errlen);
+}
+
+static void fill_nothing(struct thaw_writer *w, const void *arg)
+{
+	(void)w;
+	(void)arg;
+}
+
+int agent_ping(struct agent_conn *c, uint32_t id, char *err, size_t errlen)
+{
+	int ret = send_frame(c, id, THAW_PING, 0, THAW_HEADER_SIZE,
+			     fill_nothing, NULL);
+
+	if (ret < 0) {
+		snprintf(err, errlen, "sending PING: %s", strerror(-ret));
+		return ret;
+	}
+	return simple_answer(c, id, THAW_PONG, err, errlen);
 }
 
 int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
@@ -418,7 +440,7 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 		snprintf(err, errlen, "sending CLONE: %s", strerror(-ret));
 		return ret;
 	}
-	return simple_answer(c, id, err, errlen);
+	return simple_answer(c, id, THAW_OK, err, errlen);
 }
 
 int agent_next_frame(struct agent_conn *c, struct thaw_frame *f)

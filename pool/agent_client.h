@@ -98,6 +98,13 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 		const char *sandbox_id, char *err, size_t errlen);
 
 /*
+ * PING as request @id, then waits (bounded) for its PONG: the agent's main
+ * loop is alive and answering.  Returns 0 or a negative errno after a
+ * message in @err.
+ */
+int agent_ping(struct agent_conn *c, uint32_t id, char *err, size_t errlen);
+
+/*
  * Waits for the next frame.  Returns 0 with @f filled (payload valid until
  * the next call) or a negative errno (-EPIPE: the agent went away).
  */

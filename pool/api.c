@@ -60,6 +60,7 @@ enum route {
 	ROUTE_SANDBOX,
 	ROUTE_EXEC,
 	ROUTE_TIMEOUT,
+	ROUTE_PING,
 	ROUTE_FILES,
 	ROUTE_TEMPLATES,
 	ROUTE_HEALTH,
@@ -693,6 +694,42 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 		return 500;
 	}
 	return 0;
+}
+
+/*
+ * A round trip to the sandbox's agent on a fresh connection, as an exec's
+ * would start: proof that the guest runs and answers, and what that costs.
+ */
+static enum MHD_Result ping_sandbox(struct MHD_Connection *conn,
+				    struct request *r, struct daemon *d)
+{
+	struct pooled_clone *c = clone_get(d, r->id);
+	struct agent_conn agent;
+	char err[512];
+
+	if (!c)
+		return no_sandbox(conn, r);
+	uint64_t start = monotonic_ns();
+	int status = connect_agent(c, &agent, err, sizeof(err));
+	if (!status) {
+		char why[256];
+
+		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
+			snprintf(err, sizeof(err),
+				 "sandbox %s: its agent does not answer a "
+				 "ping: %s",
+				 c->id, why);
+			status = 500;
+		}
+		agent_close(&agent);
+	}
+	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
+	clone_put(d, c);
+	if (status)
+		return send_error(conn, r, status, "%s", err);
+	return send_json(conn, r, 200,
+			 json_pack("{s:s,s:f}", "id", r->id, "agent_ms",
+				   hundredths(agent_ms)));
 }
 
 enum wait_outcome {
@@ -1496,9 +1533,8 @@ static enum route parse_route(const char *url, char *id, size_t idlen)
 		const char *suffix;
 		enum route route;
 	} sub[] = {
-		{ "", ROUTE_SANDBOX },
-		{ "/exec", ROUTE_EXEC },
-		{ "/timeout", ROUTE_TIMEOUT },
+		{ "", ROUTE_SANDBOX },	       { "/exec", ROUTE_EXEC },
+		{ "/timeout", ROUTE_TIMEOUT }, { "/ping", ROUTE_PING },
 		{ "/files", ROUTE_FILES },
 	};
 
@@ -1532,6 +1568,7 @@ static const char *allowed_methods(enum route route)
 		return "GET, DELETE";
 	case ROUTE_EXEC:
 	case ROUTE_TIMEOUT:
+	case ROUTE_PING:
 		return "POST";
 	case ROUTE_FILES:
 		return "GET, PUT";
@@ -1651,6 +1688,8 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct request *r,
 		return exec_sandbox(conn, r, d);
 	case ROUTE_TIMEOUT:
 		return set_timeout(conn, r, d);
+	case ROUTE_PING:
+		return ping_sandbox(conn, r, d);
 	case ROUTE_FILES:
 		return get ? get_file(conn, r, d) : put_file_end(conn, r, d);
 	case ROUTE_TEMPLATES:

@@ -1092,6 +1092,16 @@ static void *handout_thread(void *arg)
 	if (h->failure[0])
 		return NULL;
 
+	/* The handed-out guest answers at once, before any exec. */
+	long ping = api(&r, "POST", NULL, "/sandboxes/%s/ping", h->id);
+	if (ping != 200 || jnum(r.json, "agent_ms") <= 0 ||
+	    strcmp(jstr(r.json, "id"), h->id))
+		snprintf(h->failure, sizeof(h->failure), "%s: ping: %ld %.400s",
+			 h->id, ping, r.body);
+	reply_free(&r);
+	if (h->failure[0])
+		return NULL;
+
 	exec_json(&r, h->id,
 		  json_pack("{s:s, s:b}", "cmd", "echo $ID", "stream", 0), 0);
 	parse_exec(&r, false, &x);
@@ -1593,6 +1603,11 @@ Test(api, bad_requests_get_their_status_and_code, .timeout = 600)
 	snprintf(path, sizeof(path), "%s/exec", unknown);
 	expect_json_error("POST", path, "{\"argv\":[\"true\"]}", 404,
 			  "not_found");
+	snprintf(path, sizeof(path), "%s/ping", unknown);
+	expect_json_error("POST", path, NULL, 404, "not_found");
+	snprintf(path, sizeof(path), "/sandboxes/%s/ping", id);
+	expect_error("GET", path, NULL, 0, true, 405, "method_not_allowed",
+		     "POST");
 	expect_json_error("GET", "/nope", NULL, 404, "not_found");
 	expect_error("DELETE", "/templates", NULL, 0, true, 405,
 		     "method_not_allowed", "GET");
