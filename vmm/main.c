@@ -205,11 +205,7 @@ int main(int argc, char **argv)
 			cfg.restore_dir = optarg;
 			break;
 		case 'P':
-			if (!strcmp(optarg, "prefetch"))
-				cfg.page_in = PAGE_IN_PREFETCH;
-			else if (!strcmp(optarg, "lazy"))
-				cfg.page_in = PAGE_IN_LAZY;
-			else
+			if (page_in_mode_parse(optarg, &cfg.page_in))
 				return usage_error(
 					"--page-in takes prefetch or "
 					"lazy, not '%s'",

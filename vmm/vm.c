@@ -870,3 +870,14 @@ void vm_destroy(struct vm *vm)
 	pthread_cond_destroy(&vm->pause_cond);
 	pthread_mutex_destroy(&vm->pause_lock);
 }
+
+int page_in_mode_parse(const char *word, enum page_in_mode *mode)
+{
+	if (!strcmp(word, "prefetch"))
+		*mode = PAGE_IN_PREFETCH;
+	else if (!strcmp(word, "lazy"))
+		*mode = PAGE_IN_LAZY;
+	else
+		return -1;
+	return 0;
+}

@@ -67,6 +67,9 @@ enum page_in_mode {
 	PAGE_IN_LAZY,	  /* each page when the guest first touches it */
 };
 
+/* "prefetch" or "lazy" into @mode: 0, or -1 for any other word. */
+int page_in_mode_parse(const char *word, enum page_in_mode *mode);
+
 /* Exit statuses of vm_run() and of thaw-vmm. */
 enum vm_status {
 	VM_GUEST_STOPPED = 0, /* the guest rebooted, powered off or halted */

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * thawd_client.h - what thaw-bench needs of the daemon: start one on a
+ * config of its own, call its HTTP API over the Unix socket, stop it.
+ *
+ * The bench drives thawd exactly as a user does (pool/API.md), so every
+ * handout figure includes the HTTP round trip a real client pays.  Each
+ * scenario starts its own daemon, with the pool sizes it needs, on one
+ * shared state directory: the template's snapshot is built by the first
+ * daemon and found in the catalog by the others.  A connection (struct
+ * thawd_conn) belongs to one thread.
+ */
+#ifndef THAW_BENCH_THAWD_CLIENT_H
+#define THAW_BENCH_THAWD_CLIENT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+/* One [template NAME] section; zero fields keep the daemon's default. */
+struct template_spec {
+	const char *name;
+	unsigned mem_mib;
+	unsigned min_ready;
+	unsigned max_total;
+	unsigned restore_parallel;
+	const char *page_in; /* NULL: the default */
+};
+
+struct thawd {
+	pid_t pid;
+	char state_dir[PATH_MAX];
+	char socket[PATH_MAX + 16];
+	char config[PATH_MAX + 16];
+	char log[PATH_MAX + 16];
+};
+
+/*
+ * Writes a config with @templates (@n of them, all on @kernel and @initrd)
+ * and @max_sandboxes into @state_dir, starts `@thaw daemon` on it (its
+ * stderr goes to @state_dir/thawd.log) and waits until it serves.  Returns 0,
+ * or -1 with @err saying why (the log's last lines when the daemon died).
+ */
+int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
+		const char *kernel, const char *initrd,
+		const struct template_spec *templates, size_t n,
+		unsigned max_sandboxes, char *err, size_t errlen);
+
+/* SIGTERM, then waits (SIGKILL after 120 s).  0, or -1 with @err. */
+int thawd_stop(struct thawd *d, char *err, size_t errlen);
+
+/* The last lines of the daemon's log, for error messages. */
+void thawd_log_tail(const struct thawd *d, char *out, size_t len);
+
+struct thawd_conn {
+	CURL *curl;
+	const struct thawd *d;
+};
+
+int thawd_connect(struct thawd_conn *c, const struct thawd *d);
+void thawd_disconnect(struct thawd_conn *c);
+
+/*
+ * @method @path with JSON @body (or NULL).  Returns the HTTP status with the
+ * answer's JSON in *@reply (NULL when it had none; the caller frees it), or
+ * -1 with @err naming the transport error.
+ */
+long thawd_call(struct thawd_conn *c, const char *method, const char *path,
+		const char *body, json_t **reply, char *err, size_t errlen);
+
+/* @metric{template="@template"} from GET /metrics; -1 when absent. */
+double thawd_metric(struct thawd_conn *c, const char *metric,
+		    const char *template);
+
+/* A template's pool as GET /templates reports it. */
+struct pool_state {
+	char snapshot[64];
+	long ready, restoring, leased;
+};
+
+int thawd_pool(struct thawd_conn *c, const char *name, struct pool_state *p,
+	       char *err, size_t errlen);
+
+/*
+ * Waits until @name's pool has at least @ready clones ready and none
+ * restoring beyond that, at most @limit_s seconds.  0, or -1 with @err
+ * (what the pool held when time ran out).
+ */
+int thawd_wait_ready(struct thawd_conn *c, const char *name, long ready,
+		     double limit_s, char *err, size_t errlen);
+
+/* One handout: the sandbox, and what it cost. */
+struct handout {
+	char id[32];
+	double ms;	   /* create request sent -> ping answered */
+	double restore_ms; /* the daemon's: its VMM started -> agent answered */
+};
+
+/*
+ * POST /sandboxes for @template and, once handed out, POST .../ping.
+ * 0, or -1 with @err (status and the daemon's message).
+ */
+int thawd_handout(struct thawd_conn *c, const char *template, struct handout *h,
+		  char *err, size_t errlen);
+
+/* `true` in sandbox @id, waited for; @ms its round trip.  0 or -1. */
+int thawd_exec_true(struct thawd_conn *c, const char *id, double *ms, char *err,
+		    size_t errlen);
+
+/* DELETE /sandboxes/@id.  0 or -1. */
+int thawd_release(struct thawd_conn *c, const char *id, char *err,
+		  size_t errlen);
+
+double bench_now_ms(void);
+
+#endif
