@@ -19,6 +19,7 @@ done
 # The results come back as a tar stream on stdout (the emulated host has
 # no shared disk); the table is in it.
 NESTED_KVM_PROGRAMS="$thaw $vmm $bench $floor$peers" NESTED_KVM_TIMEOUT=14400 NESTED_KVM_MEM=6144 \
+	NESTED_KVM_SMP=2 \
 	"$src/tests/integration/nested-kvm.sh" \
 	"$src/bench/bench-on-kvm-host.sh" "$bench" "$kernel" "$initrd" "$@" |
 	sed -n '/^THAW-BENCH-RESULTS$/,$p' | sed 1d | base64 -d |

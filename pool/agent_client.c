@@ -167,6 +167,14 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		ret = -EAGAIN;
 		goto fail;
 	}
+	/* A guest too busy to answer in time (many restores at once on few
+	 * CPUs, seen with 16 on one emulated CPU) may answer the next one. */
+	if (ret == -ETIMEDOUT) {
+		snprintf(err, errlen, "no vsock answer on %s within %d ms",
+			 vsock_path, AGENT_GREETING_TIMEOUT_MS);
+		ret = -EAGAIN;
+		goto fail;
+	}
 	if (ret == 0 && strncmp(line, "OK ", 3) != 0)
 		ret = -EPROTO;
 	if (ret < 0) {

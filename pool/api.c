@@ -39,8 +39,8 @@
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
 /* How long past an exec's timeout_s we wait for the guest's EXIT. */
 #define EXEC_GRACE_S 15
-/* Connection attempts (50 ms apart) a sandbox's agent may refuse. */
-#define AGENT_CONNECT_RETRIES 100
+/* How long a sandbox's agent may refuse or ignore connections. */
+#define AGENT_CONNECT_PATIENCE_MS 30000
 /* A file transfer whose guest sends nothing for this long has failed. */
 #define FILE_IDLE_S 60
 #define EXEC_REQUEST_ID 1
@@ -679,9 +679,11 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 		return 500;
 	}
 	/* A guest busy with other connections may refuse one for a moment
-	 * (-EAGAIN, seen under concurrent handouts): retry briefly. */
+	 * (-EAGAIN, seen under concurrent handouts): retry for a while. */
+	uint64_t give_up =
+		monotonic_ns() + AGENT_CONNECT_PATIENCE_MS * 1000000ull;
 	int ret = agent_connect(agent, c->sb.vsock, why, sizeof(why));
-	for (int i = 0; ret == -EAGAIN && i < AGENT_CONNECT_RETRIES; i++) {
+	while (ret == -EAGAIN && monotonic_ns() < give_up) {
 		const struct timespec pause = { 0, 50 * 1000000L };
 
 		nanosleep(&pause, NULL);

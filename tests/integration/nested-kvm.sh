@@ -120,8 +120,9 @@ chmod +x "$root/init"
 # lockups, one in a process's system call and one in a kworker, as if an
 # inter-processor interrupt got lost, and nothing moves again; a 2-vCPU
 # guest inside it sometimes loses a CPU the same way.  With one CPU
-# (NESTED_KVM_SMP, default 1) no run wedged; it is about half as fast.  The
-# emulator is the suspect, not thaw: the same guests run on real KVM hosts.
+# (NESTED_KVM_SMP, default 1) no run wedged, but many guests at once crawl
+# (16 restores at once took minutes each), so test_daemon and the bench ask
+# for two.  The emulator is the suspect, not thaw.
 # What is left is caught here.  A host that does not reach its init in
 # L1_BOOT_LIMIT s (2 of ~40 boots) is started again (COMMAND has not run
 # yet); one whose heartbeat stops for L1_SILENCE_LIMIT s is killed and
