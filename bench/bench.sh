@@ -11,18 +11,25 @@ shift 7
 kernel=$("$src/guest/kernel/build.sh")
 initrd=$("$mkinitramfs" --init "$agent")
 out=$src/bench/results/$(date -u +%Y-%m-%d)
-mkdir -p "$out"
 peers=
 for p in bwrap runsc; do
 	p=$(command -v "$p") && peers="$peers $p"
 done
 # The results come back as a tar stream on stdout (the emulated host has
 # no shared disk); the table is in it.
-NESTED_KVM_PROGRAMS="$thaw $vmm $bench $floor$peers" NESTED_KVM_TIMEOUT=14400 NESTED_KVM_MEM=6144 \
-	NESTED_KVM_SMP=2 \
+stream=$(mktemp)
+trap 'rm -f "$stream"' EXIT
+NESTED_KVM_PROGRAMS="$thaw $vmm $bench $floor$peers" NESTED_KVM_TIMEOUT=14400 \
+	NESTED_KVM_MEM=6144 \
 	"$src/tests/integration/nested-kvm.sh" \
-	"$src/bench/bench-on-kvm-host.sh" "$bench" "$kernel" "$initrd" "$@" |
-	sed -n '/^THAW-BENCH-RESULTS$/,$p' | sed 1d | base64 -d |
+	"$src/bench/bench-on-kvm-host.sh" "$bench" "$kernel" "$initrd" "$@" \
+	>"$stream" || true
+if ! grep -q '^THAW-BENCH-RESULTS$' "$stream"; then
+	echo "thaw-bench did not finish: no results (its output is above)" >&2
+	exit 1
+fi
+mkdir -p "$out"
+sed -n '/^THAW-BENCH-RESULTS$/,$p' "$stream" | sed 1d | base64 -d |
 	tar -x -C "$out"
 # The emulated host has no gnuplot: the plots are drawn here, from the
 # script and data the bench wrote, and results.md then shows them.
