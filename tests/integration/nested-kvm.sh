@@ -127,9 +127,11 @@ chmod +x "$root/init"
 # (NESTED_KVM_SMP=1) none wedged either, but many guests at once crawl.
 # What may be left is caught here.  A host that does not reach its init in
 # L1_BOOT_LIMIT s (2 of ~40 boots) is started again (COMMAND has not run
-# yet); one whose heartbeat stops for L1_SILENCE_LIMIT s is killed and
-# COMMAND run once more from the start, saying so.  A host that reports
-# COMMAND's exit status is never retried.
+# yet); one whose heartbeat stops for L1_SILENCE_LIMIT s is killed, and
+# COMMAND is run once more from the start, saying so, after that or after a
+# host that ended without reporting COMMAND's exit status (seen once: L1
+# gone after 34 s, nothing on its console).  A host that reports COMMAND's
+# exit status is never retried.
 L1_BOOT_LIMIT=120
 L1_SILENCE_LIMIT=300
 show_console() { # its messages, and the last heartbeats only
@@ -180,17 +182,20 @@ while :; do
 			beats=$now
 		fi
 	done
-	if [ $silent -lt $L1_SILENCE_LIMIT ] || grep -q THAW-L1-EXIT "$work/console"; then
+	if [ $silent -lt $L1_SILENCE_LIMIT ]; then
 		wait "$qemu_pid" || true
 		qemu_pid=
-		break
+		grep -q THAW-L1-EXIT "$work/console" && break
+		why="ended without reporting an exit status"
+	else
+		kill "$qemu_pid" 2>/dev/null
+		wait "$qemu_pid" 2>/dev/null || true
+		qemu_pid=
+		why="stopped (no heartbeat for $L1_SILENCE_LIMIT s)"
 	fi
-	kill "$qemu_pid" 2>/dev/null
-	wait "$qemu_pid" 2>/dev/null || true
-	qemu_pid=
 	wedged_runs=$((wedged_runs + 1))
-	say "the L1 host stopped (no heartbeat for $L1_SILENCE_LIMIT s); its" \
-		"console, then $(basename "$cmd")'s output so far:"
+	say "the L1 host $why; its console, then $(basename "$cmd")'s" \
+		"output so far:"
 	show_console
 	cat "$work/out" "$work/err" >&2
 	[ $wedged_runs -ge 2 ] && break
