@@ -20,7 +20,7 @@ done
 stream=$(mktemp)
 trap 'rm -f "$stream"' EXIT
 NESTED_KVM_PROGRAMS="$thaw $vmm $bench $floor$peers" NESTED_KVM_TIMEOUT=14400 \
-	NESTED_KVM_MEM=6144 \
+	NESTED_KVM_MEM=6144 NESTED_KVM_SMP=2 \
 	"$src/tests/integration/nested-kvm.sh" \
 	"$src/bench/bench-on-kvm-host.sh" "$bench" "$kernel" "$initrd" "$@" \
 	>"$stream" || true

@@ -15,7 +15,7 @@
 # the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
 # COMMAND runs (space-separated paths), copied the same way; NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
-# 2).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's stdout and
+# 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's stdout and
 # stderr to its 2nd and 3rd serial ports (files on this side) and its exit
 # status to the console, with a heartbeat.
 set -euo pipefail
@@ -117,14 +117,18 @@ INIT
 chmod +x "$root/init"
 (cd "$root" && find . | cpio -o -H newc --quiet) >"$work/l1.cpio"
 
-# Seen here: the emulated host wedged now and then (in about half of the
-# bench's runs, once in CI's test_snapshot): both CPUs report soft lockups,
-# one in a process's system call, one in a kworker, as if an interrupt
-# between CPUs got lost, and nothing moves again.  It happened where VMs
-# come and go one at a time, which in Linux 6.1 turns virtualisation on and
-# off in every CPU by such interrupts; kvm-hold (kvm-hold.c) keeps one empty
-# VM for L1's lifetime, after which no run wedged.  With one CPU
-# (NESTED_KVM_SMP=1) none wedged either, but many guests at once crawl.
+# Seen here: with two CPUs the emulated host wedges or crashes now and
+# then, always around an interrupt between its CPUs: a lost one leaves both
+# CPUs in soft lockups (half of the bench's runs, CI's test_snapshot), and a
+# reschedule interrupt taken right after VMRUN, before KVM restored the
+# host's state, overflows L1's stack ("TASK stack guard page was hit" in
+# kvm_amd's __svm_vcpu_run) under many guests.  One CPU has no such
+# interrupts, so it is the default (NESTED_KVM_SMP); many guests at once
+# crawl on it (16 restores at once took minutes each), so test_daemon and the
+# bench ask for two.  There, kvm-hold (kvm-hold.c) keeps one empty VM for
+# L1's lifetime: Linux 6.1's KVM turns virtualisation on and off across all
+# CPUs by such interrupts whenever the VM count leaves or reaches zero, and
+# with it no bench run wedged.
 # What may be left is caught here.  A host that does not reach its init in
 # L1_BOOT_LIMIT s (2 of ~40 boots) is started again (COMMAND has not run
 # yet); one whose heartbeat stops for L1_SILENCE_LIMIT s is killed, and
@@ -146,7 +150,7 @@ while :; do
 	: >"$work/err"
 	# A wedged emulator must not outlive its caller's patience.
 	timeout -s KILL "${NESTED_KVM_TIMEOUT:-900}" \
-		qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${NESTED_KVM_SMP:-2}" \
+		qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${NESTED_KVM_SMP:-1}" \
 		-m "${NESTED_KVM_MEM:-2048}" -display none -monitor none -no-reboot -nodefaults \
 		-serial "file:$work/console" -serial "file:$work/out" \
 		-serial "file:$work/err" \
