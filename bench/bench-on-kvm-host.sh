@@ -6,6 +6,8 @@
 set -eu
 bench=$1 kernel=$2 initrd=$3
 shift 3
+# nested-kvm.sh's host has only /bin on its PATH; the peers are in /usr/bin.
+PATH=$PATH:/usr/local/bin:/usr/bin
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$bench" --kernel "$kernel" --initrd "$initrd" --out "$out" "$@" >&2

@@ -37,6 +37,7 @@ if grep -q '^Plots were not made' "$out/results.md" &&
 	[ -f "$out/plots.gp" ] && command -v gnuplot >/dev/null &&
 	(cd "$out" && gnuplot plots.gp); then
 	sed -i '/^Plots were not made/d' "$out/results.md"
+	rm -f "$out/gnuplot.log"
 	printf '\n## Plots\n' >>"$out/results.md"
 	for png in "$out"/*.png; do
 		name=$(basename "$png" .png)
