@@ -11,5 +11,6 @@ kernel=$("$src/guest/kernel/build.sh")
 initrd=$("$mkinitramfs" --init "$agent")
 echo "kernel: $kernel" >&2
 echo "initrd: $initrd" >&2
-NESTED_KVM_PROGRAMS="$thaw $vmm" exec "$src/tests/integration/nested-kvm.sh" \
+# Two CPUs for the emulated host, like the template's guests have.
+NESTED_KVM_SMP=2 NESTED_KVM_PROGRAMS="$thaw $vmm" exec "$src/tests/integration/nested-kvm.sh" \
 	"$src/bench/demo-on-kvm-host.sh" "$thaw" "$kernel" "$initrd"
