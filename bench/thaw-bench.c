@@ -310,14 +310,16 @@ static void bench_handouts(struct bench *b, bool warm, struct samples *restores)
 /* ---- cold boot ----------------------------------------------------------- */
 
 /*
- * Runs @argv, its stderr into @err (NUL-terminated); returns its exit
- * status, or -1 when it could not be run.
+ * Runs @argv with its descriptor @fd (1 or 2) read into @out (NUL-terminated;
+ * what does not fit is read and dropped), the other one inherited.  Returns
+ * its exit status (128 + the signal that killed it), or -1 when it could not
+ * be run.
  */
-static int run_capture(char *const argv[], char *err, size_t errlen)
+static int run_capture(char *const argv[], int fd, char *out, size_t outlen)
 {
 	int pipefd[2];
 
-	err[0] = '\0';
+	out[0] = '\0';
 	if (pipe(pipefd))
 		return -1;
 	pid_t pid = fork();
@@ -327,9 +329,7 @@ static int run_capture(char *const argv[], char *err, size_t errlen)
 		return -1;
 	}
 	if (!pid) {
-		dup2(pipefd[1], 2);
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 1);
+		dup2(pipefd[1], fd);
 		close(pipefd[0]);
 		execv(argv[0], argv);
 		fprintf(stderr, "%s: %s\n", argv[0], strerror(errno));
@@ -339,12 +339,12 @@ static int run_capture(char *const argv[], char *err, size_t errlen)
 	size_t len = 0;
 	ssize_t got;
 	char sink[4096];
-	while ((got = read(pipefd[0], len + 1 < errlen ? err + len : sink,
-			   len + 1 < errlen ? errlen - len - 1
+	while ((got = read(pipefd[0], len + 1 < outlen ? out + len : sink,
+			   len + 1 < outlen ? outlen - len - 1
 					    : sizeof(sink))) > 0)
-		if (len + 1 < errlen)
+		if (len + 1 < outlen)
 			len += (size_t)got;
-	err[len] = '\0';
+	out[len] = '\0';
 	close(pipefd[0]);
 	int status;
 	waitpid(pid, &status, 0);
@@ -372,7 +372,7 @@ static void bench_boot(struct bench *b, const struct samples *restore)
 	progress("boot: %d cold boots", b->size->boots);
 	for (int i = 0; i < b->size->boots; i++) {
 		double setup, boot;
-		int status = run_capture(argv, out, sizeof(out));
+		int status = run_capture(argv, 2, out, sizeof(out));
 		const char *line = strstr(out, "thaw: vmm setup ");
 
 		if (status || !line ||
@@ -440,33 +440,20 @@ static void bench_floor(struct bench *b, const struct samples *restore)
 	snprintf(runs, sizeof(runs), "%d", b->size->floor_runs);
 	progress("floor: %d VM setups in one process", b->size->floor_runs);
 
-	int pipefd[2];
-	if (pipe(pipefd)) {
-		fail(b, "floor", name, strerror(errno));
-		return;
-	}
-	pid_t pid = fork();
-	if (!pid) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		execl(b->floor, b->floor, dir, runs, (char *)NULL);
-		fprintf(stderr, "%s: %s\n", b->floor, strerror(errno));
-		_exit(127);
-	}
-	close(pipefd[1]);
-	FILE *f = fdopen(pipefd[0], "r");
-	char line[256];
-	while (f && fgets(line, sizeof(line), f)) {
+	/* "floor TOTAL SETUP STATE\n" per run: well under 64 bytes each. */
+	size_t outlen = (size_t)b->size->floor_runs * 64 + 1;
+	char *out = malloc(outlen), *save;
+	char *argv[] = { (char *)b->floor, dir, runs, NULL };
+	int status = out ? run_capture(argv, 1, out, outlen) : -1;
+	for (char *line = out ? strtok_r(out, "\n", &save) : NULL; line;
+	     line = strtok_r(NULL, "\n", &save)) {
 		double total;
 
 		if (sscanf(line, "floor %lf", &total) == 1)
 			samples_add(&s, total);
 	}
-	if (f)
-		fclose(f);
-	int status;
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) || !s.n) {
+	free(out);
+	if (status || !s.n) {
 		fail(b, "floor", name,
 		     "thaw-bench-floor failed (its stderr is above)");
 		samples_free(&s);
@@ -519,7 +506,7 @@ static int record_working_set(struct bench *b, char *err, size_t errlen)
 			 "true",	  NULL };
 
 	setenv("THAW_STATE_DIR", b->state_dir, 1);
-	if (run_capture(argv, err, errlen)) {
+	if (run_capture(argv, 2, err, errlen)) {
 		return -1;
 	}
 	return 0;
@@ -1119,6 +1106,6 @@ int main(int argc, char **argv)
 	samples_free(&restores);
 	curl_global_cleanup();
 	char *rm[] = { "/bin/rm", "-rf", b.state_dir, NULL };
-	run_capture(rm, err, sizeof(err));
+	run_capture(rm, 2, err, sizeof(err));
 	return status;
 }
