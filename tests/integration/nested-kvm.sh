@@ -15,9 +15,9 @@
 # the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
 # COMMAND runs (space-separated paths), copied the same way; NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
-# 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's stdout and
-# stderr to its 2nd and 3rd serial ports (files on this side) and its exit
-# status to the console, with a heartbeat.
+# 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
+# stdout and stderr to its 2nd and 3rd serial ports (files on this side) and
+# its exit status to the console, with a heartbeat.
 set -euo pipefail
 
 [ $# -ge 1 ] || { echo "usage: nested-kvm.sh COMMAND [ARG...]" >&2; exit 2; }
@@ -138,6 +138,11 @@ chmod +x "$root/init"
 # exit status is never retried.
 L1_BOOT_LIMIT=120
 L1_SILENCE_LIMIT=300
+stop_l1() {
+	kill "$qemu_pid" 2>/dev/null # timeout(1) passes SIGTERM on to QEMU
+	wait "$qemu_pid" 2>/dev/null || true
+	qemu_pid=
+}
 show_console() { # its messages, and the last heartbeats only
 	grep -v THAW-L1-ALIVE "$work/console" >&2 || true
 	grep THAW-L1-ALIVE "$work/console" | tail -n 3 >&2 || true
@@ -164,12 +169,10 @@ while :; do
 		waited=$((waited + 1))
 	done
 	if ! grep -q THAW-L1-UP "$work/console"; then
-		kill "$qemu_pid" 2>/dev/null # timeout(1) passes SIGTERM on to QEMU
-		wait "$qemu_pid" 2>/dev/null || true
-		qemu_pid=
+		stop_l1
+		why="did not reach its init in $L1_BOOT_LIMIT s"
 		boot_attempts=$((boot_attempts + 1))
-		say "the L1 host did not reach its init in $L1_BOOT_LIMIT s" \
-			"(attempt $boot_attempts of 3)"
+		say "the L1 host $why (attempt $boot_attempts of 3)"
 		[ $boot_attempts -lt 3 ] && continue
 		break
 	fi
@@ -192,17 +195,15 @@ while :; do
 		grep -q THAW-L1-EXIT "$work/console" && break
 		why="ended without reporting an exit status"
 	else
-		kill "$qemu_pid" 2>/dev/null
-		wait "$qemu_pid" 2>/dev/null || true
-		qemu_pid=
+		stop_l1
 		why="stopped (no heartbeat for $L1_SILENCE_LIMIT s)"
 	fi
 	wedged_runs=$((wedged_runs + 1))
+	[ $wedged_runs -ge 2 ] && break # reported below
 	say "the L1 host $why; its console, then $(basename "$cmd")'s" \
 		"output so far:"
 	show_console
 	cat "$work/out" "$work/err" >&2
-	[ $wedged_runs -ge 2 ] && break
 	say "running $(basename "$cmd") again on a fresh L1 host"
 done
 
@@ -210,8 +211,8 @@ cat "$work/out"
 cat "$work/err" >&2
 status=$(sed -n 's/.*THAW-L1-EXIT \([0-9]*\).*/\1/p' "$work/console" | tail -n 1)
 if [ -z "$status" ]; then
-	say "the L1 host ended without reporting an exit status (no boot, a crash," \
-		"a wedge or past its ${NESTED_KVM_TIMEOUT:-900} s limit); its console:"
+	say "no exit status from the L1 host: it $why (its limit:" \
+		"${NESTED_KVM_TIMEOUT:-900} s); its console:"
 	show_console
 	exit 1
 fi
