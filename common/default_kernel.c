@@ -22,7 +22,8 @@ int default_kernel_path(char *path, size_t size)
 
 	if (!script)
 		script = THAW_KERNEL_BUILDER;
-	char *argv[] = { "/bin/sh", (char *)script, NULL };
+	/* A bash script: Debian's /bin/sh (dash) rejects its pipefail. */
+	char *argv[] = { "/bin/bash", (char *)script, NULL };
 	if (run_for_last_line(argv, path, size, "default kernel") < 0)
 		return -1;
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -168,3 +168,36 @@ int write_tiny_kernel(const char *path, const void *code, size_t len,
 	close(fd);
 	return n == (ssize_t)sizeof(k) ? 0 : -1;
 }
+
+#define REFERENCE_BOOT_S 5.0 /* thaw's guest to agent ready, emulated host */
+
+double guest_slowness(void)
+{
+	const char *boot = getenv("THAW_TEST_BOOT_S");
+	double s = boot ? strtod(boot, NULL) / REFERENCE_BOOT_S : 1;
+
+	return s > 1 ? s : 1;
+}
+
+int scaled_s(int base_s)
+{
+	return (int)(base_s * guest_slowness() + 0.5);
+}
+
+bool kvm_usable(void)
+{
+	int fd;
+
+	if (getenv("THAW_FORCE_NESTED"))
+		return false;
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+bool kvm_is_pvm(void)
+{
+	return access("/sys/module/kvm_pvm", F_OK) == 0 && kvm_usable();
+}

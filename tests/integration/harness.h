@@ -35,6 +35,33 @@ void run_result_free(struct run_result *r);
 int write_tiny_kernel(const char *path, const void *code, size_t len,
 		      uint64_t memsz);
 
+/*
+ * How many times slower than a reference host this one runs guests, for
+ * the deadlines that only end hung tests (never for a claim about speed).
+ * A suite's script times one guest boot it does anyway and exports the
+ * seconds as THAW_TEST_BOOT_S; the factor is that over REFERENCE_BOOT_S
+ * (at least 1).  Guest kernels run emulated on some hosts (KVM-on-PVM:
+ * a fork+exec takes seconds) and natively on others, so a fixed deadline
+ * is either useless on one or wrong on the other.
+ */
+double guest_slowness(void);
+
+/* @base_s seconds, scaled by guest_slowness(). */
+int scaled_s(int base_s);
+
+/*
+ * True when thaw runs guests on this machine's own /dev/kvm; false when
+ * nested-kvm.sh runs them in its emulated host (no usable /dev/kvm, or
+ * THAW_FORCE_NESTED set).
+ */
+bool kvm_usable(void);
+
+/*
+ * True when this machine's /dev/kvm is KVM-on-PVM (module kvm_pvm bound),
+ * where guest kernels run in KVM's instruction emulator, and kvm_usable().
+ */
+bool kvm_is_pvm(void);
+
 /* Number of '\n'-terminated lines in @s. */
 int count_lines(const char *s);
 

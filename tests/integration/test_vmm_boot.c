@@ -91,6 +91,15 @@ Test(boot, user_space_runs_on_two_vcpus_and_powers_off,
  */
 Test(boot, stock_debian_bzimage_boots_too, .timeout = BOOT_TIMEOUT_S + 60)
 {
+	/* PVM-NOTES.md section 1: in KVM-on-PVM's instruction emulator the
+	 * stock kernel never reaches /init (18 min tried); it lacks thaw's
+	 * kernel's syscall patch and minimal config. */
+	if (kvm_is_pvm())
+		cr_skip_test(
+			"this host's /dev/kvm is KVM-on-PVM, where Debian's "
+			"stock kernel never reaches user space (no "
+			"thaw_pvm_syscall patch); runs on VMX/SVM and in "
+			"the emulated host");
 	expect_user_space_works(THAW_TEST_IMAGES "/stock-vmlinuz", "1");
 }
 
