@@ -22,10 +22,6 @@
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
-/* The agent greets a new connection at once; a silent one is dead. */
-#define AGENT_GREETING_TIMEOUT_MS 10000
-/* OK/ERROR requests (CLONE) do a few system calls in the guest. */
-#define AGENT_ANSWER_TIMEOUT_MS 30000
 /* Bytes of RNG seed per CLONE: twice what a CRNG key needs. */
 #define CLONE_ENTROPY 64
 /* A CLONE frame with the longest fields the protocol allows, and slack. */
@@ -128,8 +124,8 @@ static int next_frame(struct agent_conn *c, struct thaw_frame *f,
 	}
 }
 
-int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
-		  size_t errlen)
+int agent_connect(struct agent_conn *c, const char *vsock_path,
+		  uint64_t patience_ms, char *err, size_t errlen)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	char line[HANDSHAKE_LINE_MAX];
@@ -137,6 +133,7 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->patience_ms = patience_ms;
 	if (strlen(vsock_path) >= sizeof(addr.sun_path)) {
 		snprintf(err, errlen, "socket path too long: %s", vsock_path);
 		return -ENAMETOOLONG;
@@ -153,12 +150,7 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		snprintf(err, errlen, "%s: %s", vsock_path, strerror(errno));
 		goto fail;
 	}
-	/*
-	 * Bounded: a connection the guest dropped without telling the host
-	 * (a transport reset racing our REQUEST) never answers; a new one
-	 * will.
-	 */
-	uint64_t deadline = deadline_after(AGENT_GREETING_TIMEOUT_MS);
+	uint64_t deadline = deadline_after(patience_ms);
 	ret = write_full(c->fd, "CONNECT 1024\n", 13);
 	if (ret == 0)
 		ret = read_line(c->fd, line, sizeof(line), deadline);
@@ -167,11 +159,9 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 		ret = -EAGAIN;
 		goto fail;
 	}
-	/* A guest too busy to answer in time (many restores at once on few
-	 * CPUs, seen with 16 on one emulated CPU) may answer the next one. */
 	if (ret == -ETIMEDOUT) {
-		snprintf(err, errlen, "no vsock answer on %s within %d ms",
-			 vsock_path, AGENT_GREETING_TIMEOUT_MS);
+		snprintf(err, errlen, "no vsock answer on %s within %llu ms",
+			 vsock_path, (unsigned long long)patience_ms);
 		ret = -EAGAIN;
 		goto fail;
 	}
@@ -194,8 +184,9 @@ int agent_connect(struct agent_conn *c, const char *vsock_path, char *err,
 
 	ret = next_frame(c, &f, deadline);
 	if (ret == -ETIMEDOUT) {
-		snprintf(err, errlen, "no greeting from the agent within %d ms",
-			 AGENT_GREETING_TIMEOUT_MS);
+		snprintf(err, errlen,
+			 "no greeting from the agent within %llu ms",
+			 (unsigned long long)patience_ms);
 		ret = -EAGAIN;
 		goto fail;
 	}
@@ -375,7 +366,7 @@ static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
 	struct thaw_msg m;
 	int ret;
 
-	ret = next_frame(c, &f, deadline_after(AGENT_ANSWER_TIMEOUT_MS));
+	ret = next_frame(c, &f, deadline_after(c->patience_ms));
 	if (ret < 0) {
 		snprintf(err, errlen, "waiting for the agent: %s",
 			 strerror(-ret));

@@ -39,8 +39,6 @@
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
 /* How long past an exec's timeout_s we wait for the guest's EXIT. */
 #define EXEC_GRACE_S 15
-/* How long a sandbox's agent may refuse or ignore connections. */
-#define AGENT_CONNECT_PATIENCE_MS 30000
 /* A file transfer whose guest sends nothing for this long has failed. */
 #define FILE_IDLE_S 60
 #define EXEC_REQUEST_ID 1
@@ -679,15 +677,18 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 		return 500;
 	}
 	/* A guest busy with other connections may refuse one for a moment
-	 * (-EAGAIN, seen under concurrent handouts): retry for a while. */
-	uint64_t give_up =
-		monotonic_ns() + AGENT_CONNECT_PATIENCE_MS * 1000000ull;
-	int ret = agent_connect(agent, c->sb.vsock, why, sizeof(why));
+	 * (-EAGAIN, seen under concurrent handouts): retry for as long as a
+	 * restore may take, the daemon's one measure of a guest's pace. */
+	uint64_t patience_ms = c->pool->d->cfg.restore_timeout_s * 1000ull;
+	uint64_t give_up = monotonic_ns() + patience_ms * NS_PER_MS;
+	int ret = agent_connect(agent, c->sb.vsock, patience_ms, why,
+				sizeof(why));
 	while (ret == -EAGAIN && monotonic_ns() < give_up) {
 		const struct timespec pause = { 0, 50 * 1000000L };
 
 		nanosleep(&pause, NULL);
-		ret = agent_connect(agent, c->sb.vsock, why, sizeof(why));
+		ret = agent_connect(agent, c->sb.vsock, patience_ms, why,
+				    sizeof(why));
 	}
 	if (ret < 0) {
 		snprintf(err, errlen,

@@ -215,7 +215,10 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
 	char err[256] = "";
 
 	for (;;) {
-		int ret = agent_connect(agent, sb->vsock, err, sizeof(err));
+		double left_ms = deadline - sandbox_now_ms();
+		int ret = agent_connect(agent, sb->vsock,
+					left_ms > 1 ? (uint64_t)left_ms : 1,
+					err, sizeof(err));
 
 		if (ret == 0)
 			return 0;

@@ -363,7 +363,7 @@ static void read_handshake(struct vsock *v, struct vsock_conn *c)
 	c->local_port = alloc_local_port(v);
 	c->state = VSOCK_CONN_CONNECTING;
 	c->pending = VSOCK_PENDING_REQUEST;
-	set_deadline(c, VSOCK_REQUEST_TIMEOUT_MS);
+	set_deadline(c, v->request_timeout_ms);
 	watch_conn(v, c);
 }
 
@@ -1091,6 +1091,7 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	strcpy(v->uds_path, uds_path);
 	v->state.guest_cid = guest_cid;
 	v->state.next_local_port = VSOCK_LOCAL_PORT_FIRST;
+	v->request_timeout_ms = VSOCK_REQUEST_TIMEOUT_MS;
 	atomic_init(&v->stop, false);
 	atomic_init(&v->reset_requested, false);
 	atomic_init(&v->dropped, 0);

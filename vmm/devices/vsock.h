@@ -10,9 +10,15 @@
  *   "CONNECT <port>\n".  The device sends the guest a REQUEST for <port> from
  *   a fresh host port and, on the guest's RESPONSE, answers the client
  *   "OK <host port>\n"; from then on the socket is the stream.  An RST from
- *   the guest (nobody listening) or VSOCK_REQUEST_TIMEOUT_MS without an
- *   answer closes the client.  A malformed handshake closes only that
- *   client.
+ *   the guest (nobody listening), the client hanging up, or
+ *   VSOCK_REQUEST_TIMEOUT_MS without an answer closes the client.  That
+ *   time-out only frees the slot of a client that would wait forever for
+ *   a guest that never answers; clients keep their own deadlines.  It is
+ *   long because a guest that is merely slow (its kernel emulated on
+ *   KVM-on-PVM, dozens of guests sharing two CPUs) must not look like one
+ *   with nobody listening: a short one turned every connection to such a
+ *   guest into a reset, retried and reset again.  A malformed handshake
+ *   closes only that client.
  *
  *   Guest-initiated: a REQUEST to host port P is connected to the Unix
  *   socket "<uds_path>_<P>"; if nothing listens there the guest gets an RST.
@@ -88,7 +94,7 @@
 #define VSOCK_MAX_PKT_PAYLOAD (64u * 1024)
 /* Host client: handshake line, then the guest's RESPONSE. */
 #define VSOCK_HANDSHAKE_TIMEOUT_MS 5000
-#define VSOCK_REQUEST_TIMEOUT_MS 2000
+#define VSOCK_REQUEST_TIMEOUT_MS 60000
 /* A fully shut down connection waits this long for the guest's RST. */
 #define VSOCK_CLOSE_TIMEOUT_MS 2000
 /* Host ports for host-initiated connections, as Firecracker numbers them. */
@@ -159,6 +165,8 @@ struct vsock {
 	} reset_event;
 	uint16_t reset_event_avail; /* EVENT avail->idx when it was sent */
 	_Atomic uint64_t dropped;   /* guest packets ignored as malformed */
+	/* VSOCK_REQUEST_TIMEOUT_MS; may be changed before vsock_start(). */
+	uint32_t request_timeout_ms;
 
 	char uds_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
