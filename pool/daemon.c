@@ -384,7 +384,8 @@ int thaw_daemon(int argc, char **argv)
 	}
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
-	pthread_cond_init(&d.changed, NULL);
+	pthread_cond_init(&d.work, NULL);
+	pthread_cond_init(&d.reaper_wake, NULL);
 	d.started_ms = realtime_ms();
 	thaw_catch_signals();
 	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
@@ -403,6 +404,7 @@ int thaw_daemon(int argc, char **argv)
 	for (size_t i = 0; i < d.nr_pools; i++) {
 		d.pools[i].d = &d;
 		d.pools[i].t = &d.cfg.templates[i];
+		pthread_cond_init(&d.pools[i].ready_cond, NULL);
 		if (thaw_interrupted || prepare_template(&d, &d.pools[i]) < 0)
 			goto stop;
 	}
@@ -423,10 +425,7 @@ int thaw_daemon(int argc, char **argv)
 	status = 0;
 stop:
 	fprintf(stderr, "thawd: stopping\n");
-	pthread_mutex_lock(&d.lock);
-	d.stopping = true;
-	pthread_cond_broadcast(&d.changed);
-	pthread_mutex_unlock(&d.lock);
+	pools_stopping(&d);
 	api_stop(server);
 	if (server)
 		unlink(d.socket_path);

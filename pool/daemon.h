@@ -74,6 +74,7 @@ struct pool {
 	uint32_t failures_in_a_row;
 	char last_error[256];
 	uint64_t handouts, rejections, expired;
+	pthread_cond_t ready_cond; /* its waiters: a clone or a failure */
 	struct histogram handout_s, restore_s;
 	pthread_t *workers;
 	uint32_t nr_workers;
@@ -91,8 +92,15 @@ struct daemon {
 	struct pool *pools;
 	size_t nr_pools;
 
+	/*
+	 * One lock, three conditions, so that nobody wakes for what is not
+	 * theirs: with one condition every waiting create woke every other
+	 * one, which woke them again (a daemon busy on two cores with 40
+	 * creates waiting, the guests starved of the CPU they needed).
+	 */
 	pthread_mutex_t lock;
-	pthread_cond_t changed; /* any count or list above moved */
+	pthread_cond_t work;	    /* workers: a restore may be needed */
+	pthread_cond_t reaper_wake; /* the reaper: the daemon stops */
 	struct pooled_clone *leased;
 	uint32_t total; /* clones of every pool, in any state */
 	bool stopping;
@@ -108,6 +116,9 @@ int64_t realtime_ms(void);
 
 /* pools.c */
 int pools_start(struct daemon *d);
+/* Refuses new work: waiting creates answer 503, workers and the reaper
+ * finish.  pools_stop() then joins them and destroys every clone. */
+void pools_stopping(struct daemon *d);
 void pools_stop(struct daemon *d);
 struct pool *pool_find(struct daemon *d, const char *template);
 

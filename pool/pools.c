@@ -182,7 +182,7 @@ static void *pool_worker(void *arg)
 	pthread_mutex_lock(&d->lock);
 	while (!d->stopping) {
 		if (!worker_needed(pl)) {
-			pthread_cond_wait(&d->changed, &d->lock);
+			pthread_cond_wait(&d->work, &d->lock);
 			continue;
 		}
 		pl->restoring++;
@@ -208,7 +208,7 @@ static void *pool_worker(void *arg)
 			pl->ready_tail = c;
 			pl->ready++;
 			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
-			pthread_cond_broadcast(&d->changed);
+			pthread_cond_broadcast(&pl->ready_cond);
 			continue;
 		}
 		d->total--;
@@ -220,7 +220,10 @@ static void *pool_worker(void *arg)
 				"restoring a clone of template %s failed (the daemon's log says why)",
 				pl->t->name);
 		}
-		pthread_cond_broadcast(&d->changed);
+		/* Waiters see the failure; a freed place may be another
+		 * pool's to fill. */
+		pthread_cond_broadcast(&pl->ready_cond);
+		pthread_cond_broadcast(&d->work);
 		pthread_mutex_unlock(&d->lock);
 		if (c)
 			clone_destroy(d, c);
@@ -229,7 +232,7 @@ static void *pool_worker(void *arg)
 			struct timespec retry =
 				realtime_after_ms(RESTORE_RETRY_MS);
 
-			pthread_cond_timedwait(&d->changed, &d->lock, &retry);
+			pthread_cond_timedwait(&d->work, &d->lock, &retry);
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -258,6 +261,8 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	struct pooled_clone *c = NULL;
 	int status = 201;
 
+	bool waiting = false; /* counted in pl->waiters */
+
 	pthread_mutex_lock(&d->lock);
 	uint64_t failures = pl->restore_failures;
 	while (!c) {
@@ -278,8 +283,8 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			status = 500;
 			break;
 		}
-		/* Restores in flight that no earlier waiter counts on. */
-		bool unclaimed = pl->restoring > pl->waiters;
+		/* Restores in flight that no other waiter counts on. */
+		bool unclaimed = pl->restoring > pl->waiters - waiting;
 		if (!unclaimed && (pool_total(pl) >= pl->t->max_total ||
 				   d->total >= d->cfg.max_sandboxes)) {
 			snprintf(
@@ -291,11 +296,13 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			status = 429;
 			break;
 		}
-		pl->waiters++;
-		pthread_cond_broadcast(&d->changed);
-		int waited = pthread_cond_timedwait(&d->changed, &d->lock,
+		if (!waiting) { /* one more clone wanted: a worker's job */
+			waiting = true;
+			pl->waiters++;
+			pthread_cond_broadcast(&d->work);
+		}
+		int waited = pthread_cond_timedwait(&pl->ready_cond, &d->lock,
 						    &deadline);
-		pl->waiters--;
 		if (waited == ETIMEDOUT && !pl->ready) {
 			snprintf(
 				err, errlen,
@@ -305,6 +312,8 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			break;
 		}
 	}
+	if (waiting)
+		pl->waiters--;
 	if (c) {
 		int64_t now = realtime_ms();
 
@@ -321,7 +330,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 		pl->handouts++;
 		histogram_add(&pl->handout_s, c->handout_ms / 1e3);
 		/* The workers refill what we took. */
-		pthread_cond_broadcast(&d->changed);
+		pthread_cond_broadcast(&d->work);
 	}
 	pthread_mutex_unlock(&d->lock);
 	free_env(env);
@@ -372,7 +381,7 @@ static void unlease(struct daemon *d, struct pooled_clone *c)
 		kill(c->sb.vmm, SIGKILL);
 	c->pool->leased--;
 	d->total--;
-	pthread_cond_broadcast(&d->changed);
+	pthread_cond_broadcast(&d->work);
 }
 
 bool clone_release(struct daemon *d, const char *id)
@@ -450,7 +459,7 @@ static void reap(struct daemon *d, struct pooled_clone **dead)
 	}
 	/* Workers refill what died; expired leases freed capacity. */
 	if (*dead)
-		pthread_cond_broadcast(&d->changed);
+		pthread_cond_broadcast(&d->work);
 }
 
 static void *reaper(void *arg)
@@ -472,7 +481,8 @@ static void *reaper(void *arg)
 		}
 		pthread_mutex_lock(&d->lock);
 		if (!d->stopping)
-			pthread_cond_timedwait(&d->changed, &d->lock, &next);
+			pthread_cond_timedwait(&d->reaper_wake, &d->lock,
+					       &next);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
@@ -501,12 +511,20 @@ int pools_start(struct daemon *d)
 	return -err;
 }
 
-void pools_stop(struct daemon *d)
+void pools_stopping(struct daemon *d)
 {
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
-	pthread_cond_broadcast(&d->changed);
+	pthread_cond_broadcast(&d->work);
+	pthread_cond_broadcast(&d->reaper_wake);
+	for (size_t i = 0; i < d->nr_pools; i++)
+		pthread_cond_broadcast(&d->pools[i].ready_cond);
 	pthread_mutex_unlock(&d->lock);
+}
+
+void pools_stop(struct daemon *d)
+{
+	pools_stopping(d);
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
 
