@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "io.h"
+#include "thaw.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
@@ -27,29 +28,42 @@
 /* A CLONE frame with the longest fields the protocol allows, and slack. */
 #define CLONE_FRAME_MAX 512
 
+/* How often a wait looks at thaw_interrupted. */
+#define INTERRUPT_CHECK_MS 250
+
 /*
  * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
  * deadline).  Returns 0, -ETIMEDOUT, or -EINTR when a signal came: poll()
- * is never restarted, so ^C reaches the caller even mid-wait.
+ * is never restarted, so ^C reaches the caller even mid-wait.  A signal
+ * interrupts only the thread it lands on, so the others (the daemon's
+ * workers and API threads) see thaw_interrupted at the next slice.
  */
 static int wait_readable(int fd, uint64_t deadline_ns)
 {
 	struct pollfd p = { fd, POLLIN, 0 };
-	int timeout = -1;
 
-	if (deadline_ns) {
-		uint64_t now = monotonic_ns();
+	for (;;) {
+		int timeout = INTERRUPT_CHECK_MS;
 
-		if (now >= deadline_ns)
-			return -ETIMEDOUT;
-		/* Rounded up: waking a little early would spin. */
-		timeout =
-			(int)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS);
+		if (thaw_interrupted)
+			return -EINTR;
+		if (deadline_ns) {
+			uint64_t now = monotonic_ns();
+
+			if (now >= deadline_ns)
+				return -ETIMEDOUT;
+			/* Rounded up: waking a little early would spin. */
+			uint64_t left =
+				(deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS;
+			if (left < INTERRUPT_CHECK_MS)
+				timeout = (int)left;
+		}
+		int ready = poll(&p, 1, timeout);
+		if (ready < 0)
+			return -errno;
+		if (ready)
+			return 0;
 	}
-	int ready = poll(&p, 1, timeout);
-	if (ready < 0)
-		return -errno;
-	return ready ? 0 : -ETIMEDOUT;
 }
 
 static uint64_t deadline_after(uint64_t ms)

@@ -679,16 +679,20 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 	/* A guest busy with other connections may refuse one for a moment
 	 * (-EAGAIN, seen under concurrent handouts): retry for as long as a
 	 * restore may take, the daemon's one measure of a guest's pace. */
-	uint64_t patience_ms = c->pool->d->cfg.restore_timeout_s * 1000ull;
-	uint64_t give_up = monotonic_ns() + patience_ms * NS_PER_MS;
-	int ret = agent_connect(agent, c->sb.vsock, patience_ms, why,
-				sizeof(why));
-	while (ret == -EAGAIN && monotonic_ns() < give_up) {
-		const struct timespec pause = { 0, 50 * 1000000L };
+	uint64_t give_up = monotonic_ns() + c->pool->d->cfg.restore_timeout_s *
+						    1000ull * NS_PER_MS;
+	const struct timespec pause = { 0, 50 * 1000000L };
+	int ret;
 
-		nanosleep(&pause, NULL);
-		ret = agent_connect(agent, c->sb.vsock, patience_ms, why,
+	for (uint64_t now = monotonic_ns();; now = monotonic_ns()) {
+		uint64_t left_ms =
+			now < give_up ? (give_up - now) / NS_PER_MS : 0;
+
+		ret = agent_connect(agent, c->sb.vsock, left_ms + 1, why,
 				    sizeof(why));
+		if (ret != -EAGAIN || c->stopped || left_ms == 0)
+			break;
+		nanosleep(&pause, NULL);
 	}
 	if (ret < 0) {
 		snprintf(err, errlen,
