@@ -283,19 +283,52 @@ out:
 static const char vsock_cmdline[] = " virtio_mmio.device=4K@" XSTR(
 	VIRTIO_MMIO_BASE) ":" XSTR(VIRTIO_MMIO_FIRST_IRQ);
 
-static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg)
+/*
+ * The guest's command line; with @tsc_khz (not 0) the TSC's rate too, which
+ * the guest then takes as given (tsc_early_khz=).
+ */
+static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg,
+			   int tsc_khz)
 {
-	char *cmdline;
+	char *cmdline, tsc[32] = "";
 
-	if (asprintf(&cmdline, "%s%s%s%s%s%s", base_cmdline,
+	if (tsc_khz > 0)
+		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%d", tsc_khz);
+	if (asprintf(&cmdline, "%s%s%s%s%s%s%s", base_cmdline,
 		     cfg->vsock_path ? vsock_cmdline : "", vm->pvm ? " " : "",
-		     vm->pvm ? pvm_kernel_cmdline() : "",
+		     vm->pvm ? pvm_kernel_cmdline() : "", tsc,
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
 		fprintf(stderr, "kernel command line: out of memory\n");
 		return NULL;
 	}
 	return cmdline;
+}
+
+/*
+ * With nopv (PVM quirks) the guest has no kvmclock to tell it the TSC's
+ * rate, so it measures it against the PIT.  On a loaded host (the guest
+ * kernel emulated, many guests on two CPUs) that measurement fails: the
+ * kernel marks the TSC unstable, gives up the LAPIC timer and ticks on the
+ * PIT at HZ for good, and so does every clone of its snapshot, each tick
+ * emulated (seen: a 250 Hz PIT in every idle clone, restores starved).
+ * KVM knows the rate; the guest is told it, once the vCPUs exist.
+ */
+static int tell_guest_tsc_rate(struct vm *vm, const struct vm_config *cfg)
+{
+	if (!vm->pvm)
+		return 0;
+	int khz = ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0);
+	if (khz <= 0) {
+		fprintf(stderr, "KVM_GET_TSC_KHZ: %s\n", strerror(errno));
+		return -1;
+	}
+	char *cmdline = build_cmdline(vm, cfg, khz);
+	if (!cmdline)
+		return -1;
+	int ret = x86_set_cmdline(&vm->mem, &vm->boot, cmdline);
+	free(cmdline);
+	return ret;
 }
 
 /*
@@ -323,7 +356,7 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 	 * KVM is touched. */
 	if (guest_memory_create(&vm->mem, cfg->mem_mib) < 0)
 		return -1;
-	char *cmdline = build_cmdline(vm, cfg);
+	char *cmdline = build_cmdline(vm, cfg, 0);
 	if (!cmdline)
 		return -1;
 	int ret = x86_load_linux(&vm->mem, cfg->kernel_path, cfg->initrd_path,
@@ -335,7 +368,7 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 
 	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
 	    create_devices(vm, cfg) < 0 || create_vcpu_fds(vm) < 0 ||
-	    setup_boot_vcpus(vm) < 0)
+	    tell_guest_tsc_rate(vm, cfg) < 0 || setup_boot_vcpus(vm) < 0)
 		return -1;
 	return 0;
 }

@@ -292,6 +292,21 @@ static void write_e820(const struct guest_memory *mem,
 			 mem->regions[1].size, E820_RAM);
 }
 
+int x86_set_cmdline(struct guest_memory *mem, const struct x86_boot *boot,
+		    const char *cmdline)
+{
+	if (strlen(cmdline) > boot->cmdline_max) {
+		fprintf(stderr,
+			"kernel command line is %zu bytes; the kernel takes "
+			"%u\n",
+			strlen(cmdline), boot->cmdline_max);
+		return -1;
+	}
+	strcpy(guest_memory_ptr(mem, BOOT_CMDLINE_ADDR, BOOT_CMDLINE_MAX),
+	       cmdline);
+	return 0;
+}
+
 int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 		   const char *initrd_path, const char *cmdline,
 		   struct x86_boot *boot)
@@ -303,10 +318,11 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 
 	memset(boot, 0, sizeof(*boot));
 	memset(params, 0, sizeof(*params));
-	if (strlen(cmdline) >= BOOT_CMDLINE_MAX) {
+	boot->cmdline_max = BOOT_CMDLINE_MAX - 1;
+	if (strlen(cmdline) > boot->cmdline_max) {
 		fprintf(stderr,
-			"kernel command line is %zu bytes; the limit is %d\n",
-			strlen(cmdline), BOOT_CMDLINE_MAX - 1);
+			"kernel command line is %zu bytes; the limit is %u\n",
+			strlen(cmdline), boot->cmdline_max);
 		return -1;
 	}
 	if (file_map_open(&kernel, "kernel", kernel_path) < 0)
@@ -327,15 +343,10 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 		return -1;
 
 	if (boot->format == KERNEL_BZIMAGE &&
-	    strlen(cmdline) > params->hdr.cmdline_size) {
-		fprintf(stderr,
-			"kernel command line is %zu bytes; kernel %s accepts "
-			"%u\n",
-			strlen(cmdline), kernel_path, params->hdr.cmdline_size);
+	    params->hdr.cmdline_size < boot->cmdline_max)
+		boot->cmdline_max = params->hdr.cmdline_size;
+	if (x86_set_cmdline(mem, boot, cmdline) < 0)
 		return -1;
-	}
-	strcpy(guest_memory_ptr(mem, BOOT_CMDLINE_ADDR, BOOT_CMDLINE_MAX),
-	       cmdline);
 	params->hdr.type_of_loader = LOADER_TYPE_UNDEFINED;
 	params->hdr.cmd_line_ptr = BOOT_CMDLINE_ADDR;
 	params->hdr.cmdline_size = BOOT_CMDLINE_MAX - 1;

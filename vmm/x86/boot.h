@@ -28,11 +28,19 @@ struct x86_boot {
 	uint64_t kernel_end;  /* first byte after the kernel's footprint */
 	uint64_t initrd_addr; /* 0 when there is none */
 	uint64_t initrd_size;
+	uint32_t cmdline_max; /* longest command line the kernel takes */
 };
 
 int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 		   const char *initrd_path, const char *cmdline,
 		   struct x86_boot *boot);
+
+/*
+ * Replaces the command line x86_load_linux() wrote; -1 with a message when
+ * the kernel does not take one that long.
+ */
+int x86_set_cmdline(struct guest_memory *mem, const struct x86_boot *boot,
+		    const char *cmdline);
 
 /* Identity-maps the first BOOT_IDENTITY_MAP_GIB GiB and writes the GDT. */
 void x86_write_boot_page_tables(struct guest_memory *mem);
