@@ -5,6 +5,8 @@
 #include "subprocess.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,11 +40,20 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen,
 		close(pipefd[0]);
 		return -1;
 	}
+	bool passed_on = false;
+
 	for (;;) {
 		ssize_t n = read(pipefd[0], buf + len, sizeof(buf) - 1 - len);
 
-		if (n < 0 && errno == EINTR)
+		/* Our callers handle only the signals that stop them (no
+		 * SA_RESTART): the helper is asked to stop too, and we wait
+		 * for it to go, so nothing outlives us. */
+		if (n < 0 && errno == EINTR) {
+			if (!passed_on)
+				kill(pid, SIGTERM);
+			passed_on = true;
 			continue;
+		}
 		if (n <= 0)
 			break;
 		len += n;

@@ -15,7 +15,8 @@
  * Runs @argv (argv[0] is a path), lets its stderr through, and copies the
  * last non-empty line of its stdout into @out.  Returns 0 when the program
  * exited 0 and printed a line that fits, else -1 after one error line on
- * stderr that starts with @what.
+ * stderr that starts with @what.  A signal that interrupts the wait (the
+ * callers handle only those that stop them) is passed on as SIGTERM.
  */
 int run_for_last_line(char *const argv[], char *out, size_t outlen,
 		      const char *what);
