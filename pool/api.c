@@ -37,8 +37,6 @@
 
 /* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
-/* How long past an exec's timeout_s we wait for the guest's EXIT. */
-#define EXEC_GRACE_S 15
 /* A file transfer whose guest sends nothing for this long has failed. */
 #define FILE_IDLE_S 60
 #define EXEC_REQUEST_ID 1
@@ -942,8 +940,8 @@ static json_t *exec_wait_event(struct exec_run *x, bool collecting)
 	default:
 		snprintf(
 			why, sizeof(why),
-			"the guest did not end the command within %d s of its timeout",
-			EXEC_GRACE_S);
+			"the guest did not end the command within %u s of its timeout",
+			x->d->cfg.restore_timeout_s);
 		x->error_status = 504;
 		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
 			   SIGKILL);
@@ -1166,11 +1164,15 @@ static enum MHD_Result exec_sandbox(struct MHD_Connection *conn,
 					.max_output =
 						d->cfg.max_exec_output_bytes };
 		c = NULL; /* x holds it now */
+		/* Past timeout_s the guest still has to connect, kill and
+		 * report: as long as a restore may take, the daemon's one
+		 * measure of a guest's pace (seconds where the guest kernel
+		 * is emulated and the guest itself is being bombed). */
 		if (req.timeout_ms)
-			x->deadline_ns =
-				monotonic_ns() +
-				(req.timeout_ms + EXEC_GRACE_S * 1000ull) *
-					NS_PER_MS;
+			x->deadline_ns = monotonic_ns() +
+					 (req.timeout_ms +
+					  d->cfg.restore_timeout_s * 1000ull) *
+						 NS_PER_MS;
 		status = connect_agent(x->clone, &x->agent, err, sizeof(err));
 		if (!status) {
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
