@@ -3,13 +3,40 @@
 # suite TEST (with ARGs, e.g. --verbose) in a fresh state directory.  TEST
 # writes the daemon's config and starts, kills and restarts `THAW daemon`
 # itself (THAW_TEST_THAW, with templates of KERNEL and INITRD); the daemon's
-# VMMs need KVM and its cgroups cgroup v2, so run it through nested-kvm.sh.
+# VMMs need KVM, so run it through nested-kvm.sh.  Its cgroups are v2 or v1,
+# whichever the host has.
+#
+# First it times one boot of KERNEL and INITRD (`THAW run -- true`) and
+# exports the whole seconds, rounded up, as THAW_TEST_BOOT_S: the suite
+# scales its hang-only deadlines by it (harness.h, guest_slowness()).
+# POSIX sh: this runs under dash and under busybox sh in nested-kvm.sh's
+# emulated host, so no bc and no date +%N; /proc/uptime has centiseconds.
 set -u
 thaw=$1 kernel=$2 initrd=$3 test=$4
 shift 4
 export THAW_STATE_DIR THAW_TEST_THAW THAW_TEST_KERNEL THAW_TEST_INITRD
 THAW_STATE_DIR=$(mktemp -d)
 THAW_TEST_THAW=$thaw THAW_TEST_KERNEL=$kernel THAW_TEST_INITRD=$initrd
+
+# Centiseconds since boot.
+uptime_cs() {
+	read -r up _ </proc/uptime
+	s=${up%.*} cs=${up#*.}
+	cs=${cs#0} # "07" would be octal
+	echo $((s * 100 + ${cs:-0}))
+}
+
+start=$(uptime_cs)
+if "$thaw" run --kernel "$kernel" --initrd "$initrd" --mem 128 -- true \
+	>/dev/null; then
+	export THAW_TEST_BOOT_S
+	THAW_TEST_BOOT_S=$((($(uptime_cs) - start + 99) / 100))
+	echo "daemon-in-vm: one guest boot (thaw run -- true) took" \
+		"$THAW_TEST_BOOT_S s: THAW_TEST_BOOT_S=$THAW_TEST_BOOT_S" >&2
+else
+	echo "daemon-in-vm: thaw run -- true failed; deadlines unscaled" >&2
+fi
+
 "$test" --jobs 1 "$@"
 status=$?
 # A daemon the suite did not stop (it failed on the way) goes now; its VMMs
