@@ -5,8 +5,13 @@
  * guest/protocol.h, the way the VMM side will over vsock.
  *
  * Each test starts a fresh agent and waits for its "ready" line on stderr,
- * so nothing waits on a guessed delay.  Every receive has a deadline, so a
- * hung agent fails the test instead of stalling the suite.  The agent
+ * so nothing waits on a guessed delay.  Every wait has a deadline, so a
+ * hung agent fails the test instead of stalling the suite; the deadlines
+ * only end hangs, never judge speed, and are scaled by guest_slowness()
+ * (harness.h), since a guest fork+exec takes milliseconds on one host and
+ * seconds on another (KVM-on-PVM).  No test asserts how fast anything
+ * ran: a claim such as "the execs run at once" is proved by what the
+ * commands see, not by a clock.  The agent
  * makes itself a subreaper here, so grandchildren killed by a timeout are
  * reaped by the agent exactly as they would be in the guest.
  *
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -32,9 +38,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "protocol.h"
 
-#define RECV_TIMEOUT_MS 20000
+/*
+ * Base deadlines in seconds on a reference host, scaled with scaled_s().
+ * They are far above any healthy wait there: each only ends a hang.
+ */
+#define RECV_TIMEOUT_S 30     /* one frame, one write, one vsock connect */
+#define GONE_TIMEOUT_S 10     /* a killed process reaped */
+#define GUEST_SH_TIMEOUT_S 60 /* a guest_sh script, killed by the agent */
 
 static pid_t agent_pid = -1;
 static int agent_stderr = -1;
@@ -61,7 +74,7 @@ static void start_agent(void)
 {
 	char listen_arg[160], buf[512];
 	size_t have = 0;
-	long deadline = now_ms() + 10000;
+	long deadline = now_ms() + 1000L * scaled_s(10);
 	int p[2];
 
 	vm_vsock = getenv("THAW_AGENT_VSOCK");
@@ -96,7 +109,8 @@ static void start_agent(void)
 		ssize_t n;
 
 		cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())), 0,
-			     "agent did not report ready within 10 s");
+			     "agent did not report ready within %d s",
+			     scaled_s(10));
 		n = read(agent_stderr, buf + have, sizeof(buf) - have);
 		cr_assert_gt(n, 0, "agent exited before ready: %.*s", (int)have,
 			     buf);
@@ -132,7 +146,12 @@ static void stop_agent(void)
 		cr_expect_eq(system(cmd), 0);
 }
 
-TestSuite(agent, .init = start_agent, .fini = stop_agent, .timeout = 120);
+/*
+ * No .timeout: criterion 2.4.1's --timeout only ever lowers a test's own
+ * and cannot scale it, while every wait here has a scaled deadline of its
+ * own and ctest's TIMEOUT is the last net.
+ */
+TestSuite(agent, .init = start_agent, .fini = stop_agent);
 
 struct client {
 	int fd;
@@ -145,7 +164,7 @@ static uint8_t frame_buf[THAW_MAX_FRAME];
 
 static void write_all(int fd, const void *p, size_t n)
 {
-	long deadline = now_ms() + RECV_TIMEOUT_MS;
+	long deadline = now_ms() + 1000L * scaled_s(RECV_TIMEOUT_S);
 	const uint8_t *b = p;
 
 	while (n) {
@@ -154,8 +173,8 @@ static void write_all(int fd, const void *p, size_t n)
 
 		if (k < 0 && errno == EAGAIN) {
 			cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())),
-				     0, "agent stopped reading for %d ms",
-				     RECV_TIMEOUT_MS);
+				     0, "agent stopped reading for %d s",
+				     scaled_s(RECV_TIMEOUT_S));
 			continue;
 		}
 		cr_assert_gt(k, 0, "write to agent: %s", strerror(errno));
@@ -181,7 +200,7 @@ static void begin(struct thaw_writer *w, uint32_t req, uint16_t type,
 /* Waits for the next frame; its payload lives until the next call. */
 static void recv_frame(struct client *cl, struct thaw_frame *f)
 {
-	long deadline = now_ms() + RECV_TIMEOUT_MS;
+	long deadline = now_ms() + 1000L * scaled_s(RECV_TIMEOUT_S);
 
 	for (;;) {
 		struct pollfd pfd = { .fd = cl->fd, .events = POLLIN };
@@ -192,8 +211,8 @@ static void recv_frame(struct client *cl, struct thaw_frame *f)
 		cr_assert_eq(st, THAW_READ_AGAIN, "reading a frame: status %d",
 			     st);
 		cr_assert_gt(poll(&pfd, 1, (int)(deadline - now_ms())), 0,
-			     "no frame from the agent within %d ms",
-			     RECV_TIMEOUT_MS);
+			     "no frame from the agent within %d s",
+			     scaled_s(RECV_TIMEOUT_S));
 	}
 }
 
@@ -207,27 +226,47 @@ static void parse(struct thaw_msg *m, const struct thaw_frame *f)
 		     err);
 }
 
+/* Reads one byte from a non-blocking @fd by @deadline; false if none. */
+static bool read_byte_by(int fd, char *c, long deadline)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n = read(fd, c, 1);
+
+		if (n == 1)
+			return true;
+		if (n == 0 || errno != EAGAIN)
+			return false;
+		if (poll(&pfd, 1, (int)(deadline - now_ms())) <= 0)
+			return false;
+	}
+}
+
 /*
- * Hybrid vsock: "CONNECT 1024\n", then "OK <port>\n".  The guest may still
- * be booting, so a refused connection is retried for a while.
+ * Hybrid vsock: "CONNECT 1024\n", then "OK <port>\n".  agent-in-vm.sh
+ * starts the suite once the agent is ready, but a busy guest may be slow
+ * to accept, so a refused connection is retried and the answer awaited up
+ * to a deadline.
  */
 static void connect_vsock(struct client *cl)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	long deadline = now_ms() + 120000;
+	long deadline = now_ms() + 1000L * scaled_s(RECV_TIMEOUT_S);
 
 	strcpy(sun.sun_path, vm_vsock);
 	for (;;) {
 		char line[32];
 		size_t len = 0;
 
-		cl->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		cl->fd = socket(AF_UNIX,
+				SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		cr_assert_geq(cl->fd, 0);
+		/* A Unix socket connects at once or not (no EINPROGRESS). */
 		if (connect(cl->fd, (struct sockaddr *)&sun, sizeof(sun)) ==
 			    0 &&
 		    write(cl->fd, "CONNECT 1024\n", 13) == 13) {
 			while (len < sizeof(line) - 1 &&
-			       read(cl->fd, line + len, 1) == 1 &&
+			       read_byte_by(cl->fd, line + len, deadline) &&
 			       line[len] != '\n')
 				len++;
 			line[len] = '\0';
@@ -236,10 +275,10 @@ static void connect_vsock(struct client *cl)
 		}
 		close(cl->fd);
 		cr_assert_lt(now_ms(), deadline,
-			     "no agent behind %s within 120 s", vm_vsock);
+			     "no agent behind %s within %d s", vm_vsock,
+			     scaled_s(RECV_TIMEOUT_S));
 		usleep(50000);
 	}
-	cr_assert_eq(fcntl(cl->fd, F_SETFL, O_NONBLOCK), 0);
 }
 
 static void client_open(struct client *cl)
@@ -391,7 +430,11 @@ static void run(struct client *cl, uint32_t req, const char *const *argv,
 	collect(cl, r, req, 1);
 }
 
-/* Runs @script with sh -c in the agent's system, on a connection of its own. */
+/*
+ * Runs @script with sh -c in the agent's system, on a connection of its own.
+ * Returns its status as a shell would: the exit code, 128 + a signal that
+ * killed it, or -1 if the agent could not run it.
+ */
 static int guest_sh_status(const char *script)
 {
 	const char *const argv[] = { "sh", "-c", script, NULL };
@@ -399,16 +442,19 @@ static int guest_sh_status(const char *script)
 	struct result r;
 
 	client_open(&cl);
-	run(&cl, 1, argv, NULL, 0, 30000, &r);
+	run(&cl, 1, argv, NULL, 0,
+	    1000u * (uint32_t)scaled_s(GUEST_SH_TIMEOUT_S), &r);
 	client_close(&cl);
-	int status = r.exited ? (int)r.code : -1;
+	int status = !r.exited ? -1 : r.sig ? 128 + (int)r.sig : (int)r.code;
 	result_free(&r);
 	return status;
 }
 
 static void guest_sh(const char *script)
 {
-	cr_assert_eq(guest_sh_status(script), 0, "in the guest: %s", script);
+	int status = guest_sh_status(script);
+
+	cr_assert_eq(status, 0, "in the guest: %s: status %d", script, status);
 }
 
 /* Sends a one-field request and returns the single answer's type. */
@@ -586,7 +632,7 @@ static bool process_gone(pid_t pid)
 
 static void expect_gone(pid_t pid)
 {
-	long deadline = now_ms() + 5000;
+	long deadline = now_ms() + 1000L * scaled_s(GONE_TIMEOUT_S);
 
 	while (!process_gone(pid)) {
 		cr_assert_lt(now_ms(), deadline, "process %d still alive", pid);
@@ -594,29 +640,53 @@ static void expect_gone(pid_t pid)
 	}
 }
 
+/*
+ * The timeout must strike once the shell has started both children and
+ * waits, and how long that takes depends on the host (a guest fork+exec
+ * takes seconds on KVM-on-PVM).  So the timeout starts short and doubles
+ * until the shell got that far; every round, also the ones cut short,
+ * must end in SIGKILL with timed_out and leave none of the processes it
+ * printed behind.  The time the kill took is not the claim.
+ */
 Test(agent, timeout_kills_process_group)
 {
 	const char *cmd[] = { "sh", "-c",
 			      "sleep 100 & echo $!; sleep 100 & echo $!; "
 			      "echo $$; wait",
 			      NULL };
+	const uint32_t max_ms = 1000u * (uint32_t)scaled_s(GUEST_SH_TIMEOUT_S);
+	uint32_t ms = (uint32_t)(100 * guest_slowness());
 	struct client cl;
 	struct result r;
-	long start = now_ms();
-	int pids[3];
+	int pids[3], n;
 
 	client_open(&cl);
-	run(&cl, 9, cmd, NULL, 0, 100, &r);
-	cr_assert(r.exited);
-	cr_expect(r.timed_out);
-	cr_expect_eq(r.sig, SIGKILL);
-	cr_expect_lt(now_ms() - start, 5000);
-	cr_assert_not_null(r.out);
-	cr_assert_eq(sscanf(r.out, "%d %d %d", &pids[0], &pids[1], &pids[2]), 3,
-		     "output: %s", r.out);
+	for (uint32_t req = 9;; req++) {
+		run(&cl, req, cmd, NULL, 0, ms, &r);
+		cr_assert(r.exited, "exec: %s", r.msg);
+		/* Anything but the timeout's kill ends the test: no retry. */
+		cr_assert(r.timed_out,
+			  "timeout %u ms: not reported; exit code %u, signal "
+			  "%u, output: %s",
+			  ms, r.code, r.sig, r.out ? r.out : "none");
+		cr_expect_eq(r.sig, SIGKILL, "timeout %u ms: signal %u", ms,
+			     r.sig);
+		n = r.out ? sscanf(r.out, "%d %d %d", &pids[0], &pids[1],
+				   &pids[2])
+			  : 0;
+		expect_gone(r.pid);
+		for (int i = 0; i < n; i++)
+			expect_gone(pids[i]);
+		if (n == 3)
+			break;
+		cr_assert_lt(ms, max_ms,
+			     "the shell never printed its pids before its "
+			     "timeout (%u ms): %s",
+			     ms, r.out ? r.out : "no output");
+		result_free(&r);
+		ms = 2 * ms < max_ms ? 2 * ms : max_ms;
+	}
 	cr_expect_eq(pids[2], r.pid);
-	for (int i = 0; i < 3; i++)
-		expect_gone(pids[i]);
 	result_free(&r);
 	client_close(&cl);
 }
@@ -682,34 +752,79 @@ Test(agent, disconnect_kills_execs)
 	client_close(&b);
 }
 
+/*
+ * Each of ten commands leaves a "started" marker in the test's directory,
+ * then waits until all ten markers are there: only an agent that runs them
+ * at once lets any of them finish.  A command that waited in vain exits
+ * 100 + the markers it saw.  Its wait is bounded by the guest's uptime,
+ * read with the read builtin, and paused with read -t on a FIFO nobody
+ * writes (busybox ash; dash has no read -t, status 2, and sleeps instead):
+ * on a guest where a fork+exec takes a second, ten commands forking
+ * sleep to poll would starve the agent that still has to start the rest.
+ */
+#define CONCURRENT_WAIT                                              \
+	"i=$1 d=$2 limit=$3; : >\"$d/started.$i\"; echo start $i; "  \
+	"exec 3<>\"$d/pause\"; read up _ </proc/uptime; "            \
+	"end=$((${up%.*} + limit + 1)); "                            \
+	"while set -- \"$d\"/started.*; [ $# -lt 10 ]; do "          \
+	"read up _ </proc/uptime; "                                  \
+	"[ ${up%.*} -lt $end ] || exit $((100 + $#)); "              \
+	"read -t 0.5 _ <&3 2>/dev/null; [ $? -ne 2 ] || sleep 0.1; " \
+	"done; echo end $i >&2; exit $i"
+
 Test(agent, concurrent_execs)
 {
 	struct result res[10] = { 0 };
-	char arg[10][16];
+	char arg[10][16], limit[16], fifo[128];
 	struct client cl;
 
+	/*
+	 * A guest bug on KVM-on-PVM, not the agent's (README, Known limits):
+	 * guest user processes that preempt each other crash there, their
+	 * TLS pointer or registers lost (busybox segfaults reading %fs:-0x90;
+	 * 10-14 of 40 with four loops at once, 0 of 40 one at a time).  Ten
+	 * shells at once always hit it.
+	 */
+	if (vm_vsock && kvm_is_pvm())
+		cr_skip_test("KVM-on-PVM: concurrent guest processes crash "
+			     "(thaw's guest kernel on PVM, README Known "
+			     "limits); runs on VMX/SVM and in the emulated "
+			     "host");
+
+	/* Below the frame deadline, so a serial agent fails here, clearly. */
+	snprintf(limit, sizeof(limit), "%d", scaled_s(RECV_TIMEOUT_S) / 2);
+	snprintf(fifo, sizeof(fifo), "%s/pause", dir);
+	if (vm_vsock) {
+		char mk[160];
+
+		snprintf(mk, sizeof(mk), "mkfifo %s", fifo);
+		guest_sh(mk);
+	} else {
+		cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo %s: %s", fifo,
+			     strerror(errno));
+	}
 	client_open(&cl);
 	for (int i = 0; i < 10; i++) {
-		const char *cmd[] = { "sh",
-				      "-c",
-				      "echo start $1; sleep 0.3; "
-				      "echo end $1 >&2; exit $1",
-				      "sh",
-				      arg[i],
-				      NULL };
+		const char *cmd[] = { "sh",   "-c", CONCURRENT_WAIT, "sh",
+				      arg[i], dir,  limit,	     NULL };
 
 		snprintf(arg[i], sizeof(arg[i]), "%d", i);
 		send_exec(&cl, 100 + (uint32_t)i, cmd, NULL, 0, 0);
 	}
-	long start = now_ms();
-
 	collect(&cl, res, 100, 10);
-	/* Ten 0.3 s sleeps in well under 3 s: they ran at once. */
-	cr_expect_lt(now_ms() - start, 2500);
+	/* One that died can't leave its marker: say so, not "serial". */
+	for (int i = 0; i < 10; i++) {
+		cr_assert(res[i].exited, "exec %d: %s", i, res[i].msg);
+		cr_assert_eq(res[i].sig, 0, "exec %d killed by signal %u", i,
+			     res[i].sig);
+	}
 	for (int i = 0; i < 10; i++) {
 		char want[32];
 
-		cr_assert(res[i].exited, "exec %d: %s", i, res[i].msg);
+		cr_assert(res[i].code < 100 || res[i].code >= 110,
+			  "exec %d saw only %u of the 10 started within %s s: "
+			  "the agent did not run them at once",
+			  i, res[i].code - 100, limit);
 		cr_expect_eq(res[i].code, (uint32_t)i);
 		snprintf(want, sizeof(want), "start %d\n", i);
 		cr_expect_str_eq(res[i].out, want);
@@ -731,8 +846,12 @@ Test(agent, large_output_survives_backpressure)
 
 	client_open(&cl);
 	send_exec(&cl, 1, cmd, NULL, 0, 0);
-	/* Let the agent hit its queue limit before reading anything. */
-	usleep(200000);
+	/*
+	 * Give the agent time to hit its queue limit before anything is
+	 * read; scaled, since the guest needs longer to get there.  (If it
+	 * did not, the test is weaker, not wrong.)
+	 */
+	usleep((useconds_t)(200000 * guest_slowness()));
 	while (!exited) {
 		recv_frame(&cl, &f);
 		parse(&m, &f);
@@ -1081,18 +1200,40 @@ Test(agent, stat_list_mkdir_remove)
 }
 
 /*
- * Both CLONE tests send the same identity, so that run at once (--jobs) in
- * one guest they agree on what HELLO and hostname must say.
+ * Both CLONE tests send the same identity, so that in one guest, whichever
+ * ran first, they agree on what HELLO and hostname must say.
  */
 #define CLONE_HOSTNAME "clone-test.thaw"
 #define CLONE_SANDBOX_ID "sandbox-under-test"
 
 /*
- * CLONE with 64 entropy bytes from @seed and the host's time.  A guest's
- * agent applies it; a host's must refuse, its host's identity not being
- * its to change.
+ * In a guest, the CLONE tests take turns (a lock file beside the vsock
+ * socket; the lock goes with the test's process): the other's CLONE would
+ * reset the clock to a time of its own sending, whose delay this one
+ * cannot bound.  Returns the lock's fd, or -1 on a host, where CLONE
+ * changes nothing.
  */
-static void clone_guest(struct client *cl, uint32_t req, uint32_t seed)
+static int clone_lock(void)
+{
+	char path[160];
+	int fd;
+
+	if (!vm_vsock)
+		return -1;
+	snprintf(path, sizeof(path), "%s.clone-lock", vm_vsock);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(flock(fd, LOCK_EX), 0, "flock %s: %s", path,
+		     strerror(errno));
+	return fd;
+}
+
+/*
+ * CLONE with 64 entropy bytes from @seed and the host's time, which it
+ * returns.  A guest's agent applies it; a host's must refuse, its host's
+ * identity not being its to change.
+ */
+static time_t clone_guest(struct client *cl, uint32_t req, uint32_t seed)
 {
 	uint8_t *entropy = pattern(64, seed);
 	struct thaw_writer w;
@@ -1122,10 +1263,11 @@ static void clone_guest(struct client *cl, uint32_t req, uint32_t seed)
 		cr_expect_eq(thaw_get_u32(&m, THAW_T_ERRNO, 0), EPERM);
 		cr_expect_str_eq(msg, "thaw-agent is not init: CLONE applies "
 				      "only in a guest");
-		return;
+		return now.tv_sec;
 	}
 	cr_assert_eq(f.h.type, THAW_OK, "CLONE answered %s: %s",
 		     thaw_type_name(f.h.type), msg);
+	return now.tv_sec;
 }
 
 Test(agent, clone_sets_clock_hostname_and_sandbox_id)
@@ -1134,10 +1276,13 @@ Test(agent, clone_sets_clock_hostname_and_sandbox_id)
 	const char *date[] = { "date", "+%s", NULL };
 	struct client cl, later;
 	struct result r;
+	time_t sent, answered, before, after;
 	long guest_s;
+	int lock = clone_lock();
 
 	client_open(&cl);
-	clone_guest(&cl, 1, 1);
+	sent = clone_guest(&cl, 1, 1);
+	answered = time(NULL);
 	client_open(&later);
 	if (!vm_vsock) {
 		/* Refused means nothing recorded either. */
@@ -1154,13 +1299,28 @@ Test(agent, clone_sets_clock_hostname_and_sandbox_id)
 	cr_expect_str_eq(r.out, CLONE_HOSTNAME "\n");
 	result_free(&r);
 
+	/*
+	 * The guest's clock was set to the host's time of sending at some
+	 * moment before the answer, so it is behind the host's by at most
+	 * that round trip; date ran between @before and @after.  A second
+	 * either side for whole-second readings.  No fixed slack: a round
+	 * trip takes seconds on some hosts.
+	 */
+	before = time(NULL);
 	run(&cl, 3, date, NULL, 0, 0, &r);
+	after = time(NULL);
 	cr_assert(r.exited && r.out, "date: %s", r.msg);
 	guest_s = atol(r.out);
-	cr_expect_leq(labs(guest_s - (long)time(NULL)), 2,
-		      "guest clock %ld, host %ld", guest_s, (long)time(NULL));
+	cr_expect_geq(guest_s, (long)(before - (answered - sent)) - 1,
+		      "guest clock %ld, host's %ld..%ld, CLONE took %ld s",
+		      guest_s, (long)before, (long)after,
+		      (long)(answered - sent));
+	cr_expect_leq(guest_s, (long)after + 1, "guest clock %ld, host's %ld",
+		      guest_s, (long)after);
 	result_free(&r);
 	client_close(&cl);
+	if (lock >= 0)
+		close(lock);
 }
 
 Test(agent, clone_twice_then_urandom)
@@ -1169,6 +1329,7 @@ Test(agent, clone_twice_then_urandom)
 				 NULL };
 	struct client cl;
 	struct result r;
+	int lock = clone_lock();
 
 	client_open(&cl);
 	for (uint32_t i = 0; i < 2; i++) {
@@ -1182,6 +1343,8 @@ Test(agent, clone_twice_then_urandom)
 		result_free(&r);
 	}
 	client_close(&cl);
+	if (lock >= 0)
+		close(lock);
 }
 
 /*
