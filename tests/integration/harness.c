@@ -4,6 +4,8 @@
  */
 #include "harness.h"
 
+#include <criterion/criterion.h>
+
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -200,4 +202,24 @@ bool kvm_usable(void)
 bool kvm_is_pvm(void)
 {
 	return access("/sys/module/kvm_pvm", F_OK) == 0 && kvm_usable();
+}
+
+void scale_criterion_timeouts(struct criterion_test_set *set)
+{
+	double k = guest_slowness();
+
+	for (struct criterion_ordered_set_node *ns = set->suites->first; ns;
+	     ns = ns->next) {
+		struct criterion_suite_set *suite = (void *)(ns + 1);
+
+		if (suite->suite.data)
+			suite->suite.data->timeout *= k;
+		for (struct criterion_ordered_set_node *nt =
+			     suite->tests ? suite->tests->first : NULL;
+		     nt; nt = nt->next) {
+			struct criterion_test *t = (void *)(nt + 1);
+
+			t->data->timeout *= k;
+		}
+	}
 }

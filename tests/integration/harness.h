@@ -50,6 +50,15 @@ double guest_slowness(void);
 int scaled_s(int base_s);
 
 /*
+ * Multiplies every test's .timeout by guest_slowness(), from a
+ * ReportHook(PRE_ALL): they only end hangs.  Criterion 2.4.1 reads them
+ * when it starts each test, after PRE_ALL (its --timeout can only lower
+ * them).
+ */
+struct criterion_test_set;
+void scale_criterion_timeouts(struct criterion_test_set *set);
+
+/*
  * True when thaw runs guests on this machine's own /dev/kvm; false when
  * nested-kvm.sh runs them in its emulated host (no usable /dev/kvm, or
  * THAW_FORCE_NESTED set).

@@ -1250,35 +1250,11 @@ static const char *start_failure_file(char *buf, size_t len)
 	return buf;
 }
 
-/*
- * Multiplies every test's .timeout by guest_slowness(): they only end
- * hangs.  The runner reads them when it starts each test, after PRE_ALL.
- */
-static void scale_timeouts(struct criterion_test_set *set)
-{
-	double k = guest_slowness();
-
-	for (struct criterion_ordered_set_node *ns = set->suites->first; ns;
-	     ns = ns->next) {
-		struct criterion_suite_set *suite = (void *)(ns + 1);
-
-		if (suite->suite.data)
-			suite->suite.data->timeout *= k;
-		for (struct criterion_ordered_set_node *nt =
-			     suite->tests ? suite->tests->first : NULL;
-		     nt; nt = nt->next) {
-			struct criterion_test *t = (void *)(nt + 1);
-
-			t->data->timeout *= k;
-		}
-	}
-}
-
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
 	char err[4096], path[PATH_MAX + 32];
 
-	scale_timeouts(set);
+	scale_criterion_timeouts(set);
 	if (!find_files() || !getenv("THAW_TEST_THAW") ||
 	    !getenv("THAW_TEST_KERNEL") || !getenv("THAW_TEST_INITRD"))
 		return; /* the tests say how to run them */

@@ -11,6 +11,7 @@
  * under a new id through the catalog library.
  */
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -71,7 +72,7 @@ static void thaw(char *const words[], struct run_result *r)
 	while (*words)
 		argv[n++] = *words++;
 	argv[n] = NULL;
-	cr_assert_eq(run_command(argv, CLONE_TIMEOUT_S, r), 0);
+	cr_assert_eq(run_command(argv, scaled_s(CLONE_TIMEOUT_S), r), 0);
 	cr_assert_not(r->timed_out, "thaw hung; stderr: %s", r->err);
 }
 
@@ -301,6 +302,12 @@ static char *read_file(const char *path)
  * gets its own hostname and randomness and the host's clock, and their
  * guest memory is mostly the same shared page-cache pages.
  */
+/* The .timeouts below only end hangs: scaled like every deadline here. */
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	scale_criterion_timeouts(set);
+}
+
 Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 {
 	char dir[] = "/tmp/thaw-clones-XXXXXX";
@@ -335,7 +342,9 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 	 * (and sleep): how much of each one's memory is its own?
 	 */
 	int started_clones = 0;
-	for (int tries = 0; tries < 3000 && started_clones < CLONES; tries++) {
+	for (int tries = 0;
+	     tries < 3000 * guest_slowness() && started_clones < CLONES;
+	     tries++) {
 		usleep(100000);
 		started_clones = 0;
 		for (int i = 0; i < CLONES; i++)
@@ -589,7 +598,8 @@ Test(lifecycle, rm_waits_for_live_clones, .timeout = 600)
 	pid_t pid = spawn_to_files(argv, out, errf);
 
 	catalog_path(dir, sizeof(dir));
-	for (int tries = 0; tries < 1200 && clones == 0; tries++) {
+	for (int tries = 0; tries < 1200 * guest_slowness() && clones == 0;
+	     tries++) {
 		usleep(100000);
 		cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0);
 		cr_assert_eq(
@@ -684,7 +694,8 @@ Test(lifecycle, killed_writer_leaves_the_catalog_consistent, .timeout = 900)
 	snprintf(snapshots, sizeof(snapshots), "%s/snapshots",
 		 getenv("THAW_STATE_DIR"));
 	/* Kill it while the VMM writes the snapshot's files. */
-	for (int tries = 0; tries < 6000 && !writing; tries++) {
+	for (int tries = 0; tries < 6000 * guest_slowness() && !writing;
+	     tries++) {
 		DIR *d = opendir(snapshots);
 		struct dirent *e;
 
@@ -719,7 +730,8 @@ Test(lifecycle, killed_writer_leaves_the_catalog_consistent, .timeout = 900)
 
 	/* Its VMM died with it, and the next command collects the rest. */
 	pid_t vmms[2];
-	for (int tries = 0; tries < 100 && find_processes(".tmp-", vmms, 2) > 0;
+	for (int tries = 0; tries < 100 * guest_slowness() &&
+			    find_processes(".tmp-", vmms, 2) > 0;
 	     tries++)
 		usleep(100000);
 	cr_expect_eq(find_processes(".tmp-", vmms, 2), 0,
