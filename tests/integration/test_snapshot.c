@@ -315,16 +315,13 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 	pid_t pids[CLONES], vmms[CLONES];
 	struct snapshot_record rec;
 	char *argv[] = {
-		THAW,
-		"run",
-		"--from",
-		(char *)snapshot_id(),
-		"--",
-		"sh",
-		"-c",
-		"echo $(hostname) > /mark-$(hostname); "
-		"hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; "
-		"echo; date +%s; sleep 3; ls / | grep -c '^mark-'; sleep 5",
+		THAW, "run", "--from", (char *)snapshot_id(), "--", "sh", "-c",
+		/* No pipelines: on KVM-on-PVM guest processes running at
+		 * once crash now and then (README, Known limits). */
+		"h=$(hostname); echo $h > /mark-$h; echo $h; "
+		"r=$(od -An -tx1 -N16 /dev/urandom); "
+		"(set -- $r; IFS=; echo \"$*\"); "
+		"date +%s; sleep 3; set -- /mark-*; echo $#; sleep 5",
 		NULL
 	};
 
