@@ -663,6 +663,16 @@ static enum MHD_Result set_timeout(struct MHD_Connection *conn,
 
 /* ---- talking to a sandbox's agent -------------------------------------- */
 
+/*
+ * How long the daemon waits on a guest: as long as a restore may take, its
+ * one measure of a guest's pace (seconds where the guest kernel is emulated
+ * or the guest is being bombed).
+ */
+static uint64_t guest_patience_ns(const struct daemon *d)
+{
+	return d->cfg.restore_timeout_s * 1000ull * NS_PER_MS;
+}
+
 /* Connects to @c's agent; an HTTP status and message when it cannot. */
 static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 			 char *err, size_t errlen)
@@ -675,10 +685,8 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 		return 500;
 	}
 	/* A guest busy with other connections may refuse one for a moment
-	 * (-EAGAIN, seen under concurrent handouts): retry for as long as a
-	 * restore may take, the daemon's one measure of a guest's pace. */
-	uint64_t give_up = monotonic_ns() + c->pool->d->cfg.restore_timeout_s *
-						    1000ull * NS_PER_MS;
+	 * (-EAGAIN, seen under concurrent handouts): retry while we wait. */
+	uint64_t give_up = monotonic_ns() + guest_patience_ns(c->pool->d);
 	const struct timespec pause = { 0, 50 * 1000000L };
 	int ret;
 
@@ -1164,15 +1172,11 @@ static enum MHD_Result exec_sandbox(struct MHD_Connection *conn,
 					.max_output =
 						d->cfg.max_exec_output_bytes };
 		c = NULL; /* x holds it now */
-		/* Past timeout_s the guest still has to connect, kill and
-		 * report: as long as a restore may take, the daemon's one
-		 * measure of a guest's pace (seconds where the guest kernel
-		 * is emulated and the guest itself is being bombed). */
+		/* Past timeout_s the guest still has to kill and report. */
 		if (req.timeout_ms)
 			x->deadline_ns = monotonic_ns() +
-					 (req.timeout_ms +
-					  d->cfg.restore_timeout_s * 1000ull) *
-						 NS_PER_MS;
+					 req.timeout_ms * NS_PER_MS +
+					 guest_patience_ns(d);
 		status = connect_agent(x->clone, &x->agent, err, sizeof(err));
 		if (!status) {
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
