@@ -33,11 +33,15 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "clock.h"
 #include "default_kernel.h"
 #include "host_cpu.h"
+#include "interrupt.h"
+#include "paths.h"
 #include "state.h"
 #include "subprocess.h"
-#include "thaw.h"
+#include "template.h"
+#include "thawd.h"
 
 #define LISTEN_BACKLOG 256
 
@@ -109,13 +113,17 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 {
 	const char *state = o->state ? o->state : d->cfg.state_dir;
+	char err[128];
 
 	/* Children (thaw snapshot create) and the catalog helpers read the
 	 * state directory from the environment. */
 	if (state[0] && setenv("THAW_STATE_DIR", state, 1) < 0)
 		return -1;
-	if (thaw_state_dir(d->state_dir, sizeof(d->state_dir)) < 0)
+	if (thaw_state_dir(d->state_dir, sizeof(d->state_dir), err,
+			   sizeof(err)) < 0) {
+		fprintf(stderr, "thawd: %s\n", err);
 		return -1;
+	}
 	snprintf(d->run_dir, sizeof(d->run_dir), "%s/run", d->state_dir);
 	const char *sock = o->socket ? o->socket : d->cfg.socket;
 	int n = sock[0] ? snprintf(d->socket_path, sizeof(d->socket_path), "%s",
@@ -250,7 +258,7 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 {
 	const struct template_config *t = pl->t;
 	char who[128], kernel[PATH_MAX], initrd[PATH_MAX], mem[16], vcpus[16];
-	char id[CATALOG_ID_LEN + 8];
+	char id[CATALOG_ID_LEN + 8], err[PATH_MAX + 64];
 	struct template_record rec = { 0 };
 	struct snapshot_record snap;
 
@@ -263,8 +271,11 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		return -1;
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
-	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec) < 0)
+	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec,
+			      err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	if (catalog_snapshot(d, rec.id, &snap)) {
 		fprintf(stderr, "%s: snapshot %s from the catalog\n", who,
 			snap.id);
@@ -283,17 +294,16 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 				 NULL,
 				 NULL,
 				 NULL };
-		struct timespec a, b;
+		double started_ms;
 
 		if (t->cmdline[0]) {
 			argv[11] = "--cmdline";
 			argv[12] = (char *)t->cmdline;
 		}
 		fprintf(stderr, "%s: booting it to take its snapshot\n", who);
-		clock_gettime(CLOCK_MONOTONIC, &a);
+		started_ms = monotonic_ms();
 		if (run_for_last_line(argv, id, sizeof(id), who) < 0)
 			return -1;
-		clock_gettime(CLOCK_MONOTONIC, &b);
 		if (!catalog_snapshot(d, rec.id, &snap)) {
 			fprintf(stderr,
 				"%s: snapshot %s is not in the catalog as the template's latest\n",
@@ -301,8 +311,7 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 			return -1;
 		}
 		fprintf(stderr, "%s: built snapshot %s in %.1f s\n", who,
-			snap.id,
-			(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9);
+			snap.id, (monotonic_ms() - started_ms) / 1e3);
 	}
 	memcpy(pl->snapshot_id, snap.id, sizeof(pl->snapshot_id));
 	memcpy(pl->snapshot_dir, snap.dir, sizeof(pl->snapshot_dir));

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * thaw.c - the `thaw` command: the user's entry point to sandboxes, and
- * what its subcommands share (signals, tool and state paths).
+ * thaw.c - the `thaw` command: the user's entry point to sandboxes.  It
+ * picks the subcommand; what several of them share beyond that (signals,
+ * tool and state paths, VMM processes) is in pool/host/.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,91 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "subprocess.h"
 #include "thaw.h"
-
-volatile sig_atomic_t thaw_interrupted;
-
-static void on_signal(int sig)
-{
-	thaw_interrupted = sig;
-}
-
-void thaw_catch_signals(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
-
-const char *thaw_tool_path(const char *env, const char *built_in)
-{
-	const char *p = getenv(env);
-
-	return p ? p : built_in;
-}
-
-int thaw_state_dir(char *out, size_t len)
-{
-	const char *dir = getenv("THAW_STATE_DIR");
-	const char *xdg = getenv("XDG_STATE_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (dir && *dir)
-		n = snprintf(out, len, "%s", dir);
-	else if (xdg && *xdg)
-		n = snprintf(out, len, "%s/thaw", xdg);
-	else if (home && *home)
-		n = snprintf(out, len, "%s/.local/state/thaw", home);
-	else {
-		fprintf(stderr,
-			"thaw: no state directory: set THAW_STATE_DIR or HOME\n");
-		return -1;
-	}
-	if (n < 0 || (size_t)n >= len) {
-		fprintf(stderr, "thaw: state directory path too long\n");
-		return -1;
-	}
-	return 0;
-}
-
-int thaw_make_dirs(const char *path)
-{
-	char partial[PATH_MAX];
-	size_t len = strlen(path);
-
-	if (len >= sizeof(partial)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(partial, path, len + 1);
-	for (char *p = partial + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(partial, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
-int thaw_default_initrd(char *out, size_t len, const char *who)
-{
-	char what[64];
-	char *mk[] = { (char *)thaw_tool_path("THAW_MKINITRAMFS",
-					      THAW_MKINITRAMFS_PATH),
-		       "--init",
-		       (char *)thaw_tool_path("THAW_AGENT", THAW_AGENT_PATH),
-		       NULL };
-
-	snprintf(what, sizeof(what), "%s: guest initramfs", who);
-	return run_for_last_line(mk, out, len, what);
-}
+#include "thawd.h"
 
 bool machine_option(struct machine_options *m, int opt, const char *arg)
 {

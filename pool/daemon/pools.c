@@ -31,7 +31,7 @@
 #include "agent_client.h"
 #include "clock.h"
 #include "clone.h"
-#include "thaw.h"
+#include "paths.h"
 
 #define REAP_INTERVAL_MS 100
 /* After a failed restore: do not spin on a template that cannot restore. */
@@ -54,14 +54,6 @@ void histogram_add(struct histogram *h, double seconds)
 	h->count[i]++;
 	h->total++;
 	h->sum += seconds;
-}
-
-int64_t realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static struct timespec realtime_after_ms(int64_t ms)
@@ -93,13 +85,13 @@ static void free_env(char **env)
 }
 
 /* Everything a clone holds, in reverse order of taking it; no lock held. */
-static void clone_destroy(struct daemon *d, struct pooled_clone *c)
+static void clone_destroy(struct daemon *d, struct sandbox *c)
 {
 	char who[64], err[512];
 
 	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
-	sandbox_kill(&c->sb);
-	sandbox_remove(&c->sb);
+	vmm_process_kill(&c->vmm);
+	vmm_process_remove(&c->vmm);
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
 		fprintf(stderr, "%s: %s\n", who, err);
 	if (c->registered) {
@@ -112,7 +104,7 @@ static void clone_destroy(struct daemon *d, struct pooled_clone *c)
 }
 
 /* The slow part of a restore; @c is ours alone until it is READY. */
-static int restore(struct pool *pl, struct pooled_clone *c)
+static int restore(struct pool *pl, struct sandbox *c)
 {
 	struct daemon *d = pl->d;
 	const struct template_config *t = pl->t;
@@ -148,9 +140,9 @@ static int restore(struct pool *pl, struct pooled_clone *c)
 	}
 	c->cgroup_made = true;
 	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
-	struct sandbox_place place = { .run_dir = run_dir, .cgroup = &c->cg };
-	if (sandbox_start(&c->sb, who, vmm_args, &place) < 0 ||
-	    sandbox_wait_agent(&c->sb, who, &agent,
+	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
+	if (vmm_process_start(&c->vmm, who, vmm_args, &place) < 0 ||
+	    vmm_process_wait_agent(&c->vmm, who, &agent,
 			       (int)d->cfg.restore_timeout_s) < 0)
 		return -1;
 	/* The hostname is the id too: it is how a user tells clones apart. */
@@ -161,7 +153,7 @@ static int restore(struct pool *pl, struct pooled_clone *c)
 		fprintf(stderr, "%s: making the clone unique: %s\n", who, err);
 		return -1;
 	}
-	c->restore_ms = sandbox_now_ms() - c->sb.started_ms;
+	c->restore_ms = monotonic_ms() - c->vmm.started_ms;
 	return 0;
 }
 
@@ -189,7 +181,7 @@ static void *pool_worker(void *arg)
 		d->total++;
 		pthread_mutex_unlock(&d->lock);
 
-		struct pooled_clone *c = calloc(1, sizeof(*c));
+		struct sandbox *c = calloc(1, sizeof(*c));
 		bool ok = c && catalog_new_id(c->id) == 0;
 		if (ok) {
 			c->pool = pl;
@@ -200,7 +192,7 @@ static void *pool_worker(void *arg)
 		pl->restoring--;
 		if (ok && !d->stopping) {
 			pl->failures_in_a_row = 0;
-			c->state = CLONE_READY;
+			c->state = SANDBOX_READY;
 			if (pl->ready_tail)
 				pl->ready_tail->next = c;
 			else
@@ -239,9 +231,9 @@ static void *pool_worker(void *arg)
 	return NULL;
 }
 
-static struct pooled_clone *pop_ready(struct pool *pl)
+static struct sandbox *pop_ready(struct pool *pl)
 {
-	struct pooled_clone *c = pl->ready_head;
+	struct sandbox *c = pl->ready_head;
 
 	pl->ready_head = c->next;
 	if (!pl->ready_head)
@@ -252,13 +244,13 @@ static struct pooled_clone *pop_ready(struct pool *pl)
 }
 
 int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct pooled_clone **out, char *err, size_t errlen)
+		 struct sandbox **out, char *err, size_t errlen)
 {
 	struct daemon *d = pl->d;
-	double start = sandbox_now_ms();
+	double start = monotonic_ms();
 	struct timespec deadline =
 		realtime_after_ms((int64_t)d->cfg.restore_timeout_s * 1000);
-	struct pooled_clone *c = NULL;
+	struct sandbox *c = NULL;
 	int status = 201;
 
 	bool waiting = false; /* counted in pl->waiters */
@@ -317,12 +309,12 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	if (c) {
 		int64_t now = realtime_ms();
 
-		c->state = CLONE_LEASED;
+		c->state = SANDBOX_LEASED;
 		c->env = env;
 		env = NULL;
 		c->created_ms = now;
 		c->expires_ms = now + (int64_t)timeout_s * 1000;
-		c->handout_ms = sandbox_now_ms() - start;
+		c->handout_ms = monotonic_ms() - start;
 		c->refs = 2; /* the leased list's and the caller's */
 		c->next = d->leased;
 		d->leased = c;
@@ -342,9 +334,9 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	return status;
 }
 
-struct pooled_clone *clone_get(struct daemon *d, const char *id)
+struct sandbox *sandbox_get(struct daemon *d, const char *id)
 {
-	struct pooled_clone *c;
+	struct sandbox *c;
 
 	pthread_mutex_lock(&d->lock);
 	for (c = d->leased; c && strcmp(c->id, id); c = c->next)
@@ -355,7 +347,7 @@ struct pooled_clone *clone_get(struct daemon *d, const char *id)
 	return c;
 }
 
-void clone_put(struct daemon *d, struct pooled_clone *c)
+void sandbox_put(struct daemon *d, struct sandbox *c)
 {
 	pthread_mutex_lock(&d->lock);
 	bool last = --c->refs == 0;
@@ -369,24 +361,24 @@ void clone_put(struct daemon *d, struct pooled_clone *c)
  * still holds it (whose agent connection then fails); the caller then
  * drops the list's reference.
  */
-static void unlease(struct daemon *d, struct pooled_clone *c)
+static void unlease(struct daemon *d, struct sandbox *c)
 {
-	struct pooled_clone **p = &d->leased;
+	struct sandbox **p = &d->leased;
 
 	while (*p != c)
 		p = &(*p)->next;
 	*p = c->next;
 	c->next = NULL;
-	if (c->sb.vmm > 0)
-		kill(c->sb.vmm, SIGKILL);
+	if (c->vmm.pid > 0)
+		kill(c->vmm.pid, SIGKILL);
 	c->pool->leased--;
 	d->total--;
 	pthread_cond_broadcast(&d->work);
 }
 
-bool clone_release(struct daemon *d, const char *id)
+bool sandbox_release(struct daemon *d, const char *id)
 {
-	struct pooled_clone *c;
+	struct sandbox *c;
 
 	pthread_mutex_lock(&d->lock);
 	for (c = d->leased; c && strcmp(c->id, id); c = c->next)
@@ -395,28 +387,28 @@ bool clone_release(struct daemon *d, const char *id)
 		unlease(d, c);
 	pthread_mutex_unlock(&d->lock);
 	if (c)
-		clone_put(d, c);
+		sandbox_put(d, c);
 	return c != NULL;
 }
 
 /* A VMM that ended on its own: reaped here, its reason kept. */
-static bool vmm_died(struct pooled_clone *c)
+static bool vmm_died(struct sandbox *c)
 {
 	int status;
 
-	if (c->sb.vmm <= 0 || waitpid(c->sb.vmm, &status, WNOHANG) != c->sb.vmm)
+	if (c->vmm.pid <= 0 || waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
 		return false;
-	c->sb.vmm = 0;
-	sandbox_vmm_reason(&c->sb, c->stop_reason, sizeof(c->stop_reason));
+	c->vmm.pid = 0;
+	vmm_process_reason(&c->vmm, c->stop_reason, sizeof(c->stop_reason));
 	return true;
 }
 
 /* One reaper pass under the lock; what is to be destroyed goes to @dead. */
-static void reap(struct daemon *d, struct pooled_clone **dead)
+static void reap(struct daemon *d, struct sandbox **dead)
 {
 	int64_t now = realtime_ms();
 
-	for (struct pooled_clone *c = d->leased, *next; c; c = next) {
+	for (struct sandbox *c = d->leased, *next; c; c = next) {
 		next = c->next;
 		if (!c->stopped && vmm_died(c)) {
 			c->stopped = true;
@@ -436,10 +428,10 @@ static void reap(struct daemon *d, struct pooled_clone **dead)
 	}
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
-		struct pooled_clone **p = &pl->ready_head, *last = NULL;
+		struct sandbox **p = &pl->ready_head, *last = NULL;
 
 		while (*p) {
-			struct pooled_clone *c = *p;
+			struct sandbox *c = *p;
 
 			if (!vmm_died(c)) {
 				last = c;
@@ -468,13 +460,13 @@ static void *reaper(void *arg)
 
 	pthread_mutex_lock(&d->lock);
 	while (!d->stopping) {
-		struct pooled_clone *dead = NULL;
+		struct sandbox *dead = NULL;
 		struct timespec next = realtime_after_ms(REAP_INTERVAL_MS);
 
 		reap(d, &dead);
 		pthread_mutex_unlock(&d->lock);
 		while (dead) {
-			struct pooled_clone *c = dead;
+			struct sandbox *c = dead;
 
 			dead = c->next;
 			clone_destroy(d, c);
@@ -542,7 +534,7 @@ void pools_stop(struct daemon *d)
 	}
 	/* The API has stopped: nobody holds a leased clone any more. */
 	while (d->leased) {
-		struct pooled_clone *c = d->leased;
+		struct sandbox *c = d->leased;
 
 		d->leased = c->next;
 		clone_destroy(d, c);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * sandbox.c - see sandbox.h.
+ * vmm_process.c - see vmm_process.h.
  */
-#include "sandbox.h"
+#include "vmm_process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +21,8 @@
 
 #include "cgroup.h"
 #include "clock.h"
+#include "interrupt.h"
 #include "io.h"
-#include "thaw.h"
 
 /*
  * A restored clone answers within milliseconds of its VMM starting, so the
@@ -37,12 +37,7 @@
 #define CONTROL_REPLY_TIMEOUT_MS 600000
 #define MAX_VMM_ARGS 32
 
-double sandbox_now_ms(void)
-{
-	return monotonic_ns() / 1e6;
-}
-
-static int make_run_dir(struct sandbox *sb, const char *who,
+static int make_run_dir(struct vmm_process *vmm, const char *who,
 			const char *run_dir)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
@@ -51,83 +46,83 @@ static int make_run_dir(struct sandbox *sb, const char *who,
 		/* Room for the longest file name in it, "/console.log". */
 		size_t len = strlen(run_dir);
 
-		if (len >= sizeof(sb->dir) ||
-		    len + sizeof("/console.log") > sizeof(sb->vsock)) {
+		if (len >= sizeof(vmm->dir) ||
+		    len + sizeof("/console.log") > sizeof(vmm->vsock)) {
 			fprintf(stderr,
 				"%s: %s: path too long for a socket in it\n",
 				who, run_dir);
 			return -1;
 		}
-		memcpy(sb->dir, run_dir, len + 1);
-		if (mkdir(sb->dir, 0700) < 0) {
+		memcpy(vmm->dir, run_dir, len + 1);
+		if (mkdir(vmm->dir, 0700) < 0) {
 			fprintf(stderr, "%s: cannot create %s: %s\n", who,
-				sb->dir, strerror(errno));
-			sb->dir[0] = '\0';
+				vmm->dir, strerror(errno));
+			vmm->dir[0] = '\0';
 			return -1;
 		}
 	} else if (!base ||
-		   strlen(base) > sizeof(sb->dir) - sizeof("/thaw-run-XXXXXX"))
+		   strlen(base) > sizeof(vmm->dir) - sizeof("/thaw-run-XXXXXX"))
 		base = "/tmp";
 	if (!run_dir) {
-		snprintf(sb->dir, sizeof(sb->dir), "%s/thaw-run-XXXXXX", base);
-		if (!mkdtemp(sb->dir)) {
+		snprintf(vmm->dir, sizeof(vmm->dir), "%s/thaw-run-XXXXXX", base);
+		if (!mkdtemp(vmm->dir)) {
 			fprintf(stderr, "%s: cannot create %s: %s\n", who,
-				sb->dir, strerror(errno));
-			sb->dir[0] = '\0';
+				vmm->dir, strerror(errno));
+			vmm->dir[0] = '\0';
 			return -1;
 		}
 	}
-	snprintf(sb->vsock, sizeof(sb->vsock), "%s/vsock.sock", sb->dir);
-	snprintf(sb->control, sizeof(sb->control), "%s/control.sock", sb->dir);
-	snprintf(sb->vmm_log, sizeof(sb->vmm_log), "%s/vmm.log", sb->dir);
-	snprintf(sb->console_log, sizeof(sb->console_log), "%s/console.log",
-		 sb->dir);
+	snprintf(vmm->vsock, sizeof(vmm->vsock), "%s/vsock.sock", vmm->dir);
+	snprintf(vmm->control, sizeof(vmm->control), "%s/control.sock", vmm->dir);
+	snprintf(vmm->vmm_log, sizeof(vmm->vmm_log), "%s/vmm.log", vmm->dir);
+	snprintf(vmm->console_log, sizeof(vmm->console_log), "%s/console.log",
+		 vmm->dir);
 	return 0;
 }
 
-int sandbox_start(struct sandbox *sb, const char *who,
+int vmm_process_start(struct vmm_process *vmm, const char *who,
 		  const char *const vmm_args[],
-		  const struct sandbox_place *place)
+		  const struct vmm_place *place)
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	const char *argv[MAX_VMM_ARGS + 7];
 	pid_t parent = getpid();
 	int n = 0;
 
-	memset(sb, 0, sizeof(*sb));
+	memset(vmm, 0, sizeof(*vmm));
 	while (vmm_args[n] && n < MAX_VMM_ARGS) {
 		argv[n] = vmm_args[n];
 		n++;
 	}
-	if (make_run_dir(sb, who, place ? place->run_dir : NULL) < 0)
+	if (make_run_dir(vmm, who, place ? place->run_dir : NULL) < 0)
 		return -1;
 	argv[n++] = "--vsock";
-	argv[n++] = sb->vsock;
+	argv[n++] = vmm->vsock;
 	argv[n++] = "--control";
-	argv[n++] = sb->control;
+	argv[n++] = vmm->control;
 	argv[n++] = "--console-log";
-	argv[n++] = sb->console_log;
+	argv[n++] = vmm->console_log;
 	argv[n] = NULL;
 
-	sb->started_ms = sandbox_now_ms();
-	sb->vmm = fork();
-	if (sb->vmm < 0) {
+	vmm->started_ms = monotonic_ms();
+	vmm->pid = fork();
+	if (vmm->pid < 0) {
 		fprintf(stderr, "%s: fork: %s\n", who, strerror(errno));
-		sb->vmm = 0;
+		vmm->pid = 0;
 		return -1;
 	}
-	if (sb->vmm == 0) {
-		int log = open(sb->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (vmm->pid == 0) {
+		int log = open(vmm->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int null = open("/dev/null", O_RDWR);
 
 		/* The VMM dies with us even if we are killed outright. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent || log < 0 || null < 0)
-			_exit(EXIT_THAW_ERROR);
+			_exit(VMM_EXEC_FAILED);
 		if (cgroup && cgroup_enter(cgroup) < 0) {
 			dprintf(log, "%s: cannot enter the sandbox's cgroup\n",
 				who);
-			_exit(EXIT_THAW_ERROR);
+			_exit(VMM_EXEC_FAILED);
 		}
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
@@ -135,7 +130,7 @@ int sandbox_start(struct sandbox *sb, const char *who,
 		execv(argv[0], (char *const *)argv);
 		dprintf(log, "%s: cannot run %s: %s\n", who, argv[0],
 			strerror(errno));
-		_exit(EXIT_THAW_ERROR);
+		_exit(VMM_EXEC_FAILED);
 	}
 	return 0;
 }
@@ -159,12 +154,12 @@ static size_t read_tail(const char *path, char *buf, size_t size)
 	return n;
 }
 
-void sandbox_vmm_reason(const struct sandbox *sb, char *out, size_t size)
+void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 {
 	char buf[8192];
 
 	snprintf(out, size, "no message");
-	read_tail(sb->vmm_log, buf, sizeof(buf));
+	read_tail(vmm->vmm_log, buf, sizeof(buf));
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		if (!strstr(line, "timings:")) {
 			snprintf(out, size, "%s", line);
@@ -174,10 +169,10 @@ void sandbox_vmm_reason(const struct sandbox *sb, char *out, size_t size)
 }
 
 /* The guest console's last lines: why a guest never got to its agent. */
-static void print_console_tail(const struct sandbox *sb, const char *who)
+static void print_console_tail(const struct vmm_process *vmm, const char *who)
 {
 	char buf[4096];
-	size_t n = read_tail(sb->console_log, buf, sizeof(buf));
+	size_t n = read_tail(vmm->console_log, buf, sizeof(buf));
 
 	if (n > 0) {
 		fprintf(stderr, "%s: last guest console output:\n", who);
@@ -185,38 +180,38 @@ static void print_console_tail(const struct sandbox *sb, const char *who)
 	}
 }
 
-double sandbox_vmm_setup_ms(const struct sandbox *sb)
+double vmm_process_setup_ms(const struct vmm_process *vmm)
 {
 	char buf[8192];
 	const char *p;
 
-	read_tail(sb->vmm_log, buf, sizeof(buf));
+	read_tail(vmm->vmm_log, buf, sizeof(buf));
 	p = strstr(buf, "vmm setup ");
 	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
 }
 
-static bool vmm_exited(struct sandbox *sb, const char *who)
+static bool vmm_exited(struct vmm_process *vmm, const char *who)
 {
 	int status;
 	char reason[512];
 
-	if (sb->vmm <= 0 || waitpid(sb->vmm, &status, WNOHANG) != sb->vmm)
+	if (vmm->pid <= 0 || waitpid(vmm->pid, &status, WNOHANG) != vmm->pid)
 		return false;
-	sb->vmm = 0;
-	sandbox_vmm_reason(sb, reason, sizeof(reason));
+	vmm->pid = 0;
+	vmm_process_reason(vmm, reason, sizeof(reason));
 	fprintf(stderr, "%s: the VM stopped: %s\n", who, reason);
 	return true;
 }
 
-int sandbox_wait_agent(struct sandbox *sb, const char *who,
+int vmm_process_wait_agent(struct vmm_process *vmm, const char *who,
 		       struct agent_conn *agent, int timeout_s)
 {
-	double deadline = sandbox_now_ms() + timeout_s * 1e3;
+	double deadline = monotonic_ms() + timeout_s * 1e3;
 	char err[256] = "";
 
 	for (;;) {
-		double left_ms = deadline - sandbox_now_ms();
-		int ret = agent_connect(agent, sb->vsock,
+		double left_ms = deadline - monotonic_ms();
+		int ret = agent_connect(agent, vmm->vsock,
 					left_ms > 1 ? (uint64_t)left_ms : 1,
 					err, sizeof(err));
 
@@ -226,17 +221,17 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
 			fprintf(stderr, "%s: %s\n", who, err);
 			return -1;
 		}
-		if (vmm_exited(sb, who) || thaw_interrupted)
+		if (vmm_exited(vmm, who) || thaw_interrupted)
 			return -1;
-		if (sandbox_now_ms() > deadline) {
-			print_console_tail(sb, who);
+		if (monotonic_ms() > deadline) {
+			print_console_tail(vmm, who);
 			fprintf(stderr,
 				"%s: no answer from the guest agent within %d s (%s)\n",
 				who, timeout_s, err);
 			return -1;
 		}
 		struct timespec retry = { 0,
-					  sandbox_now_ms() - sb->started_ms <
+					  monotonic_ms() - vmm->started_ms <
 							  CONNECT_FAST_PHASE_MS
 						  ? CONNECT_RETRY_FAST_NS
 						  : CONNECT_RETRY_SLOW_NS };
@@ -244,12 +239,12 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
 	}
 }
 
-static int connect_control(const struct sandbox *sb)
+static int connect_control(const struct vmm_process *vmm)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	strcpy(addr.sun_path, sb->control);
+	strcpy(addr.sun_path, vmm->control);
 	if (fd >= 0 &&
 	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		close(fd);
@@ -259,7 +254,7 @@ static int connect_control(const struct sandbox *sb)
 }
 
 /* Reads one line into @reply; polls so a dying VMM cannot hang us. */
-static int read_line(struct sandbox *sb, const char *who, int fd, char *reply,
+static int read_line(struct vmm_process *vmm, const char *who, int fd, char *reply,
 		     size_t len)
 {
 	size_t used = 0;
@@ -269,7 +264,7 @@ static int read_line(struct sandbox *sb, const char *who, int fd, char *reply,
 		struct pollfd p = { fd, POLLIN, 0 };
 		int ready = poll(&p, 1, 100);
 
-		if (thaw_interrupted || vmm_exited(sb, who))
+		if (thaw_interrupted || vmm_exited(vmm, who))
 			return -1;
 		if (ready <= 0) {
 			if (ready < 0 && errno != EINTR)
@@ -290,21 +285,21 @@ static int read_line(struct sandbox *sb, const char *who, int fd, char *reply,
 	return 0;
 }
 
-int sandbox_control(struct sandbox *sb, const char *who, const char *command,
+int vmm_process_control(struct vmm_process *vmm, const char *who, const char *command,
 		    char *reply, size_t len)
 {
-	int fd = connect_control(sb);
+	int fd = connect_control(vmm);
 	int ret = -1;
 
 	reply[0] = '\0';
 	if (fd < 0) {
-		fprintf(stderr, "%s: control socket %s: %s\n", who, sb->control,
+		fprintf(stderr, "%s: control socket %s: %s\n", who, vmm->control,
 			strerror(errno));
 		return -1;
 	}
 	if (write_full(fd, command, strlen(command)) < 0 ||
 	    write_full(fd, "\n", 1) < 0 ||
-	    read_line(sb, who, fd, reply, len) < 0)
+	    read_line(vmm, who, fd, reply, len) < 0)
 		fprintf(stderr, "%s: no answer to '%s' from the VMM\n", who,
 			command);
 	else if (strncmp(reply, "ok", 2))
@@ -316,46 +311,46 @@ int sandbox_control(struct sandbox *sb, const char *who, const char *command,
 	return ret;
 }
 
-void sandbox_stop(struct sandbox *sb)
+void vmm_process_stop(struct vmm_process *vmm)
 {
 	struct timespec tick = { 0, 10000000L };
 	int status;
 
-	if (sb->vmm <= 0)
+	if (vmm->pid <= 0)
 		return;
-	int fd = connect_control(sb);
+	int fd = connect_control(vmm);
 	if (fd < 0 || write(fd, "stop\n", 5) != 5)
-		kill(sb->vmm, SIGTERM);
-	for (int waited = 0; waitpid(sb->vmm, &status, WNOHANG) == 0;
+		kill(vmm->pid, SIGTERM);
+	for (int waited = 0; waitpid(vmm->pid, &status, WNOHANG) == 0;
 	     waited++) {
 		if (waited == STOP_GRACE_TICKS)
-			kill(sb->vmm, SIGKILL);
+			kill(vmm->pid, SIGKILL);
 		nanosleep(&tick, NULL);
 	}
 	if (fd >= 0)
 		close(fd);
-	sb->vmm = 0;
+	vmm->pid = 0;
 }
 
-void sandbox_kill(struct sandbox *sb)
+void vmm_process_kill(struct vmm_process *vmm)
 {
-	if (sb->vmm <= 0)
+	if (vmm->pid <= 0)
 		return;
-	kill(sb->vmm, SIGKILL);
-	while (waitpid(sb->vmm, NULL, 0) < 0 && errno == EINTR)
+	kill(vmm->pid, SIGKILL);
+	while (waitpid(vmm->pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	sb->vmm = 0;
+	vmm->pid = 0;
 }
 
-void sandbox_remove(struct sandbox *sb)
+void vmm_process_remove(struct vmm_process *vmm)
 {
-	sandbox_stop(sb);
-	if (!sb->dir[0])
+	vmm_process_stop(vmm);
+	if (!vmm->dir[0])
 		return;
-	unlink(sb->vsock);
-	unlink(sb->control);
-	unlink(sb->vmm_log);
-	unlink(sb->console_log);
-	rmdir(sb->dir);
-	sb->dir[0] = '\0';
+	unlink(vmm->vsock);
+	unlink(vmm->control);
+	unlink(vmm->vmm_log);
+	unlink(vmm->console_log);
+	rmdir(vmm->dir);
+	vmm->dir[0] = '\0';
 }

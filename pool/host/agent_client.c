@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "interrupt.h"
 #include "io.h"
-#include "thaw.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32

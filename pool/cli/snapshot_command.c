@@ -33,12 +33,16 @@
 #include <xxhash.h>
 
 #include "catalog.h"
+#include "clock.h"
 #include "clone.h"
 #include "default_kernel.h"
+#include "interrupt.h"
 #include "memfile.h"
-#include "sandbox.h"
+#include "paths.h"
 #include "state.h"
+#include "template.h"
 #include "thaw.h"
+#include "vmm_process.h"
 
 #define TMP_PREFIX ".tmp-"
 /* An orphan younger than this may be a create between rename and commit. */
@@ -55,8 +59,10 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 {
 	char err[512];
 
-	if (thaw_state_dir(p->state, sizeof(p->state)) < 0)
+	if (thaw_state_dir(p->state, sizeof(p->state), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	snprintf(p->catalog, sizeof(p->catalog), "%s/catalog", p->state);
 	snprintf(p->snapshots, sizeof(p->snapshots), "%s/snapshots", p->state);
 	if (thaw_make_dirs(p->snapshots) < 0) {
@@ -137,32 +143,6 @@ static void collect_garbage(struct paths *p, struct catalog *c)
 }
 
 /* XXH3-128 of a file's content as 32 hex digits. */
-static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1])
-{
-	static char buf[1 << 20];
-	XXH3_state_t *st = XXH3_createState();
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = -1;
-
-	if (st && fd >= 0 && XXH3_128bits_reset(st) == XXH_OK)
-		while ((n = read(fd, buf, sizeof(buf))) > 0)
-			XXH3_128bits_update(st, buf, n);
-	if (n == 0) {
-		XXH128_hash_t h = XXH3_128bits_digest(st);
-
-		snprintf(out, CATALOG_HASH_LEN + 1, "%016llx%016llx",
-			 (unsigned long long)h.high64,
-			 (unsigned long long)h.low64);
-	} else {
-		fprintf(stderr, "thaw: cannot read %s: %s\n", path,
-			strerror(errno));
-	}
-	if (fd >= 0)
-		close(fd);
-	XXH3_freeState(st);
-	return n == 0 ? 0 : -1;
-}
-
 static int sync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -204,44 +184,19 @@ static int describe_files(const char *tmp, const char *final,
 	return 0;
 }
 
-int template_identify(const char *kernel, const char *initrd, const char *mem,
-		      const char *vcpus, const char *cmdline,
-		      struct template_record *t)
-{
-	char key[CATALOG_HASH_LEN * 2 + 64];
-	XXH3_state_t *st = XXH3_createState();
-
-	if (!st || hash_file(kernel, t->kernel_hash) < 0 ||
-	    hash_file(initrd, t->initrd_hash) < 0) {
-		XXH3_freeState(st);
-		return -1;
-	}
-	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
-		 t->initrd_hash, mem, vcpus);
-	XXH3_64bits_reset(st);
-	XXH3_64bits_update(st, key, strlen(key));
-	/* Absent and empty alike leave the ids of older templates as they
-	 * were. */
-	if (cmdline && cmdline[0]) {
-		XXH3_64bits_update(st, " ", 1);
-		XXH3_64bits_update(st, cmdline, strlen(cmdline));
-	}
-	snprintf(t->id, sizeof(t->id), "%016llx",
-		 (unsigned long long)XXH3_64bits_digest(st));
-	XXH3_freeState(st);
-	t->record_version = CATALOG_RECORD_VERSION;
-	return 0;
-}
-
 /* A template is what was booted: the same inputs, the same id. */
 static int describe_template(const struct machine_options *o,
 			     const char *kernel, const char *initrd,
 			     struct template_record *t,
 			     struct snapshot_record *s)
 {
-	if (template_identify(kernel, initrd, o->mem, o->vcpus, o->cmdline, t) <
-	    0)
+	char err[PATH_MAX + 64];
+
+	if (template_identify(kernel, initrd, o->mem, o->vcpus, o->cmdline, t,
+			      err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw snapshot create: %s\n", err);
 		return -1;
+	}
 	t->nr_vcpus = s->nr_vcpus;
 	t->mem_size = s->mem_size;
 	t->created_unix = s->created_unix;
@@ -258,24 +213,24 @@ static int snapshot_vm(const char *const vmm_args[], const char *tmp)
 	const char *who = "thaw snapshot create";
 	char command[PATH_MAX + 80], reply[PATH_MAX + 80];
 	struct agent_conn agent = { .fd = -1 };
-	struct sandbox sb;
+	struct vmm_process vmm;
 	int ret = -1;
 
-	if (sandbox_start(&sb, who, vmm_args, NULL) < 0 ||
-	    sandbox_wait_agent(&sb, who, &agent, SNAPSHOT_BOOT_TIMEOUT_S) < 0)
+	if (vmm_process_start(&vmm, who, vmm_args, NULL) < 0 ||
+	    vmm_process_wait_agent(&vmm, who, &agent, SNAPSHOT_BOOT_TIMEOUT_S) < 0)
 		goto out;
-	double ready = sandbox_now_ms();
+	double ready = monotonic_ms();
 	/* Clones start without this connection; the agent keeps listening. */
 	agent_close(&agent);
 	snprintf(command, sizeof(command), "snapshot %s", tmp);
-	if (sandbox_control(&sb, who, command, reply, sizeof(reply)) < 0)
+	if (vmm_process_control(&vmm, who, command, reply, sizeof(reply)) < 0)
 		goto out;
 	fprintf(stderr,
 		"thaw: start to agent ready %.1f ms, snapshot %.1f ms\n",
-		ready - sb.started_ms, sandbox_now_ms() - ready);
+		ready - vmm.started_ms, monotonic_ms() - ready);
 	ret = 0;
 out:
-	sandbox_remove(&sb);
+	vmm_process_remove(&vmm);
 	return ret;
 }
 
@@ -411,14 +366,14 @@ static int create(int argc, char **argv)
 		goto out;
 	}
 
-	const char *vmm = thaw_tool_path("THAW_VMM", THAW_VMM_PATH);
-	const char *boot[] = { vmm,	    "--kernel",
+	const char *vmm_path = thaw_tool_path("THAW_VMM", THAW_VMM_PATH);
+	const char *boot[] = { vmm_path, "--kernel",
 			       from.kernel, "--initrd",
 			       from.initrd, "--mem",
 			       o.mem,	    "--vcpus",
 			       o.vcpus,	    o.cmdline ? "--cmdline" : NULL,
 			       o.cmdline,   NULL };
-	const char *restore[] = { vmm, "--restore", from.parent.dir, NULL };
+	const char *restore[] = { vmm_path, "--restore", from.parent.dir, NULL };
 	thaw_catch_signals();
 	if (snapshot_vm(o.from ? restore : boot, tmp) < 0 ||
 	    describe_files(tmp, final, &s) < 0 ||

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "host_cpu.h"
+#include "paths.h"
 #include "state.h"
-#include "thaw.h"
 
 int clone_register(const char *who, const char *id, const char *clone_id,
 		   struct snapshot_record *snap)
@@ -20,8 +20,10 @@ int clone_register(const char *who, const char *id, const char *clone_id,
 	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
 	struct catalog c;
 
-	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
+	if (thaw_state_dir(state_dir, sizeof(state_dir), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
 	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
@@ -59,8 +61,10 @@ void clone_unregister(const char *who, const char *id, const char *clone_id)
 	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16], err[512];
 	struct catalog c;
 
-	if (thaw_state_dir(state_dir, sizeof(state_dir)) < 0)
+	if (thaw_state_dir(state_dir, sizeof(state_dir), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return;
+	}
 	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
 	if (catalog_open(&c, catalog_dir, err, sizeof(err)) < 0 ||
 	    catalog_remove_clone(&c, id, clone_id, err, sizeof(err)) < 0)

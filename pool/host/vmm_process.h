@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sandbox.h - one thaw-vmm process as the CLI (and later the daemon) sees
- * it: a private run directory holding its sockets and logs, the VMM child,
- * its control socket and the agent behind its vsock socket.
+ * vmm_process.h - one thaw-vmm child process, as `thaw run`, `thaw snapshot
+ * create` and the daemon supervise it: a private run directory holding its
+ * sockets and logs, the VMM child, its control socket and the agent behind
+ * its vsock socket.  (The daemon's sandbox, what its API hands out, is one
+ * of these plus a lease: daemon.h.)
  *
  * The VMM is started with PR_SET_PDEATHSIG, so it dies with its supervisor
- * even on SIGKILL; sandbox_stop() asks it to stop through the control socket
- * and kills it after STOP_GRACE; sandbox_remove() leaves nothing behind.
- * Blocking waits give up when thaw_interrupted (thaw.h) is set.
+ * even on SIGKILL; vmm_process_stop() asks it to stop through the control
+ * socket and kills it after STOP_GRACE; vmm_process_remove() leaves nothing
+ * behind.  Blocking waits give up when thaw_interrupted (interrupt.h) is
+ * set.
  */
-#ifndef THAW_POOL_SANDBOX_H
-#define THAW_POOL_SANDBOX_H
+#ifndef THAW_POOL_HOST_VMM_PROCESS_H
+#define THAW_POOL_HOST_VMM_PROCESS_H
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -19,26 +22,26 @@
 
 struct cgroup;
 
+/* The child's exit status when it could not become the VMM (as env(1)). */
+#define VMM_EXEC_FAILED 125
+
 /* Short paths: the vsock socket's must fit in sockaddr_un (108 bytes). */
-struct sandbox {
+struct vmm_process {
 	char dir[80];
 	char vsock[96];
 	char control[96];
 	char vmm_log[96];
 	char console_log[96];
-	pid_t vmm;
+	pid_t pid;
 	double started_ms; /* when the VMM was forked, CLOCK_MONOTONIC */
 };
 
-/* Milliseconds on CLOCK_MONOTONIC, for phase timings. */
-double sandbox_now_ms(void);
-
 /*
- * Where a sandbox lives: its run directory is @run_dir (created; NULL: a
+ * Where a VMM lives: its run directory is @run_dir (created; NULL: a
  * fresh one in $XDG_RUNTIME_DIR or /tmp) and its VMM runs in @cgroup
  * (NULL: ours).  The VMM enters the cgroup before exec.
  */
-struct sandbox_place {
+struct vmm_place {
 	const char *run_dir;
 	const struct cgroup *cgroup;
 };
@@ -52,16 +55,16 @@ struct sandbox_place {
  * PR_SET_PDEATHSIG fires when the *thread* that forked exits: a threaded
  * caller must start VMMs from threads that live as long as the sandboxes.
  */
-int sandbox_start(struct sandbox *sb, const char *who,
+int vmm_process_start(struct vmm_process *vmm, const char *who,
 		  const char *const vmm_args[],
-		  const struct sandbox_place *place);
+		  const struct vmm_place *place);
 
 /*
  * Waits until the guest agent greets us on a new connection, the VMM dies
  * (its reason is printed) or @timeout_s pass (the console's last lines are
  * printed).  Returns 0 with @agent connected, or -1.
  */
-int sandbox_wait_agent(struct sandbox *sb, const char *who,
+int vmm_process_wait_agent(struct vmm_process *vmm, const char *who,
 		       struct agent_conn *agent, int timeout_s);
 
 /*
@@ -69,22 +72,22 @@ int sandbox_wait_agent(struct sandbox *sb, const char *who,
  * @reply.  Returns 0 when it starts with "ok", else -1 after a message that
  * includes the VMM's answer or the socket error.
  */
-int sandbox_control(struct sandbox *sb, const char *who, const char *command,
+int vmm_process_control(struct vmm_process *vmm, const char *who, const char *command,
 		    char *reply, size_t len);
 
 /* The VMM's reason for stopping: the first non-timings line of its log. */
-void sandbox_vmm_reason(const struct sandbox *sb, char *out, size_t size);
+void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 
 /* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
-double sandbox_vmm_setup_ms(const struct sandbox *sb);
+double vmm_process_setup_ms(const struct vmm_process *vmm);
 
 /* Stops the VMM (control socket, then SIGKILL after a grace period). */
-void sandbox_stop(struct sandbox *sb);
+void vmm_process_stop(struct vmm_process *vmm);
 
 /* SIGKILLs the VMM and reaps it: a disposable clone needs no goodbye. */
-void sandbox_kill(struct sandbox *sb);
+void vmm_process_kill(struct vmm_process *vmm);
 
 /* Stops the VMM if needed and removes the run directory. */
-void sandbox_remove(struct sandbox *sb);
+void vmm_process_remove(struct vmm_process *vmm);
 
 #endif

@@ -74,7 +74,7 @@ struct request {
 	size_t len;
 	bool too_large;
 	/* PUT files: the upload goes straight on to the agent */
-	struct pooled_clone *clone;
+	struct sandbox *clone;
 	struct agent_conn agent;
 	uint64_t uploaded;
 	bool write_open;
@@ -234,7 +234,7 @@ static double hundredths(double ms)
 }
 
 /* The sandbox object of API.md; call with the daemon locked. */
-static json_t *sandbox_json(const struct pooled_clone *c, bool detail)
+static json_t *sandbox_json(const struct sandbox *c, bool detail)
 {
 	char created[40], expires[40];
 
@@ -247,7 +247,7 @@ static json_t *sandbox_json(const struct pooled_clone *c, bool detail)
 			      hundredths(c->handout_ms), "state",
 			      c->stopped ? "stopped" : "running");
 	if (j && detail) {
-		json_object_set_new(j, "pid", json_integer(c->sb.vmm));
+		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
 		if (c->stopped)
 			json_object_set_new(j, "stop_reason",
 					    json_string(c->stop_reason));
@@ -257,13 +257,13 @@ static json_t *sandbox_json(const struct pooled_clone *c, bool detail)
 
 /* Answers with held clone @c's object, and lets go of it. */
 static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
-				    struct request *r, struct pooled_clone *c,
+				    struct request *r, struct sandbox *c,
 				    unsigned status, bool detail)
 {
 	pthread_mutex_lock(&r->d->lock);
 	json_t *j = sandbox_json(c, detail);
 	pthread_mutex_unlock(&r->d->lock);
-	clone_put(r->d, c);
+	sandbox_put(r->d, c);
 	return send_json(conn, r, status, j);
 }
 
@@ -597,7 +597,7 @@ static enum MHD_Result create_sandbox(struct MHD_Connection *conn,
 	}
 	json_decref(body);
 
-	struct pooled_clone *c;
+	struct sandbox *c;
 	int status = pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
 	if (status != 201)
 		return send_error(conn, r, status, "%s", err);
@@ -610,7 +610,7 @@ static enum MHD_Result list_sandboxes(struct MHD_Connection *conn,
 	json_t *list = json_array();
 
 	pthread_mutex_lock(&d->lock);
-	for (const struct pooled_clone *c = d->leased; c; c = c->next)
+	for (const struct sandbox *c = d->leased; c; c = c->next)
 		json_array_append_new(list, sandbox_json(c, false));
 	pthread_mutex_unlock(&d->lock);
 	return send_json(conn, r, 200, json_pack("{s:o}", "sandboxes", list));
@@ -625,7 +625,7 @@ static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 static enum MHD_Result get_sandbox(struct MHD_Connection *conn,
 				   struct request *r, struct daemon *d)
 {
-	struct pooled_clone *c = clone_get(d, r->id);
+	struct sandbox *c = sandbox_get(d, r->id);
 
 	if (!c)
 		return no_sandbox(conn, r);
@@ -638,7 +638,7 @@ static enum MHD_Result set_timeout(struct MHD_Connection *conn,
 	static const char *const fields[] = { "timeout_s", NULL };
 	char err[512];
 	uint32_t timeout_s;
-	struct pooled_clone *c = clone_get(d, r->id);
+	struct sandbox *c = sandbox_get(d, r->id);
 
 	if (!c)
 		return no_sandbox(conn, r);
@@ -652,7 +652,7 @@ static enum MHD_Result set_timeout(struct MHD_Connection *conn,
 	}
 	json_decref(body);
 	if (!ok) {
-		clone_put(d, c);
+		sandbox_put(d, c);
 		return send_error(conn, r, 400, "%s", err);
 	}
 	pthread_mutex_lock(&d->lock);
@@ -674,7 +674,7 @@ static uint64_t guest_patience_ns(const struct daemon *d)
 }
 
 /* Connects to @c's agent; an HTTP status and message when it cannot. */
-static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
+static int connect_agent(struct sandbox *c, struct agent_conn *agent,
 			 char *err, size_t errlen)
 {
 	char why[256];
@@ -694,7 +694,7 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 		uint64_t left_ms =
 			now < give_up ? (give_up - now) / NS_PER_MS : 0;
 
-		ret = agent_connect(agent, c->sb.vsock, left_ms + 1, why,
+		ret = agent_connect(agent, c->vmm.vsock, left_ms + 1, why,
 				    sizeof(why));
 		if (ret != -EAGAIN || c->stopped || left_ms == 0)
 			break;
@@ -716,7 +716,7 @@ static int connect_agent(struct pooled_clone *c, struct agent_conn *agent,
 static enum MHD_Result ping_sandbox(struct MHD_Connection *conn,
 				    struct request *r, struct daemon *d)
 {
-	struct pooled_clone *c = clone_get(d, r->id);
+	struct sandbox *c = sandbox_get(d, r->id);
 	struct agent_conn agent;
 	char err[512];
 
@@ -737,7 +737,7 @@ static enum MHD_Result ping_sandbox(struct MHD_Connection *conn,
 		agent_close(&agent);
 	}
 	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
-	clone_put(d, c);
+	sandbox_put(d, c);
 	if (status)
 		return send_error(conn, r, status, "%s", err);
 	return send_json(conn, r, 200,
@@ -795,7 +795,7 @@ static int client_fd_of(struct MHD_Connection *conn)
 
 struct exec_run {
 	struct daemon *d;
-	struct pooled_clone *clone;
+	struct sandbox *clone;
 	struct agent_conn agent;
 	int client_fd;
 	bool done;
@@ -816,7 +816,7 @@ static void exec_run_free(struct exec_run *x)
 {
 	agent_close(&x->agent);
 	if (x->clone)
-		clone_put(x->d, x->clone);
+		sandbox_put(x->d, x->clone);
 	free(x->pending);
 	free(x->out.buf);
 	free(x->err.buf);
@@ -864,7 +864,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		x->done = true;
 		x->error_status = 500;
 		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
-			 x->clone->sb.vmm > 0 ? strerror(-ret)
+			 x->clone->vmm.pid > 0 ? strerror(-ret)
 					      : "the VM was stopped");
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	}
@@ -994,7 +994,7 @@ static void exec_stream_free(void *cls)
 }
 
 /* Builds EXEC from the body; an HTTP status and message on bad input. */
-static int parse_exec(json_t *body, const struct pooled_clone *c,
+static int parse_exec(json_t *body, const struct sandbox *c,
 		      struct agent_exec_request *req, char ***argv_out,
 		      char ***env_out, void **stdin_out, bool *stream,
 		      char *err, size_t errlen)
@@ -1150,7 +1150,7 @@ static enum MHD_Result exec_sandbox(struct MHD_Connection *conn,
 	int status = 0;
 	enum MHD_Result ret;
 
-	struct pooled_clone *c = clone_get(d, r->id);
+	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
 		return no_sandbox(conn, r);
 	json_t *body = parse_body(r, err, sizeof(err));
@@ -1196,7 +1196,7 @@ static enum MHD_Result exec_sandbox(struct MHD_Connection *conn,
 	free_strv(env);
 	free(stdin_data);
 	if (c)
-		clone_put(d, c);
+		sandbox_put(d, c);
 	if (status) {
 		if (x)
 			exec_run_free(x);
@@ -1328,7 +1328,7 @@ static enum MHD_Result put_file_begin(struct MHD_Connection *conn,
 			conn, r, 413,
 			"the file is larger than max_file_bytes (%" PRIu64 ")",
 			d->cfg.max_file_bytes);
-	r->clone = clone_get(d, r->id);
+	r->clone = sandbox_get(d, r->id);
 	if (!r->clone)
 		return no_sandbox(conn, r);
 	status = connect_agent(r->clone, &r->agent, err, sizeof(err));
@@ -1370,7 +1370,7 @@ static enum MHD_Result put_file_end(struct MHD_Connection *conn,
 
 struct download {
 	struct daemon *d;
-	struct pooled_clone *clone;
+	struct sandbox *clone;
 	struct agent_conn agent;
 	int client_fd;
 	struct thaw_frame first; /* a DATA frame read before the headers */
@@ -1384,7 +1384,7 @@ static void download_free(void *cls)
 	struct download *dl = cls;
 
 	agent_close(&dl->agent);
-	clone_put(dl->d, dl->clone);
+	sandbox_put(dl->d, dl->clone);
 	free(dl->data);
 	free(dl);
 }
@@ -1486,12 +1486,12 @@ static enum MHD_Result get_file(struct MHD_Connection *conn, struct request *r,
 
 	if (status)
 		return send_error(conn, r, status, "%s", err);
-	struct pooled_clone *c = clone_get(d, r->id);
+	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
 		return no_sandbox(conn, r);
 	struct download *dl = calloc(1, sizeof(*dl));
 	if (!dl) {
-		clone_put(d, c);
+		sandbox_put(d, c);
 		return MHD_NO;
 	}
 	*dl = (struct download){ .d = d,
@@ -1692,7 +1692,7 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct request *r,
 	case ROUTE_SANDBOX:
 		if (get)
 			return get_sandbox(conn, r, d);
-		if (!clone_release(d, r->id))
+		if (!sandbox_release(d, r->id))
 			return no_sandbox(conn, r);
 		return send_response(conn, r, 204,
 				     MHD_create_response_from_buffer(
@@ -1765,7 +1765,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	 * the half-written file (PROTOCOL.md). */
 	agent_close(&r->agent);
 	if (r->clone)
-		clone_put(cls, r->clone);
+		sandbox_put(cls, r->clone);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;

@@ -32,12 +32,15 @@
 
 #include "agent_client.h"
 #include "catalog.h"
+#include "clock.h"
 #include "clone.h"
+#include "interrupt.h"
 #include "io.h"
+#include "paths.h"
 #include "protocol.h"
-#include "sandbox.h"
 #include "state.h"
 #include "thaw.h"
+#include "vmm_process.h"
 
 #define BOOT_TIMEOUT_S_DEFAULT 600
 #define EXEC_REQUEST_ID 1
@@ -124,7 +127,7 @@ static int run_booted(const struct run_options *o, char **cmd)
 		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
-	struct sandbox sb = { 0 };
+	struct vmm_process vmm = { 0 };
 	int status = EXIT_THAW_ERROR;
 
 	if (!m->initrd &&
@@ -136,22 +139,22 @@ static int run_booted(const struct run_options *o, char **cmd)
 		vmm_args[at] = "--cmdline";
 		vmm_args[at + 1] = m->cmdline;
 	}
-	if (sandbox_start(&sb, "thaw run", vmm_args, NULL) == 0 &&
-	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) ==
+	if (vmm_process_start(&vmm, "thaw run", vmm_args, NULL) == 0 &&
+	    vmm_process_wait_agent(&vmm, "thaw run", &agent, o->boot_timeout_s) ==
 		    0) {
-		double ready = sandbox_now_ms();
+		double ready = monotonic_ms();
 
 		status = relay_exec(&agent, cmd, o->timeout_s * 1000);
 		agent_close(&agent);
-		sandbox_stop(&sb);
-		double setup = sandbox_vmm_setup_ms(&sb);
+		vmm_process_stop(&vmm);
+		double setup = vmm_process_setup_ms(&vmm);
 		fprintf(stderr,
 			"thaw: vmm setup %.1f ms, boot to agent ready %.1f ms, "
 			"command %.1f ms\n",
-			setup, ready - sb.started_ms - (setup > 0 ? setup : 0),
-			sandbox_now_ms() - ready);
+			setup, ready - vmm.started_ms - (setup > 0 ? setup : 0),
+			monotonic_ms() - ready);
 	}
-	sandbox_remove(&sb);
+	vmm_process_remove(&vmm);
 	return status;
 }
 
@@ -174,7 +177,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 	char status_line[256], working_set[CATALOG_PATH_MAX + 32];
 	struct snapshot_record snap;
 	struct agent_conn agent = { .fd = -1 };
-	struct sandbox sb = { 0 };
+	struct vmm_process vmm = { 0 };
 	int status = EXIT_THAW_ERROR;
 
 	if (catalog_new_id(clone_id) < 0) {
@@ -194,11 +197,11 @@ static int run_clone(const struct run_options *o, char **cmd)
 		o->page_in,
 		NULL,
 	};
-	if (sandbox_start(&sb, "thaw run", vmm_args, NULL) < 0 ||
-	    sandbox_wait_agent(&sb, "thaw run", &agent, o->boot_timeout_s) < 0)
+	if (vmm_process_start(&vmm, "thaw run", vmm_args, NULL) < 0 ||
+	    vmm_process_wait_agent(&vmm, "thaw run", &agent, o->boot_timeout_s) < 0)
 		goto out;
-	double ready = sandbox_now_ms();
-	if (sandbox_control(&sb, "thaw run", "status", status_line,
+	double ready = monotonic_ms();
+	if (vmm_process_control(&vmm, "thaw run", "status", status_line,
 			    sizeof(status_line)) < 0)
 		goto out;
 	if (agent_clone(&agent, CLONE_REQUEST_ID, hostname, clone_id, err,
@@ -207,29 +210,29 @@ static int run_clone(const struct run_options *o, char **cmd)
 			"thaw run: the clone refused its identity: %s\n", err);
 		goto out;
 	}
-	double identity = sandbox_now_ms();
+	double identity = monotonic_ms();
 	status = relay_exec(&agent, cmd, o->timeout_s * 1000);
-	double done = sandbox_now_ms();
+	double done = monotonic_ms();
 	agent_close(&agent);
 	if (access(working_set, F_OK) < 0) {
 		char command[sizeof(working_set) + 16], reply[128];
 
 		snprintf(command, sizeof(command), "working-set %s",
 			 working_set);
-		sandbox_control(&sb, "thaw run", command, reply, sizeof(reply));
+		vmm_process_control(&vmm, "thaw run", command, reply, sizeof(reply));
 	}
 
 	double setup = status_field(status_line, "setup_us=") / 1e3;
 	double restore = status_field(status_line, "restore_us=") / 1e3;
 	fprintf(stderr,
 		"thaw: restore to ready %.1f ms (vmm setup %.1f ms, state restore %.1f ms, %.0f pages prefetched, first agent answer %.1f ms), clone identity %.1f ms, command %.1f ms\n",
-		ready - sb.started_ms, setup, restore,
+		ready - vmm.started_ms, setup, restore,
 		status_field(status_line, "prefetched_pages="),
-		ready - sb.started_ms - setup - restore, identity - ready,
+		ready - vmm.started_ms - setup - restore, identity - ready,
 		done - identity);
 out:
 	agent_close(&agent);
-	sandbox_remove(&sb);
+	vmm_process_remove(&vmm);
 	clone_unregister("thaw run", o->machine.from, clone_id);
 	return status;
 }

@@ -27,7 +27,7 @@
 #include "catalog.h"
 #include "cgroup.h"
 #include "config.h"
-#include "sandbox.h"
+#include "vmm_process.h"
 
 #define SANDBOX_ID_LEN CATALOG_ID_LEN
 
@@ -43,15 +43,15 @@ struct histogram {
 
 void histogram_add(struct histogram *h, double seconds);
 
-enum clone_state { CLONE_RESTORING, CLONE_READY, CLONE_LEASED };
+enum sandbox_state { SANDBOX_RESTORING, SANDBOX_READY, SANDBOX_LEASED };
 
 struct pool;
 
-struct pooled_clone {
+struct sandbox {
 	char id[SANDBOX_ID_LEN + 1];
 	struct pool *pool;
-	enum clone_state state;
-	struct sandbox sb;
+	enum sandbox_state state;
+	struct vmm_process vmm;
 	struct cgroup cg;
 	bool cgroup_made, registered;
 	double restore_ms, handout_ms;
@@ -60,7 +60,7 @@ struct pooled_clone {
 	int refs;			/* API calls using it */
 	bool stopped;			/* its VMM died */
 	char stop_reason[160];
-	struct pooled_clone *next;
+	struct sandbox *next;
 };
 
 struct pool {
@@ -68,7 +68,7 @@ struct pool {
 	const struct template_config *t;
 	char snapshot_id[CATALOG_ID_LEN + 1];
 	char snapshot_dir[CATALOG_PATH_MAX];
-	struct pooled_clone *ready_head, *ready_tail;
+	struct sandbox *ready_head, *ready_tail;
 	uint32_t ready, restoring, leased, waiters;
 	uint64_t restore_failures;
 	uint32_t failures_in_a_row;
@@ -101,7 +101,7 @@ struct daemon {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	    /* workers: a restore may be needed */
 	pthread_cond_t reaper_wake; /* the reaper: the daemon stops */
-	struct pooled_clone *leased;
+	struct sandbox *leased;
 	uint32_t total; /* clones of every pool, in any state */
 	bool stopping;
 	int64_t started_ms;
@@ -110,9 +110,6 @@ struct daemon {
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
 };
-
-/* Milliseconds on CLOCK_REALTIME. */
-int64_t realtime_ms(void);
 
 /* pools.c */
 int pools_start(struct daemon *d);
@@ -129,13 +126,13 @@ struct pool *pool_find(struct daemon *d, const char *template);
  * @err.
  */
 int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct pooled_clone **out, char *err, size_t errlen);
+		 struct sandbox **out, char *err, size_t errlen);
 
 /* A leased clone by id, held; NULL when there is none. */
-struct pooled_clone *clone_get(struct daemon *d, const char *id);
-void clone_put(struct daemon *d, struct pooled_clone *c);
+struct sandbox *sandbox_get(struct daemon *d, const char *id);
+void sandbox_put(struct daemon *d, struct sandbox *c);
 
 /* Releases leased clone @id (DELETE); false when there is none. */
-bool clone_release(struct daemon *d, const char *id);
+bool sandbox_release(struct daemon *d, const char *id);
 
 #endif

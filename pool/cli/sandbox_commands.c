@@ -35,7 +35,9 @@
 #include <unistd.h>
 
 #include "base64.h"
+#include "interrupt.h"
 #include "io.h"
+#include "paths.h"
 #include "thaw.h"
 
 #define EXIT_FAILED 1
@@ -132,7 +134,7 @@ static int client_open(struct client *c, const char *who)
 {
 	const char *env = getenv("THAW_SOCKET");
 	const char *token = getenv("THAW_TOKEN");
-	char state[PATH_MAX];
+	char state[PATH_MAX], err[128];
 	int n;
 
 	if (c->curl)
@@ -142,11 +144,13 @@ static int client_open(struct client *c, const char *who)
 			     c->opts->socket);
 	else if (env && *env)
 		n = snprintf(c->socket, sizeof(c->socket), "%s", env);
-	else if (thaw_state_dir(state, sizeof(state)) == 0)
+	else if (thaw_state_dir(state, sizeof(state), err, sizeof(err)) == 0)
 		n = snprintf(c->socket, sizeof(c->socket), "%s/thawd.sock",
 			     state);
-	else
+	else {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	/* curl would say so too, but as if the daemon had been lost. */
 	if (n < 0 || (size_t)n >= SUN_PATH_MAX) {
 		fprintf(stderr,
@@ -444,24 +448,24 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 	if (o->env)
 		json_object_set(r.json, "env", o->env);
 	if (request(c, &r) == 0) {
-		json_t *sb = answer_json(&r);
-		const char *id = json_string_value(json_object_get(sb, "id"));
+		json_t *vmm = answer_json(&r);
+		const char *id = json_string_value(json_object_get(vmm, "id"));
 
 		if (id) {
 			fprintf(stderr,
 				"thaw: sandbox of template %s, restore %.1f ms, handout %.2f ms\n",
-				member(sb, "template"),
+				member(vmm, "template"),
 				json_number_value(
-					json_object_get(sb, "restore_ms")),
+					json_object_get(vmm, "restore_ms")),
 				json_number_value(
-					json_object_get(sb, "handout_ms")));
+					json_object_get(vmm, "handout_ms")));
 			printf("%s\n", id);
 			status = 0;
-		} else if (sb) {
+		} else if (vmm) {
 			fprintf(stderr, "%s: the daemon's answer has no id\n",
 				r.who);
 		}
-		json_decref(sb);
+		json_decref(vmm);
 	}
 	free(r.answer);
 	json_decref(r.json);
@@ -472,7 +476,7 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 static int print_sandboxes(const struct request *r)
 {
 	json_t *answer = answer_json(r);
-	json_t *list = json_object_get(answer, "sandboxes"), *sb;
+	json_t *list = json_object_get(answer, "sandboxes"), *vmm;
 	size_t i;
 
 	if (!json_is_array(list)) {
@@ -485,11 +489,11 @@ static int print_sandboxes(const struct request *r)
 	}
 	printf("%-20s %-16s %-24s %-24s %10s\n", "ID", "TEMPLATE", "CREATED",
 	       "EXPIRES", "RESTORE_MS");
-	json_array_foreach(list, i, sb)
-		printf("%-20s %-16s %-24s %-24s %10.1f\n", member(sb, "id"),
-		       member(sb, "template"), member(sb, "created"),
-		       member(sb, "expires"),
-		       json_number_value(json_object_get(sb, "restore_ms")));
+	json_array_foreach(list, i, vmm)
+		printf("%-20s %-16s %-24s %-24s %10.1f\n", member(vmm, "id"),
+		       member(vmm, "template"), member(vmm, "created"),
+		       member(vmm, "expires"),
+		       json_number_value(json_object_get(vmm, "restore_ms")));
 	json_decref(answer);
 	return 0;
 }

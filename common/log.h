@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * log.h - the one logger of thaw's long-running programs, the daemon and
+ * the VMM: a level, a timestamp, the program's name, and the sandbox a line
+ * is about, on one line of stderr per call.
+ *
+ * Two formats.  Text, for people:
+ *
+ *	2026-12-01T03:35:18.123Z thawd: warning: sandbox 5f3a...: VMM died
+ *
+ * (info lines carry no level word, as compilers print them).  JSON lines,
+ * for the collectors platforms ship logs to (--log-format json):
+ *
+ *	{"time":"2026-12-01T03:35:18.123Z","level":"warning","program":"thawd",
+ *	 "pid":812,"sandbox":"5f3a...","msg":"VMM died"}
+ *
+ * Each line is formatted first and written with one write(2), so lines of
+ * concurrent threads, and of processes sharing the descriptor, never
+ * interleave.  Libraries do not log: they return an error and its message,
+ * and the program decides (see README's Layout).
+ */
+#ifndef THAW_COMMON_LOG_H
+#define THAW_COMMON_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum log_level {
+	LOG_LEVEL_ERROR,
+	LOG_LEVEL_WARNING,
+	LOG_LEVEL_INFO,
+	LOG_LEVEL_DEBUG,
+};
+
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+
+/* The defaults: "thaw", info, text, stderr. */
+
+/* The name every line carries ("thawd", "thaw-vmm"). */
+void log_set_program(const char *program);
+
+/*
+ * "error", "warning", "info" or "debug"; "text" or "json".  Return 0, or -1
+ * with @err naming the value and the accepted ones.
+ */
+int log_set_level(const char *level, char *err, size_t errlen);
+int log_set_format(const char *format, char *err, size_t errlen);
+
+/* The sandbox every line is about when a call names none (a VMM serves
+ * one); NULL: none. */
+void log_set_sandbox(const char *id);
+
+/* Lines go to @fd instead of 2 (tests). */
+void log_set_fd(int fd);
+
+bool log_enabled(enum log_level level);
+
+/* One line at @level about sandbox @sandbox (NULL: the process's). */
+__attribute__((format(printf, 3, 4))) void
+log_write(enum log_level level, const char *sandbox, const char *fmt, ...);
+
+#define log_error(...) log_write(LOG_LEVEL_ERROR, NULL, __VA_ARGS__)
+#define log_warning(...) log_write(LOG_LEVEL_WARNING, NULL, __VA_ARGS__)
+#define log_info(...) log_write(LOG_LEVEL_INFO, NULL, __VA_ARGS__)
+#define log_debug(...) log_write(LOG_LEVEL_DEBUG, NULL, __VA_ARGS__)
+
+#endif

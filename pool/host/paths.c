@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * paths.c - see paths.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "paths.h"
+#include "subprocess.h"
+
+const char *thaw_tool_path(const char *env, const char *built_in)
+{
+	const char *p = getenv(env);
+
+	return p ? p : built_in;
+}
+
+int thaw_state_dir(char *out, size_t len, char *err, size_t errlen)
+{
+	const char *dir = getenv("THAW_STATE_DIR");
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (dir && *dir)
+		n = snprintf(out, len, "%s", dir);
+	else if (xdg && *xdg)
+		n = snprintf(out, len, "%s/thaw", xdg);
+	else if (home && *home)
+		n = snprintf(out, len, "%s/.local/state/thaw", home);
+	else {
+		snprintf(err, errlen,
+			 "no state directory: set THAW_STATE_DIR or HOME");
+		return -1;
+	}
+	if (n < 0 || (size_t)n >= len) {
+		snprintf(err, errlen, "state directory path too long");
+		return -1;
+	}
+	return 0;
+}
+
+int thaw_make_dirs(const char *path)
+{
+	char partial[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(partial)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(partial, path, len + 1);
+	for (char *p = partial + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(partial, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+int thaw_default_initrd(char *out, size_t len, const char *who)
+{
+	char what[64];
+	char *mk[] = { (char *)thaw_tool_path("THAW_MKINITRAMFS",
+					      THAW_MKINITRAMFS_PATH),
+		       "--init",
+		       (char *)thaw_tool_path("THAW_AGENT", THAW_AGENT_PATH),
+		       NULL };
+
+	snprintf(what, sizeof(what), "%s: guest initramfs", who);
+	return run_for_last_line(mk, out, len, what);
+}
+

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * paths.h - where thaw's files and helper programs are: the state directory
+ * (catalog, snapshots, the daemon's run directory and socket), the programs
+ * built beside `thaw` (overridable from the environment, as tests and the
+ * bench do), and the default guest initramfs.
+ */
+#ifndef THAW_POOL_HOST_PATHS_H
+#define THAW_POOL_HOST_PATHS_H
+
+#include <stddef.h>
+
+/* @env from the environment, else the path compiled in. */
+const char *thaw_tool_path(const char *env, const char *built_in);
+
+/*
+ * The state directory (snapshots, catalog): $THAW_STATE_DIR, else
+ * $XDG_STATE_HOME/thaw, else ~/.local/state/thaw.  Returns 0, or -1 with
+ * @err saying why none can be formed.
+ */
+int thaw_state_dir(char *out, size_t len, char *err, size_t errlen);
+
+/* mkdir -p: 0, or -1 with errno. */
+int thaw_make_dirs(const char *path);
+
+/*
+ * The default guest initramfs (thaw-agent as init), packed and cached by
+ * thaw-mkinitramfs.  Returns 0, or -1 after a message starting with @who.
+ */
+int thaw_default_initrd(char *out, size_t len, const char *who);
+
+#endif

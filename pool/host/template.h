@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * template.h - what a template is: the machine that was booted to be
+ * snapshotted.  Its id is derived from its inputs, so `thaw snapshot create`
+ * and the daemon, given the same kernel and initramfs files, memory, vCPUs
+ * and extra command line, find the same template in the catalog.
+ */
+#ifndef THAW_POOL_HOST_TEMPLATE_H
+#define THAW_POOL_HOST_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "catalog.h"
+
+/*
+ * Fills @t's kernel and initrd hashes and its id (@cmdline may be NULL).
+ * Returns 0, or -1 with @err naming the file that could not be read.
+ */
+int template_identify(const char *kernel, const char *initrd, const char *mem,
+		      const char *vcpus, const char *cmdline,
+		      struct template_record *t, char *err, size_t errlen);
+
+#endif
