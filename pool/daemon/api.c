@@ -80,6 +80,25 @@ enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 	return api_reply_text(conn, r, status, "application/json", line);
 }
 
+/* Firecracker-style: the pools say what went wrong, the edge says which
+ * status that is. */
+unsigned api_pool_status(enum pool_error e)
+{
+	switch (e) {
+	case POOL_OK:
+		return 201;
+	case POOL_FULL:
+		return 429;
+	case POOL_STOPPING:
+		return 503;
+	case POOL_TIMED_OUT:
+		return 504;
+	case POOL_RESTORE_FAILED:
+		break;
+	}
+	return 500;
+}
+
 /* API.md's error codes, by status. */
 static const char *error_code(unsigned status)
 {

@@ -17,7 +17,10 @@
  *
  * Every route is an api_handler, called once the request's body (if any)
  * is in: it answers through api_reply*() and returns what libmicrohttpd
- * expects.  Statuses are chosen here, at the edge, and only here.
+ * expects.  Statuses are chosen here, at the edge, and only here: the
+ * daemon's other parts return their own errors (pool_handout() a pool
+ * error), which api_pool_status() maps, as Firecracker's API server maps
+ * its VMM's errors.
  */
 #ifndef THAW_POOL_API_INTERNAL_H
 #define THAW_POOL_API_INTERNAL_H
@@ -75,6 +78,9 @@ api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
 		const char *fmt, ...);
 /* 404 for the request's sandbox id. */
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
+
+/* The HTTP status of a pool error (daemon.h). */
+unsigned api_pool_status(enum pool_error e);
 
 /* ---- api.c: request bodies --------------------------------------------- */
 

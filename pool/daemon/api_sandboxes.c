@@ -140,9 +140,10 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	json_decref(body);
 
 	struct sandbox *c;
-	int status = pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
-	if (status != 201)
-		return api_reply_error(conn, r, status, "%s", err);
+	enum pool_error e =
+		pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
+	if (e != POOL_OK)
+		return api_reply_error(conn, r, api_pool_status(e), "%s", err);
 	return send_sandbox(conn, r, c, 201, false);
 }
 

@@ -271,8 +271,8 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		return -1;
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
-	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec,
-			      err, sizeof(err)) < 0) {
+	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec, err,
+			      sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
 	}

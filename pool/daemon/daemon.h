@@ -119,14 +119,22 @@ void pools_stopping(struct daemon *d);
 void pools_stop(struct daemon *d);
 struct pool *pool_find(struct daemon *d, const char *template);
 
+/* Why a handout failed; the API maps each to its HTTP status. */
+enum pool_error {
+	POOL_OK,
+	POOL_FULL,	     /* max_total or max_sandboxes reached */
+	POOL_STOPPING,	     /* the daemon is shutting down */
+	POOL_TIMED_OUT,	     /* no clone ready within restore_timeout_s */
+	POOL_RESTORE_FAILED, /* restores fail in a row: waiting will not help */
+};
+
 /*
  * Hands out a clone of @pl that expires after @timeout_s, with @env (taken
- * over: freed with the clone).  Returns 201 with *out held (release it with
- * clone_put), or an HTTP status (429, 500, 503, 504) after a message in
- * @err.
+ * over: freed with the clone).  Returns POOL_OK with *out held (release it
+ * with sandbox_put), or the pool error after a message in @err.
  */
-int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct sandbox **out, char *err, size_t errlen);
+enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+			     struct sandbox **out, char *err, size_t errlen);
 
 /* A leased clone by id, held; NULL when there is none. */
 struct sandbox *sandbox_get(struct daemon *d, const char *id);

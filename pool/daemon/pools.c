@@ -143,7 +143,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
 	if (vmm_process_start(&c->vmm, who, vmm_args, &place) < 0 ||
 	    vmm_process_wait_agent(&c->vmm, who, &agent,
-			       (int)d->cfg.restore_timeout_s) < 0)
+				   (int)d->cfg.restore_timeout_s) < 0)
 		return -1;
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
@@ -243,15 +243,15 @@ static struct sandbox *pop_ready(struct pool *pl)
 	return c;
 }
 
-int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct sandbox **out, char *err, size_t errlen)
+enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+			     struct sandbox **out, char *err, size_t errlen)
 {
 	struct daemon *d = pl->d;
 	double start = monotonic_ms();
 	struct timespec deadline =
 		realtime_after_ms((int64_t)d->cfg.restore_timeout_s * 1000);
 	struct sandbox *c = NULL;
-	int status = 201;
+	enum pool_error error = POOL_OK;
 
 	bool waiting = false; /* counted in pl->waiters */
 
@@ -260,7 +260,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	while (!c) {
 		if (d->stopping) {
 			snprintf(err, errlen, "the daemon is shutting down");
-			status = 503;
+			error = POOL_STOPPING;
 			break;
 		}
 		if (pl->ready) {
@@ -272,7 +272,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 		if (pl->restore_failures != failures &&
 		    pl->failures_in_a_row >= RESTORE_FAILURES_FATAL) {
 			snprintf(err, errlen, "%s", pl->last_error);
-			status = 500;
+			error = POOL_RESTORE_FAILED;
 			break;
 		}
 		/* Restores in flight that no other waiter counts on. */
@@ -285,7 +285,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				pl->t->name, pool_total(pl), pl->t->max_total,
 				d->total, d->cfg.max_sandboxes);
 			pl->rejections++;
-			status = 429;
+			error = POOL_FULL;
 			break;
 		}
 		if (!waiting) { /* one more clone wanted: a worker's job */
@@ -300,7 +300,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				err, errlen,
 				"no clone of template %s was ready within %u s",
 				pl->t->name, d->cfg.restore_timeout_s);
-			status = 504;
+			error = POOL_TIMED_OUT;
 			break;
 		}
 	}
@@ -331,7 +331,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			"thawd: handout %s template %s in %.2f ms (restore %.1f ms)\n",
 			c->id, pl->t->name, c->handout_ms, c->restore_ms);
 	*out = c;
-	return status;
+	return error;
 }
 
 struct sandbox *sandbox_get(struct daemon *d, const char *id)
@@ -396,7 +396,8 @@ static bool vmm_died(struct sandbox *c)
 {
 	int status;
 
-	if (c->vmm.pid <= 0 || waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
+	if (c->vmm.pid <= 0 ||
+	    waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
 		return false;
 	c->vmm.pid = 0;
 	vmm_process_reason(&c->vmm, c->stop_reason, sizeof(c->stop_reason));
