@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* Idle HTTP connections (between or inside requests) are dropped after: */
@@ -521,11 +522,15 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* libmicrohttpd's own errors (its lines end in a newline; ours add one). */
 static void log_mhd(void *cls, const char *fmt, va_list ap)
 {
+	char msg[1024];
+
 	(void)cls;
-	fputs("thawd: http: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warning("http: %s", msg);
 }
 
 struct MHD_Daemon *api_start(struct daemon *d, int fd)
@@ -541,7 +546,7 @@ struct MHD_Daemon *api_start(struct daemon *d, int fd)
 		completed, d, MHD_OPTION_END);
 
 	if (!server)
-		fprintf(stderr, "thawd: cannot start the HTTP server\n");
+		log_error("cannot start the HTTP server");
 	return server;
 }
 

@@ -186,9 +186,8 @@ static json_t *exec_wait_event(struct exec_run *x, bool collecting)
 	case AGENT_READY:
 		return next_exec_event(x, collecting);
 	case CLIENT_GONE:
-		fprintf(stderr,
-			"thawd: sandbox %s: client gone, killing its exec\n",
-			x->clone->id);
+		log_write(LOG_LEVEL_INFO, x->clone->id,
+			  "client gone, killing its exec");
 		x->abandoned = true;
 		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
 			   SIGKILL);

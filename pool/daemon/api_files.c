@@ -271,8 +271,8 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 		int got = next_data(dl, err, sizeof(err), &status);
 		if (got < 0) {
 			/* Headers are out: all we can do is cut the body. */
-			fprintf(stderr, "thawd: sandbox %s: download: %s\n",
-				dl->clone->id, err);
+			log_write(LOG_LEVEL_WARNING, dl->clone->id,
+				  "download: %s", err);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		dl->done = got == 0;

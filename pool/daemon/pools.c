@@ -31,6 +31,7 @@
 #include "agent_client.h"
 #include "clock.h"
 #include "clone.h"
+#include "log.h"
 #include "paths.h"
 
 #define REAP_INTERVAL_MS 100
@@ -93,7 +94,7 @@ static void clone_destroy(struct daemon *d, struct sandbox *c)
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
-		fprintf(stderr, "%s: %s\n", who, err);
+		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 	if (c->registered) {
 		pthread_mutex_lock(&d->catalog_lock);
 		clone_unregister(who, c->pool->snapshot_id, c->id);
@@ -135,7 +136,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 	c->registered = true;
 	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
 			  sizeof(err)) < 0) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
 		return -1;
 	}
 	c->cgroup_made = true;
@@ -150,10 +151,14 @@ static int restore(struct pool *pl, struct sandbox *c)
 			  sizeof(err));
 	agent_close(&agent);
 	if (ret < 0) {
-		fprintf(stderr, "%s: making the clone unique: %s\n", who, err);
+		log_write(LOG_LEVEL_ERROR, c->id, "making the clone unique: %s",
+			  err);
 		return -1;
 	}
 	c->restore_ms = monotonic_ms() - c->vmm.started_ms;
+	log_write(LOG_LEVEL_DEBUG, c->id,
+		  "restored from template %s in %.1f ms", t->name,
+		  c->restore_ms);
 	return 0;
 }
 
@@ -327,9 +332,9 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	pthread_mutex_unlock(&d->lock);
 	free_env(env);
 	if (c)
-		fprintf(stderr,
-			"thawd: handout %s template %s in %.2f ms (restore %.1f ms)\n",
-			c->id, pl->t->name, c->handout_ms, c->restore_ms);
+		log_write(LOG_LEVEL_INFO, c->id,
+			  "handout template %s in %.2f ms (restore %.1f ms)",
+			  pl->t->name, c->handout_ms, c->restore_ms);
 	*out = c;
 	return error;
 }
@@ -386,9 +391,11 @@ bool sandbox_release(struct daemon *d, const char *id)
 	if (c)
 		unlease(d, c);
 	pthread_mutex_unlock(&d->lock);
-	if (c)
-		sandbox_put(d, c);
-	return c != NULL;
+	if (!c)
+		return false;
+	log_write(LOG_LEVEL_DEBUG, c->id, "released");
+	sandbox_put(d, c);
+	return true;
 }
 
 /* A VMM that ended on its own: reaped here, its reason kept. */
@@ -413,13 +420,12 @@ static void reap(struct daemon *d, struct sandbox **dead)
 		next = c->next;
 		if (!c->stopped && vmm_died(c)) {
 			c->stopped = true;
-			fprintf(stderr,
-				"thawd: sandbox %s: the VM stopped: %s\n",
-				c->id, c->stop_reason);
+			log_write(LOG_LEVEL_WARNING, c->id,
+				  "the VM stopped: %s", c->stop_reason);
 		}
 		if (c->expires_ms > now)
 			continue;
-		fprintf(stderr, "thawd: sandbox %s expired\n", c->id);
+		log_write(LOG_LEVEL_INFO, c->id, "expired");
 		c->pool->expired++;
 		unlease(d, c);
 		if (--c->refs == 0) {
@@ -439,9 +445,9 @@ static void reap(struct daemon *d, struct sandbox **dead)
 				p = &c->next;
 				continue;
 			}
-			fprintf(stderr,
-				"thawd: sandbox %s: the VM stopped in the pool: %s\n",
-				c->id, c->stop_reason);
+			log_write(LOG_LEVEL_WARNING, c->id,
+				  "the VM stopped in the pool: %s",
+				  c->stop_reason);
 			*p = c->next;
 			pl->ready--;
 			d->total--;
