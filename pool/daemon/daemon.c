@@ -13,7 +13,11 @@
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
  * connection finish (waits give up when they see the daemon stopping),
  * destroy every clone, remove the cgroups, the run directory and the
- * socket.
+ * socket. *
+ * The log (common/log.h) is thawd's from the first line: --log-level and
+ * --log-format apply as they are parsed, the config's log_level and
+ * log_format once it is loaded, unless a flag gave them.  Only a bad
+ * option, found before any of that, is printed plainly with the usage.
  */
 #include "daemon.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pools.c - warm pools of restored clones, one per template, and the
- * lifecycle of every clone the daemon owns; see daemon.h.
+ * pools.c - warm pools of restored clones, one per template, and the life
+ * of every sandbox the daemon owns; see daemon.h.
  *
  * Each pool has restore_parallel worker threads.  A worker restores a clone
  * whenever the pool has fewer ready or restoring clones than it should:
@@ -9,10 +9,10 @@
  * past max_total (per template) or max_sandboxes (all templates).  So a
  * handout never restores by itself: it takes a ready clone, or waits for a
  * worker, or - when every clone the limits allow exists and none is
- * unclaimed - fails with "capacity" at once.
+ * unclaimed - fails at once with POOL_FULL (the API's 429 "capacity").
  *
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
- * PR_SET_PDEATHSIG follows the thread that forked it (sandbox.h).
+ * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
  *
  * The reaper thread wakes every REAP_INTERVAL_MS to expire leases and to
  * notice VMMs that died (waitpid WNOHANG on ready and leased clones; the
