@@ -115,14 +115,12 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 			o->print_config = true;
 			break;
 		case 'l':
-			o->log_level = true;
-			if (log_set_level(optarg, err, sizeof(err)) < 0)
-				goto bad_value;
-			break;
 		case 'f':
-			o->log_format = true;
-			if (log_set_format(optarg, err, sizeof(err)) < 0)
+			/* At once: a bad config is then logged as asked. */
+			if ((opt == 'l' ? log_set_level : log_set_format)(
+				    optarg, err, sizeof(err)) < 0)
 				goto bad_value;
+			*(opt == 'l' ? &o->log_level : &o->log_format) = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -24,16 +24,28 @@
 static int pipe_fd[2] = { -1, -1 };
 static char out[16384];
 
-static void setup(void)
+static void set_level(const char *level)
 {
 	char err[128];
 
+	cr_assert_eq(log_set_level(level, err, sizeof(err)), 0, "%s", err);
+}
+
+static void set_format(const char *format)
+{
+	char err[128];
+
+	cr_assert_eq(log_set_format(format, err, sizeof(err)), 0, "%s", err);
+}
+
+static void setup(void)
+{
 	cr_assert_eq(pipe2(pipe_fd, O_NONBLOCK | O_CLOEXEC), 0);
 	log_set_fd(pipe_fd[1]);
 	log_set_program("thawd");
 	log_set_sandbox(NULL);
-	cr_assert_eq(log_set_level("info", err, sizeof(err)), 0);
-	cr_assert_eq(log_set_format("text", err, sizeof(err)), 0);
+	set_level("info");
+	set_format("text");
 }
 
 static void teardown(void)
@@ -84,9 +96,7 @@ Test(log, text_info_has_no_level_word_nor_sandbox_when_none)
 
 Test(log, text_error_and_debug_name_their_level)
 {
-	char err[128];
-
-	cr_assert_eq(log_set_level("debug", err, sizeof(err)), 0);
+	set_level("debug");
 	log_error("no socket");
 	expect_matches(written(), "^" TIME_RE " thawd: error: no socket\n$");
 	log_debug("restored");
@@ -100,6 +110,11 @@ Test(log, process_sandbox_is_used_when_a_line_names_none)
 	expect_matches(written(), " thawd: sandbox " ID ": ready\n$");
 	log_write(LOG_LEVEL_INFO, "other", "mine");
 	expect_matches(written(), " thawd: sandbox other: mine\n$");
+}
+
+static const char *field(json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
 }
 
 /* One JSON object on one line, parsed back. */
@@ -118,46 +133,34 @@ static json_t *json_written(void)
 
 Test(log, json_line_parses_with_every_field)
 {
-	char err[128];
-
-	cr_assert_eq(log_set_format("json", err, sizeof(err)), 0);
+	set_format("json");
 	log_write(LOG_LEVEL_WARNING, ID, "download: %s \"quoted\"", "gone");
 	json_t *j = json_written();
 
-	expect_matches(json_string_value(json_object_get(j, "time")),
-		       "^" TIME_RE "$");
-	cr_expect_str_eq(json_string_value(json_object_get(j, "level")),
-			 "warning");
-	cr_expect_str_eq(json_string_value(json_object_get(j, "program")),
-			 "thawd");
+	expect_matches(field(j, "time"), "^" TIME_RE "$");
+	cr_expect_str_eq(field(j, "level"), "warning");
+	cr_expect_str_eq(field(j, "program"), "thawd");
 	cr_expect_eq(json_integer_value(json_object_get(j, "pid")), getpid());
-	cr_expect_str_eq(json_string_value(json_object_get(j, "sandbox")), ID);
-	cr_expect_str_eq(json_string_value(json_object_get(j, "msg")),
-			 "download: gone \"quoted\"");
+	cr_expect_str_eq(field(j, "sandbox"), ID);
+	cr_expect_str_eq(field(j, "msg"), "download: gone \"quoted\"");
 	json_decref(j);
 }
 
 Test(log, json_line_without_sandbox_has_no_sandbox_field)
 {
-	char err[128];
-
-	cr_assert_eq(log_set_format("json", err, sizeof(err)), 0);
+	set_format("json");
 	log_info("stopping");
 	json_t *j = json_written();
 
-	cr_expect_str_eq(json_string_value(json_object_get(j, "level")),
-			 "info");
+	cr_expect_str_eq(field(j, "level"), "info");
 	cr_expect_null(json_object_get(j, "sandbox"));
-	cr_expect_str_eq(json_string_value(json_object_get(j, "msg")),
-			 "stopping");
+	cr_expect_str_eq(field(j, "msg"), "stopping");
 	json_decref(j);
 }
 
 Test(log, levels_below_the_setting_are_dropped)
 {
-	char err[128];
-
-	cr_assert_eq(log_set_level("warning", err, sizeof(err)), 0);
+	set_level("warning");
 	cr_expect(log_enabled(LOG_LEVEL_ERROR));
 	cr_expect(log_enabled(LOG_LEVEL_WARNING));
 	cr_expect_not(log_enabled(LOG_LEVEL_INFO));
@@ -167,7 +170,7 @@ Test(log, levels_below_the_setting_are_dropped)
 	log_warning("kept");
 	cr_expect_not_null(strstr(written(), "thawd: warning: kept\n"));
 
-	cr_assert_eq(log_set_level("error", err, sizeof(err)), 0);
+	set_level("error");
 	log_warning("dropped");
 	cr_expect_str_eq(written(), "");
 	log_error("kept");
@@ -195,8 +198,6 @@ Test(log, bad_level_and_format_are_named_and_change_nothing)
 
 Test(log, newline_in_a_message_does_not_split_the_line)
 {
-	char err[128];
-
 	log_write(LOG_LEVEL_ERROR, ID, "first\nthawd: forged line");
 	const char *text = written();
 
@@ -205,7 +206,7 @@ Test(log, newline_in_a_message_does_not_split_the_line)
 	expect_matches(text,
 		       "^" TIME_RE " thawd: error: sandbox " ID ": first");
 
-	cr_assert_eq(log_set_format("json", err, sizeof(err)), 0);
+	set_format("json");
 	log_write(LOG_LEVEL_ERROR, ID, "first\nsecond");
 	json_decref(json_written());
 }
@@ -213,8 +214,6 @@ Test(log, newline_in_a_message_does_not_split_the_line)
 Test(log, long_message_is_cut_and_says_so)
 {
 	static char big[20000];
-	char err[128];
-
 	memset(big, 'x', sizeof(big) - 1);
 	log_write(LOG_LEVEL_INFO, ID, "%s", big);
 	const char *text = written();
@@ -225,10 +224,10 @@ Test(log, long_message_is_cut_and_says_so)
 	cr_expect(len > 7 && !strcmp(text + len - 7, " [cut]\n"), "%s",
 		  text + (len > 40 ? len - 40 : 0));
 
-	cr_assert_eq(log_set_format("json", err, sizeof(err)), 0);
+	set_format("json");
 	log_write(LOG_LEVEL_INFO, ID, "%s", big);
 	json_t *j = json_written();
-	const char *msg = json_string_value(json_object_get(j, "msg"));
+	const char *msg = field(j, "msg");
 
 	cr_assert_not_null(msg);
 	cr_expect_lt(strlen(msg), 4096);
