@@ -7,7 +7,8 @@
  * prints JSON.  Each request is served from the daemon's state (daemon.h):
  * handouts from the pools, exec and files through a fresh connection to
  * the sandbox's agent, which ends (killing what it started) when the HTTP
- * client goes away.
+ * client goes away.  The server and its routes are split by concern across
+ * pool/daemon/api*.c; api_internal.h lists which file serves what.
  */
 #ifndef THAW_POOL_API_H
 #define THAW_POOL_API_H

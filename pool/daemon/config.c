@@ -78,6 +78,12 @@ const char config_default_text[] =
 	"; The cgroup, one name ([A-Za-z0-9_.-]) below the daemon's own, that\n"
 	"; holds a cgroup per sandbox.\n"
 	"cgroup_parent = thaw\n"
+	"; The daemon's log, on stderr: error, warning, info or debug, each level\n"
+	"; including those before it.  `thaw daemon --log-level` overrides it.\n"
+	"log_level = info\n"
+	"; text: a line for people; json: a JSON object a line, for collectors.\n"
+	"; `thaw daemon --log-format` overrides it.\n"
+	"log_format = text\n"
 	"\n"
 	"; One warm pool per [template NAME], NAME being 1 to 63 of A-Z a-z 0-9\n"
 	"; _ . - and what a create request asks for.  A file without any template\n"
@@ -124,6 +130,7 @@ enum key_type {
 	KEY_U32,
 	KEY_BYTES, /* uint64_t; K, M, G suffixes */
 	KEY_PAGE_IN,
+	KEY_CHOICE, /* a string, one of key->choices */
 };
 
 struct key {
@@ -131,12 +138,14 @@ struct key {
 	enum key_type type;
 	size_t offset, size; /* of the field the key sets */
 	uint64_t min, max;
+	const char *const *choices; /* KEY_CHOICE: NULL-terminated */
 };
 
 /* clang-format off */
 #define FIELD(s, f) offsetof(struct s, f), sizeof(((struct s *)0)->f)
-#define DAEMON(f, type, min, max) { #f, type, FIELD(daemon_config, f), min, max }
-#define TEMPLATE(f, type, min, max) { #f, type, FIELD(template_config, f), min, max }
+#define DAEMON(f, type, min, max) { #f, type, FIELD(daemon_config, f), min, max, NULL }
+#define TEMPLATE(f, type, min, max) { #f, type, FIELD(template_config, f), min, max, NULL }
+#define DAEMON_CHOICE(f, ...) { #f, KEY_CHOICE, FIELD(daemon_config, f), 0, 0, (const char *const[]){ __VA_ARGS__, NULL } }
 /* clang-format on */
 
 /*
@@ -148,7 +157,8 @@ static const struct key daemon_keys[] = {
 	DAEMON(socket_group, KEY_STRING, 0, 0),
 	DAEMON(state_dir, KEY_PATH, 0, 0),
 	DAEMON(token, KEY_TOKEN, 0, 0),
-	{ "token_file", KEY_TOKEN_FILE, FIELD(daemon_config, token), 0, 0 },
+	{ "token_file", KEY_TOKEN_FILE, FIELD(daemon_config, token), 0, 0,
+	  NULL },
 	DAEMON(max_sandboxes, KEY_U32, 1, 65536),
 	DAEMON(max_connections, KEY_U32, 1, 65536),
 	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
@@ -156,6 +166,9 @@ static const struct key daemon_keys[] = {
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(restore_timeout_s, KEY_U32, 1, 86400),
 	DAEMON(cgroup_parent, KEY_NAME, 0, 0),
+	/* common/log.h's levels and formats */
+	DAEMON_CHOICE(log_level, "error", "warning", "info", "debug"),
+	DAEMON_CHOICE(log_format, "text", "json"),
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -173,7 +186,8 @@ static const struct key template_keys[] = {
 	TEMPLATE(memory_limit_mib, KEY_U32, 0, 1 << 20),
 	TEMPLATE(pids_limit, KEY_U32, 0, 1 << 22),
 	TEMPLATE(restore_parallel, KEY_U32, 1, 64),
-	{ "page_in", KEY_PAGE_IN, FIELD(template_config, page_in_lazy), 0, 0 },
+	{ "page_in", KEY_PAGE_IN, FIELD(template_config, page_in_lazy), 0, 0,
+	  NULL },
 };
 
 /* Where each key of one section was set: 0 for not in this file. */
@@ -337,6 +351,29 @@ static int read_token_file(struct parser *p, const struct key *k,
 	return rc;
 }
 
+/* One of k->choices, or an error listing them: "expected a, b or c". */
+static int set_choice(struct parser *p, const struct key *k,
+		      const struct template_config *t, const char *value,
+		      char *field)
+{
+	char expected[128];
+	size_t n = 0;
+
+	for (const char *const *c = k->choices; *c; c++) {
+		if (!strcmp(value, *c)) {
+			snprintf(field, k->size, "%s", value);
+			return 0;
+		}
+		n += snprintf(expected + n, sizeof(expected) - n, "%s%s",
+			      c == k->choices ? ""
+			      : c[1]	      ? ", "
+					      : " or ",
+			      *c);
+	}
+	return fail_key(p, p->line, t, k->name, value, -EINVAL, "expected %s",
+			expected);
+}
+
 static int set_key(struct parser *p, const struct key *k, void *base,
 		   const struct template_config *t, const char *value)
 {
@@ -397,6 +434,8 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 		else
 			*(uint64_t *)field = v;
 		return 0;
+	case KEY_CHOICE:
+		return set_choice(p, k, t, value, field);
 	case KEY_PAGE_IN:
 		break;
 	}

@@ -9,7 +9,7 @@
  *				token_file, max_sandboxes, max_connections,
  *				max_request_bytes, max_file_bytes,
  *				max_exec_output_bytes, restore_timeout_s,
- *				cgroup_parent
+ *				cgroup_parent, log_level, log_format
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -59,6 +59,8 @@ struct daemon_config {
 	char state_dir[PATH_MAX]; /* "": thaw's default (thaw.h) */
 	char token[256];	  /* "": no authentication; or token_file's */
 	char cgroup_parent[64];
+	char log_level[8];  /* error, warning, info or debug (log.h) */
+	char log_format[8]; /* text or json */
 	uint32_t max_sandboxes, max_connections, restore_timeout_s;
 	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
 	struct template_config *templates;

@@ -13,7 +13,11 @@
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
  * connection finish (waits give up when they see the daemon stopping),
  * destroy every clone, remove the cgroups, the run directory and the
- * socket.
+ * socket. *
+ * The log (common/log.h) is thawd's from the first line: --log-level and
+ * --log-format apply as they are parsed, the config's log_level and
+ * log_format once it is loaded, unless a flag gave them.  Only a bad
+ * option, found before any of that, is printed plainly with the usage.
  */
 #include "daemon.h"
 
@@ -37,6 +41,7 @@
 #include "default_kernel.h"
 #include "host_cpu.h"
 #include "interrupt.h"
+#include "log.h"
 #include "paths.h"
 #include "state.h"
 #include "subprocess.h"
@@ -47,18 +52,36 @@
 
 static const char usage[] =
 	"usage: thaw daemon [--config FILE] [--socket PATH] [--state DIR]\n"
+	"                   [--log-level error|warning|info|debug]\n"
+	"                   [--log-format text|json]\n"
 	"       thaw daemon --print-config\n"
 	"Runs thawd in the foreground: keeps warm pools of restored clones of\n"
 	"each template in FILE (without one, the embedded default: template\n"
 	"'default', thaw's guest kernel and agent) and serves the HTTP API of\n"
 	"pool/API.md on a Unix socket.  --print-config prints the embedded\n"
 	"default, which documents every setting.  SIGTERM stops every sandbox\n"
-	"and removes what the daemon made.\n";
+	"and removes what the daemon made.  The log goes to stderr, a line per\n"
+	"event, as text or as JSON lines; --log-level and --log-format beat the\n"
+	"config's log_level and log_format.\n";
 
 struct daemon_options {
 	const char *config, *socket, *state;
 	bool print_config;
+	bool log_level, log_format; /* given: the config's do not count */
 };
+
+/* The config's log settings, unless a flag gave them; they were checked
+ * when the config was loaded. */
+static void apply_log_config(const struct daemon_config *cfg,
+			     const struct daemon_options *o)
+{
+	char err[128];
+
+	if (!o->log_level)
+		log_set_level(cfg->log_level, err, sizeof(err));
+	if (!o->log_format)
+		log_set_format(cfg->log_format, err, sizeof(err));
+}
 
 static int parse_options(int argc, char **argv, struct daemon_options *o)
 {
@@ -67,9 +90,12 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 		{ "socket", required_argument, NULL, 's' },
 		{ "state", required_argument, NULL, 'S' },
 		{ "print-config", no_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-format", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[128];
 	int opt;
 
 	opterr = 0;
@@ -87,6 +113,14 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 			break;
 		case 'p':
 			o->print_config = true;
+			break;
+		case 'l':
+		case 'f':
+			/* At once: a bad config is then logged as asked. */
+			if ((opt == 'l' ? log_set_level : log_set_format)(
+				    optarg, err, sizeof(err)) < 0)
+				goto bad_value;
+			*(opt == 'l' ? &o->log_level : &o->log_format) = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -107,6 +141,9 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 		return 2;
 	}
 	return -1;
+bad_value:
+	fprintf(stderr, "thaw daemon: %s\n%s", err, usage);
+	return 2;
 }
 
 /* State directory, run directory and socket path, from flags and config. */
@@ -121,7 +158,7 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 		return -1;
 	if (thaw_state_dir(d->state_dir, sizeof(d->state_dir), err,
 			   sizeof(err)) < 0) {
-		fprintf(stderr, "thawd: %s\n", err);
+		log_error("%s", err);
 		return -1;
 	}
 	snprintf(d->run_dir, sizeof(d->run_dir), "%s/run", d->state_dir);
@@ -131,16 +168,15 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 			: snprintf(d->socket_path, sizeof(d->socket_path),
 				   "%s/thawd.sock", d->state_dir);
 	if (n >= (int)sizeof(d->socket_path)) {
-		fprintf(stderr,
-			"thaw daemon: socket path %s%s is longer than a Unix socket allows (%zu bytes)\n",
+		log_error(
+			"socket path %s%s is longer than a Unix socket allows (%zu bytes)",
 			sock[0] ? sock : d->state_dir,
 			sock[0] ? "" : "/thawd.sock",
 			sizeof(d->socket_path) - 1);
 		return -1;
 	}
 	if (thaw_make_dirs(d->run_dir) < 0) {
-		fprintf(stderr, "thaw daemon: cannot create %s: %s\n",
-			d->run_dir, strerror(errno));
+		log_error("cannot create %s: %s", d->run_dir, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -154,14 +190,12 @@ static int lock_state_dir(const struct daemon *d)
 	snprintf(path, sizeof(path), "%s/thawd.lock", d->state_dir);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "thaw daemon: cannot open %s: %s\n", path,
-			strerror(errno));
+		log_error("cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		fprintf(stderr,
-			"thaw daemon: another thaw daemon serves %s (%s is locked)\n",
-			d->state_dir, path);
+		log_error("another thaw daemon serves %s (%s is locked)",
+			  d->state_dir, path);
 		close(fd);
 		return -1;
 	}
@@ -196,7 +230,7 @@ static int clean_leftovers(struct daemon *d)
 	int dirs = 0;
 
 	if (reaped < 0) {
-		fprintf(stderr, "thaw daemon: %s\n", err);
+		log_error("%s", err);
 		return -1;
 	}
 	DIR *dp = opendir(d->run_dir);
@@ -215,8 +249,8 @@ static int clean_leftovers(struct daemon *d)
 	if (dp)
 		closedir(dp);
 	if (reaped || dirs)
-		fprintf(stderr,
-			"thawd: removed what a previous daemon left: %d cgroups, %d run directories\n",
+		log_warning(
+			"removed what a previous daemon left: %d cgroups, %d run directories",
 			reaped, dirs);
 	return 0;
 }
@@ -247,7 +281,7 @@ static bool catalog_snapshot(struct daemon *d, const char *template_id,
 			 stat(snap->dir, &st) == 0;
 		catalog_close(&c);
 	} else {
-		fprintf(stderr, "thawd: %s\n", err);
+		log_warning("%s", err);
 	}
 	pthread_mutex_unlock(&d->catalog_lock);
 	return usable;
@@ -271,14 +305,14 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		return -1;
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
-	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec,
-			      err, sizeof(err)) < 0) {
-		fprintf(stderr, "%s: %s\n", who, err);
+	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec, err,
+			      sizeof(err)) < 0) {
+		log_error("template %s: %s", t->name, err);
 		return -1;
 	}
 	if (catalog_snapshot(d, rec.id, &snap)) {
-		fprintf(stderr, "%s: snapshot %s from the catalog\n", who,
-			snap.id);
+		log_info("template %s: snapshot %s from the catalog", t->name,
+			 snap.id);
 	} else {
 		char *argv[] = { "/proc/self/exe",
 				 "snapshot",
@@ -300,18 +334,19 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 			argv[11] = "--cmdline";
 			argv[12] = (char *)t->cmdline;
 		}
-		fprintf(stderr, "%s: booting it to take its snapshot\n", who);
+		log_info("template %s: booting it to take its snapshot",
+			 t->name);
 		started_ms = monotonic_ms();
 		if (run_for_last_line(argv, id, sizeof(id), who) < 0)
 			return -1;
 		if (!catalog_snapshot(d, rec.id, &snap)) {
-			fprintf(stderr,
-				"%s: snapshot %s is not in the catalog as the template's latest\n",
-				who, id);
+			log_error(
+				"template %s: snapshot %s is not in the catalog as the template's latest",
+				t->name, id);
 			return -1;
 		}
-		fprintf(stderr, "%s: built snapshot %s in %.1f s\n", who,
-			snap.id, (monotonic_ms() - started_ms) / 1e3);
+		log_info("template %s: built snapshot %s in %.1f s", t->name,
+			 snap.id, (monotonic_ms() - started_ms) / 1e3);
 	}
 	memcpy(pl->snapshot_id, snap.id, sizeof(pl->snapshot_id));
 	memcpy(pl->snapshot_dir, snap.dir, sizeof(pl->snapshot_dir));
@@ -329,24 +364,22 @@ static int listen_socket(const struct daemon *d)
 	unlink(d->socket_path);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
 	    chmod(d->socket_path, 0660) < 0) {
-		fprintf(stderr, "thaw daemon: cannot create socket %s: %s\n",
-			d->socket_path, strerror(errno));
+		log_error("cannot create socket %s: %s", d->socket_path,
+			  strerror(errno));
 		goto fail;
 	}
 	if (group[0]) {
 		struct group *g = getgrnam(group);
 
 		if (!g || chown(d->socket_path, (uid_t)-1, g->gr_gid) < 0) {
-			fprintf(stderr,
-				"thaw daemon: cannot give socket %s to group %s: %s\n",
-				d->socket_path, group,
-				g ? strerror(errno) : "no such group");
+			log_error("cannot give socket %s to group %s: %s",
+				  d->socket_path, group,
+				  g ? strerror(errno) : "no such group");
 			goto fail;
 		}
 	}
 	if (listen(fd, LISTEN_BACKLOG) < 0) {
-		fprintf(stderr, "thaw daemon: listen on %s: %s\n",
-			d->socket_path, strerror(errno));
+		log_error("listen on %s: %s", d->socket_path, strerror(errno));
 		goto fail;
 	}
 	return fd;
@@ -380,6 +413,7 @@ int thaw_daemon(int argc, char **argv)
 	char err[1024];
 	int status = 1, lock = -1, fd;
 
+	log_set_program("thawd");
 	int parsed = parse_options(argc, argv, &o);
 	if (parsed >= 0)
 		return parsed;
@@ -388,9 +422,10 @@ int thaw_daemon(int argc, char **argv)
 		return 0;
 	}
 	if (config_load(&d.cfg, o.config, err, sizeof(err)) < 0) {
-		fprintf(stderr, "thaw daemon: %s\n", err);
+		log_error("%s", err);
 		return 2;
 	}
+	apply_log_config(&d.cfg, &o);
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
 	pthread_cond_init(&d.work, NULL);
@@ -401,7 +436,7 @@ int thaw_daemon(int argc, char **argv)
 		goto out;
 	if (cgroup_init(&d.cgroups, d.cfg.cgroup_parent, err, sizeof(err)) <
 	    0) {
-		fprintf(stderr, "thaw daemon: %s\n", err);
+		log_error("%s", err);
 		goto out;
 	}
 	if (clean_leftovers(&d) < 0)
@@ -418,7 +453,7 @@ int thaw_daemon(int argc, char **argv)
 			goto stop;
 	}
 	if (pools_start(&d) < 0) {
-		fprintf(stderr, "thaw daemon: cannot start the pool threads\n");
+		log_error("cannot start the pool threads");
 		goto stop;
 	}
 	fd = listen_socket(&d);
@@ -429,18 +464,18 @@ int thaw_daemon(int argc, char **argv)
 		close(fd);
 		goto stop;
 	}
-	fprintf(stderr, "thawd: serving on %s\n", d.socket_path);
+	log_info("serving on %s", d.socket_path);
 	wait_for_signal();
 	status = 0;
 stop:
-	fprintf(stderr, "thawd: stopping\n");
+	log_info("stopping");
 	pools_stopping(&d);
 	api_stop(server);
 	if (server)
 		unlink(d.socket_path);
 	pools_stop(&d);
 	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
-		fprintf(stderr, "thaw daemon: %s\n", err);
+		log_error("%s", err);
 	remove_cgroup_parent(&d.cgroups);
 	rmdir(d.run_dir);
 out:

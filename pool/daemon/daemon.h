@@ -1,20 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * daemon.h - thawd's state, shared by the daemon's parts: daemon.c (start,
- * templates, shutdown), pools.c (warm pools and sandbox lifecycles) and
- * api.c (the HTTP API).
+ * daemon.h - thawd's state, shared by the daemon's files:
+ *
+ *	thawd.h		the entry point, `thaw daemon`
+ *	daemon.c	options, start (state directory, leftovers, each
+ *			template's snapshot, the socket), shutdown; the log's
+ *			settings
+ *	config.c	the config file and its embedded default (config.h)
+ *	pools.c		warm pools and every sandbox's life, below
+ *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
+ *			says which file serves what)
+ *
+ * A sandbox is what the API hands out: struct sandbox, one restored clone
+ * of a template's snapshot.  Its VMM child is a struct vmm_process
+ * (pool/host/), running in the sandbox's own cgroup.
  *
  * One mutex (daemon.lock) guards every list and counter here; nothing slow
  * happens under it.  Slow work (restoring a clone, killing one, an exec)
- * runs outside, on a sandbox the caller holds a reference to.
+ * runs outside, on a sandbox the caller holds a reference to (refs).
  *
- * A clone's life: RESTORING (a pool worker starts its VMM in a fresh
- * cgroup, waits for the agent, makes it unique) -> READY (in its pool's
- * FIFO) -> LEASED (handed out, in daemon.leased, with a deadline) -> gone:
- * released, expired, or its VMM died, whereupon the last reference holder
- * destroys it (VMM killed, cgroup and run directory removed, catalog entry
- * dropped).  A leased clone whose VMM died stays listed, marked stopped,
- * until it is released or expires, so its user learns why.
+ * A sandbox's life: RESTORING (a pool worker registers it in the catalog,
+ * starts its VMM in a fresh cgroup, waits for the agent, makes the guest
+ * unique) -> READY (in its pool's FIFO) -> LEASED (handed out by
+ * pool_handout(), in daemon.leased, with a deadline) -> gone: released
+ * (DELETE), expired (the reaper), or its VMM died, whereupon the last
+ * reference holder destroys it (VMM killed, cgroup and run directory
+ * removed, catalog entry dropped).  A leased sandbox whose VMM died stays
+ * listed, marked stopped, until it is released or expires, so its user
+ * learns why.  Each step is logged with the sandbox's id (common/log.h).
+ *
+ * Errors: the functions here return their own codes (pool_handout() an
+ * enum pool_error, with its message in the caller's buffer); only the API
+ * (api.c) turns them into HTTP statuses.
  */
 #ifndef THAW_POOL_DAEMON_H
 #define THAW_POOL_DAEMON_H
@@ -119,14 +136,22 @@ void pools_stopping(struct daemon *d);
 void pools_stop(struct daemon *d);
 struct pool *pool_find(struct daemon *d, const char *template);
 
+/* Why a handout failed; the API maps each to its HTTP status. */
+enum pool_error {
+	POOL_OK,
+	POOL_FULL,	     /* max_total or max_sandboxes reached */
+	POOL_STOPPING,	     /* the daemon is shutting down */
+	POOL_TIMED_OUT,	     /* no clone ready within restore_timeout_s */
+	POOL_RESTORE_FAILED, /* restores fail in a row: waiting will not help */
+};
+
 /*
  * Hands out a clone of @pl that expires after @timeout_s, with @env (taken
- * over: freed with the clone).  Returns 201 with *out held (release it with
- * clone_put), or an HTTP status (429, 500, 503, 504) after a message in
- * @err.
+ * over: freed with the clone).  Returns POOL_OK with *out held (release it
+ * with sandbox_put), or the pool error after a message in @err.
  */
-int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct sandbox **out, char *err, size_t errlen);
+enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+			     struct sandbox **out, char *err, size_t errlen);
 
 /* A leased clone by id, held; NULL when there is none. */
 struct sandbox *sandbox_get(struct daemon *d, const char *id);

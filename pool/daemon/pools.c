@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pools.c - warm pools of restored clones, one per template, and the
- * lifecycle of every clone the daemon owns; see daemon.h.
+ * pools.c - warm pools of restored clones, one per template, and the life
+ * of every sandbox the daemon owns; see daemon.h.
  *
  * Each pool has restore_parallel worker threads.  A worker restores a clone
  * whenever the pool has fewer ready or restoring clones than it should:
@@ -9,10 +9,10 @@
  * past max_total (per template) or max_sandboxes (all templates).  So a
  * handout never restores by itself: it takes a ready clone, or waits for a
  * worker, or - when every clone the limits allow exists and none is
- * unclaimed - fails with "capacity" at once.
+ * unclaimed - fails at once with POOL_FULL (the API's 429 "capacity").
  *
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
- * PR_SET_PDEATHSIG follows the thread that forked it (sandbox.h).
+ * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
  *
  * The reaper thread wakes every REAP_INTERVAL_MS to expire leases and to
  * notice VMMs that died (waitpid WNOHANG on ready and leased clones; the
@@ -31,6 +31,7 @@
 #include "agent_client.h"
 #include "clock.h"
 #include "clone.h"
+#include "log.h"
 #include "paths.h"
 
 #define REAP_INTERVAL_MS 100
@@ -93,7 +94,7 @@ static void clone_destroy(struct daemon *d, struct sandbox *c)
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
-		fprintf(stderr, "%s: %s\n", who, err);
+		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 	if (c->registered) {
 		pthread_mutex_lock(&d->catalog_lock);
 		clone_unregister(who, c->pool->snapshot_id, c->id);
@@ -135,7 +136,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 	c->registered = true;
 	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
 			  sizeof(err)) < 0) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
 		return -1;
 	}
 	c->cgroup_made = true;
@@ -143,17 +144,21 @@ static int restore(struct pool *pl, struct sandbox *c)
 	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
 	if (vmm_process_start(&c->vmm, who, vmm_args, &place) < 0 ||
 	    vmm_process_wait_agent(&c->vmm, who, &agent,
-			       (int)d->cfg.restore_timeout_s) < 0)
+				   (int)d->cfg.restore_timeout_s) < 0)
 		return -1;
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
 			  sizeof(err));
 	agent_close(&agent);
 	if (ret < 0) {
-		fprintf(stderr, "%s: making the clone unique: %s\n", who, err);
+		log_write(LOG_LEVEL_ERROR, c->id, "making the clone unique: %s",
+			  err);
 		return -1;
 	}
 	c->restore_ms = monotonic_ms() - c->vmm.started_ms;
+	log_write(LOG_LEVEL_DEBUG, c->id,
+		  "restored from template %s in %.1f ms", t->name,
+		  c->restore_ms);
 	return 0;
 }
 
@@ -243,15 +248,15 @@ static struct sandbox *pop_ready(struct pool *pl)
 	return c;
 }
 
-int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
-		 struct sandbox **out, char *err, size_t errlen)
+enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
+			     struct sandbox **out, char *err, size_t errlen)
 {
 	struct daemon *d = pl->d;
 	double start = monotonic_ms();
 	struct timespec deadline =
 		realtime_after_ms((int64_t)d->cfg.restore_timeout_s * 1000);
 	struct sandbox *c = NULL;
-	int status = 201;
+	enum pool_error error = POOL_OK;
 
 	bool waiting = false; /* counted in pl->waiters */
 
@@ -260,7 +265,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	while (!c) {
 		if (d->stopping) {
 			snprintf(err, errlen, "the daemon is shutting down");
-			status = 503;
+			error = POOL_STOPPING;
 			break;
 		}
 		if (pl->ready) {
@@ -272,7 +277,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 		if (pl->restore_failures != failures &&
 		    pl->failures_in_a_row >= RESTORE_FAILURES_FATAL) {
 			snprintf(err, errlen, "%s", pl->last_error);
-			status = 500;
+			error = POOL_RESTORE_FAILED;
 			break;
 		}
 		/* Restores in flight that no other waiter counts on. */
@@ -285,7 +290,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				pl->t->name, pool_total(pl), pl->t->max_total,
 				d->total, d->cfg.max_sandboxes);
 			pl->rejections++;
-			status = 429;
+			error = POOL_FULL;
 			break;
 		}
 		if (!waiting) { /* one more clone wanted: a worker's job */
@@ -300,7 +305,7 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				err, errlen,
 				"no clone of template %s was ready within %u s",
 				pl->t->name, d->cfg.restore_timeout_s);
-			status = 504;
+			error = POOL_TIMED_OUT;
 			break;
 		}
 	}
@@ -327,11 +332,11 @@ int pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	pthread_mutex_unlock(&d->lock);
 	free_env(env);
 	if (c)
-		fprintf(stderr,
-			"thawd: handout %s template %s in %.2f ms (restore %.1f ms)\n",
-			c->id, pl->t->name, c->handout_ms, c->restore_ms);
+		log_write(LOG_LEVEL_INFO, c->id,
+			  "handout template %s in %.2f ms (restore %.1f ms)",
+			  pl->t->name, c->handout_ms, c->restore_ms);
 	*out = c;
-	return status;
+	return error;
 }
 
 struct sandbox *sandbox_get(struct daemon *d, const char *id)
@@ -386,9 +391,11 @@ bool sandbox_release(struct daemon *d, const char *id)
 	if (c)
 		unlease(d, c);
 	pthread_mutex_unlock(&d->lock);
-	if (c)
-		sandbox_put(d, c);
-	return c != NULL;
+	if (!c)
+		return false;
+	log_write(LOG_LEVEL_DEBUG, c->id, "released");
+	sandbox_put(d, c);
+	return true;
 }
 
 /* A VMM that ended on its own: reaped here, its reason kept. */
@@ -396,7 +403,8 @@ static bool vmm_died(struct sandbox *c)
 {
 	int status;
 
-	if (c->vmm.pid <= 0 || waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
+	if (c->vmm.pid <= 0 ||
+	    waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
 		return false;
 	c->vmm.pid = 0;
 	vmm_process_reason(&c->vmm, c->stop_reason, sizeof(c->stop_reason));
@@ -412,13 +420,12 @@ static void reap(struct daemon *d, struct sandbox **dead)
 		next = c->next;
 		if (!c->stopped && vmm_died(c)) {
 			c->stopped = true;
-			fprintf(stderr,
-				"thawd: sandbox %s: the VM stopped: %s\n",
-				c->id, c->stop_reason);
+			log_write(LOG_LEVEL_WARNING, c->id,
+				  "the VM stopped: %s", c->stop_reason);
 		}
 		if (c->expires_ms > now)
 			continue;
-		fprintf(stderr, "thawd: sandbox %s expired\n", c->id);
+		log_write(LOG_LEVEL_INFO, c->id, "expired");
 		c->pool->expired++;
 		unlease(d, c);
 		if (--c->refs == 0) {
@@ -438,9 +445,9 @@ static void reap(struct daemon *d, struct sandbox **dead)
 				p = &c->next;
 				continue;
 			}
-			fprintf(stderr,
-				"thawd: sandbox %s: the VM stopped in the pool: %s\n",
-				c->id, c->stop_reason);
+			log_write(LOG_LEVEL_WARNING, c->id,
+				  "the VM stopped in the pool: %s",
+				  c->stop_reason);
 			*p = c->next;
 			pl->ready--;
 			d->total--;

@@ -1464,7 +1464,8 @@ Test(pool, fifty_concurrent_handouts, .timeout = 2400)
 		char line[128];
 
 		snprintf(line, sizeof(line),
-			 "thawd: handout %s template default in ", h[i].id);
+			 "thawd: sandbox %s: handout template default in ",
+			 h[i].id);
 		if (h[i].id[0])
 			cr_expect_not_null(strstr(log, line),
 					   "no log line '%s'", line);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_config.c - thawd's configuration: the embedded default and its
- * documented values, files overriding them, templates, token_file, and one
- * case per kind of error, each of which must name the file, the line and the
- * key, and leave nothing loaded.
+ * documented values, files overriding them (the log settings too),
+ * templates, token_file, and one case per kind of error, each of which must
+ * name the file, the line and the key, and leave nothing loaded.
  *
  * The expected values are written out here rather than taken from
  * config_default_text, so a changed default fails a test.
@@ -87,6 +87,8 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
 	cr_expect_eq(d->restore_timeout_s, 60);
+	cr_expect_str_eq(d->log_level, "info");
+	cr_expect_str_eq(d->log_format, "text");
 }
 
 static void expect_default_template(const struct template_config *t,
@@ -135,6 +137,8 @@ Test(config, default_text_documents_every_key)
 		"max_exec_output_bytes",
 		"restore_timeout_s",
 		"cgroup_parent",
+		"log_level",
+		"log_format",
 		"kernel",
 		"initrd",
 		"cmdline",
@@ -195,6 +199,8 @@ Test(config, file_overrides_values)
 		"max_exec_output_bytes = 64K\n"
 		"restore_timeout_s = 5\n"
 		"cgroup_parent = thaw-test.1\n"
+		"log_level = debug\n"
+		"log_format = json\n"
 		"\n"
 		"[template default]\n"
 		"kernel = /boot/vmlinux\n"
@@ -221,6 +227,8 @@ Test(config, file_overrides_values)
 	cr_expect_eq(c.max_exec_output_bytes, 64 << 10);
 	cr_expect_eq(c.restore_timeout_s, 5);
 	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
+	cr_expect_str_eq(c.log_level, "debug");
+	cr_expect_str_eq(c.log_format, "json");
 
 	cr_assert_eq(c.nr_templates, 1);
 	const struct template_config *t = config_template(&c, "default");
@@ -435,6 +443,14 @@ static const struct bad_case bad_cases[] = {
 	/* Other values. */
 	{ "[template a]\npage_in = eager\n", 2,
 	  "page_in = \"eager\": neither prefetch nor lazy" },
+	{ "[daemon]\nlog_level = verbose\n", 2,
+	  "[daemon] log_level = \"verbose\": expected error, warning, info or debug" },
+	{ "[daemon]\nlog_level = INFO\n", 2, "log_level = \"INFO\": expected" },
+	{ "[daemon]\nlog_level =\n", 2, "log_level = \"\": expected" },
+	{ "[daemon]\nlog_format = yaml\n", 2,
+	  "[daemon] log_format = \"yaml\": expected text or json" },
+	{ "[template a]\nlog_level = info\n", 2,
+	  "[template a] log_level = \"info\": unknown key" },
 	{ "[template a]\nkernel = vmlinux\n", 2,
 	  "kernel = \"vmlinux\": not an absolute path" },
 	{ "[daemon]\ncgroup_parent = a/b\n", 2,

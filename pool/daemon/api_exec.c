@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * api_exec.c - POST /sandboxes/ID/exec: a command in the sandbox, through
+ * its agent's EXEC (guest/PROTOCOL.md).
+ *
+ * Streamed (the default), the answer is NDJSON events whose body a
+ * libmicrohttpd callback produces as the agent's frames arrive: started,
+ * stdout, stderr (base64), then exit or error.  Collected (stream:false),
+ * the request's thread runs the command to its end and answers once, its
+ * output cut at max_exec_output_bytes.  Either way the wait watches the
+ * client too: a client that goes away mid-exec has its command killed at
+ * once, and a guest that stays silent past the command's timeout (plus
+ * the daemon's patience for a guest) ends the exec with a 504.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "base64.h"
+#include "clock.h"
+#include "log.h"
+
+#define EXEC_REQUEST_ID 1
+#define KILL_REQUEST_ID 2
+/* The agent's PATH, used whenever we send an environment of our own. */
+#define GUEST_PATH \
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static char **strv_copy(char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n])
+		n++;
+	char **copy = calloc(n + 1, sizeof(*copy));
+	for (size_t i = 0; copy && i < n; i++) {
+		copy[i] = strdup(v[i]);
+		if (!copy[i]) {
+			api_free_strv(copy);
+			return NULL;
+		}
+	}
+	return copy;
+}
+
+struct exec_run {
+	struct daemon *d;
+	struct sandbox *clone;
+	struct agent_conn agent;
+	int client_fd;
+	bool done;
+	/* stream: NDJSON bytes not yet taken by libmicrohttpd */
+	char *pending;
+	size_t pending_len, pending_off;
+	/* collected (stream:false) */
+	struct text out, err;
+	uint64_t max_output;
+	bool truncated;
+	json_t *result;	      /* the exit or error event */
+	int error_status;     /* the HTTP status an error event stands for */
+	bool abandoned;	      /* the client went away */
+	uint64_t deadline_ns; /* 0, or when to stop waiting for the guest */
+};
+
+static void exec_run_free(struct exec_run *x)
+{
+	agent_close(&x->agent);
+	if (x->clone)
+		sandbox_put(x->d, x->clone);
+	free(x->pending);
+	free(x->out.buf);
+	free(x->err.buf);
+	json_decref(x->result);
+	free(x);
+}
+
+/* Appends up to the output limit; what is cut is remembered. */
+static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
+		    size_t n)
+{
+	if (t->len + n > x->max_output) {
+		n = t->len < x->max_output ? x->max_output - t->len : 0;
+		x->truncated = true;
+	}
+	if (!n)
+		return;
+	if (t->len + n > t->cap) {
+		size_t cap = t->cap ? t->cap : 65536;
+
+		while (cap < t->len + n)
+			cap *= 2;
+		if (!api_text_reserve(t, cap))
+			return;
+	}
+	memcpy(t->buf + t->len, p, n);
+	t->len += n;
+}
+
+/*
+ * Reads the next frame of our exec and turns it into an event: started,
+ * stdout, stderr, exit or error (the last two end the exec).  Returns the
+ * event, or NULL when the frame was someone else's; sets x->done at the
+ * end, and on transport errors (with an error event).
+ */
+static json_t *next_exec_event(struct exec_run *x, bool collecting)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+	char why[512];
+	json_t *ev = NULL;
+
+	int ret = agent_next_frame(&x->agent, &f);
+	if (ret < 0) {
+		x->done = true;
+		x->error_status = 500;
+		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
+			 x->clone->vmm.pid > 0 ? strerror(-ret)
+					       : "the VM was stopped");
+		return json_pack("{s:s,s:s}", "type", "error", "message", why);
+	}
+	if (f.h.request_id != EXEC_REQUEST_ID)
+		return NULL;
+	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
+			    sizeof(why)) < 0) {
+		x->done = true;
+		x->error_status = 500;
+		return json_pack("{s:s,s:s}", "type", "error", "message", why);
+	}
+	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
+	switch (f.h.type) {
+	case THAW_EXEC_STARTED:
+		return json_pack("{s:s,s:I}", "type", "started", "pid",
+				 (json_int_t)thaw_get_u32(&m, THAW_T_PID, 0));
+	case THAW_STDOUT:
+	case THAW_STDERR:
+		if (collecting) {
+			collect(x, f.h.type == THAW_STDOUT ? &x->out : &x->err,
+				data->data, data->len);
+			return NULL;
+		}
+		char *b64 = base64_encode(data->data, data->len);
+		ev = json_pack("{s:s,s:s}", "type",
+			       f.h.type == THAW_STDOUT ? "stdout" : "stderr",
+			       "data", b64 ? b64 : "");
+		free(b64);
+		return ev;
+	case THAW_EXIT:
+		x->done = true;
+		ev = json_pack("{s:s,s:b}", "type", "exit", "timed_out",
+			       thaw_get_u8(&m, THAW_T_TIMED_OUT, 0));
+		if (thaw_has(&m, THAW_T_SIGNAL))
+			json_object_set_new(ev, "signal",
+					    json_integer(thaw_get_u32(
+						    &m, THAW_T_SIGNAL, 0)));
+		else
+			json_object_set_new(ev, "exit_code",
+					    json_integer(thaw_get_u32(
+						    &m, THAW_T_EXIT_CODE, 0)));
+		return ev;
+	case THAW_ERROR:
+		x->done = true;
+		x->error_status = 400; /* the guest cannot start it */
+		agent_error_of(&m, why, sizeof(why));
+		return json_pack("{s:s,s:s}", "type", "error", "message", why);
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Waits for the exec's next event: NULL when there is none yet (a frame of
+ * another request, output being collected) or when the client went away
+ * (x->abandoned; the command is then killed, nobody would read its
+ * output).  A daemon stopping or a guest silent past the command's
+ * timeout ends the exec with an error event.
+ */
+static json_t *exec_wait_event(struct exec_run *x, bool collecting)
+{
+	char why[128];
+
+	switch (api_wait_agent_or_client(x->d, x->agent.fd, x->client_fd,
+					 x->deadline_ns)) {
+	case AGENT_READY:
+		return next_exec_event(x, collecting);
+	case CLIENT_GONE:
+		log_write(LOG_LEVEL_INFO, x->clone->id,
+			  "client gone, killing its exec");
+		x->abandoned = true;
+		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
+			   SIGKILL);
+		x->done = true;
+		return NULL;
+	case DAEMON_STOPPING:
+		snprintf(why, sizeof(why), "the daemon is shutting down");
+		x->error_status = 503;
+		break;
+	default:
+		snprintf(
+			why, sizeof(why),
+			"the guest did not end the command within %u s of its timeout",
+			x->d->cfg.restore_timeout_s);
+		x->error_status = 504;
+		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
+			   SIGKILL);
+		break;
+	}
+	x->done = true;
+	return json_pack("{s:s,s:s}", "type", "error", "message", why);
+}
+
+static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct exec_run *x = cls;
+
+	(void)pos;
+	while (x->pending_off == x->pending_len) {
+		if (x->done)
+			return x->abandoned ? MHD_CONTENT_READER_END_WITH_ERROR
+					    : MHD_CONTENT_READER_END_OF_STREAM;
+		json_t *ev = exec_wait_event(x, false);
+		if (!ev)
+			continue;
+		free(x->pending);
+		x->pending = json_dumps(ev, JSON_FLAGS);
+		json_decref(ev);
+		if (!x->pending)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		x->pending_len = strlen(x->pending);
+		x->pending[x->pending_len++] = '\n'; /* over the NUL */
+		x->pending_off = 0;
+	}
+	size_t n = x->pending_len - x->pending_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, x->pending + x->pending_off, n);
+	x->pending_off += n;
+	return (ssize_t)n;
+}
+
+static void exec_stream_free(void *cls)
+{
+	exec_run_free(cls);
+}
+
+/* Builds EXEC from the body; an HTTP status and message on bad input. */
+static int parse_exec(json_t *body, const struct sandbox *c,
+		      struct agent_exec_request *req, char ***argv_out,
+		      char ***env_out, void **stdin_out, bool *stream,
+		      char *err, size_t errlen)
+{
+	static const char *const fields[] = { "argv",	"cmd",	 "env",
+					      "cwd",	"stdin", "timeout_s",
+					      "stream", NULL };
+	json_t *argv = json_object_get(body, "argv");
+	json_t *cmd = json_object_get(body, "cmd");
+	json_t *cwd = json_object_get(body, "cwd");
+	json_t *in = json_object_get(body, "stdin");
+	json_t *st = json_object_get(body, "stream");
+	uint32_t timeout_s;
+	size_t n = 0;
+
+	if (!api_known_fields(body, fields, err, errlen) ||
+	    !api_get_uint(body, "timeout_s", 0, 86400 * 365, 0, &timeout_s, err,
+			  errlen))
+		return 400;
+	if (!argv == !cmd) {
+		snprintf(err, errlen,
+			 "give exactly one of \"argv\" and \"cmd\"");
+		return 400;
+	}
+	if (argv && (!json_is_array(argv) || !json_array_size(argv))) {
+		snprintf(err, errlen,
+			 "\"argv\" must be a non-empty array of strings");
+		return 400;
+	}
+	if ((cmd && !json_is_string(cmd)) || (cwd && !json_is_string(cwd)) ||
+	    (in && !json_is_string(in)) || (st && !json_is_boolean(st))) {
+		snprintf(
+			err, errlen,
+			"\"cmd\", \"cwd\" and \"stdin\" must be strings, \"stream\" a boolean");
+		return 400;
+	}
+	size_t count = argv ? json_array_size(argv) : 3;
+	char **v = calloc(count + 1, sizeof(*v));
+	if (!v)
+		return 500;
+	*argv_out = v;
+	if (cmd) {
+		v[0] = strdup("/bin/sh");
+		v[1] = strdup("-c");
+		v[2] = strdup(json_string_value(cmd));
+	}
+	for (size_t i = 0; argv && i < count; i++) {
+		json_t *a = json_array_get(argv, i);
+
+		if (!json_is_string(a)) {
+			snprintf(
+				err, errlen,
+				"\"argv\" must be a non-empty array of strings");
+			return 400;
+		}
+		v[i] = strdup(json_string_value(a));
+	}
+	for (size_t i = 0; i < count; i++)
+		if (!v[i])
+			return 500;
+	json_t *env = json_object_get(body, "env");
+	if ((env && !json_is_null(env) && json_object_size(env)) || c->env) {
+		/* The agent replaces its whole environment by ours: start
+		 * from what it would have had. */
+		char *base[] = { GUEST_PATH, "HOME=/root", NULL };
+
+		*env_out = strv_copy(base);
+		n = 2;
+		char **sandbox_env = strv_copy(c->env);
+		for (size_t i = 0; sandbox_env && sandbox_env[i]; i++) {
+			char **grown =
+				realloc(*env_out, (n + 2) * sizeof(char *));
+			if (!grown)
+				break;
+			*env_out = grown;
+			grown[n++] = sandbox_env[i];
+			grown[n] = NULL;
+		}
+		free(sandbox_env);
+		if (!*env_out || !api_add_env(env_out, &n, env, err, errlen))
+			return 400;
+	}
+	if (in) {
+		size_t len;
+		*stdin_out = base64_decode(json_string_value(in),
+					   json_string_length(in), &len);
+		if (!*stdin_out) {
+			snprintf(err, errlen, "\"stdin\" is not base64");
+			return 400;
+		}
+		req->stdin_data = *stdin_out;
+		req->stdin_len = len;
+	}
+	req->argv = v;
+	req->env = *env_out;
+	req->cwd = cwd ? json_string_value(cwd) : NULL;
+	req->timeout_ms = timeout_s * 1000;
+	*stream = !st || json_is_true(st);
+	return 0;
+}
+
+/* stream:false: runs to the end here, then answers in one object. */
+static enum MHD_Result exec_collected(struct MHD_Connection *conn,
+				      struct request *r, struct exec_run *x)
+{
+	while (!x->done) {
+		json_t *ev = exec_wait_event(x, true);
+
+		if (ev && x->done)
+			x->result = ev;
+		else
+			json_decref(ev);
+	}
+	if (x->abandoned) {
+		exec_run_free(x);
+		return MHD_NO;
+	}
+	json_t *res = x->result;
+	const char *type = json_string_value(json_object_get(res, "type"));
+	if (!type || strcmp(type, "exit")) {
+		const char *msg =
+			json_string_value(json_object_get(res, "message"));
+		enum MHD_Result ret =
+			api_reply_error(conn, r, (unsigned)x->error_status,
+					"exec: %s", msg ? msg : "failed");
+		exec_run_free(x);
+		return ret;
+	}
+	char *out = base64_encode(x->out.buf, x->out.len);
+	char *errs = base64_encode(x->err.buf, x->err.len);
+	json_t *j = json_pack("{s:s,s:s,s:O}", "stdout", out ? out : "",
+			      "stderr", errs ? errs : "", "timed_out",
+			      json_object_get(res, "timed_out"));
+	free(out);
+	free(errs);
+	json_t *code = json_object_get(res, "exit_code");
+	json_object_set(j, code ? "exit_code" : "signal",
+			code ? code : json_object_get(res, "signal"));
+	if (x->truncated)
+		json_object_set_new(j, "truncated", json_true());
+	exec_run_free(x);
+	return api_reply_json(conn, r, 200, j);
+}
+
+enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
+			 struct daemon *d)
+{
+	struct agent_exec_request req = { 0 };
+	char **argv = NULL, **env = NULL;
+	void *stdin_data = NULL;
+	bool stream = true;
+	char err[1024];
+	int status = 0;
+	enum MHD_Result ret;
+
+	struct sandbox *c = sandbox_get(d, r->id);
+	if (!c)
+		return api_no_sandbox(conn, r);
+	json_t *body = api_body_object(r, err, sizeof(err));
+	if (!body)
+		status = 400;
+	else
+		status = parse_exec(body, c, &req, &argv, &env, &stdin_data,
+				    &stream, err, sizeof(err));
+	struct exec_run *x = status ? NULL : calloc(1, sizeof(*x));
+	if (!status && !x) {
+		snprintf(err, sizeof(err), "out of memory");
+		status = 500;
+	}
+	if (x) {
+		*x = (struct exec_run){ .d = d,
+					.clone = c,
+					.agent = { .fd = -1 },
+					.client_fd = api_client_fd(conn),
+					.max_output =
+						d->cfg.max_exec_output_bytes };
+		c = NULL; /* x holds it now */
+		/* Past timeout_s the guest still has to kill and report. */
+		if (req.timeout_ms)
+			x->deadline_ns = monotonic_ns() +
+					 req.timeout_ms * NS_PER_MS +
+					 api_guest_patience_ns(d);
+		status = api_connect_agent(x->clone, &x->agent, err,
+					   sizeof(err));
+		if (!status) {
+			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
+
+			if (sent < 0) {
+				snprintf(
+					err, sizeof(err), "exec: %s",
+					sent == -E2BIG
+						? "the request does not fit in one agent frame (1 MiB): send large stdin as a file"
+						: strerror(-sent));
+				status = sent == -E2BIG ? 413 : 500;
+			}
+		}
+	}
+	json_decref(body);
+	api_free_strv(argv);
+	api_free_strv(env);
+	free(stdin_data);
+	if (c)
+		sandbox_put(d, c);
+	if (status) {
+		if (x)
+			exec_run_free(x);
+		return api_reply_error(conn, r, status, "%s", err);
+	}
+	if (!stream)
+		return exec_collected(conn, r, x);
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+		MHD_SIZE_UNKNOWN, 64 * 1024, exec_stream_read, x,
+		exec_stream_free);
+	if (!resp) {
+		exec_run_free(x);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/x-ndjson");
+	ret = api_reply(conn, r, 200, resp);
+	return ret;
+}

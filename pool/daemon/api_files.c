@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * api_files.c - GET and PUT /sandboxes/ID/files?path=: a file out of or
+ * into a sandbox, through its agent's READ_FILE and WRITE_FILE.
+ *
+ * Neither holds a whole file.  An upload is passed on to the agent piece
+ * by piece as libmicrohttpd hands us the body (api_put_file_begin at the
+ * headers connects, api_put_file_piece forwards, api_put_file_end closes
+ * and waits for the agent's verdict); a failure midway is remembered and
+ * answered once the body is in, as HTTP wants.  A download reads the
+ * agent's first frame before answering, so a missing file is a 404 and
+ * not a 200 with an empty body, then streams the rest from a callback; an
+ * error after the headers can only cut the body short.  The agent's errno
+ * becomes the status (file_status).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "clock.h"
+#include "log.h"
+
+/* A file transfer whose guest sends nothing for this long has failed. */
+#define FILE_IDLE_S 60
+#define FILE_REQUEST_ID 3
+
+/* ?path= (absolute, bounded) and ?mode= (octal); 0 or 400 with @err. */
+static int file_args(struct MHD_Connection *conn, const char **path,
+		     uint32_t *mode, char *err, size_t errlen)
+{
+	const char *m = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+						    "mode");
+
+	*path = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+					    "path");
+	if (!*path || (*path)[0] != '/' || strlen(*path) > 4095) {
+		snprintf(
+			err, errlen,
+			"?path= must be an absolute path of at most 4095 bytes");
+		return 400;
+	}
+	*mode = 0644;
+	if (m) {
+		char *end;
+		unsigned long v = strtoul(m, &end, 8);
+
+		if (!m[0] || *end || v > 07777) {
+			snprintf(
+				err, errlen,
+				"?mode= must be octal permission bits, at most 07777 (got \"%s\")",
+				m);
+			return 400;
+		}
+		*mode = (uint32_t)v;
+	}
+	return 0;
+}
+
+/* An agent ERROR for a file as an HTTP status. */
+static int file_status(int e)
+{
+	switch (e) {
+	case ENOENT:
+		return 404;
+	case EISDIR:
+	case EINVAL:
+	case ENOTDIR:
+	case EEXIST:
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return 409;
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+		return 413;
+	default:
+		return 500;
+	}
+}
+
+/* Called per piece of a PUT body: on to the agent, or remember why not. */
+void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
+			struct daemon *d, const char *data, size_t len)
+{
+	const char *path;
+	uint32_t mode;
+
+	if (r->upload_status)
+		return;
+	if (r->uploaded + len > d->cfg.max_file_bytes) {
+		r->upload_status = 413;
+		snprintf(r->upload_err, sizeof(r->upload_err),
+			 "the file is larger than max_file_bytes (%" PRIu64 ")",
+			 d->cfg.max_file_bytes);
+		return;
+	}
+	file_args(conn, &path, &mode, r->upload_err, sizeof(r->upload_err));
+	do {
+		size_t n = len > AGENT_WRITE_CHUNK ? AGENT_WRITE_CHUNK : len;
+		int ret = agent_write_file(&r->agent, FILE_REQUEST_ID,
+					   !r->write_open, path, mode, data, n,
+					   false);
+		if (ret < 0) {
+			r->upload_status = 500;
+			snprintf(r->upload_err, sizeof(r->upload_err),
+				 "sending the file to the guest: %s",
+				 strerror(-ret));
+			return;
+		}
+		r->write_open = true;
+		r->uploaded += n;
+		data += n;
+		len -= n;
+	} while (len);
+}
+
+enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
+				   struct request *r, struct daemon *d)
+{
+	const char *path;
+	uint32_t mode;
+	char err[512];
+	const char *length = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	int status = file_args(conn, &path, &mode, err, sizeof(err));
+	if (status)
+		return api_reply_error(conn, r, status, "%s", err);
+	if (length && strtoull(length, NULL, 10) > d->cfg.max_file_bytes)
+		return api_reply_error(
+			conn, r, 413,
+			"the file is larger than max_file_bytes (%" PRIu64 ")",
+			d->cfg.max_file_bytes);
+	r->clone = sandbox_get(d, r->id);
+	if (!r->clone)
+		return api_no_sandbox(conn, r);
+	status = api_connect_agent(r->clone, &r->agent, err, sizeof(err));
+	if (status)
+		return api_reply_error(conn, r, status, "%s", err);
+	return MHD_YES;
+}
+
+enum MHD_Result api_put_file_end(struct MHD_Connection *conn, struct request *r,
+				 struct daemon *d)
+{
+	char err[512];
+
+	if (!r->upload_status) {
+		const char *path;
+		uint32_t mode;
+
+		file_args(conn, &path, &mode, err, sizeof(err));
+		int ret = agent_write_file(&r->agent, FILE_REQUEST_ID,
+					   !r->write_open, path, mode, NULL, 0,
+					   true);
+		if (ret == 0)
+			ret = agent_wait_answer(&r->agent, FILE_REQUEST_ID, err,
+						sizeof(err));
+		if (ret < 0) {
+			r->upload_status = file_status(-ret);
+			snprintf(r->upload_err, sizeof(r->upload_err), "%s",
+				 err);
+		}
+	}
+	(void)d;
+	if (r->upload_status)
+		return api_reply_error(conn, r, (unsigned)r->upload_status,
+				       "%s", r->upload_err);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	return api_reply(conn, r, 204, resp);
+}
+
+struct download {
+	struct daemon *d;
+	struct sandbox *clone;
+	struct agent_conn agent;
+	int client_fd;
+	struct thaw_frame first; /* a DATA frame read before the headers */
+	bool have_first, done;
+	uint8_t *data;
+	size_t len, off;
+};
+
+static void download_free(void *cls)
+{
+	struct download *dl = cls;
+
+	agent_close(&dl->agent);
+	sandbox_put(dl->d, dl->clone);
+	free(dl->data);
+	free(dl);
+}
+
+/*
+ * The next DATA payload of our READ_FILE into dl->data: 1, 0 at END, or
+ * -1 (error, message in @err with the errno's status in *status).
+ */
+static int next_data(struct download *dl, char *err, size_t errlen, int *status)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+
+	do {
+		uint64_t deadline =
+			monotonic_ns() + FILE_IDLE_S * 1000ull * NS_PER_MS;
+		enum wait_outcome w = api_wait_agent_or_client(
+			dl->d, dl->agent.fd, dl->client_fd, deadline);
+
+		if (w != AGENT_READY) {
+			snprintf(
+				err, errlen, "%s",
+				w == CLIENT_GONE ? "client gone"
+				: w == DAEMON_STOPPING
+					? "the daemon is shutting down"
+					: "the guest stopped sending the file");
+			*status = w == GUEST_SILENT ? 504 : 503;
+			return -1;
+		}
+		int ret = agent_next_frame(&dl->agent, &f);
+		if (ret < 0) {
+			snprintf(err, errlen, "the sandbox's agent went away");
+			*status = 500;
+			return -1;
+		}
+	} while (f.h.request_id != FILE_REQUEST_ID);
+	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, err,
+			    errlen) < 0) {
+		*status = 500;
+		return -1;
+	}
+	if (f.h.type == THAW_END)
+		return 0;
+	if (f.h.type == THAW_ERROR) {
+		*status = file_status(agent_error_of(&m, err, errlen));
+		return -1;
+	}
+	if (f.h.type != THAW_DATA) {
+		snprintf(err, errlen, "the agent sent %s to READ_FILE",
+			 thaw_type_name(f.h.type));
+		*status = 500;
+		return -1;
+	}
+	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
+	uint8_t *copy = realloc(dl->data, data->len ? data->len : 1);
+	if (!copy) {
+		*status = 500;
+		return -1;
+	}
+	memcpy(copy, data->data, data->len);
+	dl->data = copy;
+	dl->len = data->len;
+	dl->off = 0;
+	return 1;
+}
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct download *dl = cls;
+	char err[512];
+	int status;
+
+	(void)pos;
+	while (dl->off == dl->len) {
+		if (dl->done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		int got = next_data(dl, err, sizeof(err), &status);
+		if (got < 0) {
+			/* Headers are out: all we can do is cut the body. */
+			log_write(LOG_LEVEL_WARNING, dl->clone->id,
+				  "download: %s", err);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		dl->done = got == 0;
+	}
+	size_t n = dl->len - dl->off < max ? dl->len - dl->off : max;
+	memcpy(buf, dl->data + dl->off, n);
+	dl->off += n;
+	return (ssize_t)n;
+}
+
+enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
+			     struct daemon *d)
+{
+	const char *path;
+	uint32_t mode;
+	char err[512];
+	int status = file_args(conn, &path, &mode, err, sizeof(err));
+
+	if (status)
+		return api_reply_error(conn, r, status, "%s", err);
+	struct sandbox *c = sandbox_get(d, r->id);
+	if (!c)
+		return api_no_sandbox(conn, r);
+	struct download *dl = calloc(1, sizeof(*dl));
+	if (!dl) {
+		sandbox_put(d, c);
+		return MHD_NO;
+	}
+	*dl = (struct download){ .d = d,
+				 .clone = c,
+				 .agent = { .fd = -1 },
+				 .client_fd = api_client_fd(conn) };
+	status = api_connect_agent(c, &dl->agent, err, sizeof(err));
+	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
+		snprintf(err, sizeof(err), "asking the guest for %s failed",
+			 path);
+		status = 500;
+	}
+	/* The first answer decides the status: 404 must not be a 200. */
+	if (!status) {
+		int got = next_data(dl, err, sizeof(err), &status);
+
+		if (got >= 0) {
+			status = 0;
+			dl->done = got == 0;
+		}
+	}
+	if (status) {
+		download_free(dl);
+		return api_reply_error(conn, r, status, "%s", err);
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+		MHD_SIZE_UNKNOWN, 256 * 1024, download_read, dl, download_free);
+	if (!resp) {
+		download_free(dl);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/octet-stream");
+	return api_reply(conn, r, 200, resp);
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api_internal.h - what the files of thawd's HTTP API share; nothing
+ * outside pool/daemon/api*.c includes it.
+ *
+ * The API is split the way kvmtool splits a VMM, one file per concern:
+ *
+ *	api.c		the libmicrohttpd server, the routing table, the
+ *			token, request bodies, replies and the mapping of
+ *			errors to HTTP statuses
+ *	api_sandboxes.c	create, list, get, delete, timeout, ping; templates
+ *	api_exec.c	running a command in a sandbox, streamed or collected
+ *	api_files.c	copying a file into or out of a sandbox
+ *	api_agent.c	connecting to a sandbox's agent, waiting on it and on
+ *			the HTTP client at once
+ *	api_metrics.c	/metrics, /health and the requests counted by status
+ *
+ * Every route is an api_handler, called once the request's body (if any)
+ * is in: it answers through api_reply*() and returns what libmicrohttpd
+ * expects.  Statuses are chosen here, at the edge, and only here: the
+ * daemon's other parts return their own errors (pool_handout() a pool
+ * error), which api_pool_status() maps, as Firecracker's API server maps
+ * its VMM's errors.
+ */
+#ifndef THAW_POOL_API_INTERNAL_H
+#define THAW_POOL_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "agent_client.h"
+#include "daemon.h"
+
+/* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
+#define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
+
+/* One HTTP request's state, from its first handler call to its end. */
+struct request {
+	struct daemon *d;
+	const struct api_route *route;
+	char id[SANDBOX_ID_LEN + 1];
+	bool answered;
+	/* JSON bodies */
+	char *body;
+	size_t len;
+	bool too_large;
+	bool streamed; /* the body goes to route->put_piece */
+	/* PUT files: the upload goes straight on to the agent */
+	struct sandbox *clone;
+	struct agent_conn agent;
+	uint64_t uploaded;
+	bool write_open;
+	int upload_status; /* an error to answer at the end, or 0 */
+	char upload_err[512];
+};
+
+typedef enum MHD_Result api_handler(struct MHD_Connection *conn,
+				    struct request *r, struct daemon *d);
+
+/* ---- api.c: replies ---------------------------------------------------- */
+
+/* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
+enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
+			  unsigned status, struct MHD_Response *resp);
+/* Answers with @text (taken over, malloc'd) of content type @type. */
+enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
+			       unsigned status, const char *type, char *text);
+/* Answers with @json (taken over) on one line. */
+enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
+			       unsigned status, json_t *json);
+/* The error object of API.md. */
+__attribute__((format(printf, 4, 5))) enum MHD_Result
+api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
+		const char *fmt, ...);
+/* 404 for the request's sandbox id. */
+enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
+
+/* The HTTP status of a pool error (daemon.h). */
+unsigned api_pool_status(enum pool_error e);
+
+/* ---- api.c: request bodies --------------------------------------------- */
+
+/* The collected body as a JSON object ("{}" when empty); NULL after a
+ * message in @err. */
+json_t *api_body_object(const struct request *r, char *err, size_t errlen);
+/* Checks @body's fields against @allowed (NULL-terminated). */
+bool api_known_fields(json_t *body, const char *const allowed[], char *err,
+		      size_t errlen);
+/* @field as a whole number in [min, max]; absent: @def. */
+bool api_get_uint(json_t *body, const char *field, uint32_t min, uint32_t max,
+		  uint32_t def, uint32_t *out, char *err, size_t errlen);
+/* Appends KEY=VALUE entries of object @env to @v (grown); false on error. */
+bool api_add_env(char ***v, size_t *n, json_t *env, char *err, size_t errlen);
+void api_free_strv(char **v);
+
+/* A growing text buffer: Prometheus output, an exec's collected output. */
+struct text {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+/* Grows @t's buffer to @cap bytes; false (and t->failed) without memory. */
+bool api_text_reserve(struct text *t, size_t cap);
+
+/* ---- api_agent.c ------------------------------------------------------- */
+
+/* How long the daemon waits on a guest. */
+uint64_t api_guest_patience_ns(const struct daemon *d);
+
+/* Connects to @c's agent, retrying while the guest is busy; 0, or the
+ * HTTP status (500) and a message in @err. */
+int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
+		      size_t errlen);
+
+enum wait_outcome {
+	AGENT_READY,
+	CLIENT_GONE,
+	DAEMON_STOPPING,
+	GUEST_SILENT, /* the deadline passed */
+};
+
+enum wait_outcome api_wait_agent_or_client(struct daemon *d, int agent_fd,
+					   int client_fd, uint64_t deadline_ns);
+
+/* The HTTP client's socket, -1 when libmicrohttpd does not say. */
+int api_client_fd(struct MHD_Connection *conn);
+
+/* ---- the routes -------------------------------------------------------- */
+
+api_handler api_create_sandbox, api_list_sandboxes, api_get_sandbox,
+	api_delete_sandbox, api_set_timeout, api_ping_sandbox,
+	api_get_templates;
+api_handler api_exec;
+api_handler api_get_file, api_put_file_begin, api_put_file_end;
+api_handler api_get_health, api_get_metrics;
+
+/* A piece of a PUT file's body, on its way to the guest. */
+void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
+			struct daemon *d, const char *data, size_t len);
+
+/* ---- api_metrics.c ----------------------------------------------------- */
+
+void api_count_status(struct daemon *d, unsigned status);
+
+#endif

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * api_metrics.c - GET /metrics (Prometheus text) and GET /health, and the
+ * count of answered requests by status that /metrics reports.
+ *
+ * Both are read under the daemon's lock in one pass, so a scrape sees one
+ * consistent state: the pools' gauges and counters, their latency
+ * histograms (a count per bucket in daemon.h, cumulative on output), and the
+ * requests answered so far.  Every reply passes through api_count_status
+ * (from api_reply), so no route can forget to be counted.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api_internal.h"
+#include "clock.h"
+
+static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400,
+						    401, 404, 405, 411,
+						    413, 429, 500, 503 };
+
+void api_count_status(struct daemon *d, unsigned status)
+{
+	pthread_mutex_lock(&d->lock);
+	for (int i = 0; i < HTTP_CODES; i++)
+		if (counted_codes[i] == status)
+			d->http_count[i]++;
+	pthread_mutex_unlock(&d->lock);
+}
+
+enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
+			       struct daemon *d)
+{
+	pthread_mutex_lock(&d->lock);
+	json_t *j = json_pack(
+		"{s:s,s:i,s:I}", "status", d->stopping ? "stopping" : "ok",
+		"sandboxes", (int)d->total, "uptime_s",
+		(json_int_t)((realtime_ms() - d->started_ms) / 1000));
+	pthread_mutex_unlock(&d->lock);
+	return api_reply_json(conn, r, d->stopping ? 503 : 200, j);
+}
+
+/* Prometheus text: appends printf output to @t, growing it. */
+static void put(struct text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	for (;;) {
+		size_t room = t->cap - t->len;
+		va_start(ap, fmt);
+		int n = t->buf ? vsnprintf(t->buf + t->len, room, fmt, ap) : -1;
+		va_end(ap);
+		if (n >= 0 && (size_t)n < room) {
+			t->len += n;
+			return;
+		}
+		if (!api_text_reserve(t, t->cap ? t->cap * 2 : 8192))
+			return;
+	}
+}
+
+static void put_histogram(struct text *t, const char *name,
+			  const char *template, const struct histogram *h)
+{
+	uint64_t cumulative = 0;
+
+	for (int i = 0; i < HISTOGRAM_BUCKETS; i++) {
+		cumulative += h->count[i];
+		put(t, "%s_bucket{template=\"%s\",le=\"%g\"} %" PRIu64 "\n",
+		    name, template, histogram_bounds[i], cumulative);
+	}
+	put(t, "%s_bucket{template=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name,
+	    template, h->total);
+	put(t, "%s_sum{template=\"%s\"} %.6f\n", name, template, h->sum);
+	put(t, "%s_count{template=\"%s\"} %" PRIu64 "\n", name, template,
+	    h->total);
+}
+
+/* One metric family per template field: name, type, help, value. */
+#define POOL_METRIC(out, dm, metric, kind, help, expr)                         \
+	do {                                                                   \
+		put(out, "# HELP " metric " " help "\n# TYPE " metric " " kind \
+			 "\n");                                                \
+		for (size_t i = 0; i < (dm)->nr_pools; i++) {                  \
+			const struct pool *pl = &(dm)->pools[i];               \
+			put(out, metric "{template=\"%s\"} %" PRIu64 "\n",     \
+			    pl->t->name, (uint64_t)(expr));                    \
+		}                                                              \
+	} while (0)
+
+enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
+				struct daemon *d)
+{
+	struct text t = { 0 };
+
+	pthread_mutex_lock(&d->lock);
+	POOL_METRIC(&t, d, "thaw_pool_ready", "gauge",
+		    "Restored clones waiting in the pool.", pl->ready);
+	POOL_METRIC(&t, d, "thaw_pool_restoring", "gauge",
+		    "Clones being restored.", pl->restoring);
+	POOL_METRIC(&t, d, "thaw_sandboxes_leased", "gauge",
+		    "Sandboxes handed out.", pl->leased);
+	POOL_METRIC(&t, d, "thaw_handouts_total", "counter",
+		    "Sandboxes handed out since start.", pl->handouts);
+	POOL_METRIC(&t, d, "thaw_restore_failures_total", "counter",
+		    "Restores that failed.", pl->restore_failures);
+	POOL_METRIC(&t, d, "thaw_capacity_rejections_total", "counter",
+		    "Creates refused at max_total or max_sandboxes.",
+		    pl->rejections);
+	POOL_METRIC(&t, d, "thaw_sandboxes_expired_total", "counter",
+		    "Sandboxes killed when their timeout passed.", pl->expired);
+	put(&t,
+	    "# HELP thaw_handout_seconds Time a create waited for its clone.\n"
+	    "# TYPE thaw_handout_seconds histogram\n");
+	for (size_t i = 0; i < d->nr_pools; i++)
+		put_histogram(&t, "thaw_handout_seconds", d->pools[i].t->name,
+			      &d->pools[i].handout_s);
+	put(&t,
+	    "# HELP thaw_restore_seconds VMM start to the agent's first answer.\n"
+	    "# TYPE thaw_restore_seconds histogram\n");
+	for (size_t i = 0; i < d->nr_pools; i++)
+		put_histogram(&t, "thaw_restore_seconds", d->pools[i].t->name,
+			      &d->pools[i].restore_s);
+	put(&t, "# HELP thaw_http_requests_total Answered requests by status.\n"
+		"# TYPE thaw_http_requests_total counter\n");
+	for (int i = 0; i < HTTP_CODES; i++)
+		put(&t, "thaw_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
+		    counted_codes[i], d->http_count[i]);
+	pthread_mutex_unlock(&d->lock);
+	if (t.failed) {
+		free(t.buf);
+		return MHD_NO;
+	}
+	return api_reply_text(conn, r, 200, "text/plain; version=0.0.4", t.buf);
+}

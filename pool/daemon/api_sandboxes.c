@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * api_sandboxes.c - the sandbox routes of pool/API.md: create (a handout
+ * from a template's pool), list, get, delete, a new timeout, ping; and
+ * the templates.
+ *
+ * Each works on the daemon's state under its lock, briefly: the one slow
+ * step, waiting for a clone, is pool_handout()'s, whose pool error
+ * api_pool_status() turns into a status.  A sandbox a route looks up is
+ * held (sandbox_get) until its answer is built, so a concurrent delete or
+ * expiry cannot free it under us; deleting kills its VMM at once even
+ * while an exec holds it.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api_internal.h"
+#include "clock.h"
+
+static void format_time(int64_t ms, char *out, size_t len)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	char base[32];
+
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", gmtime_r(&s, &tm));
+	snprintf(out, len, "%s.%03dZ", base, (int)(ms % 1000));
+}
+
+/* Milliseconds to two decimals: JSON readers need not see float noise. */
+static double hundredths(double ms)
+{
+	return (double)(int64_t)(ms * 100 + 0.5) / 100;
+}
+
+/* The sandbox object of API.md; call with the daemon locked. */
+static json_t *sandbox_json(const struct sandbox *c, bool detail)
+{
+	char created[40], expires[40];
+
+	format_time(c->created_ms, created, sizeof(created));
+	format_time(c->expires_ms, expires, sizeof(expires));
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:s}", "id", c->id,
+			      "template", c->pool->t->name, "created", created,
+			      "expires", expires, "restore_ms",
+			      hundredths(c->restore_ms), "handout_ms",
+			      hundredths(c->handout_ms), "state",
+			      c->stopped ? "stopped" : "running");
+	if (j && detail) {
+		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
+		if (c->stopped)
+			json_object_set_new(j, "stop_reason",
+					    json_string(c->stop_reason));
+	}
+	return j;
+}
+
+/* Answers with held clone @c's object, and lets go of it. */
+static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
+				    struct request *r, struct sandbox *c,
+				    unsigned status, bool detail)
+{
+	pthread_mutex_lock(&r->d->lock);
+	json_t *j = sandbox_json(c, detail);
+	pthread_mutex_unlock(&r->d->lock);
+	sandbox_put(r->d, c);
+	return api_reply_json(conn, r, status, j);
+}
+
+enum MHD_Result api_get_templates(struct MHD_Connection *conn,
+				  struct request *r, struct daemon *d)
+{
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		const struct pool *pl = &d->pools[i];
+		const struct template_config *t = pl->t;
+
+		json_array_append_new(
+			list,
+			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+				  "name", t->name, "snapshot", pl->snapshot_id,
+				  "mem_mib", (int)t->mem_mib, "vcpus",
+				  (int)t->vcpus, "min_ready", (int)t->min_ready,
+				  "max_total", (int)t->max_total, "ready",
+				  (int)pl->ready, "restoring",
+				  (int)pl->restoring, "leased",
+				  (int)pl->leased));
+	}
+	pthread_mutex_unlock(&d->lock);
+	return api_reply_json(conn, r, 200,
+			      json_pack("{s:o}", "templates", list));
+}
+
+/* ---- sandboxes --------------------------------------------------------- */
+
+enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
+				   struct request *r, struct daemon *d)
+{
+	static const char *const fields[] = { "template", "timeout_s", "env",
+					      NULL };
+	char err[512];
+	json_t *body = api_body_object(r, err, sizeof(err));
+	const char *name = "default";
+	char **env = NULL;
+	size_t nr_env = 0;
+	uint32_t timeout_s;
+	struct pool *pl;
+
+	if (!body)
+		return api_reply_error(conn, r, 400, "%s", err);
+	json_t *tmpl = json_object_get(body, "template");
+	if (tmpl && !json_is_string(tmpl)) {
+		json_decref(body);
+		return api_reply_error(conn, r, 400,
+				       "\"template\" must be a string");
+	}
+	if (tmpl)
+		name = json_string_value(tmpl);
+	pl = pool_find(d, name);
+	if (!api_known_fields(body, fields, err, sizeof(err)) ||
+	    (pl &&
+	     !api_get_uint(body, "timeout_s", 1, pl->t->max_timeout_s,
+			   pl->t->timeout_s, &timeout_s, err, sizeof(err))) ||
+	    !api_add_env(&env, &nr_env, json_object_get(body, "env"), err,
+			 sizeof(err))) {
+		json_decref(body);
+		api_free_strv(env);
+		return api_reply_error(conn, r, 400, "%s", err);
+	}
+	if (!pl) {
+		enum MHD_Result ret = api_reply_error(
+			conn, r, 404, "no template \"%s\"", name);
+		json_decref(body);
+		api_free_strv(env);
+		return ret;
+	}
+	json_decref(body);
+
+	struct sandbox *c;
+	enum pool_error e =
+		pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
+	if (e != POOL_OK)
+		return api_reply_error(conn, r, api_pool_status(e), "%s", err);
+	return send_sandbox(conn, r, c, 201, false);
+}
+
+enum MHD_Result api_list_sandboxes(struct MHD_Connection *conn,
+				   struct request *r, struct daemon *d)
+{
+	json_t *list = json_array();
+
+	pthread_mutex_lock(&d->lock);
+	for (const struct sandbox *c = d->leased; c; c = c->next)
+		json_array_append_new(list, sandbox_json(c, false));
+	pthread_mutex_unlock(&d->lock);
+	return api_reply_json(conn, r, 200,
+			      json_pack("{s:o}", "sandboxes", list));
+}
+
+enum MHD_Result api_delete_sandbox(struct MHD_Connection *conn,
+				   struct request *r, struct daemon *d)
+{
+	if (!sandbox_release(d, r->id))
+		return api_no_sandbox(conn, r);
+	return api_reply(
+		conn, r, 204,
+		MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT));
+}
+
+enum MHD_Result api_get_sandbox(struct MHD_Connection *conn, struct request *r,
+				struct daemon *d)
+{
+	struct sandbox *c = sandbox_get(d, r->id);
+
+	if (!c)
+		return api_no_sandbox(conn, r);
+	return send_sandbox(conn, r, c, 200, true);
+}
+
+enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
+				struct daemon *d)
+{
+	static const char *const fields[] = { "timeout_s", NULL };
+	char err[512];
+	uint32_t timeout_s;
+	struct sandbox *c = sandbox_get(d, r->id);
+
+	if (!c)
+		return api_no_sandbox(conn, r);
+	json_t *body = api_body_object(r, err, sizeof(err));
+	bool ok = body && api_known_fields(body, fields, err, sizeof(err)) &&
+		  api_get_uint(body, "timeout_s", 1, c->pool->t->max_timeout_s,
+			       0, &timeout_s, err, sizeof(err));
+	if (ok && !timeout_s) {
+		snprintf(err, sizeof(err), "\"timeout_s\" is required");
+		ok = false;
+	}
+	json_decref(body);
+	if (!ok) {
+		sandbox_put(d, c);
+		return api_reply_error(conn, r, 400, "%s", err);
+	}
+	pthread_mutex_lock(&d->lock);
+	c->expires_ms = realtime_ms() + (int64_t)timeout_s * 1000;
+	pthread_mutex_unlock(&d->lock);
+	return send_sandbox(conn, r, c, 200, true);
+}
+
+/*
+ * A round trip to the sandbox's agent on a fresh connection, as an exec's
+ * would start: proof that the guest runs and answers, and what that costs.
+ */
+enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
+				 struct daemon *d)
+{
+	struct sandbox *c = sandbox_get(d, r->id);
+	struct agent_conn agent;
+	char err[512];
+
+	if (!c)
+		return api_no_sandbox(conn, r);
+	uint64_t start = monotonic_ns();
+	int status = api_connect_agent(c, &agent, err, sizeof(err));
+	if (!status) {
+		char why[256];
+
+		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
+			snprintf(err, sizeof(err),
+				 "sandbox %s: its agent does not answer a "
+				 "ping: %s",
+				 c->id, why);
+			status = 500;
+		}
+		agent_close(&agent);
+	}
+	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
+	sandbox_put(d, c);
+	if (status)
+		return api_reply_error(conn, r, status, "%s", err);
+	return api_reply_json(conn, r, 200,
+			      json_pack("{s:s,s:f}", "id", r->id, "agent_ms",
+					hundredths(agent_ms)));
+}

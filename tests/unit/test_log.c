@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_log.c - common/log.c, the logger of thawd and thaw-vmm: the text
+ * line's shape (timestamp, program, level word, sandbox), JSON lines that
+ * parse with their fields, level filtering, bad settings, and the one-line
+ * promise (a newline in a message, a message too long for a line).
+ *
+ * Lines go to a pipe (log_set_fd) that each test reads back.  The logger's
+ * settings are process-wide, so every test starts from the same ones.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <regex.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define ID "5f3a9c1e2b7d4a60"
+
+static int pipe_fd[2] = { -1, -1 };
+static char out[16384];
+
+static void set_level(const char *level)
+{
+	char err[128];
+
+	cr_assert_eq(log_set_level(level, err, sizeof(err)), 0, "%s", err);
+}
+
+static void set_format(const char *format)
+{
+	char err[128];
+
+	cr_assert_eq(log_set_format(format, err, sizeof(err)), 0, "%s", err);
+}
+
+static void setup(void)
+{
+	cr_assert_eq(pipe2(pipe_fd, O_NONBLOCK | O_CLOEXEC), 0);
+	log_set_fd(pipe_fd[1]);
+	log_set_program("thawd");
+	log_set_sandbox(NULL);
+	set_level("info");
+	set_format("text");
+}
+
+static void teardown(void)
+{
+	log_set_fd(2);
+	close(pipe_fd[0]);
+	close(pipe_fd[1]);
+}
+
+TestSuite(log, .init = setup, .fini = teardown);
+
+/* Everything written since the last call ("" for nothing). */
+static const char *written(void)
+{
+	ssize_t n = read(pipe_fd[0], out, sizeof(out) - 1);
+
+	cr_assert(n >= 0 || errno == EAGAIN, "read: %s", strerror(errno));
+	out[n > 0 ? n : 0] = '\0';
+	return out;
+}
+
+static void expect_matches(const char *line, const char *pattern)
+{
+	regex_t re;
+
+	cr_assert_eq(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
+	cr_expect_eq(regexec(&re, line, 0, NULL, 0), 0,
+		     "\"%s\" does not match %s", line, pattern);
+	regfree(&re);
+}
+
+#define TIME_RE \
+	"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
+
+Test(log, text_line_has_time_program_level_and_sandbox)
+{
+	log_write(LOG_LEVEL_WARNING, ID, "the VM stopped: %s", "killed");
+	expect_matches(written(), "^" TIME_RE " thawd: warning: sandbox " ID
+				  ": the VM stopped: killed\n$");
+}
+
+Test(log, text_info_has_no_level_word_nor_sandbox_when_none)
+{
+	log_info("serving on %s", "/run/thawd.sock");
+	expect_matches(written(), "^" TIME_RE " thawd: serving on "
+				  "/run/thawd\\.sock\n$");
+}
+
+Test(log, text_error_and_debug_name_their_level)
+{
+	set_level("debug");
+	log_error("no socket");
+	expect_matches(written(), "^" TIME_RE " thawd: error: no socket\n$");
+	log_debug("restored");
+	expect_matches(written(), "^" TIME_RE " thawd: debug: restored\n$");
+}
+
+Test(log, process_sandbox_is_used_when_a_line_names_none)
+{
+	log_set_sandbox(ID);
+	log_info("ready");
+	expect_matches(written(), " thawd: sandbox " ID ": ready\n$");
+	log_write(LOG_LEVEL_INFO, "other", "mine");
+	expect_matches(written(), " thawd: sandbox other: mine\n$");
+}
+
+static const char *field(json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
+}
+
+/* One JSON object on one line, parsed back. */
+static json_t *json_written(void)
+{
+	const char *line = written();
+	json_error_t e;
+
+	cr_assert_not_null(strchr(line, '\n'), "no line: \"%s\"", line);
+	cr_expect_eq(strchr(line, '\n')[1], '\0', "more than a line: %s", line);
+	json_t *j = json_loads(line, 0, &e);
+	cr_assert_not_null(j, "%s: %s", line, e.text);
+	cr_assert(json_is_object(j));
+	return j;
+}
+
+Test(log, json_line_parses_with_every_field)
+{
+	set_format("json");
+	log_write(LOG_LEVEL_WARNING, ID, "download: %s \"quoted\"", "gone");
+	json_t *j = json_written();
+
+	expect_matches(field(j, "time"), "^" TIME_RE "$");
+	cr_expect_str_eq(field(j, "level"), "warning");
+	cr_expect_str_eq(field(j, "program"), "thawd");
+	cr_expect_eq(json_integer_value(json_object_get(j, "pid")), getpid());
+	cr_expect_str_eq(field(j, "sandbox"), ID);
+	cr_expect_str_eq(field(j, "msg"), "download: gone \"quoted\"");
+	json_decref(j);
+}
+
+Test(log, json_line_without_sandbox_has_no_sandbox_field)
+{
+	set_format("json");
+	log_info("stopping");
+	json_t *j = json_written();
+
+	cr_expect_str_eq(field(j, "level"), "info");
+	cr_expect_null(json_object_get(j, "sandbox"));
+	cr_expect_str_eq(field(j, "msg"), "stopping");
+	json_decref(j);
+}
+
+Test(log, levels_below_the_setting_are_dropped)
+{
+	set_level("warning");
+	cr_expect(log_enabled(LOG_LEVEL_ERROR));
+	cr_expect(log_enabled(LOG_LEVEL_WARNING));
+	cr_expect_not(log_enabled(LOG_LEVEL_INFO));
+	log_info("dropped");
+	log_debug("dropped too");
+	cr_expect_str_eq(written(), "");
+	log_warning("kept");
+	cr_expect_not_null(strstr(written(), "thawd: warning: kept\n"));
+
+	set_level("error");
+	log_warning("dropped");
+	cr_expect_str_eq(written(), "");
+	log_error("kept");
+	cr_expect_not_null(strstr(written(), "thawd: error: kept\n"));
+}
+
+Test(log, bad_level_and_format_are_named_and_change_nothing)
+{
+	char err[128] = "";
+
+	cr_expect_eq(log_set_level("verbose", err, sizeof(err)), -1);
+	cr_expect_not_null(strstr(err, "'verbose'"), "%s", err);
+	cr_expect_not_null(strstr(err, "error, warning, info or debug"), "%s",
+			   err);
+	cr_expect_eq(log_set_level("INFO", err, sizeof(err)), -1);
+	cr_expect_eq(log_set_format("yaml", err, sizeof(err)), -1);
+	cr_expect_not_null(strstr(err, "'yaml'"), "%s", err);
+	cr_expect_not_null(strstr(err, "text or json"), "%s", err);
+
+	cr_expect(log_enabled(LOG_LEVEL_INFO), "the level stayed info");
+	cr_expect_not(log_enabled(LOG_LEVEL_DEBUG));
+	log_info("still text");
+	expect_matches(written(), "^" TIME_RE " thawd: still text\n$");
+}
+
+Test(log, newline_in_a_message_does_not_split_the_line)
+{
+	log_write(LOG_LEVEL_ERROR, ID, "first\nthawd: forged line");
+	const char *text = written();
+
+	cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1,
+		     "more than one line: \"%s\"", text);
+	expect_matches(text,
+		       "^" TIME_RE " thawd: error: sandbox " ID ": first");
+
+	set_format("json");
+	log_write(LOG_LEVEL_ERROR, ID, "first\nsecond");
+	json_decref(json_written());
+}
+
+Test(log, long_message_is_cut_and_says_so)
+{
+	static char big[20000];
+	memset(big, 'x', sizeof(big) - 1);
+	log_write(LOG_LEVEL_INFO, ID, "%s", big);
+	const char *text = written();
+	size_t len = strlen(text);
+
+	cr_expect_lt(len, 4096 + 128, "a line of %zu bytes", len);
+	cr_expect_eq(strchr(text, '\n'), text + len - 1);
+	cr_expect(len > 7 && !strcmp(text + len - 7, " [cut]\n"), "%s",
+		  text + (len > 40 ? len - 40 : 0));
+
+	set_format("json");
+	log_write(LOG_LEVEL_INFO, ID, "%s", big);
+	json_t *j = json_written();
+	const char *msg = field(j, "msg");
+
+	cr_assert_not_null(msg);
+	cr_expect_lt(strlen(msg), 4096);
+	cr_expect(strlen(msg) > 6 && !strcmp(msg + strlen(msg) - 6, " [cut]"));
+	json_decref(j);
+}
+
+Test(log, errno_survives_a_line)
+{
+	errno = ENOSPC;
+	log_info("about to fail");
+	cr_expect_eq(errno, ENOSPC);
+	written();
+}
