@@ -298,9 +298,11 @@ static int find_origin(const struct machine_options *o, const struct paths *p,
 		if (o->kernel)
 			snprintf(from->kernel, sizeof(from->kernel), "%s",
 				 o->kernel);
-		else if (default_kernel_path(from->kernel,
-					     sizeof(from->kernel)) < 0)
+		else if (default_kernel_path(from->kernel, sizeof(from->kernel),
+					     err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s: %s\n", who, err);
 			return -1;
+		}
 		if (o->initrd)
 			snprintf(from->initrd, sizeof(from->initrd), "%s",
 				 o->initrd);
