@@ -80,7 +80,7 @@ static int usage_error(const char *what, const char *arg)
 /* Whether the snapshot in @dir has a virtio-vsock device to restore. */
 static int snapshot_has_agent_channel(const char *dir, bool *has_channel)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], err[512];
 	struct state_reader r;
 	size_t size;
 
@@ -89,8 +89,10 @@ static int snapshot_has_agent_channel(const char *dir, bool *has_channel)
 		fprintf(stderr, PROGRAM ": %s: path too long\n", dir);
 		return -1;
 	}
-	if (state_reader_open(&r, path) < 0)
+	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, PROGRAM ": %s\n", err);
 		return -1;
+	}
 	*has_channel = state_find(&r, STATE_DEV_VSOCK, 0, &size) != NULL;
 	state_reader_close(&r);
 	return 0;

@@ -21,16 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define START_LIMIT_S 900 /* a first start builds the template's snapshot */
 #define STOP_LIMIT_S 120
 #define CALL_TIMEOUT_S 600
 
 double bench_now_ms(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+	return monotonic_ms();
 }
 
 static void pause_ms(long ms)

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "errbuf.h"
 
 /*
  * The map is reserved address space, not disk: the file grows only as pages
@@ -32,30 +33,18 @@
 /* "<snapshot id>/<clone id>" and its NUL */
 #define CLONE_KEY_SIZE (CATALOG_ID_LEN + 1 + CATALOG_CLONE_ID_MAX + 1)
 
-static void __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int lmdb_error(const struct catalog *c, int rc, const char *what,
 		      char *err, size_t errlen)
 {
-	set_err(err, errlen, "catalog %s: %s: %s", c->dir, what,
-		mdb_strerror(rc));
+	errbuf_set(err, errlen, "catalog %s: %s: %s", c->dir, what,
+		   mdb_strerror(rc));
 	return -EIO;
 }
 
 static int no_entry(const struct catalog *c, const char *what, const char *id,
 		    char *err, size_t errlen)
 {
-	set_err(err, errlen, "catalog %s: no %s %s", c->dir, what, id);
+	errbuf_set(err, errlen, "catalog %s: no %s %s", c->dir, what, id);
 	return -ENOENT;
 }
 
@@ -66,9 +55,9 @@ static int check_hex_id(const char *kind, const char *id, char *err,
 
 	if (len == CATALOG_ID_LEN && strspn(id, HEX_DIGITS) == len)
 		return 0;
-	set_err(err, errlen, "'%.*s%s' is not a %s id (%d hex digits)",
-		(int)len, id, len > CATALOG_ID_LEN ? "..." : "", kind,
-		CATALOG_ID_LEN);
+	errbuf_set(err, errlen, "'%.*s%s' is not a %s id (%d hex digits)",
+		   (int)len, id, len > CATALOG_ID_LEN ? "..." : "", kind,
+		   CATALOG_ID_LEN);
 	return -EINVAL;
 }
 
@@ -84,10 +73,10 @@ static int check_clone_id(const char *clone_id, char *err, size_t errlen)
 	if (len && len <= CATALOG_CLONE_ID_MAX &&
 	    strspn(clone_id, CLONE_ID_CHARS) == len)
 		return 0;
-	set_err(err, errlen,
-		"'%.*s%s' is not a clone id (1 to %d of A-Z a-z 0-9 _ -)",
-		(int)len, clone_id, len > CATALOG_CLONE_ID_MAX ? "..." : "",
-		CATALOG_CLONE_ID_MAX);
+	errbuf_set(err, errlen,
+		   "'%.*s%s' is not a clone id (1 to %d of A-Z a-z 0-9 _ -)",
+		   (int)len, clone_id, len > CATALOG_CLONE_ID_MAX ? "..." : "",
+		   CATALOG_CLONE_ID_MAX);
 	return -EINVAL;
 }
 
@@ -177,7 +166,8 @@ static int read_record(const struct catalog *c, const char *what,
 	if (val->mv_size >= sizeof(version)) {
 		memcpy(&version, val->mv_data, sizeof(version));
 		if (version != CATALOG_RECORD_VERSION) {
-			set_err(err, errlen,
+			errbuf_set(
+				err, errlen,
 				"catalog %s: %s %.*s has a record of version %u, this thaw reads %d",
 				c->dir, what, (int)key->mv_size,
 				(const char *)key->mv_data, version,
@@ -186,7 +176,8 @@ static int read_record(const struct catalog *c, const char *what,
 		}
 	}
 	if (val->mv_size != size) {
-		set_err(err, errlen,
+		errbuf_set(
+			err, errlen,
 			"catalog %s: %s %.*s has a record of %zu bytes, this thaw reads %zu",
 			c->dir, what, (int)key->mv_size,
 			(const char *)key->mv_data, val->mv_size, size);
@@ -233,8 +224,8 @@ static int put_record(struct catalog *c, MDB_txn *txn, MDB_dbi dbi,
 	int rc = mdb_put(txn, dbi, &key, &val, flags);
 
 	if (rc == MDB_KEYEXIST) {
-		set_err(err, errlen, "catalog %s: %s %s exists already", c->dir,
-			what, id);
+		errbuf_set(err, errlen, "catalog %s: %s %s exists already",
+			   c->dir, what, id);
 		return -EEXIST;
 	}
 	return rc ? lmdb_error(c, rc, what, err, errlen) : 0;
@@ -359,15 +350,15 @@ int catalog_open(struct catalog *c, const char *dir, char *err, size_t errlen)
 
 	memset(c, 0, sizeof(*c));
 	if (!len || len >= sizeof(c->dir)) {
-		set_err(err, errlen, "catalog directory '%.64s' is %s", dir,
-			len ? "too long" : "empty");
+		errbuf_set(err, errlen, "catalog directory '%.64s' is %s", dir,
+			   len ? "too long" : "empty");
 		return -EINVAL;
 	}
 	memcpy(c->dir, dir, len + 1);
 	ret = mkdir_p(dir);
 	if (ret) {
-		set_err(err, errlen, "catalog %s: cannot create it: %s", dir,
-			strerror(-ret));
+		errbuf_set(err, errlen, "catalog %s: cannot create it: %s", dir,
+			   strerror(-ret));
 		return ret;
 	}
 	rc = mdb_env_create(&c->env);
@@ -446,8 +437,8 @@ static int check_new_records(const struct template_record *tmpl,
 
 	if (tmpl->record_version != CATALOG_RECORD_VERSION ||
 	    snap->record_version != CATALOG_RECORD_VERSION) {
-		set_err(err, errlen, "new records need record_version %d",
-			CATALOG_RECORD_VERSION);
+		errbuf_set(err, errlen, "new records need record_version %d",
+			   CATALOG_RECORD_VERSION);
 		return -EINVAL;
 	}
 	ret = check_hex_id("template", tmpl->id, err, errlen);
@@ -460,20 +451,20 @@ static int check_new_records(const struct template_record *tmpl,
 	if (ret)
 		return ret;
 	if (strcmp(snap->template_id, tmpl->id)) {
-		set_err(err, errlen,
-			"snapshot %s belongs to template %s, not %s", snap->id,
-			snap->template_id, tmpl->id);
+		errbuf_set(err, errlen,
+			   "snapshot %s belongs to template %s, not %s",
+			   snap->id, snap->template_id, tmpl->id);
 		return -EINVAL;
 	}
 	if (!memchr(tmpl->kernel_hash, '\0', sizeof(tmpl->kernel_hash)) ||
 	    !memchr(tmpl->initrd_hash, '\0', sizeof(tmpl->initrd_hash))) {
-		set_err(err, errlen, "template %s: a hash is not a string",
-			tmpl->id);
+		errbuf_set(err, errlen, "template %s: a hash is not a string",
+			   tmpl->id);
 		return -EINVAL;
 	}
 	if (!snap->dir[0] || !memchr(snap->dir, '\0', sizeof(snap->dir))) {
-		set_err(err, errlen, "snapshot %s: dir is empty or too long",
-			snap->id);
+		errbuf_set(err, errlen, "snapshot %s: dir is empty or too long",
+			   snap->id);
 		return -EINVAL;
 	}
 	return 0;
@@ -513,7 +504,8 @@ static int add_snapshot_txn(struct catalog *c, MDB_txn *txn,
 	if (!base) {
 		ret = count_child(c, txn, snap->parent, 1, err, errlen);
 		if (ret == -ENOENT)
-			set_err(err, errlen,
+			errbuf_set(
+				err, errlen,
 				"catalog %s: no snapshot %s (the parent of %s)",
 				c->dir, snap->parent, snap->id);
 		if (ret)
@@ -604,7 +596,7 @@ static int read_snapshots(struct catalog *c, MDB_txn *txn,
 		return lmdb_error(c, rc, "snapshots", err, errlen);
 	*out = calloc(st.ms_entries, sizeof(**out));
 	if (!*out && st.ms_entries) {
-		set_err(err, errlen, "catalog %s: out of memory", c->dir);
+		errbuf_set(err, errlen, "catalog %s: out of memory", c->dir);
 		return -ENOMEM;
 	}
 	ret = walk_start(c, txn, c->snapshots, "snapshots", "", &w, err,
@@ -632,7 +624,7 @@ static int count_all_clones(struct catalog *c, MDB_txn *txn,
 
 	*out = calloc(n, sizeof(**out));
 	if (!*out && n) {
-		set_err(err, errlen, "catalog %s: out of memory", c->dir);
+		errbuf_set(err, errlen, "catalog %s: out of memory", c->dir);
 		return -ENOMEM;
 	}
 	for (i = 0; i < n && !ret; i++)
@@ -713,12 +705,13 @@ static int remove_snapshot_txn(struct catalog *c, MDB_txn *txn, const char *id,
 	if (ret)
 		return ret;
 	if (clones) {
-		set_err(err, errlen, "snapshot %s has %u live clone%s", id,
-			clones, clones == 1 ? "" : "s");
+		errbuf_set(err, errlen, "snapshot %s has %u live clone%s", id,
+			   clones, clones == 1 ? "" : "s");
 		return -EBUSY;
 	}
 	if (snap.children) {
-		set_err(err, errlen,
+		errbuf_set(
+			err, errlen,
 			"snapshot %s has %u child snapshot%s; remove %s first",
 			id, snap.children, snap.children == 1 ? "" : "s",
 			snap.children == 1 ? "it" : "them");
@@ -790,14 +783,14 @@ int catalog_add_clone(struct catalog *c, const char *id, const char *clone_id,
 	if (ret)
 		return ret;
 	if (pid <= 0) {
-		set_err(err, errlen, "clone %s: %d is not a process id",
-			clone_id, (int)pid);
+		errbuf_set(err, errlen, "clone %s: %d is not a process id",
+			   clone_id, (int)pid);
 		return -EINVAL;
 	}
 	ret = pid_start_time(pid, &rec.pid_start_time);
 	if (ret) {
-		set_err(err, errlen, "clone %s: process %d: %s", clone_id,
-			(int)pid, strerror(-ret));
+		errbuf_set(err, errlen, "clone %s: process %d: %s", clone_id,
+			   (int)pid, strerror(-ret));
 		return ret;
 	}
 	snprintf(key, sizeof(key), "%s/%s", id, clone_id);
@@ -826,8 +819,9 @@ int catalog_remove_clone(struct catalog *c, const char *id,
 	key.mv_size = snprintf(name, sizeof(name), "%s/%s", id, clone_id);
 	rc = mdb_del(txn, c->clones, &key, NULL);
 	if (rc == MDB_NOTFOUND) {
-		set_err(err, errlen, "catalog %s: snapshot %s has no clone %s",
-			c->dir, id, clone_id);
+		errbuf_set(err, errlen,
+			   "catalog %s: snapshot %s has no clone %s", c->dir,
+			   id, clone_id);
 		ret = -ENOENT;
 	} else if (rc) {
 		ret = lmdb_error(c, rc, "clone", err, errlen);

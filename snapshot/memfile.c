@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "errbuf.h"
 #include "io.h"
 
 #define CHUNK_PAGES 256
@@ -30,9 +31,9 @@ static bool page_is_zero(const uint8_t *page)
 	return !memcmp(page, zero_page, MEMFILE_PAGE_SIZE);
 }
 
-static const char *read_error(int err)
+static const char *read_error(int ret)
 {
-	return err == -EIO ? "file ended early" : strerror(-err);
+	return ret == -EIO ? "file ended early" : strerror(-ret);
 }
 
 /* Pages in the chunk that starts at page @first of @pages. */
@@ -43,18 +44,18 @@ static uint64_t chunk_pages(uint64_t first, uint64_t pages)
 
 /* Writes pages [@first, @end) of @mem to the same place in @fd. */
 static int write_run(int fd, const uint8_t *mem, uint64_t first, uint64_t end,
-		     const char *path)
+		     const char *path, char *err, size_t errlen)
 {
-	int err;
+	int ret;
 
 	if (first == end)
 		return 0;
-	err = pwrite_full(fd, mem + first * MEMFILE_PAGE_SIZE,
+	ret = pwrite_full(fd, mem + first * MEMFILE_PAGE_SIZE,
 			  (end - first) * MEMFILE_PAGE_SIZE,
 			  first * MEMFILE_PAGE_SIZE);
-	if (err) {
-		fprintf(stderr, "memory file %s: cannot write: %s\n", path,
-			strerror(-err));
+	if (ret) {
+		errbuf_set(err, errlen, "memory file %s: cannot write: %s",
+			   path, strerror(-ret));
 		return -1;
 	}
 	return 0;
@@ -67,7 +68,7 @@ static int write_run(int fd, const uint8_t *mem, uint64_t first, uint64_t end,
  */
 static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 		       uint64_t *root, const char *path,
-		       const char *hashes_path)
+		       const char *hashes_path, char *err, size_t errlen)
 {
 	const uint64_t zero_hash = XXH3_64bits(zero_page, MEMFILE_PAGE_SIZE);
 	XXH3_state_t *state = XXH3_createState();
@@ -76,8 +77,8 @@ static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 	int ret = -1;
 
 	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
-		fprintf(stderr, "page hashes %s: cannot set up hashing\n",
-			hashes_path);
+		errbuf_set(err, errlen, "page hashes %s: cannot set up hashing",
+			   hashes_path);
 		goto out;
 	}
 	for (uint64_t first = 0; first < pages; first += CHUNK_PAGES) {
@@ -92,22 +93,23 @@ static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 				continue;
 			}
 			hashes[i] = zero_hash;
-			if (write_run(fd, mem, run, page, path))
+			if (write_run(fd, mem, run, page, path, err, errlen))
 				goto out;
 			run = page + 1;
 		}
-		int err =
+		int wrote =
 			pwrite_full(hfd, hashes, n * sizeof(hashes[0]),
 				    HASHES_OFFSET + first * sizeof(hashes[0]));
 
-		if (err) {
-			fprintf(stderr, "page hashes %s: cannot write: %s\n",
-				hashes_path, strerror(-err));
+		if (wrote) {
+			errbuf_set(err, errlen,
+				   "page hashes %s: cannot write: %s",
+				   hashes_path, strerror(-wrote));
 			goto out;
 		}
 		XXH3_64bits_update(state, hashes, n * sizeof(hashes[0]));
 	}
-	if (write_run(fd, mem, run, pages, path))
+	if (write_run(fd, mem, run, pages, path, err, errlen))
 		goto out;
 	*root = XXH3_64bits_digest(state);
 	ret = 0;
@@ -117,44 +119,47 @@ out:
 }
 
 /* fsync and close @fd, reporting either failing; the fd is gone after. */
-static int finish(int fd, const char *what, const char *path)
+static int finish(int fd, const char *what, const char *path, char *err,
+		  size_t errlen)
 {
-	int err = fsync(fd) ? errno : 0;
+	int e = fsync(fd) ? errno : 0;
 
-	if (close(fd) && !err)
-		err = errno;
-	if (err) {
-		fprintf(stderr, "%s %s: cannot write: %s\n", what, path,
-			strerror(err));
+	if (close(fd) && !e)
+		e = errno;
+	if (e) {
+		errbuf_set(err, errlen, "%s %s: cannot write: %s", what, path,
+			   strerror(e));
 		return -1;
 	}
 	return 0;
 }
 
 int memfile_write(const void *mem, uint64_t size, const char *path,
-		  const char *hashes_path, uint64_t *root)
+		  const char *hashes_path, uint64_t *root, char *err,
+		  size_t errlen)
 {
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
 	uint64_t pages = size / MEMFILE_PAGE_SIZE;
-	int fd, hfd, err;
+	int fd, hfd, ret;
 
 	if (size % MEMFILE_PAGE_SIZE) {
-		fprintf(stderr,
-			"memory file %s: size %" PRIu64 " is not a multiple of "
-			"the %u-byte page\n",
-			path, size, MEMFILE_PAGE_SIZE);
+		errbuf_set(err, errlen,
+			   "memory file %s: size %" PRIu64
+			   " is not a multiple of "
+			   "the %u-byte page",
+			   path, size, MEMFILE_PAGE_SIZE);
 		return -1;
 	}
 	fd = open(path, flags, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "memory file %s: cannot create: %s\n", path,
-			strerror(errno));
+		errbuf_set(err, errlen, "memory file %s: cannot create: %s",
+			   path, strerror(errno));
 		return -1;
 	}
 	hfd = open(hashes_path, flags, 0644);
 	if (hfd < 0) {
-		fprintf(stderr, "page hashes %s: cannot create: %s\n",
-			hashes_path, strerror(errno));
+		errbuf_set(err, errlen, "page hashes %s: cannot create: %s",
+			   hashes_path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -165,27 +170,28 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 	};
 
 	memcpy(h.magic, MEMFILE_HASHES_MAGIC, sizeof(h.magic));
-	if (write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path))
+	if (write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path, err,
+			errlen))
 		goto fail;
 	/* Trailing zero pages were never written: extend over them. */
 	if (ftruncate(fd, size)) {
-		fprintf(stderr,
-			"memory file %s: cannot extend to %" PRIu64
-			" bytes: %s\n",
-			path, size, strerror(errno));
+		errbuf_set(err, errlen,
+			   "memory file %s: cannot extend to %" PRIu64
+			   " bytes: %s",
+			   path, size, strerror(errno));
 		goto fail;
 	}
-	err = pwrite_full(hfd, &h, sizeof(h), 0);
-	if (err) {
-		fprintf(stderr, "page hashes %s: cannot write: %s\n",
-			hashes_path, strerror(-err));
+	ret = pwrite_full(hfd, &h, sizeof(h), 0);
+	if (ret) {
+		errbuf_set(err, errlen, "page hashes %s: cannot write: %s",
+			   hashes_path, strerror(-ret));
 		goto fail;
 	}
 	/* Both, even when the first fails: each closes its descriptor. */
-	err = finish(fd, "memory file", path);
-	if (finish(hfd, "page hashes", hashes_path))
-		err = -1;
-	if (err)
+	ret = finish(fd, "memory file", path, err, errlen);
+	if (finish(hfd, "page hashes", hashes_path, err, errlen))
+		ret = -1;
+	if (ret)
 		return -1;
 	*root = h.root;
 	return 0;
@@ -197,18 +203,19 @@ fail:
 }
 
 /* Opens @path, a @what, to read and stats it: the fd, or -1 after a message. */
-static int open_stat(const char *what, const char *path, struct stat *st)
+static int open_stat(const char *what, const char *path, struct stat *st,
+		     char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		fprintf(stderr, "%s %s: cannot open: %s\n", what, path,
-			strerror(errno));
+		errbuf_set(err, errlen, "%s %s: cannot open: %s", what, path,
+			   strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, st)) {
-		fprintf(stderr, "%s %s: cannot stat: %s\n", what, path,
-			strerror(errno));
+		errbuf_set(err, errlen, "%s %s: cannot stat: %s", what, path,
+			   strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -222,67 +229,71 @@ static int open_stat(const char *what, const char *path, struct stat *st)
  * read (memfile_verify() tells the two apart).
  */
 static int open_hashes(const char *path, uint64_t size, uint64_t root,
-		       struct memfile_hashes_header *h)
+		       struct memfile_hashes_header *h, char *err,
+		       size_t errlen)
 {
 	uint64_t pages = size / MEMFILE_PAGE_SIZE;
 	struct stat st;
-	int fd = open_stat("page hashes", path, &st);
-	int err;
+	int fd = open_stat("page hashes", path, &st, err, errlen);
+	int ret;
 
 	if (fd < 0)
 		return -1;
 	if ((uint64_t)st.st_size < sizeof(*h)) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"page hashes %s: %lld bytes, shorter than the %zu-byte "
-			"header (truncated)\n",
+			"header (truncated)",
 			path, (long long)st.st_size, sizeof(*h));
 		goto mismatch;
 	}
-	err = pread_full(fd, h, sizeof(*h), 0);
-	if (err) {
-		fprintf(stderr, "page hashes %s: cannot read: %s\n", path,
-			read_error(err));
+	ret = pread_full(fd, h, sizeof(*h), 0);
+	if (ret) {
+		errbuf_set(err, errlen, "page hashes %s: cannot read: %s", path,
+			   read_error(ret));
 		close(fd);
 		return -1;
 	}
 	if (memcmp(h->magic, MEMFILE_HASHES_MAGIC, sizeof(h->magic))) {
-		fprintf(stderr,
-			"page hashes %s: bad magic (not a thaw page hash "
-			"file)\n",
-			path);
+		errbuf_set(err, errlen,
+			   "page hashes %s: bad magic (not a thaw page hash "
+			   "file)",
+			   path);
 		goto mismatch;
 	}
 	if (h->version != MEMFILE_HASHES_VERSION) {
-		fprintf(stderr,
-			"page hashes %s: version %u, this thaw reads %u\n",
-			path, h->version, MEMFILE_HASHES_VERSION);
+		errbuf_set(err, errlen,
+			   "page hashes %s: version %u, this thaw reads %u",
+			   path, h->version, MEMFILE_HASHES_VERSION);
 		goto mismatch;
 	}
 	if (h->page_size != MEMFILE_PAGE_SIZE) {
-		fprintf(stderr, "page hashes %s: page_size %u, expected %u\n",
-			path, h->page_size, MEMFILE_PAGE_SIZE);
+		errbuf_set(err, errlen,
+			   "page hashes %s: page_size %u, expected %u", path,
+			   h->page_size, MEMFILE_PAGE_SIZE);
 		goto mismatch;
 	}
 	if (h->page_count != pages) {
-		fprintf(stderr,
-			"page hashes %s: page_count %" PRIu64 ", but the "
-			"snapshot has %" PRIu64 " pages\n",
-			path, h->page_count, pages);
+		errbuf_set(err, errlen,
+			   "page hashes %s: page_count %" PRIu64 ", but the "
+			   "snapshot has %" PRIu64 " pages",
+			   path, h->page_count, pages);
 		goto mismatch;
 	}
 	if ((uint64_t)st.st_size != sizeof(*h) + pages * sizeof(uint64_t)) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"page hashes %s: %lld bytes, expected %zu for %" PRIu64
-			" pages (truncated?)\n",
+			" pages (truncated?)",
 			path, (long long)st.st_size,
 			sizeof(*h) + pages * sizeof(uint64_t), pages);
 		goto mismatch;
 	}
 	if (h->root != root) {
-		fprintf(stderr,
-			"page hashes %s: root %#" PRIx64 ", the snapshot "
-			"records %#" PRIx64 "\n",
-			path, h->root, root);
+		errbuf_set(err, errlen,
+			   "page hashes %s: root %#" PRIx64 ", the snapshot "
+			   "records %#" PRIx64 "",
+			   path, h->root, root);
 		goto mismatch;
 	}
 	return fd;
@@ -292,12 +303,13 @@ mismatch:
 	return -2;
 }
 
-static void report_root(const char *path, uint64_t recorded, uint64_t actual)
+static void report_root(const char *path, uint64_t recorded, uint64_t actual,
+			char *err, size_t errlen)
 {
-	fprintf(stderr,
-		"page hashes %s: hash array hashes to %#" PRIx64 ", not its "
-		"root %#" PRIx64 " (file corrupted)\n",
-		path, actual, recorded);
+	errbuf_set(err, errlen,
+		   "page hashes %s: hash array hashes to %#" PRIx64 ", not its "
+		   "root %#" PRIx64 " (file corrupted)",
+		   path, actual, recorded);
 }
 
 /*
@@ -306,14 +318,15 @@ static void report_root(const char *path, uint64_t recorded, uint64_t actual)
  * message.
  */
 static int read_hashes(int hfd, const char *path, uint64_t first, uint64_t n,
-		       uint64_t *hashes, XXH3_state_t *root)
+		       uint64_t *hashes, XXH3_state_t *root, char *err,
+		       size_t errlen)
 {
-	int err = pread_full(hfd, hashes, n * sizeof(*hashes),
+	int ret = pread_full(hfd, hashes, n * sizeof(*hashes),
 			     HASHES_OFFSET + first * sizeof(*hashes));
 
-	if (err) {
-		fprintf(stderr, "page hashes %s: cannot read: %s\n", path,
-			read_error(err));
+	if (ret) {
+		errbuf_set(err, errlen, "page hashes %s: cannot read: %s", path,
+			   read_error(ret));
 		return -1;
 	}
 	XXH3_64bits_update(root, hashes, n * sizeof(*hashes));
@@ -322,27 +335,28 @@ static int read_hashes(int hfd, const char *path, uint64_t first, uint64_t n,
 
 /* Recomputes the root of the hashes in @hfd; 0, or -1 after a message. */
 static int check_root(int hfd, const char *path,
-		      const struct memfile_hashes_header *h)
+		      const struct memfile_hashes_header *h, char *err,
+		      size_t errlen)
 {
 	XXH3_state_t *state = XXH3_createState();
 	uint64_t hashes[CHUNK_PAGES];
 	int ret = -1;
 
 	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
-		fprintf(stderr, "page hashes %s: cannot set up hashing\n",
-			path);
+		errbuf_set(err, errlen, "page hashes %s: cannot set up hashing",
+			   path);
 		goto out;
 	}
 	for (uint64_t first = 0; first < h->page_count; first += CHUNK_PAGES) {
 		if (read_hashes(hfd, path, first,
 				chunk_pages(first, h->page_count), hashes,
-				state))
+				state, err, errlen))
 			goto out;
 	}
 	uint64_t actual = XXH3_64bits_digest(state);
 
 	if (actual != h->root) {
-		report_root(path, h->root, actual);
+		report_root(path, h->root, actual, err, errlen);
 		goto out;
 	}
 	ret = 0;
@@ -352,17 +366,19 @@ out:
 }
 
 /* Opens @path and checks it is @size bytes; fd, -2 or -1 as open_hashes(). */
-static int open_memory(const char *path, uint64_t size)
+static int open_memory(const char *path, uint64_t size, char *err,
+		       size_t errlen)
 {
 	struct stat st;
-	int fd = open_stat("memory file", path, &st);
+	int fd = open_stat("memory file", path, &st, err, errlen);
 
 	if (fd < 0)
 		return -1;
 	if ((uint64_t)st.st_size != size || size % MEMFILE_PAGE_SIZE) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"memory file %s: %lld bytes, the snapshot says %" PRIu64
-			" (whole %u-byte pages)\n",
+			" (whole %u-byte pages)",
 			path, (long long)st.st_size, size, MEMFILE_PAGE_SIZE);
 		close(fd);
 		return -2;
@@ -371,21 +387,21 @@ static int open_memory(const char *path, uint64_t size)
 }
 
 void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
-		  uint64_t root, int *fd)
+		  uint64_t root, int *fd, char *err, size_t errlen)
 {
 	struct memfile_hashes_header h;
 	int mfd, hfd;
 
-	mfd = open_memory(path, size);
+	mfd = open_memory(path, size, err, errlen);
 	if (mfd < 0)
 		return NULL;
-	hfd = open_hashes(hashes_path, size, root, &h);
+	hfd = open_hashes(hashes_path, size, root, &h, err, errlen);
 	if (hfd < 0)
 		goto fail;
-	int err = check_root(hfd, hashes_path, &h);
+	int ret = check_root(hfd, hashes_path, &h, err, errlen);
 
 	close(hfd);
-	if (err)
+	if (ret)
 		goto fail;
 	/*
 	 * NORESERVE: a clone commits memory only for the pages its guest
@@ -395,9 +411,9 @@ void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
 			 MAP_PRIVATE | MAP_NORESERVE, mfd, 0);
 
 	if (mem == MAP_FAILED) {
-		fprintf(stderr,
-			"memory file %s: cannot map %" PRIu64 " bytes: %s\n",
-			path, size, strerror(errno));
+		errbuf_set(err, errlen,
+			   "memory file %s: cannot map %" PRIu64 " bytes: %s",
+			   path, size, strerror(errno));
 		goto fail;
 	}
 	*fd = mfd;
@@ -417,19 +433,21 @@ struct verify_result {
 /* Compares pages [first, first + n) of @mfd with their hashes in @hfd. */
 static int verify_chunk(int mfd, int hfd, uint64_t first, uint64_t n,
 			uint8_t *buf, struct verify_result *res,
-			const char *path, const char *hashes_path)
+			const char *path, const char *hashes_path, char *err,
+			size_t errlen)
 {
 	uint64_t hashes[CHUNK_PAGES];
-	int err;
+	int ret;
 
-	err = pread_full(mfd, buf, n * MEMFILE_PAGE_SIZE,
+	ret = pread_full(mfd, buf, n * MEMFILE_PAGE_SIZE,
 			 first * MEMFILE_PAGE_SIZE);
-	if (err) {
-		fprintf(stderr, "memory file %s: cannot read: %s\n", path,
-			read_error(err));
+	if (ret) {
+		errbuf_set(err, errlen, "memory file %s: cannot read: %s", path,
+			   read_error(ret));
 		return -1;
 	}
-	if (read_hashes(hfd, hashes_path, first, n, hashes, res->state))
+	if (read_hashes(hfd, hashes_path, first, n, hashes, res->state, err,
+			errlen))
 		return -1;
 	for (uint64_t i = 0; i < n; i++) {
 		if (XXH3_64bits(buf + i * MEMFILE_PAGE_SIZE,
@@ -442,17 +460,17 @@ static int verify_chunk(int mfd, int hfd, uint64_t first, uint64_t n,
 }
 
 int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
-		   uint64_t root)
+		   uint64_t root, char *err, size_t errlen)
 {
 	struct verify_result res = { 0 };
 	struct memfile_hashes_header h;
 	uint8_t *buf = NULL;
 	int mfd, hfd = -1, ret = -1;
 
-	mfd = open_memory(path, size);
+	mfd = open_memory(path, size, err, errlen);
 	if (mfd < 0)
 		return mfd == -2 ? 1 : -1;
-	hfd = open_hashes(hashes_path, size, root, &h);
+	hfd = open_hashes(hashes_path, size, root, &h, err, errlen);
 	if (hfd < 0) {
 		ret = hfd == -2 ? 1 : -1;
 		goto out;
@@ -460,32 +478,38 @@ int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 	buf = malloc(CHUNK_BYTES);
 	res.state = XXH3_createState();
 	if (!buf || !res.state || XXH3_64bits_reset(res.state) != XXH_OK) {
-		fprintf(stderr, "memory file %s: out of memory\n", path);
+		errbuf_set(err, errlen, "memory file %s: out of memory", path);
 		goto out;
 	}
 	for (uint64_t first = 0; first < h.page_count; first += CHUNK_PAGES) {
 		uint64_t n = chunk_pages(first, h.page_count);
 
 		if (verify_chunk(mfd, hfd, first, n, buf, &res, path,
-				 hashes_path))
+				 hashes_path, err, errlen))
 			goto out;
 	}
 	ret = 0;
 	uint64_t actual = XXH3_64bits_digest(res.state);
 
 	if (actual != h.root) {
-		report_root(hashes_path, h.root, actual);
+		report_root(hashes_path, h.root, actual, err, errlen);
 		ret = 1;
 	}
 	if (res.bad_pages) {
 		uint64_t off = res.first_bad * MEMFILE_PAGE_SIZE;
 
-		fprintf(stderr,
-			"memory file %s: %" PRIu64 " of %" PRIu64 " pages do "
-			"not match %s; the first is page %" PRIu64
-			" (file offset %#" PRIx64 ")\n",
-			path, res.bad_pages, h.page_count, hashes_path,
-			res.first_bad, off);
+		/* After the root's message, if any: both are worth reading. */
+		if (ret)
+			errbuf_append(err, errlen, "; ");
+		else
+			errbuf_set(err, errlen, "%s", "");
+		errbuf_append(err, errlen,
+			      "memory file %s: %" PRIu64 " of %" PRIu64
+			      " pages do "
+			      "not match %s; the first is page %" PRIu64
+			      " (file offset %#" PRIx64 ")",
+			      path, res.bad_pages, h.page_count, hashes_path,
+			      res.first_bad, off);
 		ret = 1;
 	}
 out:

@@ -14,10 +14,17 @@
  * recorded in the state file and the catalog.  Restoring checks only sizes
  * and the root (reading 2 KiB of hashes per MiB of RAM); memfile_verify()
  * re-reads every page, for `thaw snapshot verify`.
+ *
+ * Errors (common/errbuf.h): functions return 0 or -1 (memfile_map() the
+ * mapping or NULL) and write one message naming the file and what does not
+ * match into the caller's err buffer (may be NULL); nothing here prints.
+ * memfile_verify() also has a third answer, 1: the files were read and do
+ * not match, which is what it is asked, not a failure to ask it.
  */
 #ifndef THAW_SNAPSHOT_MEMFILE_H
 #define THAW_SNAPSHOT_MEMFILE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define MEMFILE_PAGE_SIZE 4096
@@ -39,29 +46,28 @@ _Static_assert(sizeof(struct memfile_hashes_header) == 32,
  * @path as a sparse file and their page hashes to @hashes_path; both are
  * created (never replaced: clones may have an existing memory.img mapped),
  * written and fsynced.  *root receives the hash root.
- * Returns 0, or -1 after a message naming the file.
  */
 int memfile_write(const void *mem, uint64_t size, const char *path,
-		  const char *hashes_path, uint64_t *root);
+		  const char *hashes_path, uint64_t *root, char *err,
+		  size_t errlen);
 
 /*
  * Opens @path for a clone: checks that it is exactly @size bytes and that
  * @hashes_path is a well-formed hash file for @size bytes whose root is
  * @root, then maps it MAP_PRIVATE, readable and writable.  Returns the
  * mapping with the open file in *fd (the io_uring loader reads through it;
- * the caller closes it and munmaps @size bytes), or NULL after a message
- * naming the file and what does not match.
+ * the caller closes it and munmaps @size bytes), or NULL.
  */
 void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
-		  uint64_t root, int *fd);
+		  uint64_t root, int *fd, char *err, size_t errlen);
 
 /*
  * Re-reads every page of @path and compares it with @hashes_path (whose
  * root must be @root).  Returns 0 when everything matches; 1 when pages
- * differ or sizes or the root do not match, after a message saying which
+ * differ or sizes or the root do not match, with a message saying which
  * (the first bad page, how many); -1 when a file cannot be read.
  */
 int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
-		   uint64_t root);
+		   uint64_t root, char *err, size_t errlen);
 
 #endif

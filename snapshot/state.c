@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "errbuf.h"
 #include "io.h"
 
 #define SECTION_ALIGN 8
@@ -147,7 +148,8 @@ static int compare_keys(const void *a, const void *b)
  * it never leaves a file its reader would refuse (a saver that put one
  * section twice).
  */
-static int check_sections(const char *path, const uint8_t *body, size_t size)
+static int check_sections(const char *path, const uint8_t *body, size_t size,
+			  char *err, size_t errlen)
 {
 	const size_t hdr = sizeof(struct state_section_header);
 	/* Every section takes at least a header, so this bounds the count. */
@@ -156,7 +158,8 @@ static int check_sections(const char *path, const uint8_t *body, size_t size)
 	int ret = -1;
 
 	if (!keys) {
-		fprintf(stderr, "snapshot state %s: out of memory\n", path);
+		errbuf_set(err, errlen, "snapshot state %s: out of memory",
+			   path);
 		return -1;
 	}
 	while (off < size) {
@@ -164,28 +167,30 @@ static int check_sections(const char *path, const uint8_t *body, size_t size)
 		size_t left = size - off;
 
 		if (left < hdr) {
-			fprintf(stderr,
-				"snapshot state %s: section header at body "
-				"offset %zu is cut off (%zu bytes left)\n",
-				path, off, left);
+			errbuf_set(err, errlen,
+				   "snapshot state %s: section header at body "
+				   "offset %zu is cut off (%zu bytes left)",
+				   path, off, left);
 			goto out;
 		}
 		memcpy(&sh, body + off, hdr);
 		left -= hdr;
 		if (sh.size > left || padded(sh.size) > left) {
-			fprintf(stderr,
+			errbuf_set(
+				err, errlen,
 				"snapshot state %s: section %#x (%s) instance "
 				"%u at body offset %zu: size %u runs past the "
-				"end of the body (%zu bytes left)\n",
+				"end of the body (%zu bytes left)",
 				path, sh.tag, state_tag_name(sh.tag),
 				sh.instance, off, sh.size, left);
 			goto out;
 		}
 		if (sh.reserved) {
-			fprintf(stderr,
+			errbuf_set(
+				err, errlen,
 				"snapshot state %s: section %#x (%s) instance "
 				"%u at body offset %zu: reserved field is %#x, "
-				"must be zero\n",
+				"must be zero",
 				path, sh.tag, state_tag_name(sh.tag),
 				sh.instance, off, sh.reserved);
 			goto out;
@@ -194,11 +199,12 @@ static int check_sections(const char *path, const uint8_t *body, size_t size)
 
 		for (size_t i = sh.size; i < padded(sh.size); i++) {
 			if (data[i]) {
-				fprintf(stderr,
+				errbuf_set(
+					err, errlen,
 					"snapshot state %s: section %#x (%s) "
 					"instance %u at body offset %zu: "
 					"padding byte %zu is %#x, must be "
-					"zero\n",
+					"zero",
 					path, sh.tag, state_tag_name(sh.tag),
 					sh.instance, off, i - sh.size, data[i]);
 				goto out;
@@ -210,9 +216,10 @@ static int check_sections(const char *path, const uint8_t *body, size_t size)
 	qsort(keys, nr, sizeof(*keys), compare_keys);
 	for (size_t i = 1; i < nr; i++) {
 		if (!compare_keys(&keys[i - 1], &keys[i])) {
-			fprintf(stderr,
+			errbuf_set(
+				err, errlen,
 				"snapshot state %s: section %#x (%s) instance "
-				"%u appears more than once\n",
+				"%u appears more than once",
 				path, keys[i].tag, state_tag_name(keys[i].tag),
 				keys[i].instance);
 			goto out;
@@ -225,17 +232,17 @@ out:
 }
 
 int state_writer_save(struct state_writer *w, struct state_file_header *header,
-		      const char *path)
+		      const char *path, char *err, size_t errlen)
 {
 	if (w->error) {
-		fprintf(stderr,
-			"snapshot state %s: cannot collect sections: %s\n",
-			path,
+		errbuf_set(
+			err, errlen,
+			"snapshot state %s: cannot collect sections: %s", path,
 			w->error == -EFBIG ? "larger than the state size limit"
 					   : strerror(-w->error));
 		return -1;
 	}
-	if (check_sections(path, w->buf, w->len))
+	if (check_sections(path, w->buf, w->len, err, errlen))
 		return -1;
 
 	memcpy(header->magic, STATE_MAGIC, sizeof(header->magic));
@@ -248,21 +255,21 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 
 	if (fd < 0) {
-		fprintf(stderr, "snapshot state %s: cannot create: %s\n", path,
-			strerror(errno));
+		errbuf_set(err, errlen, "snapshot state %s: cannot create: %s",
+			   path, strerror(errno));
 		return -1;
 	}
-	int err = pwrite_full(fd, header, sizeof(*header), 0);
+	int ret = pwrite_full(fd, header, sizeof(*header), 0);
 
-	if (!err)
-		err = pwrite_full(fd, w->buf, w->len, sizeof(*header));
-	if (!err && fsync(fd))
-		err = -errno;
-	if (close(fd) && !err)
-		err = -errno;
-	if (err) {
-		fprintf(stderr, "snapshot state %s: cannot write: %s\n", path,
-			strerror(-err));
+	if (!ret)
+		ret = pwrite_full(fd, w->buf, w->len, sizeof(*header));
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	if (ret) {
+		errbuf_set(err, errlen, "snapshot state %s: cannot write: %s",
+			   path, strerror(-ret));
 		return -1;
 	}
 	return 0;
@@ -275,36 +282,40 @@ void state_writer_free(struct state_writer *w)
 }
 
 static int check_header(const char *path, const struct state_file_header *h,
-			uint64_t body_bytes)
+			uint64_t body_bytes, char *err, size_t errlen)
 {
 	if (memcmp(h->magic, STATE_MAGIC, sizeof(h->magic))) {
-		fprintf(stderr,
-			"snapshot state %s: bad magic (not a thaw state file)\n",
+		errbuf_set(
+			err, errlen,
+			"snapshot state %s: bad magic (not a thaw state file)",
 			path);
 		return -1;
 	}
 	if (h->format_version != STATE_FORMAT_VERSION) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"snapshot state %s: format version %u, this thaw reads "
-			"%u\n",
+			"%u",
 			path, h->format_version, STATE_FORMAT_VERSION);
 		return -1;
 	}
 	if (h->header_size != sizeof(*h)) {
-		fprintf(stderr,
-			"snapshot state %s: header_size %u, expected %zu\n",
-			path, h->header_size, sizeof(*h));
+		errbuf_set(err, errlen,
+			   "snapshot state %s: header_size %u, expected %zu",
+			   path, h->header_size, sizeof(*h));
 		return -1;
 	}
 	if (h->flags) {
-		fprintf(stderr, "snapshot state %s: flags %#x, must be zero\n",
-			path, h->flags);
+		errbuf_set(err, errlen,
+			   "snapshot state %s: flags %#x, must be zero", path,
+			   h->flags);
 		return -1;
 	}
 	if (h->body_size != body_bytes) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"snapshot state %s: body_size %llu in the header, but "
-			"%llu bytes follow it (truncated?)\n",
+			"%llu bytes follow it (truncated?)",
 			path, (unsigned long long)h->body_size,
 			(unsigned long long)body_bytes);
 		return -1;
@@ -312,66 +323,71 @@ static int check_header(const char *path, const struct state_file_header *h,
 	return 0;
 }
 
-int state_reader_open(struct state_reader *r, const char *path)
+int state_reader_open(struct state_reader *r, const char *path, char *err,
+		      size_t errlen)
 {
 	const size_t hdr = sizeof(struct state_file_header);
 	struct stat st;
-	int err;
+	int ret;
 
 	memset(r, 0, sizeof(*r));
+	r->err = err;
+	r->errlen = errlen;
 	if ((size_t)snprintf(r->path, sizeof(r->path), "%s", path) >=
 	    sizeof(r->path)) {
-		fprintf(stderr, "snapshot state %s: path too long\n", path);
+		errbuf_set(err, errlen, "snapshot state %s: path too long",
+			   path);
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		fprintf(stderr, "snapshot state %s: cannot open: %s\n", path,
-			strerror(errno));
+		errbuf_set(err, errlen, "snapshot state %s: cannot open: %s",
+			   path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st)) {
-		fprintf(stderr, "snapshot state %s: cannot stat: %s\n", path,
-			strerror(errno));
+		errbuf_set(err, errlen, "snapshot state %s: cannot stat: %s",
+			   path, strerror(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fprintf(stderr, "snapshot state %s: not a regular file\n",
-			path);
+		errbuf_set(err, errlen, "snapshot state %s: not a regular file",
+			   path);
 		goto fail;
 	}
 	if ((uint64_t)st.st_size < hdr) {
-		fprintf(stderr,
-			"snapshot state %s: %lld bytes, shorter than the "
-			"%zu-byte header (truncated)\n",
-			path, (long long)st.st_size, hdr);
+		errbuf_set(err, errlen,
+			   "snapshot state %s: %lld bytes, shorter than the "
+			   "%zu-byte header (truncated)",
+			   path, (long long)st.st_size, hdr);
 		goto fail;
 	}
 	if ((uint64_t)st.st_size > STATE_MAX_BODY + hdr) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"snapshot state %s: %lld bytes, more than the %zu-byte "
-			"limit (not a thaw state file)\n",
+			"limit (not a thaw state file)",
 			path, (long long)st.st_size, STATE_MAX_BODY + hdr);
 		goto fail;
 	}
-	err = pread_full(fd, &r->header, hdr, 0);
-	if (err)
+	ret = pread_full(fd, &r->header, hdr, 0);
+	if (ret)
 		goto read_error;
 	r->body_size = st.st_size - hdr;
-	if (check_header(path, &r->header, r->body_size))
+	if (check_header(path, &r->header, r->body_size, err, errlen))
 		goto fail;
 
 	/* malloc(0) may return NULL; an empty body is still a valid file. */
 	r->body = malloc(r->body_size ? r->body_size : 1);
 	if (!r->body) {
-		fprintf(stderr,
-			"snapshot state %s: out of memory for %zu bytes\n",
-			path, r->body_size);
+		errbuf_set(err, errlen,
+			   "snapshot state %s: out of memory for %zu bytes",
+			   path, r->body_size);
 		goto fail;
 	}
-	err = pread_full(fd, r->body, r->body_size, hdr);
-	if (err)
+	ret = pread_full(fd, r->body, r->body_size, hdr);
+	if (ret)
 		goto read_error;
 	close(fd);
 	fd = -1;
@@ -379,20 +395,21 @@ int state_reader_open(struct state_reader *r, const char *path)
 	uint64_t hash = XXH3_64bits(r->body, r->body_size);
 
 	if (hash != r->header.body_hash) {
-		fprintf(stderr,
+		errbuf_set(
+			err, errlen,
 			"snapshot state %s: body hash mismatch (file "
-			"corrupted): header says %#llx, body hashes to %#llx\n",
+			"corrupted): header says %#llx, body hashes to %#llx",
 			path, (unsigned long long)r->header.body_hash,
 			(unsigned long long)hash);
 		goto fail;
 	}
-	if (check_sections(path, r->body, r->body_size))
+	if (check_sections(path, r->body, r->body_size, err, errlen))
 		goto fail;
 	return 0;
 
 read_error:
-	fprintf(stderr, "snapshot state %s: cannot read: %s\n", path,
-		err == -EIO ? "file shrank while reading" : strerror(-err));
+	errbuf_set(err, errlen, "snapshot state %s: cannot read: %s", path,
+		   ret == -EIO ? "file shrank while reading" : strerror(-ret));
 fail:
 	if (fd >= 0)
 		close(fd);
@@ -427,18 +444,18 @@ int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
 	const void *data = state_find(r, tag, instance, &found);
 
 	if (!data) {
-		fprintf(stderr,
-			"snapshot state %s: section %#x (%s) instance %u is "
-			"missing\n",
-			r->path, tag, state_tag_name(tag), instance);
+		errbuf_set(r->err, r->errlen,
+			   "snapshot state %s: section %#x (%s) instance %u is "
+			   "missing",
+			   r->path, tag, state_tag_name(tag), instance);
 		return -1;
 	}
 	if (found != size) {
-		fprintf(stderr,
-			"snapshot state %s: section %#x (%s) instance %u is "
-			"%zu bytes, expected %zu\n",
-			r->path, tag, state_tag_name(tag), instance, found,
-			size);
+		errbuf_set(r->err, r->errlen,
+			   "snapshot state %s: section %#x (%s) instance %u is "
+			   "%zu bytes, expected %zu",
+			   r->path, tag, state_tag_name(tag), instance, found,
+			   size);
 		return -1;
 	}
 	memcpy(out, data, size);

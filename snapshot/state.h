@@ -26,6 +26,13 @@
  * see host_cpu.h) and the machine's shape (memory size, vCPUs) and the root
  * of its memory page hashes (memfile.h), so a restore can refuse a mismatch
  * before it creates anything.
+ *
+ * Errors (common/errbuf.h): functions that can fail return 0 or -1 and write
+ * one message naming the file and what failed into the caller's err buffer;
+ * nothing here prints.  state_get() takes no buffer of its own: it writes
+ * into the one its reader was opened with, so the many reads of a restore
+ * (every device reads its own sections) report into one buffer the restore
+ * prints once.
  */
 #ifndef THAW_SNAPSHOT_STATE_H
 #define THAW_SNAPSHOT_STATE_H
@@ -112,11 +119,10 @@ void state_put(struct state_writer *w, uint32_t tag, uint32_t instance,
  * hash, flags; the caller sets cpu_signature, mem_size, memory_hash_root and
  * nr_vcpus) and writes header and body to @path, created (never replaced)
  * with mode 0644, then fsyncs it.  Sections are checked as the reader checks
- * them first, so a section put twice fails here rather than on restore. Returns
- * 0, or -1 after a message on stderr naming @path.
+ * them first, so a section put twice fails here rather than on restore.
  */
 int state_writer_save(struct state_writer *w, struct state_file_header *header,
-		      const char *path);
+		      const char *path, char *err, size_t errlen);
 void state_writer_free(struct state_writer *w);
 
 struct state_reader {
@@ -124,14 +130,17 @@ struct state_reader {
 	struct state_file_header header;
 	uint8_t *body;
 	size_t body_size;
+	char *err; /* the caller's buffer, for state_get() */
+	size_t errlen;
 };
 
 /*
- * Reads and checks @path as a whole (see the top of this file).  Returns 0,
- * or -1 after one message on stderr naming the file and the check that
- * failed; the reader then holds nothing.
+ * Reads and checks @path as a whole (see the top of this file).  On failure
+ * @err names the check that failed and the reader holds nothing.  @err
+ * (may be NULL) must outlive the reader: state_get() reports into it.
  */
-int state_reader_open(struct state_reader *r, const char *path);
+int state_reader_open(struct state_reader *r, const char *path, char *err,
+		      size_t errlen);
 
 /* The data of section (@tag, @instance) and its size, or NULL if absent. */
 const void *state_find(const struct state_reader *r, uint32_t tag,
@@ -139,8 +148,8 @@ const void *state_find(const struct state_reader *r, uint32_t tag,
 
 /*
  * Copies section (@tag, @instance) into @out, which must be exactly @size
- * bytes.  Returns 0, or -1 after a message naming the file and the section
- * when it is missing or has another size.
+ * bytes.  -1 when it is missing or has another size, with a message naming
+ * the file and the section in the buffer state_reader_open() was given.
  */
 int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
 	      void *out, size_t size);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errbuf.h"
 #include "io.h"
 
 /* Linux 5.14; older C libraries do not know it. */
@@ -72,7 +73,7 @@ static int range_add(struct range_list *l, uint64_t page)
 		cap = l->cap ? 2 * l->cap : 64;
 		r = realloc(l->r, cap * sizeof(*l->r));
 		if (!r)
-			return -1;
+			return -ENOMEM;
 		l->r = r;
 		l->cap = cap;
 	}
@@ -82,39 +83,44 @@ static int range_add(struct range_list *l, uint64_t page)
 }
 
 static int scan_pagemap(const void *mem, uint64_t nr_pages,
-			struct range_list *l, uint64_t *pages, const char *path)
+			struct range_list *l, uint64_t *pages, const char *path,
+			char *err, size_t errlen)
 {
 	off_t base = (uintptr_t)mem / WS_PAGE_SIZE * sizeof(uint64_t);
 	uint64_t *entries, done, n, i;
-	int fd, err, ret = -1;
+	int fd, ret;
 
 	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
 	if (!entries) {
-		fprintf(stderr, "%s: out of memory\n", path);
-		return -1;
+		errbuf_set(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
 	}
 	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "%s: cannot open /proc/self/pagemap: %s\n",
-			path, strerror(errno));
+		ret = -errno;
+		errbuf_set(err, errlen,
+			   "%s: cannot open /proc/self/pagemap: %s", path,
+			   strerror(-ret));
 		goto out;
 	}
 	for (done = 0; done < nr_pages; done += n) {
 		n = nr_pages - done < PAGEMAP_BATCH ? nr_pages - done
 						    : PAGEMAP_BATCH;
-		err = pread_full(fd, entries, n * sizeof(*entries),
+		ret = pread_full(fd, entries, n * sizeof(*entries),
 				 base + done * sizeof(*entries));
-		if (err) {
-			fprintf(stderr, "%s: reading /proc/self/pagemap: %s\n",
-				path,
-				err == -EIO ? "short read" : strerror(-err));
+		if (ret) {
+			errbuf_set(err, errlen,
+				   "%s: reading /proc/self/pagemap: %s", path,
+				   ret == -EIO ? "short read" : strerror(-ret));
 			goto out;
 		}
 		for (i = 0; i < n; i++) {
 			if (!(entries[i] & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)))
 				continue;
-			if (range_add(l, done + i)) {
-				fprintf(stderr, "%s: out of memory\n", path);
+			ret = range_add(l, done + i);
+			if (ret) {
+				errbuf_set(err, errlen, "%s: out of memory",
+					   path);
 				goto out;
 			}
 			(*pages)++;
@@ -129,11 +135,11 @@ out:
 }
 
 /* Makes the rename itself durable, not just the file's contents. */
-static int fsync_parent(const char *path)
+static int fsync_parent(const char *path, char *err, size_t errlen)
 {
 	const char *slash = strrchr(path, '/');
 	char *dir;
-	int fd, ret = -1;
+	int fd, ret = 0;
 
 	if (!slash)
 		dir = strdup(".");
@@ -142,15 +148,15 @@ static int fsync_parent(const char *path)
 	else
 		dir = strndup(path, slash - path);
 	if (!dir) {
-		fprintf(stderr, "%s: out of memory\n", path);
-		return -1;
+		errbuf_set(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
 	}
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd))
-		fprintf(stderr, "%s: cannot sync directory %s: %s\n", path, dir,
-			strerror(errno));
-	else
-		ret = 0;
+	if (fd < 0 || fsync(fd)) {
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot sync directory %s: %s",
+			   path, dir, strerror(-ret));
+	}
 	if (fd >= 0)
 		close(fd);
 	free(dir);
@@ -158,54 +164,60 @@ static int fsync_parent(const char *path)
 }
 
 static int write_file(const char *path, const struct workingset_header *h,
-		      const struct workingset_range *r)
+		      const struct workingset_range *r, char *err,
+		      size_t errlen)
 {
 	char *tmp;
-	int fd, err;
+	int fd, ret;
 
 	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0) {
-		fprintf(stderr, "%s: out of memory\n", path);
-		return -1;
+		errbuf_set(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "%s: cannot create: %s\n", tmp,
-			strerror(errno));
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot create: %s", tmp,
+			   strerror(-ret));
 		free(tmp);
-		return -1;
+		return ret;
 	}
-	err = write_full(fd, h, sizeof(*h));
-	if (!err)
-		err = write_full(fd, r, h->nr_ranges * sizeof(*r));
-	if (!err && fsync(fd))
-		err = -errno;
-	if (err) {
-		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(-err));
+	ret = write_full(fd, h, sizeof(*h));
+	if (!ret)
+		ret = write_full(fd, r, h->nr_ranges * sizeof(*r));
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (ret) {
+		errbuf_set(err, errlen, "%s: cannot write: %s", tmp,
+			   strerror(-ret));
 		goto fail;
 	}
 	if (close(fd)) {
 		fd = -1;
-		fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(errno));
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot write: %s", tmp,
+			   strerror(-ret));
 		goto fail;
 	}
 	fd = -1;
 	if (rename(tmp, path)) {
-		fprintf(stderr, "%s: cannot rename %s over it: %s\n", path, tmp,
-			strerror(errno));
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot rename %s over it: %s",
+			   path, tmp, strerror(-ret));
 		goto fail;
 	}
 	free(tmp);
-	return fsync_parent(path);
+	return fsync_parent(path, err, errlen);
 fail:
 	if (fd >= 0)
 		close(fd);
 	unlink(tmp);
 	free(tmp);
-	return -1;
+	return ret;
 }
 
 int workingset_record(const void *mem, uint64_t size, const char *path,
-		      uint64_t *pages)
+		      uint64_t *pages, char *err, size_t errlen)
 {
 	struct workingset_header h = {
 		.version = WORKINGSET_VERSION,
@@ -213,53 +225,55 @@ int workingset_record(const void *mem, uint64_t size, const char *path,
 		.page_count = size / WS_PAGE_SIZE,
 	};
 	struct range_list l = { 0 };
-	int ret = -1;
+	int ret;
 
 	memcpy(h.magic, WORKINGSET_MAGIC, sizeof(h.magic));
 	*pages = 0;
 	if (size % WS_PAGE_SIZE || (uintptr_t)mem % WS_PAGE_SIZE) {
-		fprintf(stderr,
-			"%s: memory at %p, %" PRIu64
-			" bytes, is not whole %d-byte pages\n",
-			path, mem, size, WS_PAGE_SIZE);
-		return -1;
+		errbuf_set(err, errlen,
+			   "%s: memory at %p, %" PRIu64
+			   " bytes, is not whole %d-byte pages",
+			   path, mem, size, WS_PAGE_SIZE);
+		return -EINVAL;
 	}
-	if (!scan_pagemap(mem, h.page_count, &l, pages, path)) {
+	ret = scan_pagemap(mem, h.page_count, &l, pages, path, err, errlen);
+	if (!ret) {
 		h.nr_ranges = l.nr;
-		ret = write_file(path, &h, l.r);
+		ret = write_file(path, &h, l.r, err, errlen);
 	}
 	free(l.r);
 	return ret;
 }
 
 static int check_ranges(const char *path, const struct workingset_range *r,
-			uint64_t nr, uint64_t page_count)
+			uint64_t nr, uint64_t page_count, char *err,
+			size_t errlen)
 {
 	uint64_t i, end = 0;
 
 	for (i = 0; i < nr; i++) {
 		if (!r[i].nr_pages) {
-			fprintf(stderr, "%s: range %" PRIu64 " is empty\n",
-				path, i);
-			return -1;
+			errbuf_set(err, errlen,
+				   "%s: range %" PRIu64 " is empty", path, i);
+			return -EINVAL;
 		}
 		if (r[i].first_page < end) {
-			fprintf(stderr,
-				"%s: range %" PRIu64 " (page %" PRIu64
-				") overlaps or precedes the range before it\n",
-				path, i, r[i].first_page);
-			return -1;
+			errbuf_set(err, errlen,
+				   "%s: range %" PRIu64 " (page %" PRIu64
+				   ") overlaps or precedes the range before it",
+				   path, i, r[i].first_page);
+			return -EINVAL;
 		}
 		if (r[i].first_page > page_count ||
 		    r[i].nr_pages > page_count - r[i].first_page) {
-			fprintf(stderr,
-				"%s: range %" PRIu64 " (%" PRIu64
-				" pages from page %" PRIu64
-				") ends beyond the memory file's %" PRIu64
-				" pages\n",
-				path, i, r[i].nr_pages, r[i].first_page,
-				page_count);
-			return -1;
+			errbuf_set(err, errlen,
+				   "%s: range %" PRIu64 " (%" PRIu64
+				   " pages from page %" PRIu64
+				   ") ends beyond the memory file's %" PRIu64
+				   " pages",
+				   path, i, r[i].nr_pages, r[i].first_page,
+				   page_count);
+			return -EINVAL;
 		}
 		end = r[i].first_page + r[i].nr_pages;
 	}
@@ -268,15 +282,15 @@ static int check_ranges(const char *path, const struct workingset_range *r,
 
 /*
  * Reads and checks @path; *r gets the ranges (NULL when there are none)
- * and *nr their number.
+ * and *nr their number.  Returns as workingset_prefetch().
  */
 static int load(const char *path, uint64_t size, struct workingset_range **r,
-		uint64_t *nr)
+		uint64_t *nr, char *err, size_t errlen)
 {
 	struct workingset_header h;
 	struct stat st;
 	uint64_t body;
-	int fd, err;
+	int fd, ret = -EINVAL;
 
 	*r = NULL;
 	*nr = 0;
@@ -284,77 +298,87 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 	if (fd < 0 && errno == ENOENT)
 		return -ENOENT;
 	if (fd < 0) {
-		fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno));
-		return -1;
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot open: %s", path,
+			   strerror(-ret));
+		return ret;
 	}
 	if (fstat(fd, &st)) {
-		fprintf(stderr, "%s: cannot stat: %s\n", path, strerror(errno));
+		ret = -errno;
+		errbuf_set(err, errlen, "%s: cannot stat: %s", path,
+			   strerror(-ret));
 		goto fail;
 	}
 	if (st.st_size < (off_t)sizeof(h)) {
-		fprintf(stderr, "%s: truncated: %lld bytes, header is %zu\n",
-			path, (long long)st.st_size, sizeof(h));
+		errbuf_set(err, errlen,
+			   "%s: truncated: %lld bytes, header is %zu", path,
+			   (long long)st.st_size, sizeof(h));
 		goto fail;
 	}
-	err = pread_full(fd, &h, sizeof(h), 0);
-	if (err) {
-		fprintf(stderr, "%s: cannot read: %s\n", path,
-			err == -EIO ? "file shrank" : strerror(-err));
+	ret = pread_full(fd, &h, sizeof(h), 0);
+	if (ret) {
+		errbuf_set(err, errlen, "%s: cannot read: %s", path,
+			   ret == -EIO ? "file shrank" : strerror(-ret));
 		goto fail;
 	}
+	ret = -EINVAL;
 	if (memcmp(h.magic, WORKINGSET_MAGIC, sizeof(h.magic))) {
-		fprintf(stderr, "%s: not a working set file (bad magic)\n",
-			path);
+		errbuf_set(err, errlen,
+			   "%s: not a working set file (bad magic)", path);
 		goto fail;
 	}
 	if (h.version != WORKINGSET_VERSION) {
-		fprintf(stderr, "%s: version %" PRIu32 ", expected %d\n", path,
-			h.version, WORKINGSET_VERSION);
+		errbuf_set(err, errlen, "%s: version %" PRIu32 ", expected %d",
+			   path, h.version, WORKINGSET_VERSION);
 		goto fail;
 	}
 	if (h.page_size != WS_PAGE_SIZE) {
-		fprintf(stderr, "%s: page size %" PRIu32 ", expected %d\n",
-			path, h.page_size, WS_PAGE_SIZE);
+		errbuf_set(err, errlen,
+			   "%s: page size %" PRIu32 ", expected %d", path,
+			   h.page_size, WS_PAGE_SIZE);
 		goto fail;
 	}
 	if (size % WS_PAGE_SIZE || h.page_count != size / WS_PAGE_SIZE) {
-		fprintf(stderr,
-			"%s: describes %" PRIu64
-			" pages, the memory file is %" PRIu64 " bytes\n",
-			path, h.page_count, size);
+		errbuf_set(err, errlen,
+			   "%s: describes %" PRIu64
+			   " pages, the memory file is %" PRIu64 " bytes",
+			   path, h.page_count, size);
 		goto fail;
 	}
 	/* Disjoint ranges of at least a page each: more cannot be valid,
 	 * and a huge file must not cost a huge allocation first. */
 	if (h.nr_ranges > h.page_count) {
-		fprintf(stderr,
-			"%s: %" PRIu64 " ranges for %" PRIu64 " pages\n", path,
-			h.nr_ranges, h.page_count);
+		errbuf_set(err, errlen,
+			   "%s: %" PRIu64 " ranges for %" PRIu64 " pages", path,
+			   h.nr_ranges, h.page_count);
 		goto fail;
 	}
 	/* Divided rather than multiplied: nr_ranges is untrusted. */
 	body = st.st_size - sizeof(h);
 	if (body % sizeof(**r) || body / sizeof(**r) != h.nr_ranges) {
-		fprintf(stderr,
-			"%s: %lld bytes, but the header lists %" PRIu64
-			" ranges\n",
-			path, (long long)st.st_size, h.nr_ranges);
+		errbuf_set(err, errlen,
+			   "%s: %lld bytes, but the header lists %" PRIu64
+			   " ranges",
+			   path, (long long)st.st_size, h.nr_ranges);
 		goto fail;
 	}
 	if (body) {
 		*r = malloc(body);
 		if (!*r) {
-			fprintf(stderr, "%s: out of memory\n", path);
+			ret = -ENOMEM;
+			errbuf_set(err, errlen, "%s: out of memory", path);
 			goto fail;
 		}
-		err = pread_full(fd, *r, body, sizeof(h));
-		if (err) {
-			fprintf(stderr, "%s: cannot read ranges: %s\n", path,
-				err == -EIO ? "file shrank" : strerror(-err));
+		ret = pread_full(fd, *r, body, sizeof(h));
+		if (ret) {
+			errbuf_set(
+				err, errlen, "%s: cannot read ranges: %s", path,
+				ret == -EIO ? "file shrank" : strerror(-ret));
 			goto fail;
 		}
 	}
-	if (check_ranges(path, *r, h.nr_ranges, h.page_count))
+	ret = check_ranges(path, *r, h.nr_ranges, h.page_count, err, errlen);
+	if (ret)
 		goto fail;
 	close(fd);
 	*nr = h.nr_ranges;
@@ -363,7 +387,7 @@ fail:
 	close(fd);
 	free(*r);
 	*r = NULL;
-	return -1;
+	return ret;
 }
 
 /*
@@ -373,21 +397,21 @@ fail:
  * have been without a prefetch.
  */
 static int read_ranges(int fd, const struct workingset_range *r, uint64_t nr,
-		       const char *path)
+		       const char *path, char *err, size_t errlen)
 {
 	uint64_t i = 0, done = 0, n, off;
 	unsigned int inflight = 0;
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 	struct io_uring ring;
-	bool failed = false;
+	int failed = 0; /* the first failure's negative errno */
 	int ret;
 
 	ret = io_uring_queue_init(RING_DEPTH, &ring, 0);
 	if (ret < 0) {
-		fprintf(stderr, "%s: io_uring_queue_init: %s\n", path,
-			strerror(-ret));
-		return -1;
+		errbuf_set(err, errlen, "%s: io_uring_queue_init: %s", path,
+			   strerror(-ret));
+		return ret;
 	}
 	for (;;) {
 		/*
@@ -417,28 +441,29 @@ static int read_ranges(int fd, const struct workingset_range *r, uint64_t nr,
 		if (ret == -EINTR)
 			continue;
 		if (ret < 0) {
-			fprintf(stderr, "%s: io_uring_submit: %s\n", path,
-				strerror(-ret));
-			failed = true;
+			errbuf_set(err, errlen, "%s: io_uring_submit: %s", path,
+				   strerror(-ret));
+			failed = ret;
 			break;
 		}
 		while (!io_uring_peek_cqe(&ring, &cqe)) {
 			/* Reported once: later failures are the same one. */
 			if (cqe->res < 0 && !failed) {
-				fprintf(stderr,
-					"%s: prefetching memory file offset %llu: %s\n",
+				errbuf_set(
+					err, errlen,
+					"%s: prefetching memory file offset %llu: %s",
 					path,
 					(unsigned long long)
 						io_uring_cqe_get_data64(cqe),
 					strerror(-cqe->res));
-				failed = true;
+				failed = cqe->res;
 			}
 			io_uring_cqe_seen(&ring, cqe);
 			inflight--;
 		}
 	}
 	io_uring_queue_exit(&ring);
-	return failed ? -1 : 0;
+	return failed;
 }
 
 /*
@@ -448,12 +473,13 @@ static int read_ranges(int fd, const struct workingset_range *r, uint64_t nr,
  * every page into this clone alone.
  */
 static int populate(void *mem, const struct workingset_range *r, uint64_t nr,
-		    const char *path)
+		    const char *path, char *err, size_t errlen)
 {
 	bool touch = false;
 	size_t len, off;
 	uint64_t i;
 	char *p;
+	int ret;
 
 	for (i = 0; i < nr; i++) {
 		p = (char *)mem + r[i].first_page * WS_PAGE_SIZE;
@@ -462,12 +488,13 @@ static int populate(void *mem, const struct workingset_range *r, uint64_t nr,
 			if (!madvise(p, len, MADV_POPULATE_READ))
 				continue;
 			if (errno != EINVAL) {
-				fprintf(stderr,
-					"%s: MADV_POPULATE_READ of %" PRIu64
-					" pages from page %" PRIu64 ": %s\n",
-					path, r[i].nr_pages, r[i].first_page,
-					strerror(errno));
-				return -1;
+				ret = -errno;
+				errbuf_set(err, errlen,
+					   "%s: MADV_POPULATE_READ of %" PRIu64
+					   " pages from page %" PRIu64 ": %s",
+					   path, r[i].nr_pages, r[i].first_page,
+					   strerror(-ret));
+				return ret;
 			}
 			/* Before Linux 5.14: a read fault per page. */
 			touch = true;
@@ -479,14 +506,14 @@ static int populate(void *mem, const struct workingset_range *r, uint64_t nr,
 }
 
 int workingset_prefetch(int fd, void *mem, uint64_t size, const char *path,
-			uint64_t *pages)
+			uint64_t *pages, char *err, size_t errlen)
 {
 	struct workingset_range *r;
 	uint64_t nr, i;
 	int ret;
 
 	*pages = 0;
-	ret = load(path, size, &r, &nr);
+	ret = load(path, size, &r, &nr, err, errlen);
 	if (ret)
 		return ret;
 	/*
@@ -494,9 +521,9 @@ int workingset_prefetch(int fd, void *mem, uint64_t size, const char *path,
 	 * while faults on a cold page cache would wait for one page at a
 	 * time.
 	 */
-	ret = read_ranges(fd, r, nr, path);
+	ret = read_ranges(fd, r, nr, path, err, errlen);
 	if (!ret)
-		ret = populate(mem, r, nr, path);
+		ret = populate(mem, r, nr, path, err, errlen);
 	if (!ret)
 		for (i = 0; i < nr; i++)
 			*pages += r[i].nr_pages;

@@ -17,10 +17,15 @@
  * struct workingset_range, sorted, non-overlapping, inside page_count;
  * written to a temporary name, fsynced and renamed, so readers see a whole
  * file or none.
+ *
+ * Errors (common/errbuf.h): functions return 0 or a negative errno and
+ * write one message naming the file into the caller's err buffer (may be
+ * NULL); nothing here prints.
  */
 #ifndef THAW_SNAPSHOT_WORKINGSET_H
 #define THAW_SNAPSHOT_WORKINGSET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define WORKINGSET_MAGIC "THAWWSET" /* 8 bytes, no NUL in the file */
@@ -41,20 +46,22 @@ struct workingset_range {
 
 /*
  * Records the pages of [@mem, @mem + @size) that are mapped in this
- * process and writes them to @path.  *pages gets their number.  Returns 0,
- * or -1 after a message naming the file.
+ * process and writes them to @path.  *pages gets their number.  -EINVAL
+ * when @mem and @size are not whole pages.
  */
 int workingset_record(const void *mem, uint64_t size, const char *path,
-		      uint64_t *pages);
+		      uint64_t *pages, char *err, size_t errlen);
 
 /*
  * Reads @path (it must describe a memory file of @size bytes), reads those
  * pages of @fd (the memory file @mem maps) into the page cache with
  * io_uring, and populates @mem's page tables for them.  *pages gets their
- * number.  Returns 0; -ENOENT (no message) when @path does not exist;
- * -1 after a message when it is malformed or the reads fail.
+ * number.  Returns 0; -ENOENT when @path does not exist: no working set
+ * was recorded yet, which is no error, so @err is left as it was; -EINVAL
+ * when it is malformed; another negative errno when reading it, the
+ * prefetch reads or populating the mapping fail.
  */
 int workingset_prefetch(int fd, void *mem, uint64_t size, const char *path,
-			uint64_t *pages);
+			uint64_t *pages, char *err, size_t errlen);
 
 #endif

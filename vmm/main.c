@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "default_kernel.h"
+#include "log.h"
 #include "vm.h"
 
 static const char usage[] =
@@ -243,8 +244,13 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!cfg.restore_dir && !cfg.kernel_path) {
-		if (default_kernel_path(kernel, sizeof(kernel)) < 0)
+		char err[512];
+
+		if (default_kernel_path(kernel, sizeof(kernel), err,
+					sizeof(err)) < 0) {
+			log_error("%s", err);
 			return VM_ERROR;
+		}
 		cfg.kernel_path = kernel;
 		start_ns = monotonic_ns(); /* a kernel build is not VM setup */
 	}

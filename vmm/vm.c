@@ -18,6 +18,7 @@
 
 #include "host_cpu.h"
 #include "kvm_ioctl.h"
+#include "log.h"
 #include "memfile.h"
 #include "state.h"
 #include "workingset.h"
@@ -416,16 +417,20 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 			       const struct state_reader *r)
 {
 	char memory[PATH_MAX], hashes[PATH_MAX], working_set[PATH_MAX];
+	char err[512];
 	int fd;
 
 	if (snapshot_path(memory, cfg->restore_dir, "memory.img") < 0 ||
 	    snapshot_path(hashes, cfg->restore_dir, "pages.xxh3") < 0 ||
 	    snapshot_path(working_set, cfg->restore_dir, "workingset.bin") < 0)
 		return -1;
-	void *host = memfile_map(memory, hashes, r->header.mem_size,
-				 r->header.memory_hash_root, &fd);
-	if (!host)
+	void *host =
+		memfile_map(memory, hashes, r->header.mem_size,
+			    r->header.memory_hash_root, &fd, err, sizeof(err));
+	if (!host) {
+		log_error("%s", err);
 		return -1;
+	}
 	if (guest_memory_adopt(&vm->mem, host, r->header.mem_size) < 0) {
 		close(fd);
 		return -1;
@@ -435,11 +440,11 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 
 		/* Only an optimisation: without it (not recorded yet, a bad
 		 * file, no io_uring) pages come on demand. */
-		if (workingset_prefetch(fd, vm->mem.host, vm->mem.size,
-					working_set,
-					&vm->prefetched_pages) == -1)
-			fprintf(stderr, "%s: restoring without prefetch\n",
-				working_set);
+		int ret = workingset_prefetch(
+			fd, vm->mem.host, vm->mem.size, working_set,
+			&vm->prefetched_pages, err, sizeof(err));
+		if (ret < 0 && ret != -ENOENT)
+			log_warning("%s: restoring without prefetch", err);
 		vm->prefetch_ns = monotonic_ns() - start;
 	}
 	close(fd);
@@ -457,13 +462,17 @@ static int restore_devices(struct vm *vm, const struct state_reader *r)
 static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 {
 	char path[PATH_MAX];
+	char err[512] = "";
 	struct state_reader r;
 	struct saved_config sc;
 	int ret = -1;
 
-	if (snapshot_path(path, cfg->restore_dir, "state.bin") < 0 ||
-	    state_reader_open(&r, path) < 0)
+	if (snapshot_path(path, cfg->restore_dir, "state.bin") < 0)
 		return -1;
+	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
 	if (check_snapshot(&r, cfg, &sc) < 0)
 		goto out;
 	vm->nr_vcpus = sc.nr_vcpus;
@@ -484,6 +493,9 @@ static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 	vm->restored_ns = monotonic_ns();
 	ret = 0;
 out:
+	/* What the state_get() of any restore above found missing. */
+	if (ret < 0 && err[0])
+		log_error("%s", err);
 	state_reader_close(&r);
 	return ret;
 }
@@ -589,6 +601,7 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 	};
 	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
 	struct state_writer w;
+	char err[512];
 	int ret = -1;
 
 	state_writer_init(&w);
@@ -605,7 +618,9 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 	rtc_save(&vm->rtc, &w);
 	if (vm->vsock_ready)
 		vsock_save(&vm->vsock, &w);
-	ret = state_writer_save(&w, &header, path);
+	ret = state_writer_save(&w, &header, path, err, sizeof(err));
+	if (ret < 0)
+		log_error("%s", err);
 out:
 	state_writer_free(&w);
 	free(msrs);
@@ -630,6 +645,7 @@ static int sync_directory(const char *dir)
 int vm_snapshot(struct vm *vm, const char *dir)
 {
 	char state[PATH_MAX], memory[PATH_MAX], hashes[PATH_MAX];
+	char err[512];
 	bool was_paused;
 	uint64_t root;
 
@@ -644,7 +660,9 @@ int vm_snapshot(struct vm *vm, const char *dir)
 		return -1;
 	/* Memory first: the state file's header carries its hash root. */
 	int ret = memfile_write(vm->mem.host, vm->mem.size, memory, hashes,
-				&root);
+				&root, err, sizeof(err));
+	if (ret < 0)
+		log_error("%s", err);
 	if (ret == 0)
 		ret = save_state(vm, state, root);
 	if (ret == 0)
@@ -656,7 +674,13 @@ int vm_snapshot(struct vm *vm, const char *dir)
 
 int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages)
 {
-	return workingset_record(vm->mem.host, vm->mem.size, path, pages);
+	char err[512];
+	int ret = workingset_record(vm->mem.host, vm->mem.size, path, pages,
+				    err, sizeof(err));
+
+	if (ret < 0)
+		log_error("%s", err);
+	return ret;
 }
 
 static void sample_parked(struct vcpu *v)

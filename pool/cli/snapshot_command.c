@@ -157,13 +157,15 @@ static int sync_dir(const char *dir)
 static int describe_files(const char *tmp, const char *final,
 			  struct snapshot_record *s)
 {
-	char path[PATH_MAX * 2 + 32];
+	char path[PATH_MAX * 2 + 32], err[512];
 	struct state_reader r;
 	struct stat memory;
 
 	snprintf(path, sizeof(path), "%s/state.bin", tmp);
-	if (state_reader_open(&r, path) < 0)
+	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw snapshot create: %s\n", err);
 		return -1;
+	}
 	s->record_version = CATALOG_RECORD_VERSION;
 	s->format_version = r.header.format_version;
 	s->nr_vcpus = r.header.nr_vcpus;
@@ -296,9 +298,11 @@ static int find_origin(const struct machine_options *o, const struct paths *p,
 		if (o->kernel)
 			snprintf(from->kernel, sizeof(from->kernel), "%s",
 				 o->kernel);
-		else if (default_kernel_path(from->kernel,
-					     sizeof(from->kernel)) < 0)
+		else if (default_kernel_path(from->kernel, sizeof(from->kernel),
+					     err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s: %s\n", who, err);
 			return -1;
+		}
 		if (o->initrd)
 			snprintf(from->initrd, sizeof(from->initrd), "%s",
 				 o->initrd);
@@ -462,8 +466,10 @@ static int verify(struct catalog *c, const char *id)
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/state.bin", s.dir);
-	if (state_reader_open(&r, path) < 0)
+	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw snapshot verify: %s\n", err);
 		return 1;
+	}
 	bool matches = r.header.mem_size == s.mem_size &&
 		       r.header.memory_hash_root == s.memory_hash_root &&
 		       r.header.nr_vcpus == s.nr_vcpus &&
@@ -477,8 +483,11 @@ static int verify(struct catalog *c, const char *id)
 	}
 	snprintf(memory, sizeof(memory), "%s/memory.img", s.dir);
 	snprintf(hashes, sizeof(hashes), "%s/pages.xxh3", s.dir);
-	if (memfile_verify(memory, hashes, s.mem_size, s.memory_hash_root))
+	if (memfile_verify(memory, hashes, s.mem_size, s.memory_hash_root, err,
+			   sizeof(err))) {
+		fprintf(stderr, "thaw snapshot verify: %s\n", err);
 		return 1;
+	}
 	printf("snapshot %s: ok (state file and %llu memory pages verified)\n",
 	       id, (unsigned long long)(s.mem_size / MEMFILE_PAGE_SIZE));
 	return 0;

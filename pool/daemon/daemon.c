@@ -299,9 +299,12 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 	snprintf(who, sizeof(who), "thawd: template %s", t->name);
 	snprintf(kernel, sizeof(kernel), "%s", t->kernel);
 	snprintf(initrd, sizeof(initrd), "%s", t->initrd);
-	if ((!kernel[0] && default_kernel_path(kernel, sizeof(kernel)) < 0) ||
-	    (!initrd[0] &&
-	     thaw_default_initrd(initrd, sizeof(initrd), who) < 0))
+	if (!kernel[0] &&
+	    default_kernel_path(kernel, sizeof(kernel), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
+	if (!initrd[0] && thaw_default_initrd(initrd, sizeof(initrd), who) < 0)
 		return -1;
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);

@@ -18,14 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 extern char **environ;
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return monotonic_ns() / 1e9;
 }
 
 static int append(char **buf, size_t *len, int fd)

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "harness.h"
 #include "protocol.h"
 
@@ -56,10 +57,7 @@ static char sock_path[128];
 
 static long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return monotonic_ns() / NS_PER_MS;
 }
 
 /* Non-NULL: the agent is in a VM behind this hybrid-vsock socket. */

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "harness.h"
 
 #define TOKEN "thaw-test-token-5f1c0a"
@@ -101,10 +102,7 @@ static struct daemon_files files;
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return monotonic_ns() / 1e9;
 }
 
 /* Sleeps @s seconds; none when @s <= 0. */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+char state_file_error[512];
+
 void state_file_through(struct state_writer *w, struct state_reader *r)
 {
 	struct state_file_header header = { 0 };
@@ -19,9 +21,14 @@ void state_file_through(struct state_writer *w, struct state_reader *r)
 
 	scratch_dir_make(dir, sizeof(dir), "state");
 	snprintf(path, sizeof(path), "%s/state.bin", dir);
-	cr_assert_eq(state_writer_save(w, &header, path), 0);
+	cr_assert_eq(state_writer_save(w, &header, path, state_file_error,
+				       sizeof(state_file_error)),
+		     0, "%s", state_file_error);
 	state_writer_free(w);
-	cr_assert_eq(state_reader_open(r, path), 0);
+	cr_assert_eq(state_reader_open(r, path, state_file_error,
+				       sizeof(state_file_error)),
+		     0, "%s", state_file_error);
+	state_file_error[0] = '\0';
 	unlink(path);
 	rmdir(dir);
 }
@@ -56,35 +63,4 @@ void scratch_dir_remove(const char *dir)
 			unlinkat(dirfd(d), e->d_name, 0);
 	closedir(d);
 	rmdir(dir);
-}
-
-static int saved_stderr = -1;
-static int log_fd = -1;
-static char captured[4096];
-
-void capture_begin(void)
-{
-	char path[] = "/tmp/thaw-stderr-XXXXXX";
-
-	log_fd = mkstemp(path);
-	cr_assert_geq(log_fd, 0);
-	unlink(path);
-	fflush(stderr);
-	saved_stderr = dup(STDERR_FILENO);
-	cr_assert_geq(saved_stderr, 0);
-	cr_assert_eq(dup2(log_fd, STDERR_FILENO), STDERR_FILENO);
-}
-
-const char *capture_end(void)
-{
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(saved_stderr, STDERR_FILENO);
-	close(saved_stderr);
-	n = pread(log_fd, captured, sizeof(captured) - 1, 0);
-	close(log_fd);
-	cr_assert_geq(n, 0);
-	captured[n] = '\0';
-	return captured;
 }

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state_file.h - what the snapshot unit tests share: sections sent through
- * a real state file and read back the way a restore reads them, scratch
- * directories, and stderr captured so a test can check the message a
- * refusal prints.  Each helper fails the calling test with a criterion
+ * a real state file and read back the way a restore reads them, and scratch
+ * directories.  Each helper fails the calling test with a criterion
  * assertion instead of returning an error.
  */
 #ifndef THAW_TEST_STATE_FILE_H
@@ -16,8 +15,10 @@
 
 /*
  * Saves @w, then frees it, to a state file in a scratch directory and opens
- * that as @r.  The file is gone afterwards, so no test leaves one behind.
+ * that as @r, whose state_get() messages go to state_file_error (emptied
+ * first).  The file is gone afterwards, so no test leaves one behind.
  */
+extern char state_file_error[512];
 void state_file_through(struct state_writer *w, struct state_reader *r);
 
 /*
@@ -31,12 +32,5 @@ void state_file_one_section(struct state_reader *r, uint32_t tag,
 void scratch_dir_make(char *dir, size_t size, const char *name);
 /* Removes @dir and the files in it; it holds no subdirectories. */
 void scratch_dir_remove(const char *dir);
-
-/*
- * stderr goes to a scratch file between these two; capture_end() returns
- * what was written, valid until the next capture.
- */
-void capture_begin(void);
-const char *capture_end(void);
 
 #endif

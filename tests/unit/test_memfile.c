@@ -27,6 +27,8 @@ static char dir[64];
 static char mem_path[128];
 static char hashes_path[128];
 static uint8_t *guest;
+/* Where memfile_*() explain a failure. */
+static char err[512];
 
 static void setup(void)
 {
@@ -66,8 +68,9 @@ static uint64_t write_guest(void)
 
 	unlink(mem_path);
 	unlink(hashes_path);
-	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root),
-		     0);
+	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root,
+				   err, sizeof(err)),
+		     0, "%s", err);
 	return root;
 }
 
@@ -161,12 +164,14 @@ Test(memfile, never_replaces_existing_files)
 	uint64_t root, first = write_guest();
 	const char *msg;
 
-	capture_begin();
-	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root),
+	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root,
+				   err, sizeof(err)),
 		     -1);
-	msg = capture_end();
+	msg = err;
 	expect_in(msg, "File exists");
-	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, first), 0);
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, first, err,
+				    sizeof(err)),
+		     0, "%s", err);
 }
 
 Test(memfile, refuses_a_partial_page)
@@ -174,11 +179,10 @@ Test(memfile, refuses_a_partial_page)
 	uint64_t root;
 	const char *msg;
 
-	capture_begin();
-	cr_assert_eq(
-		memfile_write(guest, SIZE - 100, mem_path, hashes_path, &root),
-		-1);
-	msg = capture_end();
+	cr_assert_eq(memfile_write(guest, SIZE - 100, mem_path, hashes_path,
+				   &root, err, sizeof(err)),
+		     -1);
+	msg = err;
 	expect_in(msg, mem_path);
 	expect_in(msg, "not a multiple");
 }
@@ -188,9 +192,10 @@ Test(memfile, map_is_private_and_equals_the_guest)
 	uint64_t root = write_guest();
 	uint8_t byte;
 	int fd = -1;
-	uint8_t *mem = memfile_map(mem_path, hashes_path, SIZE, root, &fd);
+	uint8_t *mem = memfile_map(mem_path, hashes_path, SIZE, root, &fd, err,
+				   sizeof(err));
 
-	cr_assert_not_null(mem);
+	cr_assert_not_null(mem, "%s", err);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(memcmp(mem, guest, SIZE), 0);
 
@@ -202,7 +207,9 @@ Test(memfile, map_is_private_and_equals_the_guest)
 	cr_assert_eq(byte, 0);
 	cr_assert_eq(munmap(mem, SIZE), 0);
 	close(fd);
-	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root), 0);
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root, err,
+				    sizeof(err)),
+		     0, "%s", err);
 }
 
 static void expect_map_fails(uint64_t size, uint64_t root, const char *path,
@@ -212,9 +219,9 @@ static void expect_map_fails(uint64_t size, uint64_t root, const char *path,
 	void *mem;
 	const char *msg;
 
-	capture_begin();
-	mem = memfile_map(mem_path, hashes_path, size, root, &fd);
-	msg = capture_end();
+	mem = memfile_map(mem_path, hashes_path, size, root, &fd, err,
+			  sizeof(err));
+	msg = err;
 	cr_assert_null(mem);
 	cr_assert_eq(fd, -1);
 	expect_in(msg, path);
@@ -264,25 +271,25 @@ Test(memfile, map_refuses_corrupted_hash_array)
 
 /*
  * Runs memfile_verify() on the test's files, with @root, and checks it
- * returns @want; returns what it printed.
+ * returns @want; returns its message.
  */
 static const char *expect_verify(uint64_t root, int want)
 {
-	const char *msg;
 	int ret;
 
-	capture_begin();
-	ret = memfile_verify(mem_path, hashes_path, SIZE, root);
-	msg = capture_end();
-	cr_assert_eq(ret, want, "memfile_verify returned %d: %s", ret, msg);
-	return msg;
+	ret = memfile_verify(mem_path, hashes_path, SIZE, root, err,
+			     sizeof(err));
+	cr_assert_eq(ret, want, "memfile_verify returned %d: %s", ret, err);
+	return err;
 }
 
 Test(memfile, verify_accepts_intact_files)
 {
 	uint64_t root = write_guest();
 
-	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root), 0);
+	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, root, err,
+				    sizeof(err)),
+		     0, "%s", err);
 }
 
 Test(memfile, verify_finds_a_flipped_byte)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "devices/vsock.h"
 #include "state_file.h"
 
@@ -63,10 +64,7 @@ static uint32_t guest_fwd_cnt;
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return monotonic_ns() / NS_PER_MS;
 }
 
 static void pause_briefly(void)

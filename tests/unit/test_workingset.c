@@ -26,6 +26,8 @@
 #define MAP_ALIGN (2UL << 20)
 
 static char dir[64];
+/* Where workingset_*() explain a failure. */
+static char err[512];
 
 static void setup(void)
 {
@@ -149,16 +151,14 @@ static void write_ws(const char *path, uint64_t page_count,
 	free(buf);
 }
 
-/* Runs workingset_prefetch() with its stderr in *@msg. */
+/* Runs workingset_prefetch() with its message, if any, in *@msg. */
 static int prefetch_capture(int fd, void *mem, uint64_t size, const char *path,
 			    uint64_t *pages, const char **msg)
 {
-	int ret;
-
-	capture_begin();
-	ret = workingset_prefetch(fd, mem, size, path, pages);
-	*msg = capture_end();
-	return ret;
+	err[0] = '\0';
+	*msg = err;
+	return workingset_prefetch(fd, mem, size, path, pages, err,
+				   sizeof(err));
 }
 
 static void check_ws_file(const char *path, uint64_t page_count,
@@ -224,7 +224,9 @@ Test(workingset, record_coalesces_present_pages)
 
 	in_dir(path, "workingset.bin");
 	write_raw(path, "stale", 5);
-	cr_assert_eq(workingset_record(mem, size, path, &pages), 0);
+	cr_assert_eq(
+		workingset_record(mem, size, path, &pages, err, sizeof(err)), 0,
+		"%s", err);
 	cr_assert_eq(pages, 5);
 	check_ws_file(path, size / PAGE, want, 3);
 	cr_assert_eq(dir_entries(), 1, "temporary file left behind");
@@ -242,7 +244,9 @@ Test(workingset, record_untouched_memory_is_empty)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
 	in_dir(path, "workingset.bin");
-	cr_assert_eq(workingset_record(mem, size, path, &pages), 0);
+	cr_assert_eq(
+		workingset_record(mem, size, path, &pages, err, sizeof(err)), 0,
+		"%s", err);
 	cr_assert_eq(pages, 0);
 	check_ws_file(path, 64, NULL, 0);
 	munmap(mem, size);
@@ -258,7 +262,9 @@ Test(workingset, record_rejects_partial_pages)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
 	in_dir(path, "workingset.bin");
-	cr_assert_eq(workingset_record(mem, PAGE + 1, path, &pages), -1);
+	cr_assert_eq(workingset_record(mem, PAGE + 1, path, &pages, err,
+				       sizeof(err)),
+		     -EINVAL);
 	cr_assert_eq(dir_entries(), 0);
 	munmap(mem, 2 * PAGE);
 }
@@ -292,7 +298,9 @@ Test(workingset, prefetch_maps_exactly_the_recorded_pages)
 	for (uint64_t p = 0; p < nr_pages; p++)
 		if (in_ws[p])
 			(void)*(volatile char *)(mem + p * PAGE);
-	cr_assert_eq(workingset_record(mem, size, ws_path, &pages), 0);
+	cr_assert_eq(
+		workingset_record(mem, size, ws_path, &pages, err, sizeof(err)),
+		0, "%s", err);
 	cr_assert_eq(pages, total);
 	check_ws_file(ws_path, nr_pages, want, 4);
 	munmap(mem, size);
@@ -300,7 +308,9 @@ Test(workingset, prefetch_maps_exactly_the_recorded_pages)
 	mem = map_aligned(fd, size);
 	for (uint64_t p = 0; p < nr_pages; p++)
 		cr_assert_eq(pagemap_entry(mem + p * PAGE) & PM_PRESENT, 0);
-	cr_assert_eq(workingset_prefetch(fd, mem, size, ws_path, &pages), 0);
+	cr_assert_eq(workingset_prefetch(fd, mem, size, ws_path, &pages, err,
+					 sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(pages, total);
 	for (uint64_t p = 0; p < nr_pages; p++) {
 		uint64_t e = pagemap_entry(mem + p * PAGE);
@@ -378,7 +388,9 @@ Test(workingset, prefetch_reads_the_ranges_into_the_page_cache)
 	mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
-	cr_assert_eq(workingset_prefetch(fd, mem, size, ws_path, &pages), 0);
+	cr_assert_eq(workingset_prefetch(fd, mem, size, ws_path, &pages, err,
+					 sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(pages, total);
 	cr_assert_eq(mincore(map, size, vec), 0);
 	for (uint64_t p = 0; p < nr_pages; p++)
@@ -410,7 +422,7 @@ Test(workingset, prefetch_reports_failed_reads)
 	cr_assert_neq(mem, MAP_FAILED);
 	cr_assert_eq(
 		prefetch_capture(fd, mem, 16 * PAGE, ws_path, &pages, &msg),
-		-1);
+		-EBADF);
 	cr_assert_not_null(strstr(msg, ws_path), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, strerror(EBADF)), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, "offset 8192"), "message: %s", msg);
@@ -458,7 +470,7 @@ static void expect_malformed(const void *buf, size_t len, const char *problem)
 	write_raw(path, buf, len);
 	cr_assert_eq(
 		prefetch_capture(-1, NULL, 1024 * PAGE, path, &pages, &msg),
-		-1);
+		-EINVAL);
 	cr_assert_not_null(strstr(msg, path), "message: %s", msg);
 	cr_assert_not_null(strstr(msg, problem), "message: %s", msg);
 }

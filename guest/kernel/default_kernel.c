@@ -5,17 +5,17 @@
  */
 #include "default_kernel.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "errbuf.h"
 #include "subprocess.h"
 
 #ifndef THAW_KERNEL_BUILDER
 #error "THAW_KERNEL_BUILDER must name guest/kernel/build.sh"
 #endif
 
-int default_kernel_path(char *path, size_t size)
+int default_kernel_path(char *path, size_t size, char *err, size_t errlen)
 {
 	const char *script = getenv("THAW_KERNEL_BUILDER");
 	struct stat st;
@@ -24,13 +24,18 @@ int default_kernel_path(char *path, size_t size)
 		script = THAW_KERNEL_BUILDER;
 	/* A bash script: Debian's /bin/sh (dash) rejects its pipefail. */
 	char *argv[] = { "/bin/bash", (char *)script, NULL };
-	if (run_for_last_line(argv, path, size, "default kernel") < 0)
+	if (run_for_last_line(argv, path, size, "default kernel") < 0) {
+		errbuf_set(err, errlen,
+			   "default kernel: %s gave no kernel (its errors are "
+			   "above)",
+			   script);
 		return -1;
+	}
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fprintf(stderr,
-			"default kernel: %s printed '%s', which is not a "
-			"kernel file\n",
-			script, path);
+		errbuf_set(err, errlen,
+			   "default kernel: %s printed '%s', which is not a "
+			   "kernel file",
+			   script, path);
 		return -1;
 	}
 	return 0;
