@@ -301,7 +301,7 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 	snprintf(initrd, sizeof(initrd), "%s", t->initrd);
 	if (!kernel[0] &&
 	    default_kernel_path(kernel, sizeof(kernel), err, sizeof(err)) < 0) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		log_error("template %s: %s", t->name, err);
 		return -1;
 	}
 	if (!initrd[0] && thaw_default_initrd(initrd, sizeof(initrd), who) < 0)
