@@ -175,8 +175,10 @@ struct round {
 static void *handout_once(void *arg)
 {
 	struct round *r = arg;
+	struct thaw_client *c;
+
 	r->got.id[0] = r->err[0] = '\0';
-	struct thaw_client *c = thawd_connect(r->d, r->err, sizeof(r->err));
+	c = thawd_connect(r->d, r->err, sizeof(r->err));
 	pthread_barrier_wait(r->go);
 	if (c &&
 	    thawd_handout(c, r->template, &r->got, r->err, sizeof(r->err)) &&

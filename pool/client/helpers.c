@@ -91,9 +91,13 @@ static int too_long(const char *key, char *err, size_t errlen)
 			   "the daemon's answer has a %s too long", key);
 }
 
-static int take_sandbox(struct thaw_sandbox *s, const json_t *o, char *err,
-			size_t errlen)
+/* A list answer's element into @item; 0, or a code after @err. */
+typedef int (*take_fn)(void *item, const json_t *o, char *err, size_t errlen);
+
+static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 {
+	struct thaw_sandbox *s = item;
+
 	memset(s, 0, sizeof(*s));
 	if (!take_string(s->id, sizeof(s->id), o, "id"))
 		return too_long("sandbox id", err, errlen);
@@ -108,6 +112,45 @@ static int take_sandbox(struct thaw_sandbox *s, const json_t *o, char *err,
 	s->handout_ms = number(o, "handout_ms");
 	s->pid = (long)number(o, "pid");
 	return 0;
+}
+
+/*
+ * GET @path's array @key (of @what), each element through @take into a
+ * malloc'd array of *@n @size-byte items, its address stored at @list (a
+ * pointer to the caller's typed pointer).
+ */
+static int get_list(struct thaw_client *c, const char *path, const char *key,
+		    const char *what, size_t size, take_fn take, void *list,
+		    size_t *n, char *err, size_t errlen)
+{
+	json_t *answer = NULL, *items, *o;
+	int ret = json_call(c, "GET", path, NULL, &answer, err, errlen);
+	char *out = NULL;
+	size_t i;
+
+	*n = 0;
+	items = json_object_get(answer, key);
+	if (ret == 0 && !json_is_array(items))
+		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				  "the daemon's answer has no %s list", what);
+	if (ret == 0 && json_array_size(items) &&
+	    !(out = calloc(json_array_size(items), size)))
+		ret = oom(err, errlen);
+	json_array_foreach(items, i, o)
+	{
+		if (ret)
+			break;
+		ret = take(out + i * size, o, err, errlen);
+	}
+	if (ret) {
+		free(out);
+		out = NULL;
+	} else {
+		*n = json_array_size(items);
+	}
+	memcpy(list, &out, sizeof(out));
+	json_decref(answer);
+	return ret;
 }
 
 /* "KEY=VALUE"s as the API's env object; NULL when one is not text. */
@@ -139,6 +182,12 @@ static int not_text(const char *what, char *err, size_t errlen)
 			   "the %s is not UTF-8 text", what);
 }
 
+static int bad_env(char *err, size_t errlen)
+{
+	return client_fail(THAW_CLIENT_LOCAL, err, errlen,
+			   "an env entry is not KEY=VALUE in UTF-8");
+}
+
 int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		       struct thaw_sandbox *s, char *err, size_t errlen)
 {
@@ -154,7 +203,7 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		 !set(body, "timeout_s", json_integer(spec->timeout_s)))
 		ret = oom(err, errlen);
 	else if (spec->env && !set(body, "env", env_object(spec->env)))
-		ret = not_text("env", err, errlen);
+		ret = bad_env(err, errlen);
 	else
 		ret = json_call(c, "POST", "/sandboxes", body, &answer, err,
 				errlen);
@@ -171,33 +220,8 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 int thaw_client_list(struct thaw_client *c, struct thaw_sandbox **list,
 		     size_t *n, char *err, size_t errlen)
 {
-	json_t *answer = NULL, *items, *o;
-	int ret = json_call(c, "GET", "/sandboxes", NULL, &answer, err, errlen);
-	size_t i;
-
-	*list = NULL;
-	*n = 0;
-	items = json_object_get(answer, "sandboxes");
-	if (ret == 0 && !json_is_array(items))
-		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
-				  "the daemon's answer has no sandbox list");
-	if (ret == 0 && json_array_size(items) &&
-	    !(*list = calloc(json_array_size(items), sizeof(**list))))
-		ret = oom(err, errlen);
-	json_array_foreach(items, i, o)
-	{
-		if (ret)
-			break;
-		ret = take_sandbox(&(*list)[i], o, err, errlen);
-	}
-	if (ret) {
-		free(*list);
-		*list = NULL;
-	} else {
-		*n = json_array_size(items);
-	}
-	json_decref(answer);
-	return ret;
+	return get_list(c, "/sandboxes", "sandboxes", "sandbox", sizeof(**list),
+			take_sandbox, list, n, err, errlen);
 }
 
 int thaw_client_delete(struct thaw_client *c, const char *id, char *err,
@@ -256,7 +280,7 @@ static json_t *exec_body(const struct thaw_exec *spec, char *err, size_t errlen)
 		goto fail;
 	}
 	if (spec->env && !set(body, "env", env_object(spec->env))) {
-		not_text("env", err, errlen);
+		bad_env(err, errlen);
 		goto fail;
 	}
 	if ((spec->timeout_s &&
@@ -495,50 +519,28 @@ int thaw_client_download(struct thaw_client *c, const char *id,
 
 /* ---- the daemon ---- */
 
+static int take_template(void *item, const json_t *o, char *err, size_t errlen)
+{
+	struct thaw_template *t = item;
+
+	if (!take_string(t->name, sizeof(t->name), o, "name") ||
+	    !take_string(t->snapshot, sizeof(t->snapshot), o, "snapshot"))
+		return too_long("template field", err, errlen);
+	t->mem_mib = (long)number(o, "mem_mib");
+	t->vcpus = (long)number(o, "vcpus");
+	t->min_ready = (long)number(o, "min_ready");
+	t->max_total = (long)number(o, "max_total");
+	t->ready = (long)number(o, "ready");
+	t->restoring = (long)number(o, "restoring");
+	t->leased = (long)number(o, "leased");
+	return 0;
+}
+
 int thaw_client_templates(struct thaw_client *c, struct thaw_template **list,
 			  size_t *n, char *err, size_t errlen)
 {
-	json_t *answer = NULL, *items, *o;
-	int ret = json_call(c, "GET", "/templates", NULL, &answer, err, errlen);
-	size_t i;
-
-	*list = NULL;
-	*n = 0;
-	items = json_object_get(answer, "templates");
-	if (ret == 0 && !json_is_array(items))
-		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
-				  "the daemon's answer has no template list");
-	if (ret == 0 && json_array_size(items) &&
-	    !(*list = calloc(json_array_size(items), sizeof(**list))))
-		ret = oom(err, errlen);
-	json_array_foreach(items, i, o)
-	{
-		struct thaw_template *t = ret ? NULL : &(*list)[i];
-
-		if (!t)
-			break;
-		if (!take_string(t->name, sizeof(t->name), o, "name") ||
-		    !take_string(t->snapshot, sizeof(t->snapshot), o,
-				 "snapshot")) {
-			ret = too_long("template field", err, errlen);
-			break;
-		}
-		t->mem_mib = (long)number(o, "mem_mib");
-		t->vcpus = (long)number(o, "vcpus");
-		t->min_ready = (long)number(o, "min_ready");
-		t->max_total = (long)number(o, "max_total");
-		t->ready = (long)number(o, "ready");
-		t->restoring = (long)number(o, "restoring");
-		t->leased = (long)number(o, "leased");
-	}
-	if (ret) {
-		free(*list);
-		*list = NULL;
-	} else {
-		*n = json_array_size(items);
-	}
-	json_decref(answer);
-	return ret;
+	return get_list(c, "/templates", "templates", "template",
+			sizeof(**list), take_template, list, n, err, errlen);
 }
 
 int thaw_client_metric(struct thaw_client *c, const char *metric,

@@ -41,12 +41,14 @@ enum thaw_client_error {
 	THAW_CLIENT_UNREACHABLE = -2, /* no connection to its socket */
 	THAW_CLIENT_TRANSPORT = -3,   /* the connection failed or timed out */
 	THAW_CLIENT_ANSWER = -4,      /* an answer API.md does not allow */
-	THAW_CLIENT_LOCAL = -5,	      /* out of memory, an unreadable upload */
-	THAW_CLIENT_CANCELED = -6,    /* *cancel was set */
+	/* Out of memory, an unreadable upload, text JSON cannot carry, a
+	 * callback's own failure. */
+	THAW_CLIENT_LOCAL = -5,
+	THAW_CLIENT_CANCELED = -6, /* *cancel was set */
 };
 
 struct thaw_client_options {
-	const char *socket; /* the daemon's Unix socket */
+	const char *socket; /* the daemon's Unix socket (required) */
 	const char *token;  /* sent as a bearer token; NULL or "": none */
 	unsigned timeout_s; /* a whole exchange's limit; 0: none */
 	/* Nonzero (a signal handler's flag) ends a call; NULL: never. */

@@ -570,17 +570,26 @@ Test(client, exec_sends_stdin)
 	run_result_free(&r);
 }
 
+/* An exec's start, then a ^C of the client. */
+static void started_then_interrupt(struct fake_daemon *f)
+{
+	struct piece pieces[] = {
+		TEXT(NDJSON_HEAD),
+		chunk("{\"type\":\"started\",\"pid\":42}\n"),
+		INTERRUPT,
+		{ 0 },
+	};
+
+	memcpy(f->answers[f->nr_answers++], pieces, sizeof(pieces));
+}
+
 /* ^C hangs up on the daemon, which kills the command. */
 Test(client, exec_interrupted)
 {
-	struct fake_daemon f = {
-		.answers = { { TEXT(NDJSON_HEAD),
-			       chunk("{\"type\":\"started\",\"pid\":42}\n"),
-			       INTERRUPT } },
-		.nr_answers = 1,
-	};
+	struct fake_daemon f = { 0 };
 	struct run_result r;
 
+	started_then_interrupt(&f);
 	fake_start(&f);
 	thaw(WORDS("exec", "--socket", sock, "sb-1", "--", "sleep", "100"), &r);
 	fake_stop(&f);
@@ -1027,12 +1036,7 @@ static void on_sigint(int sig)
 /* The cancel flag ends a call the daemon is silent in, and hangs up. */
 Test(client, library_cancel_ends_a_silent_exec)
 {
-	struct fake_daemon f = {
-		.answers = { { TEXT(NDJSON_HEAD),
-			       chunk("{\"type\":\"started\",\"pid\":42}\n"),
-			       INTERRUPT } },
-		.nr_answers = 1,
-	};
+	struct fake_daemon f = { 0 };
 	const char *const argv[] = { "sleep", "100", NULL };
 	const struct thaw_exec spec = { .argv = argv };
 	struct sigaction sa = { .sa_handler = on_sigint };
@@ -1040,6 +1044,7 @@ Test(client, library_cancel_ends_a_silent_exec)
 	char err[256];
 
 	cr_assert_eq(sigaction(SIGINT, &sa, NULL), 0);
+	started_then_interrupt(&f);
 	fake_start(&f);
 	struct thaw_client *c = library_open(NULL, &library_canceled);
 	cr_expect_eq(thaw_client_exec(c, "sb-1", &spec, record_event, &ev, err,
