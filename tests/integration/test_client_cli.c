@@ -983,7 +983,7 @@ static int record_event(const struct thaw_exec_event *e, void *arg, char *err,
 	return 0;
 }
 
-Test(client, library_exec_buffered_ping_and_delete)
+Test(client, library_exec_ping_delete_and_a_raw_put)
 {
 	struct fake_daemon f = {
 		.answers = { { json_answer("200 OK",
@@ -993,9 +993,18 @@ Test(client, library_exec_buffered_ping_and_delete)
 					   "\"truncated\":true}") },
 			     { json_answer("200 OK", "{\"id\":\"sb-1\","
 						     "\"agent_ms\":0.41}") },
+			     { NO_CONTENT },
 			     { NO_CONTENT } },
-		.nr_answers = 3,
+		.nr_answers = 4,
 	};
+	const struct thaw_call put = {
+		.method = "PUT",
+		.path = "/sandboxes/sb-1/files?path=%2Fx",
+		.body = "data",
+		.len = 4,
+		.expect_continue = true
+	};
+	struct thaw_reply r;
 	const char *const argv[] = { "true", NULL };
 	const struct thaw_exec spec = { .argv = argv, .buffered = true };
 	struct events ev = { 0 };
@@ -1016,6 +1025,10 @@ Test(client, library_exec_buffered_ping_and_delete)
 	cr_expect_eq(ms, 0.41);
 	cr_expect_eq(thaw_client_delete(c, "sb-1", err, sizeof(err)), 0, "%s",
 		     err);
+	cr_expect_eq(thaw_client_call(c, &put, &r, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(r.status, 204);
+	thaw_reply_free(&r);
 	thaw_client_close(c);
 	fake_stop(&f);
 	cr_expect_str_eq(body_of(f.requests[0]),
@@ -1024,6 +1037,10 @@ Test(client, library_exec_buffered_ping_and_delete)
 	expect_request(f.requests[1], "POST /sandboxes/sb-1/ping HTTP/1.1\r\n");
 	expect_request(f.requests[1], "\r\nContent-Length: 0\r\n");
 	expect_request(f.requests[2], "DELETE /sandboxes/sb-1 HTTP/1.1\r\n");
+	/* The go-ahead header joins the token's, and the body follows it. */
+	expect_request(f.requests[3], "\r\nAuthorization: Bearer t0k\r\n");
+	expect_request(f.requests[3], "\r\nExpect: 100-continue\r\n");
+	cr_expect_str_eq(body_of(f.requests[3]), "data");
 }
 
 static volatile sig_atomic_t library_canceled;
