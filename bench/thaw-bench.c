@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "peers.h"
 #include "report.h"
 #include "stats.h"
@@ -142,14 +143,13 @@ static int start_daemon(struct bench *b, struct thawd *d,
 			max_sandboxes, err, errlen))
 		return -1;
 	if (!b->snapshot[0]) {
-		struct thawd_conn c;
-		struct pool_state p;
+		struct thaw_client *c = thawd_connect(d, err, errlen);
+		struct thaw_template p;
 
-		thawd_connect(&c, d);
-		if (!thawd_pool(&c, t[0].name, &p, err, errlen))
+		if (c && !thawd_pool(c, t[0].name, &p, err, errlen))
 			snprintf(b->snapshot, sizeof(b->snapshot), "%s",
 				 p.snapshot);
-		thawd_disconnect(&c);
+		thaw_client_close(c);
 	}
 	return 0;
 }
@@ -175,15 +175,16 @@ struct round {
 static void *handout_once(void *arg)
 {
 	struct round *r = arg;
-	struct thawd_conn c;
+	struct thaw_client *c;
 
 	r->got.id[0] = r->err[0] = '\0';
-	thawd_connect(&c, r->d);
+	c = thawd_connect(r->d, r->err, sizeof(r->err));
 	pthread_barrier_wait(r->go);
-	if (thawd_handout(&c, r->template, &r->got, r->err, sizeof(r->err)) &&
+	if (c &&
+	    thawd_handout(c, r->template, &r->got, r->err, sizeof(r->err)) &&
 	    !r->err[0])
 		snprintf(r->err, sizeof(r->err), "handout failed");
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	return NULL;
 }
 
@@ -202,7 +203,7 @@ static int handout_rounds(const struct thawd *d, const char *template,
 	struct round *r = calloc((size_t)concurrency, sizeof(*r));
 	pthread_t *threads = calloc((size_t)concurrency, sizeof(*threads));
 	pthread_barrier_t go;
-	struct thawd_conn c;
+	struct thaw_client *c;
 	int ret = 0;
 
 	if (!r || !threads) {
@@ -211,10 +212,11 @@ static int handout_rounds(const struct thawd *d, const char *template,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	thawd_connect(&c, d);
+	if (!(c = thawd_connect(d, err, errlen)))
+		ret = -1;
 	pthread_barrier_init(&go, NULL, (unsigned)concurrency);
 	for (int done = 0; done < handouts && !ret; done += concurrency) {
-		if (thawd_wait_ready(&c, template, warm, 600, err, errlen)) {
+		if (thawd_wait_ready(c, template, warm, 600, err, errlen)) {
 			ret = -1;
 			break;
 		}
@@ -236,12 +238,12 @@ static int handout_rounds(const struct thawd *d, const char *template,
 				samples_add(restores, r[i].got.restore_ms);
 			}
 			if (r[i].got.id[0])
-				thawd_release(&c, r[i].got.id, r[i].err,
-					      sizeof(r[i].err));
+				thaw_client_delete(c, r[i].got.id, r[i].err,
+						   sizeof(r[i].err));
 		}
 	}
 	pthread_barrier_destroy(&go);
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	free(r);
 	free(threads);
 	return ret;
@@ -534,13 +536,12 @@ static void bench_first_exec(struct bench *b)
 		fail(b, "first_exec", "first exec after handout", why);
 		return;
 	}
-	struct thawd_conn c;
-	thawd_connect(&c, &d);
+	struct thaw_client *c = thawd_connect(&d, why, sizeof(why));
 	for (int m = 0; m < 2; m++)
 		for (int dropped = 1; dropped >= 0; dropped--) {
 			char name[96];
 			struct samples s = { 0 };
-			int ret = 0;
+			int ret = c ? 0 : -1;
 
 			snprintf(name, sizeof(name), "%s, page cache %s",
 				 modes[m], dropped ? "dropped" : "warm");
@@ -548,18 +549,18 @@ static void bench_first_exec(struct bench *b)
 				struct handout h;
 				double ms;
 
-				ret = thawd_wait_ready(&c, modes[m], 1, 600,
-						       why, sizeof(why));
+				ret = thawd_wait_ready(c, modes[m], 1, 600, why,
+						       sizeof(why));
 				if (!ret && dropped)
 					ret = drop_caches(why, sizeof(why));
 				if (!ret)
-					ret = thawd_handout(&c, modes[m], &h,
+					ret = thawd_handout(c, modes[m], &h,
 							    why, sizeof(why));
 				if (!ret) {
-					ret = thawd_exec_true(&c, h.id, &ms,
-							      why, sizeof(why));
-					thawd_release(&c, h.id, text,
-						      sizeof(text));
+					ret = thawd_exec_true(c, h.id, &ms, why,
+							      sizeof(why));
+					thaw_client_delete(c, h.id, text,
+							   sizeof(text));
 				}
 				if (!ret)
 					samples_add(&s, ms);
@@ -579,7 +580,7 @@ static void bench_first_exec(struct bench *b)
 			}
 			samples_free(&s);
 		}
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	stop_daemon(&d);
 }
 
@@ -651,18 +652,20 @@ static long used_kib(void)
 static long fill_pool(const struct thawd *d, const char *name, long want,
 		      char *why, size_t len)
 {
-	struct thawd_conn c;
-	struct pool_state p = { 0 };
+	struct thaw_client *c;
+	struct thaw_template p = { 0 };
 	long last = -1;
-	double since = bench_now_ms();
+	double since = monotonic_ms();
 	long total = kib_field("/proc/meminfo", "MemTotal");
 
 	why[0] = '\0';
-	thawd_connect(&c, d);
+	if (!(c = thawd_connect(d, why, len)))
+		return 0;
 	for (;;) {
 		char err[512];
+		double failures;
 
-		if (thawd_pool(&c, name, &p, err, sizeof(err))) {
+		if (thawd_pool(c, name, &p, err, sizeof(err))) {
 			snprintf(why, len, "%s", err);
 			break;
 		}
@@ -670,7 +673,7 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 			break;
 		if (p.ready != last) {
 			last = p.ready;
-			since = bench_now_ms();
+			since = monotonic_ms();
 		}
 		if (kib_field("/proc/meminfo", "MemAvailable") < total / 10) {
 			snprintf(why, len,
@@ -679,11 +682,13 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 				 total / 1024);
 			break;
 		}
-		if (bench_now_ms() - since > 60e3) {
+		if (monotonic_ms() - since > 60e3) {
 			snprintf(why, len, "no new clone for 60 s");
 			break;
 		}
-		if (thawd_metric(&c, "thaw_restore_failures_total", name) > 0) {
+		if (!thaw_client_metric(c, "thaw_restore_failures_total", name,
+					&failures, err, sizeof(err)) &&
+		    failures > 0) {
 			char tail[600];
 
 			thawd_log_tail(d, tail, sizeof(tail));
@@ -696,7 +701,7 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 		struct timespec pause = { 0, 200 * 1000000L };
 		nanosleep(&pause, NULL);
 	}
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	return p.ready;
 }
 
@@ -802,18 +807,17 @@ struct churn {
 static void *churn(void *arg)
 {
 	struct churn *w = arg;
-	struct thawd_conn c;
+	struct thaw_client *c = thawd_connect(w->d, w->err, sizeof(w->err));
 
-	thawd_connect(&c, w->d);
-	while (bench_now_ms() < w->until && !w->err[0]) {
+	while (c && monotonic_ms() < w->until && !w->err[0]) {
 		struct handout h;
 
-		if (thawd_handout(&c, "churn", &h, w->err, sizeof(w->err)))
+		if (thawd_handout(c, "churn", &h, w->err, sizeof(w->err)))
 			break;
 		samples_add(&w->s, h.ms);
-		thawd_release(&c, h.id, w->err, sizeof(w->err));
+		thaw_client_delete(c, h.id, w->err, sizeof(w->err));
 	}
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	return NULL;
 }
 
@@ -837,7 +841,7 @@ static void bench_sustained(struct bench *b)
 		fail(b, "sustained", name, why);
 		return;
 	}
-	double start = bench_now_ms();
+	double start = monotonic_ms();
 	for (int i = 0; i < WORKERS; i++) {
 		w[i] = (struct churn){
 			.d = &d, .until = start + b->size->sustained_s * 1e3
@@ -854,7 +858,7 @@ static void bench_sustained(struct bench *b)
 			snprintf(why, sizeof(why), "%s", w[i].err);
 		samples_free(&w[i].s);
 	}
-	double seconds = (bench_now_ms() - start) / 1e3;
+	double seconds = (monotonic_ms() - start) / 1e3;
 	stop_daemon(&d);
 	note(b, text, sizeof(text),
 	     "%zu handouts, each restored on demand, in %.1f s by %d clients; "
@@ -887,30 +891,30 @@ static void bench_peers(struct bench *b)
 	if (start_daemon(b, &d, &t, 1, 8, why, sizeof(why))) {
 		fail(b, "peers", name, why);
 	} else {
-		struct thawd_conn c;
-		int ret = 0;
+		struct thaw_client *c = thawd_connect(&d, why, sizeof(why));
+		int ret = c ? 0 : -1;
 
-		thawd_connect(&c, &d);
 		for (int i = 0; i < b->size->peer_runs && !ret; i++) {
 			struct handout h;
 			double exec;
 
-			ret = thawd_wait_ready(&c, "peer", 1, 600, why,
+			ret = thawd_wait_ready(c, "peer", 1, 600, why,
 					       sizeof(why));
-			double start = bench_now_ms();
+			double start = monotonic_ms();
 			if (!ret)
-				ret = thawd_handout(&c, "peer", &h, why,
+				ret = thawd_handout(c, "peer", &h, why,
 						    sizeof(why));
 			if (!ret) {
-				ret = thawd_exec_true(&c, h.id, &exec, why,
+				ret = thawd_exec_true(c, h.id, &exec, why,
 						      sizeof(why));
-				ret |= thawd_release(&c, h.id, why,
-						     sizeof(why));
+				if (thaw_client_delete(c, h.id, why,
+						       sizeof(why)))
+					ret = -1;
 			}
 			if (!ret)
-				samples_add(&s, bench_now_ms() - start);
+				samples_add(&s, monotonic_ms() - start);
 		}
-		thawd_disconnect(&c);
+		thaw_client_close(c);
 		stop_daemon(&d);
 		if (ret) {
 			fail(b, "peers", name, why);
@@ -1063,7 +1067,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	b.report = report_new();
 	struct machine m;
 	machine_describe(&m);
@@ -1104,7 +1107,6 @@ int main(int argc, char **argv)
 		progress("results in %s", out);
 	report_free(b.report);
 	samples_free(&restores);
-	curl_global_cleanup();
 	char *rm[] = { "/bin/rm", "-rf", b.state_dir, NULL };
 	run_capture(rm, 2, err, sizeof(err));
 	return status;

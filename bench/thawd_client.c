@@ -4,8 +4,8 @@
  *
  * The daemon is a child of the bench (fork + exec of `thaw daemon`), with
  * PR_SET_PDEATHSIG so a bench killed mid-run takes its daemon, and the
- * daemon its clones, along.  HTTP goes through libcurl's Unix-socket
- * support; answers are parsed with jansson.  Times are CLOCK_MONOTONIC.
+ * daemon its clones, along.  HTTP goes through the daemon's client
+ * library; times are common/clock.h's monotonic ones.
  */
 #include "thawd_client.h"
 
@@ -26,11 +26,6 @@
 #define START_LIMIT_S 900 /* a first start builds the template's snapshot */
 #define STOP_LIMIT_S 120
 #define CALL_TIMEOUT_S 600
-
-double bench_now_ms(void)
-{
-	return monotonic_ms();
-}
 
 static void pause_ms(long ms)
 {
@@ -134,16 +129,17 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 	}
 	close(log);
 
-	struct thawd_conn c;
-	if (thawd_connect(&c, d)) {
-		snprintf(err, errlen, "libcurl: no handle");
+	struct thaw_client *c = thawd_connect(d, err, errlen);
+	if (!c) {
 		thawd_stop(d, NULL, 0);
 		return -1;
 	}
-	double until = bench_now_ms() + START_LIMIT_S * 1e3;
+	double until = monotonic_ms() + START_LIMIT_S * 1e3;
 	for (;;) {
+		const struct thaw_call health = { .method = "GET",
+						  .path = "/health" };
+		struct thaw_reply r;
 		char why[256];
-		json_t *reply = NULL;
 		int status;
 
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
@@ -157,14 +153,14 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 			break;
 		}
 		if (!access(d->socket, F_OK) &&
-		    thawd_call(&c, "GET", "/health", NULL, &reply, why,
-			       sizeof(why)) == 200) {
-			json_decref(reply);
-			thawd_disconnect(&c);
+		    thaw_client_call(c, &health, &r, why, sizeof(why)) == 0 &&
+		    r.status == 200) {
+			thaw_reply_free(&r);
+			thaw_client_close(c);
 			return 0;
 		}
-		json_decref(reply);
-		if (bench_now_ms() > until) {
+		thaw_reply_free(&r);
+		if (monotonic_ms() > until) {
 			snprintf(err, errlen,
 				 "thaw daemon not serving after %d s (log %s)",
 				 START_LIMIT_S, d->log);
@@ -173,7 +169,7 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		}
 		pause_ms(100);
 	}
-	thawd_disconnect(&c);
+	thaw_client_close(c);
 	return -1;
 }
 
@@ -184,9 +180,9 @@ int thawd_stop(struct thawd *d, char *err, size_t errlen)
 	if (d->pid <= 0)
 		return 0;
 	kill(d->pid, SIGTERM);
-	double until = bench_now_ms() + STOP_LIMIT_S * 1e3;
+	double until = monotonic_ms() + STOP_LIMIT_S * 1e3;
 	while (waitpid(d->pid, &status, WNOHANG) == 0) {
-		if (bench_now_ms() > until) {
+		if (monotonic_ms() > until) {
 			kill(d->pid, SIGKILL);
 			waitpid(d->pid, &status, 0);
 			d->pid = 0;
@@ -208,221 +204,98 @@ int thawd_stop(struct thawd *d, char *err, size_t errlen)
 	return 0;
 }
 
-int thawd_connect(struct thawd_conn *c, const struct thawd *d)
+struct thaw_client *thawd_connect(const struct thawd *d, char *err,
+				  size_t errlen)
 {
-	c->d = d;
-	c->curl = curl_easy_init();
-	return c->curl ? 0 : -1;
+	return thaw_client_open(
+		&(struct thaw_client_options){ .socket = d->socket,
+					       .timeout_s = CALL_TIMEOUT_S },
+		err, errlen);
 }
 
-void thawd_disconnect(struct thawd_conn *c)
-{
-	if (c->curl)
-		curl_easy_cleanup(c->curl);
-	c->curl = NULL;
-}
-
-struct body {
-	char *data;
-	size_t len;
-};
-
-static size_t collect(char *p, size_t size, size_t n, void *arg)
-{
-	struct body *b = arg;
-	char *more = realloc(b->data, b->len + size * n + 1);
-
-	if (!more)
-		return 0;
-	memcpy(more + b->len, p, size * n);
-	b->data = more;
-	b->len += size * n;
-	b->data[b->len] = '\0';
-	return size * n;
-}
-
-/* One request; the answer's body (NUL-terminated, or NULL) into @body. */
-static long call(struct thawd_conn *c, const char *method, const char *path,
-		 const char *body, struct body *got, char *err, size_t errlen)
-{
-	char url[512];
-	long status = -1;
-	CURL *h = c->curl;
-
-	snprintf(url, sizeof(url), "http://thaw%s", path);
-	curl_easy_reset(h);
-	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->d->socket);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)CALL_TIMEOUT_S);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, got);
-	if (body) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	} else if (!strcmp(method, "POST")) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-	}
-	CURLcode rc = curl_easy_perform(h);
-	if (rc != CURLE_OK)
-		snprintf(err, errlen, "%s %s: %s", method, path,
-			 curl_easy_strerror(rc));
-	else
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	return status;
-}
-
-long thawd_call(struct thawd_conn *c, const char *method, const char *path,
-		const char *body, json_t **reply, char *err, size_t errlen)
-{
-	struct body got = { 0 };
-	long status = call(c, method, path, body, &got, err, errlen);
-
-	*reply = NULL;
-	if (status > 0 && got.len)
-		*reply = json_loadb(got.data, got.len, 0, NULL);
-	if (status >= 300) {
-		json_t *e = json_object_get(*reply, "error");
-		const char *m =
-			json_string_value(json_object_get(e, "message"));
-
-		snprintf(err, errlen, "%s %s: %ld %s", method, path, status,
-			 m ? m : (got.data ? got.data : ""));
-	}
-	free(got.data);
-	return status;
-}
-
-double thawd_metric(struct thawd_conn *c, const char *metric,
-		    const char *template)
-{
-	struct body got = { 0 };
-	char err[256], line[256];
-	double value = -1;
-
-	snprintf(line, sizeof(line), "%s{template=\"%s\"} ", metric, template);
-	if (call(c, "GET", "/metrics", NULL, &got, err, sizeof(err)) == 200 &&
-	    got.data) {
-		const char *at = strstr(got.data, line);
-
-		if (at)
-			value = strtod(at + strlen(line), NULL);
-	}
-	free(got.data);
-	return value;
-}
-
-int thawd_pool(struct thawd_conn *c, const char *name, struct pool_state *p,
+int thawd_pool(struct thaw_client *c, const char *name, struct thaw_template *t,
 	       char *err, size_t errlen)
 {
-	json_t *reply, *t;
-	size_t i;
+	struct thaw_template *list;
+	size_t n;
+	int ret = -1;
 
-	if (thawd_call(c, "GET", "/templates", NULL, &reply, err, errlen) !=
-	    200) {
-		json_decref(reply);
+	if (thaw_client_templates(c, &list, &n, err, errlen))
 		return -1;
-	}
-	json_array_foreach(json_object_get(reply, "templates"), i, t)
-	{
-		const char *n = json_string_value(json_object_get(t, "name"));
-		const char *s =
-			json_string_value(json_object_get(t, "snapshot"));
-
-		if (!n || strcmp(n, name))
-			continue;
-		snprintf(p->snapshot, sizeof(p->snapshot), "%s", s ? s : "");
-		p->ready = json_integer_value(json_object_get(t, "ready"));
-		p->restoring =
-			json_integer_value(json_object_get(t, "restoring"));
-		p->leased = json_integer_value(json_object_get(t, "leased"));
-		json_decref(reply);
-		return 0;
-	}
-	json_decref(reply);
-	snprintf(err, errlen, "GET /templates: no template \"%s\"", name);
-	return -1;
+	for (size_t i = 0; i < n && ret; i++)
+		if (!strcmp(list[i].name, name)) {
+			*t = list[i];
+			ret = 0;
+		}
+	if (ret)
+		snprintf(err, errlen, "GET /templates: no template \"%s\"",
+			 name);
+	free(list);
+	return ret;
 }
 
-int thawd_wait_ready(struct thawd_conn *c, const char *name, long ready,
+int thawd_wait_ready(struct thaw_client *c, const char *name, long ready,
 		     double limit_s, char *err, size_t errlen)
 {
-	double until = bench_now_ms() + limit_s * 1e3;
-	struct pool_state p = { 0 };
+	double until = monotonic_ms() + limit_s * 1e3;
+	struct thaw_template t = { 0 };
 
 	for (;;) {
-		if (thawd_pool(c, name, &p, err, errlen))
+		if (thawd_pool(c, name, &t, err, errlen))
 			return -1;
-		if (p.ready >= ready && !p.restoring)
+		if (t.ready >= ready && !t.restoring)
 			return 0;
-		if (bench_now_ms() > until) {
+		if (monotonic_ms() > until) {
 			snprintf(err, errlen,
 				 "template %s: %ld ready, %ld restoring after "
 				 "%.0f s, want %ld ready",
-				 name, p.ready, p.restoring, limit_s, ready);
+				 name, t.ready, t.restoring, limit_s, ready);
 			return -1;
 		}
 		pause_ms(20);
 	}
 }
 
-int thawd_handout(struct thawd_conn *c, const char *template, struct handout *h,
-		  char *err, size_t errlen)
+int thawd_handout(struct thaw_client *c, const char *template,
+		  struct handout *h, char *err, size_t errlen)
 {
-	char body[128], path[96];
-	json_t *reply;
-	double start = bench_now_ms();
+	const struct thaw_create spec = { .template = template };
+	struct thaw_sandbox s;
+	double start = monotonic_ms();
 
-	snprintf(body, sizeof(body), "{\"template\":\"%s\"}", template);
-	long status =
-		thawd_call(c, "POST", "/sandboxes", body, &reply, err, errlen);
-	const char *got = json_string_value(json_object_get(reply, "id"));
-	if (status != 201 || !got) {
-		if (status == 201)
-			snprintf(err, errlen, "POST /sandboxes: no id");
-		json_decref(reply);
+	if (thaw_client_create(c, &spec, &s, err, errlen))
 		return -1;
-	}
-	snprintf(h->id, sizeof(h->id), "%s", got);
-	h->restore_ms = json_number_value(json_object_get(reply, "restore_ms"));
-	json_decref(reply);
-	snprintf(path, sizeof(path), "/sandboxes/%s/ping", h->id);
-	status = thawd_call(c, "POST", path, NULL, &reply, err, errlen);
-	h->ms = bench_now_ms() - start;
-	json_decref(reply);
-	return status == 200 ? 0 : -1;
+	snprintf(h->id, sizeof(h->id), "%s", s.id);
+	h->restore_ms = s.restore_ms;
+	int ret = thaw_client_ping(c, h->id, NULL, err, errlen);
+	h->ms = monotonic_ms() - start;
+	return ret ? -1 : 0;
 }
 
-int thawd_exec_true(struct thawd_conn *c, const char *id, double *ms, char *err,
-		    size_t errlen)
+/* Whether the command exited 0, into the bool @arg. */
+static int exited_zero(const struct thaw_exec_event *e, void *arg, char *err,
+		       size_t errlen)
 {
-	char path[96];
-	json_t *reply;
-	double start = bench_now_ms();
+	(void)err;
+	(void)errlen;
+	if (e->type == THAW_EXEC_EXIT)
+		*(bool *)arg = !e->exit_code && !e->signal && !e->timed_out;
+	return 0;
+}
 
-	snprintf(path, sizeof(path), "/sandboxes/%s/exec", id);
-	long status = thawd_call(c, "POST", path,
-				 "{\"argv\":[\"true\"],\"stream\":false}",
-				 &reply, err, errlen);
-	*ms = bench_now_ms() - start;
-	json_t *code = json_object_get(reply, "exit_code");
-	int ok = status == 200 && json_integer_value(code) == 0 && code;
-	if (status == 200 && !ok)
-		snprintf(err, errlen, "%s: `true` did not exit 0", path);
-	json_decref(reply);
+int thawd_exec_true(struct thaw_client *c, const char *id, double *ms,
+		    char *err, size_t errlen)
+{
+	const char *const argv[] = { "true", NULL };
+	const struct thaw_exec spec = { .argv = argv, .buffered = true };
+	bool ok = false;
+	double start = monotonic_ms();
+	int ret = thaw_client_exec(c, id, &spec, exited_zero, &ok, err, errlen);
+
+	*ms = monotonic_ms() - start;
+	if (ret)
+		return -1;
+	if (!ok)
+		snprintf(err, errlen, "sandbox %s: `true` did not exit 0", id);
 	return ok ? 0 : -1;
-}
-
-int thawd_release(struct thawd_conn *c, const char *id, char *err,
-		  size_t errlen)
-{
-	char path[96];
-	json_t *reply;
-
-	snprintf(path, sizeof(path), "/sandboxes/%s", id);
-	long status = thawd_call(c, "DELETE", path, NULL, &reply, err, errlen);
-	json_decref(reply);
-	return status == 204 ? 0 : -1;
 }

@@ -7,8 +7,9 @@
  * handout figure includes the HTTP round trip a real client pays.  Each
  * scenario starts its own daemon, with the pool sizes it needs, on one
  * shared state directory: the template's snapshot is built by the first
- * daemon and found in the catalog by the others.  A connection (struct
- * thawd_conn) belongs to one thread.
+ * daemon and found in the catalog by the others.  Requests go through
+ * the daemon's client library (pool/client/thaw_client.h), one connection
+ * per thread.
  */
 #ifndef THAW_BENCH_THAWD_CLIENT_H
 #define THAW_BENCH_THAWD_CLIENT_H
@@ -18,8 +19,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include <curl/curl.h>
-#include <jansson.h>
+#include "thaw_client.h"
 
 /* One [template NAME] section; zero fields keep the daemon's default. */
 struct template_spec {
@@ -56,33 +56,15 @@ int thawd_stop(struct thawd *d, char *err, size_t errlen);
 /* The last lines of the daemon's log, for error messages. */
 void thawd_log_tail(const struct thawd *d, char *out, size_t len);
 
-struct thawd_conn {
-	CURL *curl;
-	const struct thawd *d;
-};
-
-int thawd_connect(struct thawd_conn *c, const struct thawd *d);
-void thawd_disconnect(struct thawd_conn *c);
-
 /*
- * @method @path with JSON @body (or NULL).  Returns the HTTP status with the
- * answer's JSON in *@reply (NULL when it had none; the caller frees it), or
- * -1 with @err naming the transport error.
+ * A connection to @d's socket through the client library (calls time out
+ * after 10 min); NULL with @err saying why.  thaw_client_close() ends it.
  */
-long thawd_call(struct thawd_conn *c, const char *method, const char *path,
-		const char *body, json_t **reply, char *err, size_t errlen);
+struct thaw_client *thawd_connect(const struct thawd *d, char *err,
+				  size_t errlen);
 
-/* @metric{template="@template"} from GET /metrics; -1 when absent. */
-double thawd_metric(struct thawd_conn *c, const char *metric,
-		    const char *template);
-
-/* A template's pool as GET /templates reports it. */
-struct pool_state {
-	char snapshot[64];
-	long ready, restoring, leased;
-};
-
-int thawd_pool(struct thawd_conn *c, const char *name, struct pool_state *p,
+/* @name's pool as GET /templates reports it into @t.  0, or -1 with @err. */
+int thawd_pool(struct thaw_client *c, const char *name, struct thaw_template *t,
 	       char *err, size_t errlen);
 
 /*
@@ -90,12 +72,12 @@ int thawd_pool(struct thawd_conn *c, const char *name, struct pool_state *p,
  * restoring beyond that, at most @limit_s seconds.  0, or -1 with @err
  * (what the pool held when time ran out).
  */
-int thawd_wait_ready(struct thawd_conn *c, const char *name, long ready,
+int thawd_wait_ready(struct thaw_client *c, const char *name, long ready,
 		     double limit_s, char *err, size_t errlen);
 
 /* One handout: the sandbox, and what it cost. */
 struct handout {
-	char id[32];
+	char id[THAW_CLIENT_ID_MAX];
 	double ms;	   /* create request sent -> ping answered */
 	double restore_ms; /* the daemon's: its VMM started -> agent answered */
 };
@@ -104,17 +86,11 @@ struct handout {
  * POST /sandboxes for @template and, once handed out, POST .../ping.
  * 0, or -1 with @err (status and the daemon's message).
  */
-int thawd_handout(struct thawd_conn *c, const char *template, struct handout *h,
-		  char *err, size_t errlen);
+int thawd_handout(struct thaw_client *c, const char *template,
+		  struct handout *h, char *err, size_t errlen);
 
 /* `true` in sandbox @id, waited for; @ms its round trip.  0 or -1. */
-int thawd_exec_true(struct thawd_conn *c, const char *id, double *ms, char *err,
-		    size_t errlen);
-
-/* DELETE /sandboxes/@id.  0 or -1. */
-int thawd_release(struct thawd_conn *c, const char *id, char *err,
-		  size_t errlen);
-
-double bench_now_ms(void);
+int thawd_exec_true(struct thaw_client *c, const char *id, double *ms,
+		    char *err, size_t errlen);
 
 #endif

@@ -9,8 +9,10 @@
  * one connection per answer (each says Connection: close), and keeping the
  * requests for the test to look at.  An answer is written in pieces with a
  * pause between them, so the client meets NDJSON lines split across reads,
- * as it does when a real command writes slowly.  The base64 helpers the
- * client and the daemon share are checked here too.
+ * as it does when a real command writes slowly.  The client library the
+ * commands are made of is checked against the same fake daemon where the
+ * commands do not reach (typed answers, headers, cancelling), and the
+ * base64 helpers the client and the daemon share are checked here too.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -30,6 +32,7 @@
 
 #include "base64.h"
 #include "harness.h"
+#include "thaw_client.h"
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2
@@ -567,17 +570,26 @@ Test(client, exec_sends_stdin)
 	run_result_free(&r);
 }
 
+/* An exec's start, then a ^C of the client. */
+static void started_then_interrupt(struct fake_daemon *f)
+{
+	struct piece pieces[] = {
+		TEXT(NDJSON_HEAD),
+		chunk("{\"type\":\"started\",\"pid\":42}\n"),
+		INTERRUPT,
+		{ 0 },
+	};
+
+	memcpy(f->answers[f->nr_answers++], pieces, sizeof(pieces));
+}
+
 /* ^C hangs up on the daemon, which kills the command. */
 Test(client, exec_interrupted)
 {
-	struct fake_daemon f = {
-		.answers = { { TEXT(NDJSON_HEAD),
-			       chunk("{\"type\":\"started\",\"pid\":42}\n"),
-			       INTERRUPT } },
-		.nr_answers = 1,
-	};
+	struct fake_daemon f = { 0 };
 	struct run_result r;
 
+	started_then_interrupt(&f);
 	fake_start(&f);
 	thaw(WORDS("exec", "--socket", sock, "sb-1", "--", "sleep", "100"), &r);
 	fake_stop(&f);
@@ -861,6 +873,205 @@ Test(client, cp_of_a_directory)
 	cr_expect_str_eq(r.err,
 			 ring_printf("thaw cp: %s is a directory\n", dir));
 	run_result_free(&r);
+}
+
+/* ---- the client library itself (pool/client/thaw_client.h) ---- */
+
+static struct thaw_client *library_open(const char *token,
+					volatile sig_atomic_t *cancel)
+{
+	const struct thaw_client_options o = { .socket = sock,
+					       .token = token,
+					       .cancel = cancel };
+	char err[256];
+	struct thaw_client *c = thaw_client_open(&o, err, sizeof(err));
+
+	cr_assert_not_null(c, "%s", err);
+	return c;
+}
+
+Test(client, library_reads_the_daemons_state)
+{
+	static const char metrics[] =
+		"# TYPE thaw_handouts_total counter\n"
+		"thaw_handouts_total{template=\"default\"} 2\n"
+		"thaw_handouts_total{template=\"py\"} 7\n";
+	struct piece text = answer("200 OK", "text/plain; version=0.0.4",
+				   metrics, strlen(metrics));
+	struct fake_daemon f = {
+		.answers = {
+			{ json_answer("200 OK",
+				      "{\"templates\":[{\"name\":\"py\","
+				      "\"snapshot\":\"9c1f\",\"mem_mib\":256,"
+				      "\"vcpus\":1,\"min_ready\":2,"
+				      "\"max_total\":16,\"ready\":2,"
+				      "\"restoring\":1,\"leased\":3}]}") },
+			{ text },
+			{ text },
+			{ TEXT("HTTP/1.1 503 Service Unavailable\r\n"
+			       "Content-Type: application/json\r\n"
+			       "Retry-After: 1\r\nContent-Length: 58\r\n"
+			       "Connection: close\r\n\r\n"
+			       "{\"error\":{\"code\":\"unavailable\","
+			       "\"message\":\"shutting down\"}}") },
+		},
+		.nr_answers = 4,
+	};
+	struct thaw_call health = { .method = "GET", .path = "/health" };
+	struct thaw_template *t;
+	struct thaw_reply r;
+	char err[256], value[64];
+	double v = -1;
+	size_t n;
+
+	fake_start(&f);
+	struct thaw_client *c = library_open(NULL, NULL);
+	cr_assert_eq(thaw_client_templates(c, &t, &n, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(n, 1);
+	cr_expect_str_eq(t[0].name, "py");
+	cr_expect_str_eq(t[0].snapshot, "9c1f");
+	cr_expect(t[0].max_total == 16 && t[0].ready == 2 &&
+		  t[0].restoring == 1 && t[0].leased == 3);
+	free(t);
+	cr_expect_eq(thaw_client_metric(c, "thaw_handouts_total", "py", &v, err,
+					sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(v, 7);
+	cr_expect_eq(thaw_client_metric(c, "thaw_handouts_total", "go", &v, err,
+					sizeof(err)),
+		     THAW_CLIENT_ANSWER);
+	cr_expect_eq(thaw_client_call(c, &health, &r, err, sizeof(err)),
+		     THAW_CLIENT_STATUS);
+	cr_expect_str_eq(err, "503 unavailable: shutting down");
+	cr_expect_eq(r.status, 503);
+	cr_expect(thaw_reply_header(&r, "retry-after", value, sizeof(value)));
+	cr_expect_str_eq(value, "1");
+	cr_expect(thaw_reply_header(&r, "Content-Type", value, sizeof(value)));
+	cr_expect_str_eq(value, "application/json");
+	cr_expect_not(thaw_reply_header(&r, "Allow", value, sizeof(value)));
+	thaw_reply_free(&r);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect(!strncmp(f.requests[0], "GET /templates HTTP/1.1\r\n", 25),
+		  "request: %s", f.requests[0]);
+	cr_expect_null(strstr(f.requests[0], "Authorization"));
+}
+
+/* Records a buffered exec's events. */
+struct events {
+	char out[64], err[64];
+	int exits;
+	struct thaw_exec_event end;
+};
+
+static int record_event(const struct thaw_exec_event *e, void *arg, char *err,
+			size_t errlen)
+{
+	struct events *ev = arg;
+
+	(void)err;
+	(void)errlen;
+	if (e->type == THAW_EXEC_STDOUT || e->type == THAW_EXEC_STDERR)
+		snprintf(e->type == THAW_EXEC_STDOUT ? ev->out : ev->err,
+			 sizeof(ev->out), "%.*s", (int)e->len,
+			 (const char *)e->data);
+	if (e->type == THAW_EXEC_EXIT) {
+		ev->exits++;
+		ev->end = *e;
+	}
+	return 0;
+}
+
+Test(client, library_exec_ping_delete_and_a_raw_put)
+{
+	struct fake_daemon f = {
+		.answers = { { json_answer("200 OK",
+					   "{\"stdout\":\"aGkK\",\"stderr\":"
+					   "\"b29wcwo=\",\"signal\":9,"
+					   "\"timed_out\":true,"
+					   "\"truncated\":true}") },
+			     { json_answer("200 OK", "{\"id\":\"sb-1\","
+						     "\"agent_ms\":0.41}") },
+			     { NO_CONTENT },
+			     { NO_CONTENT } },
+		.nr_answers = 4,
+	};
+	const struct thaw_call put = {
+		.method = "PUT",
+		.path = "/sandboxes/sb-1/files?path=%2Fx",
+		.body = "data",
+		.len = 4,
+		.expect_continue = true
+	};
+	struct thaw_reply r;
+	const char *const argv[] = { "true", NULL };
+	const struct thaw_exec spec = { .argv = argv, .buffered = true };
+	struct events ev = { 0 };
+	char err[256];
+	double ms = 0;
+
+	fake_start(&f);
+	struct thaw_client *c = library_open("t0k", NULL);
+	cr_expect_eq(thaw_client_exec(c, "sb-1", &spec, record_event, &ev, err,
+				      sizeof(err)),
+		     0, "%s", err);
+	cr_expect_str_eq(ev.out, "hi\n");
+	cr_expect_str_eq(ev.err, "oops\n");
+	cr_expect_eq(ev.exits, 1);
+	cr_expect(ev.end.signal == 9 && ev.end.timed_out && ev.end.truncated);
+	cr_expect_eq(thaw_client_ping(c, "sb-1", &ms, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(ms, 0.41);
+	cr_expect_eq(thaw_client_delete(c, "sb-1", err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(thaw_client_call(c, &put, &r, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(r.status, 204);
+	thaw_reply_free(&r);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect_str_eq(body_of(f.requests[0]),
+			 "{\"argv\":[\"true\"],\"stream\":false}");
+	expect_request(f.requests[0], "\r\nAuthorization: Bearer t0k\r\n");
+	expect_request(f.requests[1], "POST /sandboxes/sb-1/ping HTTP/1.1\r\n");
+	expect_request(f.requests[1], "\r\nContent-Length: 0\r\n");
+	expect_request(f.requests[2], "DELETE /sandboxes/sb-1 HTTP/1.1\r\n");
+	/* The go-ahead header joins the token's, and the body follows it. */
+	expect_request(f.requests[3], "\r\nAuthorization: Bearer t0k\r\n");
+	expect_request(f.requests[3], "\r\nExpect: 100-continue\r\n");
+	cr_expect_str_eq(body_of(f.requests[3]), "data");
+}
+
+static volatile sig_atomic_t library_canceled;
+
+static void on_sigint(int sig)
+{
+	library_canceled = sig;
+}
+
+/* The cancel flag ends a call the daemon is silent in, and hangs up. */
+Test(client, library_cancel_ends_a_silent_exec)
+{
+	struct fake_daemon f = { 0 };
+	const char *const argv[] = { "sleep", "100", NULL };
+	const struct thaw_exec spec = { .argv = argv };
+	struct sigaction sa = { .sa_handler = on_sigint };
+	struct events ev = { 0 };
+	char err[256];
+
+	cr_assert_eq(sigaction(SIGINT, &sa, NULL), 0);
+	started_then_interrupt(&f);
+	fake_start(&f);
+	struct thaw_client *c = library_open(NULL, &library_canceled);
+	cr_expect_eq(thaw_client_exec(c, "sb-1", &spec, record_event, &ev, err,
+				      sizeof(err)),
+		     THAW_CLIENT_CANCELED, "%s", err);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect_eq(library_canceled, SIGINT);
+	cr_expect(f.client_hung_up, "the library kept the connection open");
+	cr_expect_eq(ev.exits, 0);
 }
 
 /* RFC 4648's test vectors, both ways. */

@@ -17,15 +17,15 @@
  * daemon through files in the state directory (its pid, socket and log);
  * the lifecycle test kills and restarts it and leaves a new one there.
  *
- * Requests go through libcurl over the Unix socket (request()), answers
- * are parsed with jansson and base64 is nettle's, independent of the
- * daemon's code.  Malformed HTTP and stalled or vanishing clients are raw
- * socket writes.  Measured numbers go to stderr as "test_daemon: ..." lines.
+ * Requests go through the client library's raw call (request(); the
+ * library is pool/client's, not the daemon's code), answers are parsed
+ * with jansson and base64 is nettle's, independent of the daemon's code.
+ * Malformed HTTP and stalled or vanishing clients are raw socket writes.
+ * Measured numbers go to stderr as "test_daemon: ..." lines.
  */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <criterion/internal/ordered-set.h>
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,6 +53,7 @@
 
 #include "clock.h"
 #include "harness.h"
+#include "thaw_client.h"
 
 #define TOKEN "thaw-test-token-5f1c0a"
 #define CGROUP_PARENT "thaw-test-daemon"
@@ -163,7 +163,7 @@ static bool find_files(void)
 /* ---- HTTP ---- */
 
 struct reply {
-	long status; /* 0: no answer, and body is curl's error */
+	long status; /* 0: no answer, and body is the client's error */
 	char *body;  /* NUL-terminated */
 	size_t len;
 	json_t *json; /* the body, when it is a JSON object */
@@ -171,39 +171,6 @@ struct reply {
 	char allow[128];
 	double seconds;
 };
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-	struct reply *r = arg;
-	char *grown = realloc(r->body, r->len + size * n + 1);
-
-	if (!grown)
-		return 0;
-	memcpy(grown + r->len, data, size * n);
-	r->len += size * n;
-	grown[r->len] = '\0';
-	r->body = grown;
-	return size * n;
-}
-
-static size_t on_header(char *data, size_t size, size_t n, void *arg)
-{
-	struct reply *r = arg;
-	size_t len = size * n;
-
-	if (len > 6 && !strncasecmp(data, "Allow:", 6)) {
-		size_t from = 6;
-
-		while (from < len && data[from] == ' ')
-			from++;
-		while (len > from &&
-		       (data[len - 1] == '\r' || data[len - 1] == '\n'))
-			len--;
-		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)(len - from),
-			 data + from);
-	}
-	return size * n;
-}
 
 /* One request; only method and path are required. */
 struct call {
@@ -214,58 +181,48 @@ struct call {
 	int limit_s; /* for the whole exchange; 0: HTTP_LIMIT_S */
 };
 
-/* Sends @q and fills @r.  Asserts nothing, so threads may call it. */
+/*
+ * Sends @q and fills @r.  Asserts nothing, so threads may call it: each
+ * request has a connection of its own, as a connection is one thread's.
+ */
 static void request(const struct call *q, struct reply *r)
 {
-	char url[8192], error[CURL_ERROR_SIZE] = "";
-	struct curl_slist *headers = NULL;
-	const char *type = NULL;
-	CURL *c = curl_easy_init();
-
-	memset(r, 0, sizeof(*r));
-	r->body = calloc(1, 1);
-	snprintf(url, sizeof(url), "http://thaw%s", q->path);
-	if (!q->no_token)
-		headers = curl_slist_append(headers,
-					    "Authorization: Bearer " TOKEN);
+	const struct thaw_client_options o = {
+		.socket = files.socket,
+		.token = q->no_token ? NULL : TOKEN,
+		.timeout_s = q->limit_s ? q->limit_s : scaled_s(HTTP_LIMIT_S),
+	};
 	/* A large body waits for the go-ahead, so that a refusal (413) is
 	 * read rather than written into: the daemon may close at once. */
-	if (q->len > EXPECT_BYTES)
-		headers = curl_slist_append(headers, "Expect: 100-continue");
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, files.socket);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(
-		c, CURLOPT_TIMEOUT,
-		(long)(q->limit_s ? q->limit_s : scaled_s(HTTP_LIMIT_S)));
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	if (q->body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
-				 (curl_off_t)q->len);
-	}
-	CURLcode e = curl_easy_perform(c);
-	if (e == CURLE_OK) {
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-		if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type) ==
-			    CURLE_OK &&
-		    type)
-			snprintf(r->type, sizeof(r->type), "%s", type);
+	const struct thaw_call call = { .method = q->method,
+					.path = q->path,
+					.body = q->body,
+					.len = q->len,
+					.expect_continue =
+						q->len > EXPECT_BYTES };
+	struct thaw_reply got = { 0 };
+	char err[1024];
+	struct thaw_client *c = thaw_client_open(&o, err, sizeof(err));
+	int ret = c ? thaw_client_call(c, &call, &got, err, sizeof(err))
+		    : THAW_CLIENT_LOCAL;
+
+	memset(r, 0, sizeof(*r));
+	r->seconds = got.seconds;
+	if (ret == 0 || ret == THAW_CLIENT_STATUS) {
+		r->status = got.status;
+		r->body = got.body ? got.body : calloc(1, 1);
+		r->len = got.len;
+		got.body = NULL;
+		thaw_reply_header(&got, "Content-Type", r->type,
+				  sizeof(r->type));
+		thaw_reply_header(&got, "Allow", r->allow, sizeof(r->allow));
 		r->json = json_loadb(r->body, r->len, 0, NULL);
 	} else {
-		free(r->body);
-		r->body = strdup(error[0] ? error : curl_easy_strerror(e));
+		r->body = strdup(err);
 		r->len = strlen(r->body);
 	}
-	curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r->seconds);
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(c);
+	thaw_reply_free(&got);
+	thaw_client_close(c);
 }
 
 static void reply_free(struct reply *r)
@@ -1299,7 +1256,6 @@ static void connect_daemon(void)
 			  getenv("THAW_TEST_INITRD"),
 		  "run through daemon-in-vm.sh");
 	json_object_seed(0);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	failure = slurp(start_failure_file(path, sizeof(path)), NULL);
 	cr_assert_null(failure, "the daemon did not start: %s", failure);
 	cr_assert_gt(daemon_pid(), 0, "no daemon");
