@@ -20,6 +20,7 @@
 #include "kvm_ioctl.h"
 #include "memfile.h"
 #include "state.h"
+#include "vm_devices.h"
 #include "workingset.h"
 #include "x86/cpu.h"
 #include "x86/kvm_state.h"
@@ -86,29 +87,6 @@ void vm_stop(struct vm *vm, int status, const char *fmt, ...)
 			pthread_kill(vm->main_thread, SIGNAL_STOP);
 	}
 	pthread_mutex_unlock(&vm->stop_lock);
-}
-
-static void irq_set_level(void *ctx, uint32_t gsi, int level)
-{
-	struct vm *vm = ctx;
-	struct kvm_irq_level irq = { .irq = gsi, .level = level };
-
-	if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) < 0)
-		vm_stop(vm, VM_ERROR, "KVM_IRQ_LINE for GSI %u: %s", gsi,
-			strerror(errno));
-}
-
-/* The i8042's reset line: a reboot, or a panic=-1 kernel giving up. */
-static void guest_requested_reset(void *ctx)
-{
-	struct vm *vm = ctx;
-
-	serial_flush(&vm->serial);
-	if (vm->console.panicked)
-		vm_stop(vm, VM_GUEST_CRASHED, "guest %s",
-			vm->console.panic_line);
-	else
-		vm_stop(vm, VM_GUEST_STOPPED, "guest rebooted");
 }
 
 static int open_kvm(struct vm *vm)
@@ -178,49 +156,10 @@ static int create_machine(struct vm *vm)
 
 static int create_devices(struct vm *vm, const struct vm_config *cfg)
 {
-	struct irq_line serial_irq = { .set_level = irq_set_level,
-				       .ctx = vm,
-				       .gsi = SERIAL_COM1_IRQ };
-
 	bus_init(&vm->pio, "pio");
 	bus_init(&vm->mmio, "mmio");
 	console_init(&vm->console, cfg->console_fd, cfg->console_log_fd);
-	if (serial_init(&vm->serial, serial_irq, console_write, &vm->console) <
-		    0 ||
-	    i8042_init(&vm->i8042, guest_requested_reset, vm) < 0 ||
-	    rtc_init(&vm->rtc) < 0)
-		return -1;
-	vm->devices_ready = true;
-	if (bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
-			 SERIAL_PORT_COUNT, &vm->serial, serial_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1, &vm->i8042,
-			 i8042_data_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
-			 &vm->i8042, i8042_command_io) < 0 ||
-	    bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
-			 rtc_io) < 0)
-		return -1;
-	if (!cfg->vsock_path)
-		return 0;
-
-	struct irq_line vsock_irq = { .set_level = irq_set_level,
-				      .ctx = vm,
-				      .gsi = VIRTIO_MMIO_FIRST_IRQ };
-	if (vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
-		       &vm->mem, vsock_irq) < 0)
-		return -1;
-	vm->vsock_ready = true;
-
-	struct kvm_ioeventfd notify = {
-		.addr = VIRTIO_MMIO_BASE + VIRTIO_MMIO_QUEUE_NOTIFY,
-		.len = 4,
-		.fd = vsock_notify_fd(&vm->vsock),
-	};
-	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0)
-		return -1;
-	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
-			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
-			    virtio_mmio_io);
+	return vm_devices_create(vm, cfg);
 }
 
 /* KVM vCPU objects and their kvm_run mappings, with no state set yet. */
@@ -446,14 +385,6 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 	return 0;
 }
 
-static int restore_devices(struct vm *vm, const struct state_reader *r)
-{
-	if (serial_restore(&vm->serial, r) < 0 ||
-	    i8042_restore(&vm->i8042, r) < 0 || rtc_restore(&vm->rtc, r) < 0)
-		return -1;
-	return vm->vsock_ready ? vsock_restore(&vm->vsock, r) : 0;
-}
-
 static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 {
 	char path[PATH_MAX];
@@ -477,7 +408,7 @@ static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 		if (x86_restore_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, &r) < 0)
 			goto out;
 	/* The irqchip before the devices, which re-drive their lines. */
-	if (x86_restore_vm(vm->vm_fd, &r) < 0 || restore_devices(vm, &r) < 0)
+	if (x86_restore_vm(vm->vm_fd, &r) < 0 || vm_devices_restore(vm, &r) < 0)
 		goto out;
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		x86_notify_paused(vm->vcpus[i].fd);
@@ -540,19 +471,18 @@ int vm_pause(struct vm *vm)
 out:
 	pthread_mutex_unlock(&vm->pause_lock);
 	/*
-	 * Outside the lock: the vsock thread may call vm_stop() (which takes
+	 * Outside the lock: a device thread may call vm_stop() (which takes
 	 * it) before it reaches its pause point.  Only the control thread
 	 * pauses and resumes, so nothing races this.
 	 */
-	if (ret == 0 && vm->vsock_ready)
-		vsock_pause(&vm->vsock);
+	if (ret == 0)
+		vm_devices_pause(vm);
 	return ret;
 }
 
 void vm_resume(struct vm *vm)
 {
-	if (vm->vsock_ready)
-		vsock_resume(&vm->vsock);
+	vm_devices_resume(vm);
 	pthread_mutex_lock(&vm->pause_lock);
 	if (vm->paused) {
 		vm->paused = false;
@@ -580,7 +510,8 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 {
 	struct saved_config sc = { .mem_size = vm->mem.size,
 				   .nr_vcpus = vm->nr_vcpus,
-				   .has_vsock = vm->vsock_ready };
+				   .has_vsock =
+					   vm_has_device(vm, STATE_DEV_VSOCK) };
 	struct state_file_header header = {
 		.cpu_signature = host_cpu_signature(),
 		.mem_size = vm->mem.size,
@@ -600,11 +531,7 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
 			goto out;
-	serial_save(&vm->serial, &w);
-	i8042_save(&vm->i8042, &w);
-	rtc_save(&vm->rtc, &w);
-	if (vm->vsock_ready)
-		vsock_save(&vm->vsock, &w);
+	vm_devices_save(vm, &w);
 	ret = state_writer_save(&w, &header, path);
 out:
 	state_writer_free(&w);
@@ -715,7 +642,7 @@ static int handle_exit(struct vcpu *v)
 			vm_stop(vm, VM_GUEST_CRASHED, "vcpu %d: guest crashed",
 				v->id);
 		else
-			guest_requested_reset(vm);
+			vm_guest_requested_reset(vm);
 		return -1;
 	case KVM_EXIT_INTERNAL_ERROR:
 		if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
@@ -830,8 +757,7 @@ int vm_run(struct vm *vm)
 	vm->main_thread = pthread_self();
 	vm->main_thread_known = true;
 
-	if (vm->vsock_ready && vsock_start(&vm->vsock) < 0)
-		vm_stop(vm, VM_ERROR, "vsock: cannot start the device thread");
+	vm_devices_start(vm);
 	if (vm->control_ready && control_start(&vm->control) < 0)
 		vm_stop(vm, VM_ERROR,
 			"control socket: cannot start its thread");
@@ -878,9 +804,8 @@ void vm_destroy(struct vm *vm)
 {
 	if (vm->control_ready)
 		control_stop(&vm->control);
-	/* After the vCPUs: it tears down the transport MMIO exits use. */
-	if (vm->vsock_ready)
-		vsock_stop(&vm->vsock);
+	/* After the vCPUs: devices own what their exits use. */
+	vm_devices_destroy(vm);
 	for (int i = 0; i < VM_MAX_VCPUS; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
@@ -893,11 +818,6 @@ void vm_destroy(struct vm *vm)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
-	if (vm->devices_ready) {
-		serial_destroy(&vm->serial);
-		i8042_destroy(&vm->i8042);
-		rtc_destroy(&vm->rtc);
-	}
 	guest_memory_destroy(&vm->mem);
 	pthread_mutex_destroy(&vm->stop_lock);
 	pthread_cond_destroy(&vm->pause_cond);
