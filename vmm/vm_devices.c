@@ -18,9 +18,11 @@ struct vm_device {
 	uint32_t state_tag; /* its snapshot section, and its name */
 	/* Whether @cfg asks for it; NULL: every machine has it. */
 	bool (*wanted)(const struct vm_config *cfg);
-	/* Initialises it and registers its ports; 0 or -1 after a message.
-	 * On failure nothing of it is left to release. */
+	/* Initialises it: 0, or -1 after a message with nothing to release. */
 	int (*create)(struct vm *vm, const struct vm_config *cfg);
+	/* Connects it to the VM (ports, notifications): 0 or -1 after a
+	 * message; destroy releases it either way. */
+	int (*attach)(struct vm *vm);
 	void (*save)(struct vm *vm, struct state_writer *w);
 	int (*restore)(struct vm *vm, const struct state_reader *r);
 	/* Devices with a thread: start it (0 or -1), pause and resume it. */
@@ -59,98 +61,76 @@ void vm_guest_requested_reset(void *ctx)
 		vm_stop(vm, VM_GUEST_STOPPED, "guest rebooted");
 }
 
+/*
+ * The save, restore and destroy entries of a device kept in vm->NAME, whose
+ * own API has NAME_save(), NAME_restore() and @destroy.
+ */
+#define DEFINE_DEVICE_STATE_OPS(name, destroy)                            \
+	static void name##_save_vm(struct vm *vm, struct state_writer *w) \
+	{                                                                 \
+		name##_save(&vm->name, w);                                \
+	}                                                                 \
+	static int name##_restore_vm(struct vm *vm,                       \
+				     const struct state_reader *r)        \
+	{                                                                 \
+		return name##_restore(&vm->name, r);                      \
+	}                                                                 \
+	static void name##_destroy_vm(struct vm *vm)                      \
+	{                                                                 \
+		destroy(&vm->name);                                       \
+	}
+
 /* The UART at COM1: the guest's console. */
 
 static int serial_create(struct vm *vm, const struct vm_config *cfg)
 {
 	(void)cfg;
-	if (serial_init(&vm->serial, irq_line(vm, SERIAL_COM1_IRQ),
-			console_write, &vm->console) < 0)
-		return -1;
-	if (bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
-			 SERIAL_PORT_COUNT, &vm->serial, serial_io) < 0) {
-		serial_destroy(&vm->serial);
-		return -1;
-	}
-	return 0;
+	return serial_init(&vm->serial, irq_line(vm, SERIAL_COM1_IRQ),
+			   console_write, &vm->console);
 }
 
-static void serial_save_vm(struct vm *vm, struct state_writer *w)
+static int serial_attach(struct vm *vm)
 {
-	serial_save(&vm->serial, w);
+	return bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
+			    SERIAL_PORT_COUNT, &vm->serial, serial_io);
 }
 
-static int serial_restore_vm(struct vm *vm, const struct state_reader *r)
-{
-	return serial_restore(&vm->serial, r);
-}
-
-static void serial_destroy_vm(struct vm *vm)
-{
-	serial_destroy(&vm->serial);
-}
+DEFINE_DEVICE_STATE_OPS(serial, serial_destroy)
 
 /* The keyboard controller: only its reset line matters (reboot=k). */
 
 static int i8042_create(struct vm *vm, const struct vm_config *cfg)
 {
 	(void)cfg;
-	if (i8042_init(&vm->i8042, vm_guest_requested_reset, vm) < 0)
-		return -1;
+	return i8042_init(&vm->i8042, vm_guest_requested_reset, vm);
+}
+
+static int i8042_attach(struct vm *vm)
+{
 	if (bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1, &vm->i8042,
-			 i8042_data_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
-			 &vm->i8042, i8042_command_io) < 0) {
-		i8042_destroy(&vm->i8042);
+			 i8042_data_io) < 0)
 		return -1;
-	}
-	return 0;
+	return bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
+			    &vm->i8042, i8042_command_io);
 }
 
-static void i8042_save_vm(struct vm *vm, struct state_writer *w)
-{
-	i8042_save(&vm->i8042, w);
-}
-
-static int i8042_restore_vm(struct vm *vm, const struct state_reader *r)
-{
-	return i8042_restore(&vm->i8042, r);
-}
-
-static void i8042_destroy_vm(struct vm *vm)
-{
-	i8042_destroy(&vm->i8042);
-}
+DEFINE_DEVICE_STATE_OPS(i8042, i8042_destroy)
 
 /* The CMOS clock the guest reads the wall-clock time from at boot. */
 
 static int rtc_create(struct vm *vm, const struct vm_config *cfg)
 {
 	(void)cfg;
-	if (rtc_init(&vm->rtc) < 0)
-		return -1;
-	if (bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
-			 rtc_io) < 0) {
-		rtc_destroy(&vm->rtc);
-		return -1;
-	}
-	return 0;
+	return rtc_init(&vm->rtc);
 }
 
-static void rtc_save_vm(struct vm *vm, struct state_writer *w)
+static int rtc_attach(struct vm *vm)
 {
-	rtc_save(&vm->rtc, w);
+	return bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
+			    rtc_io);
 }
 
-static int rtc_restore_vm(struct vm *vm, const struct state_reader *r)
-{
-	return rtc_restore(&vm->rtc, r);
-}
-
-static void rtc_destroy_vm(struct vm *vm)
-{
-	rtc_destroy(&vm->rtc);
-}
+DEFINE_DEVICE_STATE_OPS(rtc, rtc_destroy)
 
 /* The agent channel: virtio-vsock on the first virtio-mmio window. */
 
@@ -161,33 +141,24 @@ static bool vsock_wanted(const struct vm_config *cfg)
 
 static int vsock_create(struct vm *vm, const struct vm_config *cfg)
 {
-	if (vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
-		       &vm->mem, irq_line(vm, VIRTIO_MMIO_FIRST_IRQ)) < 0)
-		return -1;
+	return vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
+			  &vm->mem, irq_line(vm, VIRTIO_MMIO_FIRST_IRQ));
+}
 
+static int vsock_attach(struct vm *vm)
+{
 	/* Queue notifications wake the device thread without an exit. */
 	struct kvm_ioeventfd notify = {
 		.addr = VIRTIO_MMIO_BASE + VIRTIO_MMIO_QUEUE_NOTIFY,
 		.len = 4,
 		.fd = vsock_notify_fd(&vm->vsock),
 	};
-	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0 ||
-	    bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE, VIRTIO_MMIO_SIZE,
-			 vsock_transport(&vm->vsock), virtio_mmio_io) < 0) {
-		vsock_stop(&vm->vsock);
+
+	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0)
 		return -1;
-	}
-	return 0;
-}
-
-static void vsock_save_vm(struct vm *vm, struct state_writer *w)
-{
-	vsock_save(&vm->vsock, w);
-}
-
-static int vsock_restore_vm(struct vm *vm, const struct state_reader *r)
-{
-	return vsock_restore(&vm->vsock, r);
+	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
+			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
+			    virtio_mmio_io);
 }
 
 static int vsock_start_vm(struct vm *vm)
@@ -205,17 +176,14 @@ static void vsock_resume_vm(struct vm *vm)
 	vsock_resume(&vm->vsock);
 }
 
-/* After the vCPUs: it tears down the transport MMIO exits use. */
-static void vsock_destroy_vm(struct vm *vm)
-{
-	vsock_stop(&vm->vsock);
-}
+DEFINE_DEVICE_STATE_OPS(vsock, vsock_stop)
 
 /* The order of creation, of the sections in state.bin and of restores. */
 static const struct vm_device devices[] = {
 	{
 		.state_tag = STATE_DEV_SERIAL,
 		.create = serial_create,
+		.attach = serial_attach,
 		.save = serial_save_vm,
 		.restore = serial_restore_vm,
 		.destroy = serial_destroy_vm,
@@ -223,6 +191,7 @@ static const struct vm_device devices[] = {
 	{
 		.state_tag = STATE_DEV_I8042,
 		.create = i8042_create,
+		.attach = i8042_attach,
 		.save = i8042_save_vm,
 		.restore = i8042_restore_vm,
 		.destroy = i8042_destroy_vm,
@@ -230,6 +199,7 @@ static const struct vm_device devices[] = {
 	{
 		.state_tag = STATE_DEV_RTC,
 		.create = rtc_create,
+		.attach = rtc_attach,
 		.save = rtc_save_vm,
 		.restore = rtc_restore_vm,
 		.destroy = rtc_destroy_vm,
@@ -238,6 +208,7 @@ static const struct vm_device devices[] = {
 		.state_tag = STATE_DEV_VSOCK,
 		.wanted = vsock_wanted,
 		.create = vsock_create,
+		.attach = vsock_attach,
 		.save = vsock_save_vm,
 		.restore = vsock_restore_vm,
 		.start = vsock_start_vm,
@@ -265,6 +236,8 @@ int vm_devices_create(struct vm *vm, const struct vm_config *cfg)
 		if (d->create(vm, cfg) < 0)
 			return -1;
 		vm->devices_created |= 1u << i;
+		if (d->attach(vm) < 0)
+			return -1;
 	}
 	return 0;
 }
