@@ -18,6 +18,7 @@
 
 #include "host_cpu.h"
 #include "kvm_ioctl.h"
+#include "log.h"
 #include "memfile.h"
 #include "state.h"
 #include "vm_devices.h"
@@ -93,25 +94,24 @@ static int open_kvm(struct vm *vm)
 {
 	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
-		fprintf(stderr,
-			"%s: %s (this host offers no KVM: hardware "
-			"virtualisation off, module not loaded, or a nested "
-			"guest without it)\n",
-			KVM_DEVICE, strerror(errno));
+		log_error("%s: %s (this host offers no KVM: hardware "
+			  "virtualisation off, module not loaded, or a nested "
+			  "guest without it)",
+			  KVM_DEVICE, strerror(errno));
 		return -1;
 	}
 	int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_EXPECTED_API_VERSION) {
-		fprintf(stderr, "%s: KVM API version %d, expected %d\n",
-			KVM_DEVICE, version, KVM_EXPECTED_API_VERSION);
+		log_error("%s: KVM API version %d, expected %d", KVM_DEVICE,
+			  version, KVM_EXPECTED_API_VERSION);
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(required_caps) / sizeof(int); i++) {
 		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i]) <=
 		    0) {
-			fprintf(stderr,
+			log_error(
 				"%s: KVM lacks capability %d (see KVM_CAP_* in "
-				"linux/kvm.h)\n",
+				"linux/kvm.h)",
 				KVM_DEVICE, required_caps[i]);
 			return -1;
 		}
@@ -143,7 +143,7 @@ static int create_machine(struct vm *vm)
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 
 	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0) {
-		fprintf(stderr, "KVM_SET_TSS_ADDR: %s\n", strerror(errno));
+		log_error("KVM_SET_TSS_ADDR: %s", strerror(errno));
 		return -1;
 	}
 	if (KVM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) <
@@ -168,8 +168,7 @@ static int create_vcpu_fds(struct vm *vm)
 	int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 
 	if (run_size <= 0) {
-		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n",
-			strerror(errno));
+		log_error("KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
 		return -1;
 	}
 	for (int i = 0; i < vm->nr_vcpus; i++) {
@@ -177,16 +176,16 @@ static int create_vcpu_fds(struct vm *vm)
 
 		v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
 		if (v->fd < 0) {
-			fprintf(stderr, "vcpu %d: KVM_CREATE_VCPU: %s\n", i,
-				strerror(errno));
+			log_error("vcpu %d: KVM_CREATE_VCPU: %s", i,
+				  strerror(errno));
 			return -1;
 		}
 		v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE,
 			      MAP_SHARED, v->fd, 0);
 		if (v->run == MAP_FAILED) {
 			v->run = NULL;
-			fprintf(stderr, "vcpu %d: cannot map kvm_run: %s\n", i,
-				strerror(errno));
+			log_error("vcpu %d: cannot map kvm_run: %s", i,
+				  strerror(errno));
 			return -1;
 		}
 		v->run_size = run_size;
@@ -238,7 +237,7 @@ static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg,
 		     vm->pvm ? pvm_kernel_cmdline() : "", tsc,
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
-		fprintf(stderr, "kernel command line: out of memory\n");
+		log_error("kernel command line: out of memory");
 		return NULL;
 	}
 	return cmdline;
@@ -259,7 +258,7 @@ static int tell_guest_tsc_rate(struct vm *vm, const struct vm_config *cfg)
 		return 0;
 	int khz = ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0);
 	if (khz <= 0) {
-		fprintf(stderr, "KVM_GET_TSC_KHZ: %s\n", strerror(errno));
+		log_error("KVM_GET_TSC_KHZ: %s", strerror(errno));
 		return -1;
 	}
 	char *cmdline = build_cmdline(vm, cfg, khz);
@@ -283,7 +282,7 @@ struct saved_config {
 static int snapshot_path(char *out, const char *dir, const char *file)
 {
 	if (snprintf(out, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX) {
-		fprintf(stderr, "snapshot %s: path too long\n", dir);
+		log_error("snapshot %s: path too long", dir);
 		return -1;
 	}
 	return 0;
@@ -322,8 +321,8 @@ static int check_snapshot(const struct state_reader *r,
 		char cpu[128];
 
 		host_cpu_describe(cpu, sizeof(cpu));
-		fprintf(stderr,
-			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)\n",
+		log_error(
+			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)",
 			cfg->restore_dir,
 			(unsigned long long)r->header.cpu_signature, cpu,
 			(unsigned long long)host);
@@ -334,18 +333,18 @@ static int check_snapshot(const struct state_reader *r,
 	if (sc->nr_vcpus < 1 || sc->nr_vcpus > VM_MAX_VCPUS ||
 	    sc->nr_vcpus != r->header.nr_vcpus ||
 	    sc->mem_size != r->header.mem_size || sc->has_vsock > 1) {
-		fprintf(stderr,
-			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)\n",
+		log_error(
+			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)",
 			r->path, sc->nr_vcpus, r->header.nr_vcpus,
 			(unsigned long long)sc->mem_size,
 			(unsigned long long)r->header.mem_size);
 		return -1;
 	}
 	if (sc->has_vsock != (cfg->vsock_path != NULL)) {
-		fprintf(stderr, "snapshot %s %s an agent channel: %s --vsock\n",
-			cfg->restore_dir, sc->has_vsock ? "has" : "has no",
-			sc->has_vsock ? "give it a socket path with"
-				      : "leave out");
+		log_error("snapshot %s %s an agent channel: %s --vsock",
+			  cfg->restore_dir, sc->has_vsock ? "has" : "has no",
+			  sc->has_vsock ? "give it a socket path with"
+					: "leave out");
 		return -1;
 	}
 	return 0;
@@ -377,8 +376,8 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 		if (workingset_prefetch(fd, vm->mem.host, vm->mem.size,
 					working_set,
 					&vm->prefetched_pages) == -1)
-			fprintf(stderr, "%s: restoring without prefetch\n",
-				working_set);
+			log_warning("%s: restoring without prefetch",
+				    working_set);
 		vm->prefetch_ns = monotonic_ns() - start;
 	}
 	close(fd);
@@ -452,7 +451,7 @@ int vm_pause(struct vm *vm)
 	if (vm->paused)
 		goto out;
 	if (!atomic_load(&vm->vcpus_started) || atomic_load(&vm->stopping)) {
-		fprintf(stderr, "pause: the VM is not running\n");
+		log_error("pause: the VM is not running");
 		ret = -1;
 		goto out;
 	}
@@ -463,7 +462,7 @@ int vm_pause(struct vm *vm)
 		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
 	if (atomic_load(&vm->stopping)) {
 		atomic_store(&vm->pause_requested, false);
-		fprintf(stderr, "pause: the VM stopped meanwhile\n");
+		log_error("pause: the VM stopped meanwhile");
 		ret = -1;
 		goto out;
 	}
@@ -544,8 +543,8 @@ static int sync_directory(const char *dir)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 || fsync(fd) < 0) {
-		fprintf(stderr, "snapshot %s: cannot sync the directory: %s\n",
-			dir, strerror(errno));
+		log_error("snapshot %s: cannot sync the directory: %s", dir,
+			  strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;

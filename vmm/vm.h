@@ -151,7 +151,7 @@ struct vm {
 
 /*
  * Builds the VM.  @start_ns is when the caller started (timings count VMM
- * setup from there).  Returns 0, or -1 after one error line on stderr; on
+ * setup from there).  Returns 0, or -1 after one error line (log.h); on
  * error, vm_destroy() still cleans up what was made.
  */
 int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns);
