@@ -7,9 +7,12 @@
  * in Firecracker and kvmtool, a device saves and restores its own state);
  * vm_devices.c holds one table entry per device that wires it into a
  * struct vm (its ports, its IRQ line, the reset line) and names its snapshot
- * section.  vm.c walks the table through the functions below and names no
- * device itself, so adding a device is one entry, not edits in creation,
- * save, restore and teardown.
+ * section.  vm.c walks the table through the functions below, so adding a
+ * device is one entry, not edits in creation, save, restore, pausing and
+ * teardown.  What vm.c still knows of particular devices is the machine's
+ * shape: the kernel command line announcing the virtio-mmio window, the
+ * saved configuration's has_vsock, and the console UART it flushes when the
+ * VM stops.
  *
  * A device is identified by its snapshot section's tag (state.h), which
  * state_tag_name() turns into the name messages use.  Devices are created,
