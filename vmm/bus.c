@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
+
 void bus_init(struct bus *bus, const char *name)
 {
 	memset(bus, 0, sizeof(*bus));
@@ -18,29 +20,27 @@ int bus_register(struct bus *bus, const char *name, uint64_t base, uint64_t len,
 		 void *device, bus_access_fn access)
 {
 	if (len == 0 || base + len < base) {
-		fprintf(stderr,
-			"%s bus: device %s: invalid range 0x%llx+0x%llx\n",
-			bus->name, name, (unsigned long long)base,
-			(unsigned long long)len);
+		log_error("%s bus: device %s: invalid range 0x%llx+0x%llx",
+			  bus->name, name, (unsigned long long)base,
+			  (unsigned long long)len);
 		return -1;
 	}
 	for (int i = 0; i < bus->count; i++) {
 		const struct bus_range *r = &bus->ranges[i];
 
 		if (base < r->base + r->len && r->base < base + len) {
-			fprintf(stderr,
-				"%s bus: device %s at 0x%llx+0x%llx overlaps "
-				"%s at 0x%llx+0x%llx\n",
-				bus->name, name, (unsigned long long)base,
-				(unsigned long long)len, r->name,
-				(unsigned long long)r->base,
-				(unsigned long long)r->len);
+			log_error("%s bus: device %s at 0x%llx+0x%llx overlaps "
+				  "%s at 0x%llx+0x%llx",
+				  bus->name, name, (unsigned long long)base,
+				  (unsigned long long)len, r->name,
+				  (unsigned long long)r->base,
+				  (unsigned long long)r->len);
 			return -1;
 		}
 	}
 	if (bus->count == BUS_MAX_RANGES) {
-		fprintf(stderr, "%s bus: no room for device %s (limit %d)\n",
-			bus->name, name, BUS_MAX_RANGES);
+		log_error("%s bus: no room for device %s (limit %d)", bus->name,
+			  name, BUS_MAX_RANGES);
 		return -1;
 	}
 	bus->ranges[bus->count++] = (struct bus_range){

@@ -45,9 +45,9 @@ struct bus {
 void bus_init(struct bus *bus, const char *name);
 
 /*
- * Claims [base, base + len) for @device.  Returns 0, or -1 with a message on
- * stderr naming both ranges when it overlaps an existing one or the bus is
- * full.
+ * Claims [base, base + len) for @device.  Returns 0, or -1 after an error
+ * line (log.h) naming both ranges when it overlaps an existing one or the bus
+ * is full.
  */
 int bus_register(struct bus *bus, const char *name, uint64_t base, uint64_t len,
 		 void *device, bus_access_fn access);

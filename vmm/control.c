@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "vm.h"
 
 int control_init(struct control *c, struct vm *vm, const char *path)
@@ -29,9 +30,8 @@ int control_init(struct control *c, struct vm *vm, const char *path)
 	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
 		c->clients[i].fd = -1;
 	if (strlen(path) >= sizeof(addr.sun_path)) {
-		fprintf(stderr,
-			"control socket %s: path longer than %zu bytes\n", path,
-			sizeof(addr.sun_path) - 1);
+		log_error("control socket %s: path longer than %zu bytes", path,
+			  sizeof(addr.sun_path) - 1);
 		return -1;
 	}
 	strcpy(addr.sun_path, path);
@@ -41,8 +41,7 @@ int control_init(struct control *c, struct vm *vm, const char *path)
 	if (c->wake_fd < 0 || c->listen_fd < 0 ||
 	    bind(c->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
 	    listen(c->listen_fd, CONTROL_MAX_CLIENTS) < 0) {
-		fprintf(stderr, "control socket %s: %s\n", path,
-			strerror(errno));
+		log_error("control socket %s: %s", path, strerror(errno));
 		c->path[0] = '\0'; /* not ours to remove */
 		return -1;
 	}
@@ -110,8 +109,8 @@ static const char *argument(const char *line, const char *command)
 /*
  * Commands run on the control thread; a snapshot blocks it for as long as
  * writing guest memory takes, which is fine: the guest is paused meanwhile
- * and other clients only wait.  Failures are explained on the VMM's stderr
- * (its log), the reply says where to look.
+ * and other clients only wait.  Failures are explained in the VMM's log
+ * (log.h), the reply says where to look.
  */
 static void handle_line(struct control *c, struct control_client *cl)
 {
@@ -250,8 +249,8 @@ int control_start(struct control *c)
 	int err = pthread_create(&c->thread, NULL, control_thread, c);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
-		fprintf(stderr, "control socket: cannot start thread: %s\n",
-			strerror(err));
+		log_error("control socket: cannot start thread: %s",
+			  strerror(err));
 		return -1;
 	}
 	c->started = true;

@@ -2,8 +2,8 @@
 /*
  * kvm_ioctl.h - a KVM ioctl that explains its own failure.
  *
- * KVM_IOCTL(fd, KVM_X, arg) retries on EINTR and, on failure, prints
- * "KVM_X: <error>", so the message names the ioctl that failed; callers
+ * KVM_IOCTL(fd, KVM_X, arg) retries on EINTR and, on failure, logs the
+ * error "KVM_X: <error>", so the message names the ioctl that failed; callers
  * with more context pass their own name to kvm_ioctl_named().
  */
 #ifndef THAW_VMM_KVM_IOCTL_H
@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "log.h"
+
 static inline int kvm_ioctl_named(int fd, unsigned long request, void *arg,
 				  const char *name)
 {
@@ -23,7 +25,7 @@ static inline int kvm_ioctl_named(int fd, unsigned long request, void *arg,
 		ret = ioctl(fd, request, arg);
 	while (ret < 0 && errno == EINTR);
 	if (ret < 0)
-		fprintf(stderr, "%s: %s\n", name, strerror(errno));
+		log_error("%s: %s", name, strerror(errno));
 	return ret;
 }
 

@@ -6,12 +6,19 @@
  * until the guest stops, and reports how long each phase took.  The exit
  * status is the VM's (enum vm_status), so callers can tell a clean guest
  * shutdown from a crash or a VMM error without parsing text.
+ *
+ * Everything thaw-vmm says goes through common/log.h, one line each, named
+ * "thaw-vmm" and, with --sandbox-id, the sandbox it runs: its supervisor
+ * keeps these lines in the sandbox's vmm.log, where the last ones are the
+ * reason the VM stopped and a "timings:" line.  Only --help and the guest's
+ * console (on stdout) are not log lines.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +33,10 @@ static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
+	"                [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
 	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
-	"                [--pvm auto|on|off]\n"
+	"                [--pvm auto|on|off] [LOGGING]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, or restores one from a snapshot, copies\n"
 	"its serial console to stdout and exits when the guest stops.\n"
@@ -53,6 +61,13 @@ static const char usage[] =
 	"                      io_uring first) or lazy (page by page on use)\n"
 	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
 	"\n"
+	"LOGGING: thaw-vmm's own lines go to stderr, one per event.\n"
+	"  --log-level LEVEL   the least severe kept: error, warning, info\n"
+	"                      (default) or debug\n"
+	"  --log-format FMT    text (default: time, \"thaw-vmm:\", message) or\n"
+	"                      json (one object a line, for log collectors)\n"
+	"  --sandbox-id ID     the sandbox this VM runs, named on every line\n"
+	"\n"
 	"Exit status: 0 guest stopped itself, 1 VMM error, 2 bad usage,\n"
 	"3 guest crashed (panic, triple fault), 4 interrupted by a signal.\n";
 
@@ -62,11 +77,16 @@ static void print_usage(FILE *f)
 		VM_MAX_VCPUS);
 }
 
-static int usage_error(const char *fmt, const char *arg)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+							     ...)
 {
-	fprintf(stderr, "thaw-vmm: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see thaw-vmm --help)\n");
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("%s (see thaw-vmm --help)", msg);
 	return VM_USAGE;
 }
 
@@ -78,46 +98,61 @@ static int parse_number(const char *flag, const char *arg, long min, long max,
 	errno = 0;
 	long v = strtol(arg, &end, 10);
 	if (errno || end == arg || *end) {
-		fprintf(stderr, "thaw-vmm: %s '%s' is not a number\n", flag,
-			arg);
+		log_error("%s '%s' is not a number", flag, arg);
 		return -1;
 	}
 	if (v < min || v > max) {
-		fprintf(stderr, "thaw-vmm: %s %ld is outside %ld..%ld\n", flag,
-			v, min, max);
+		log_error("%s %ld is outside %ld..%ld", flag, v, min, max);
 		return -1;
 	}
 	*out = v;
 	return 0;
 }
 
-static void print_phase(const char *name, uint64_t from, uint64_t to,
-			const char *sep)
+/* Appends "NAME 1.2 ms" (or "NAME not reached") and @sep to @line. */
+static void add_phase(char *line, size_t size, const char *name, uint64_t from,
+		      uint64_t to, const char *sep)
 {
+	size_t n = strlen(line);
+
 	if (to)
-		fprintf(stderr, "%s %.1f ms%s", name, (to - from) / 1e6, sep);
+		snprintf(line + n, size - n, "%s %.1f ms%s", name,
+			 (to - from) / 1e6, sep);
 	else
-		fprintf(stderr, "%s not reached%s", name, sep);
+		snprintf(line + n, size - n, "%s not reached%s", name, sep);
 }
 
-static void print_timings(const struct vm *vm)
+static void log_timings(const struct vm *vm)
 {
+	char line[256] = "";
+
 	if (vm->restored_ns) {
-		fprintf(stderr, "thaw-vmm: timings: ");
-		print_phase("vmm setup", vm->created_ns, vm->restore_start_ns,
-			    ", ");
-		print_phase("state restore", vm->restore_start_ns,
-			    vm->restored_ns, "");
-		fprintf(stderr, " (prefetched %llu pages in %.1f ms)\n",
-			(unsigned long long)vm->prefetched_pages,
-			vm->prefetch_ns / 1e6);
+		add_phase(line, sizeof(line), "vmm setup", vm->created_ns,
+			  vm->restore_start_ns, ", ");
+		add_phase(line, sizeof(line), "state restore",
+			  vm->restore_start_ns, vm->restored_ns, "");
+		log_info("timings: %s (prefetched %llu pages in %.1f ms)", line,
+			 (unsigned long long)vm->prefetched_pages,
+			 vm->prefetch_ns / 1e6);
 		return;
 	}
-	fprintf(stderr, "thaw-vmm: timings: ");
-	print_phase("vmm setup", vm->created_ns, vm->running_ns, ", ");
-	print_phase("kernel start", vm->running_ns, vm->console.first_output_ns,
-		    ", ");
-	print_phase("time to /init", vm->running_ns, vm->console.init_ns, "\n");
+	add_phase(line, sizeof(line), "vmm setup", vm->created_ns,
+		  vm->running_ns, ", ");
+	add_phase(line, sizeof(line), "kernel start", vm->running_ns,
+		  vm->console.first_output_ns, ", ");
+	add_phase(line, sizeof(line), "time to /init", vm->running_ns,
+		  vm->console.init_ns, "");
+	log_info("timings: %s", line);
+}
+
+/* Why the VM stopped: an error unless the guest ended it or was told to. */
+static void log_stop_reason(int status, const char *reason)
+{
+	enum log_level level = status == VM_ERROR || status == VM_GUEST_CRASHED
+				       ? LOG_LEVEL_ERROR
+				       : LOG_LEVEL_INFO;
+
+	log_write(level, NULL, "%s", reason);
 }
 
 int main(int argc, char **argv)
@@ -134,6 +169,9 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, 'C' },
 		{ "restore", required_argument, NULL, 'r' },
 		{ "page-in", required_argument, NULL, 'P' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "log-format", required_argument, NULL, 'F' },
+		{ "sandbox-id", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -148,10 +186,11 @@ int main(int argc, char **argv)
 	};
 	bool boot_flags = false; /* flags that only make sense for a boot */
 	const char *console_log = NULL;
-	char kernel[PATH_MAX];
+	char kernel[PATH_MAX], err[256];
 	long n;
 	int opt;
 
+	log_set_program("thaw-vmm");
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
 		switch (opt) {
@@ -212,6 +251,17 @@ int main(int argc, char **argv)
 					"lazy, not '%s'",
 					optarg);
 			break;
+		case 'L':
+			if (log_set_level(optarg, err, sizeof(err)) < 0)
+				return usage_error("%s", err);
+			break;
+		case 'F':
+			if (log_set_format(optarg, err, sizeof(err)) < 0)
+				return usage_error("%s", err);
+			break;
+		case 'S':
+			log_set_sandbox(optarg);
+			break;
 		case 'h':
 			print_usage(stdout);
 			return 0;
@@ -226,20 +276,19 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (cfg.restore_dir && boot_flags)
-		return usage_error("%s",
-				   "--restore takes the machine from the "
+		return usage_error("--restore takes the machine from the "
 				   "snapshot: leave out --kernel, --initrd, "
 				   "--cmdline, --mem and --vcpus");
 	if (!cfg.restore_dir && !cfg.initrd_path)
-		return usage_error("%s", "--initrd is required");
+		return usage_error("--initrd is required");
 
 	if (console_log) {
 		cfg.console_log_fd =
 			open(console_log,
 			     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (cfg.console_log_fd < 0) {
-			fprintf(stderr, "thaw-vmm: console log %s: %s\n",
-				console_log, strerror(errno));
+			log_error("console log %s: %s", console_log,
+				  strerror(errno));
 			return VM_ERROR;
 		}
 	}
@@ -259,7 +308,7 @@ int main(int argc, char **argv)
 
 	struct vm *vm = malloc(sizeof(*vm));
 	if (!vm) {
-		fprintf(stderr, "thaw-vmm: out of memory\n");
+		log_error("out of memory");
 		return VM_ERROR;
 	}
 	int status;
@@ -267,8 +316,8 @@ int main(int argc, char **argv)
 		status = VM_ERROR;
 	} else {
 		status = vm_run(vm);
-		fprintf(stderr, "thaw-vmm: %s\n", vm->reason);
-		print_timings(vm);
+		log_stop_reason(status, vm->reason);
+		log_timings(vm);
 	}
 	vm_destroy(vm);
 	free(vm);

@@ -12,12 +12,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "log.h"
+
 static int check_size(uint64_t mib)
 {
 	if (mib < MEMORY_MIN_MIB || mib > MEMORY_MAX_MIB) {
-		fprintf(stderr,
+		log_error(
 			"guest memory: %llu MiB is outside the supported range "
-			"%u..%u MiB\n",
+			"%u..%u MiB",
 			(unsigned long long)mib, MEMORY_MIN_MIB,
 			MEMORY_MAX_MIB);
 		return -1;
@@ -49,8 +51,8 @@ int guest_memory_create(struct guest_memory *mem, uint64_t mib)
 	void *host = mmap(NULL, size, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (host == MAP_FAILED) {
-		fprintf(stderr, "guest memory: cannot map %llu MiB: %s\n",
-			(unsigned long long)mib, strerror(errno));
+		log_error("guest memory: cannot map %llu MiB: %s",
+			  (unsigned long long)mib, strerror(errno));
 		return -1;
 	}
 	set_layout(mem, host, size);
@@ -61,8 +63,8 @@ int guest_memory_adopt(struct guest_memory *mem, void *host, uint64_t size)
 {
 	memset(mem, 0, sizeof(*mem));
 	if (size % MIB) {
-		fprintf(stderr,
-			"guest memory: %llu bytes is not a whole number of MiB\n",
+		log_error(
+			"guest memory: %llu bytes is not a whole number of MiB",
 			(unsigned long long)size);
 		munmap(host, size);
 		return -1;

@@ -42,8 +42,8 @@ struct guest_memory {
 };
 
 /*
- * Maps @mib MiB of zeroed guest RAM.  Returns 0, or -1 with a message on
- * stderr naming the size and the reason.
+ * Maps @mib MiB of zeroed guest RAM.  Returns 0, or -1 after an error line
+ * (log.h) naming the size and the reason.
  */
 int guest_memory_create(struct guest_memory *mem, uint64_t mib);
 /*

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "memfile.h"
 #include "state.h"
+#include "vm_devices.h"
 #include "workingset.h"
 #include "x86/cpu.h"
 #include "x86/kvm_state.h"
@@ -89,52 +90,28 @@ void vm_stop(struct vm *vm, int status, const char *fmt, ...)
 	pthread_mutex_unlock(&vm->stop_lock);
 }
 
-static void irq_set_level(void *ctx, uint32_t gsi, int level)
-{
-	struct vm *vm = ctx;
-	struct kvm_irq_level irq = { .irq = gsi, .level = level };
-
-	if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) < 0)
-		vm_stop(vm, VM_ERROR, "KVM_IRQ_LINE for GSI %u: %s", gsi,
-			strerror(errno));
-}
-
-/* The i8042's reset line: a reboot, or a panic=-1 kernel giving up. */
-static void guest_requested_reset(void *ctx)
-{
-	struct vm *vm = ctx;
-
-	serial_flush(&vm->serial);
-	if (vm->console.panicked)
-		vm_stop(vm, VM_GUEST_CRASHED, "guest %s",
-			vm->console.panic_line);
-	else
-		vm_stop(vm, VM_GUEST_STOPPED, "guest rebooted");
-}
-
 static int open_kvm(struct vm *vm)
 {
 	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
-		fprintf(stderr,
-			"%s: %s (this host offers no KVM: hardware "
-			"virtualisation off, module not loaded, or a nested "
-			"guest without it)\n",
-			KVM_DEVICE, strerror(errno));
+		log_error("%s: %s (this host offers no KVM: hardware "
+			  "virtualisation off, module not loaded, or a nested "
+			  "guest without it)",
+			  KVM_DEVICE, strerror(errno));
 		return -1;
 	}
 	int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_EXPECTED_API_VERSION) {
-		fprintf(stderr, "%s: KVM API version %d, expected %d\n",
-			KVM_DEVICE, version, KVM_EXPECTED_API_VERSION);
+		log_error("%s: KVM API version %d, expected %d", KVM_DEVICE,
+			  version, KVM_EXPECTED_API_VERSION);
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(required_caps) / sizeof(int); i++) {
 		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i]) <=
 		    0) {
-			fprintf(stderr,
+			log_error(
 				"%s: KVM lacks capability %d (see KVM_CAP_* in "
-				"linux/kvm.h)\n",
+				"linux/kvm.h)",
 				KVM_DEVICE, required_caps[i]);
 			return -1;
 		}
@@ -166,7 +143,7 @@ static int create_machine(struct vm *vm)
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 
 	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0) {
-		fprintf(stderr, "KVM_SET_TSS_ADDR: %s\n", strerror(errno));
+		log_error("KVM_SET_TSS_ADDR: %s", strerror(errno));
 		return -1;
 	}
 	if (KVM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) <
@@ -179,49 +156,10 @@ static int create_machine(struct vm *vm)
 
 static int create_devices(struct vm *vm, const struct vm_config *cfg)
 {
-	struct irq_line serial_irq = { .set_level = irq_set_level,
-				       .ctx = vm,
-				       .gsi = SERIAL_COM1_IRQ };
-
 	bus_init(&vm->pio, "pio");
 	bus_init(&vm->mmio, "mmio");
 	console_init(&vm->console, cfg->console_fd, cfg->console_log_fd);
-	if (serial_init(&vm->serial, serial_irq, console_write, &vm->console) <
-		    0 ||
-	    i8042_init(&vm->i8042, guest_requested_reset, vm) < 0 ||
-	    rtc_init(&vm->rtc) < 0)
-		return -1;
-	vm->devices_ready = true;
-	if (bus_register(&vm->pio, "serial", SERIAL_COM1_BASE,
-			 SERIAL_PORT_COUNT, &vm->serial, serial_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-data", I8042_DATA_PORT, 1, &vm->i8042,
-			 i8042_data_io) < 0 ||
-	    bus_register(&vm->pio, "i8042-command", I8042_COMMAND_PORT, 1,
-			 &vm->i8042, i8042_command_io) < 0 ||
-	    bus_register(&vm->pio, "rtc", RTC_BASE, RTC_PORT_COUNT, &vm->rtc,
-			 rtc_io) < 0)
-		return -1;
-	if (!cfg->vsock_path)
-		return 0;
-
-	struct irq_line vsock_irq = { .set_level = irq_set_level,
-				      .ctx = vm,
-				      .gsi = VIRTIO_MMIO_FIRST_IRQ };
-	if (vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
-		       &vm->mem, vsock_irq) < 0)
-		return -1;
-	vm->vsock_ready = true;
-
-	struct kvm_ioeventfd notify = {
-		.addr = VIRTIO_MMIO_BASE + VIRTIO_MMIO_QUEUE_NOTIFY,
-		.len = 4,
-		.fd = vsock_notify_fd(&vm->vsock),
-	};
-	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0)
-		return -1;
-	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
-			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
-			    virtio_mmio_io);
+	return vm_devices_create(vm, cfg);
 }
 
 /* KVM vCPU objects and their kvm_run mappings, with no state set yet. */
@@ -230,8 +168,7 @@ static int create_vcpu_fds(struct vm *vm)
 	int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 
 	if (run_size <= 0) {
-		fprintf(stderr, "KVM_GET_VCPU_MMAP_SIZE: %s\n",
-			strerror(errno));
+		log_error("KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
 		return -1;
 	}
 	for (int i = 0; i < vm->nr_vcpus; i++) {
@@ -239,16 +176,16 @@ static int create_vcpu_fds(struct vm *vm)
 
 		v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, i);
 		if (v->fd < 0) {
-			fprintf(stderr, "vcpu %d: KVM_CREATE_VCPU: %s\n", i,
-				strerror(errno));
+			log_error("vcpu %d: KVM_CREATE_VCPU: %s", i,
+				  strerror(errno));
 			return -1;
 		}
 		v->run = mmap(NULL, run_size, PROT_READ | PROT_WRITE,
 			      MAP_SHARED, v->fd, 0);
 		if (v->run == MAP_FAILED) {
 			v->run = NULL;
-			fprintf(stderr, "vcpu %d: cannot map kvm_run: %s\n", i,
-				strerror(errno));
+			log_error("vcpu %d: cannot map kvm_run: %s", i,
+				  strerror(errno));
 			return -1;
 		}
 		v->run_size = run_size;
@@ -300,7 +237,7 @@ static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg,
 		     vm->pvm ? pvm_kernel_cmdline() : "", tsc,
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {
-		fprintf(stderr, "kernel command line: out of memory\n");
+		log_error("kernel command line: out of memory");
 		return NULL;
 	}
 	return cmdline;
@@ -321,7 +258,7 @@ static int tell_guest_tsc_rate(struct vm *vm, const struct vm_config *cfg)
 		return 0;
 	int khz = ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0);
 	if (khz <= 0) {
-		fprintf(stderr, "KVM_GET_TSC_KHZ: %s\n", strerror(errno));
+		log_error("KVM_GET_TSC_KHZ: %s", strerror(errno));
 		return -1;
 	}
 	char *cmdline = build_cmdline(vm, cfg, khz);
@@ -345,7 +282,7 @@ struct saved_config {
 static int snapshot_path(char *out, const char *dir, const char *file)
 {
 	if (snprintf(out, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX) {
-		fprintf(stderr, "snapshot %s: path too long\n", dir);
+		log_error("snapshot %s: path too long", dir);
 		return -1;
 	}
 	return 0;
@@ -384,8 +321,8 @@ static int check_snapshot(const struct state_reader *r,
 		char cpu[128];
 
 		host_cpu_describe(cpu, sizeof(cpu));
-		fprintf(stderr,
-			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)\n",
+		log_error(
+			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)",
 			cfg->restore_dir,
 			(unsigned long long)r->header.cpu_signature, cpu,
 			(unsigned long long)host);
@@ -396,18 +333,18 @@ static int check_snapshot(const struct state_reader *r,
 	if (sc->nr_vcpus < 1 || sc->nr_vcpus > VM_MAX_VCPUS ||
 	    sc->nr_vcpus != r->header.nr_vcpus ||
 	    sc->mem_size != r->header.mem_size || sc->has_vsock > 1) {
-		fprintf(stderr,
-			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)\n",
+		log_error(
+			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)",
 			r->path, sc->nr_vcpus, r->header.nr_vcpus,
 			(unsigned long long)sc->mem_size,
 			(unsigned long long)r->header.mem_size);
 		return -1;
 	}
 	if (sc->has_vsock != (cfg->vsock_path != NULL)) {
-		fprintf(stderr, "snapshot %s %s an agent channel: %s --vsock\n",
-			cfg->restore_dir, sc->has_vsock ? "has" : "has no",
-			sc->has_vsock ? "give it a socket path with"
-				      : "leave out");
+		log_error("snapshot %s %s an agent channel: %s --vsock",
+			  cfg->restore_dir, sc->has_vsock ? "has" : "has no",
+			  sc->has_vsock ? "give it a socket path with"
+					: "leave out");
 		return -1;
 	}
 	return 0;
@@ -451,14 +388,6 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 	return 0;
 }
 
-static int restore_devices(struct vm *vm, const struct state_reader *r)
-{
-	if (serial_restore(&vm->serial, r) < 0 ||
-	    i8042_restore(&vm->i8042, r) < 0 || rtc_restore(&vm->rtc, r) < 0)
-		return -1;
-	return vm->vsock_ready ? vsock_restore(&vm->vsock, r) : 0;
-}
-
 static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 {
 	char path[PATH_MAX];
@@ -486,7 +415,7 @@ static int restore_machine(struct vm *vm, const struct vm_config *cfg)
 		if (x86_restore_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, &r) < 0)
 			goto out;
 	/* The irqchip before the devices, which re-drive their lines. */
-	if (x86_restore_vm(vm->vm_fd, &r) < 0 || restore_devices(vm, &r) < 0)
+	if (x86_restore_vm(vm->vm_fd, &r) < 0 || vm_devices_restore(vm, &r) < 0)
 		goto out;
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		x86_notify_paused(vm->vcpus[i].fd);
@@ -533,7 +462,7 @@ int vm_pause(struct vm *vm)
 	if (vm->paused)
 		goto out;
 	if (!atomic_load(&vm->vcpus_started) || atomic_load(&vm->stopping)) {
-		fprintf(stderr, "pause: the VM is not running\n");
+		log_error("pause: the VM is not running");
 		ret = -1;
 		goto out;
 	}
@@ -544,7 +473,7 @@ int vm_pause(struct vm *vm)
 		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
 	if (atomic_load(&vm->stopping)) {
 		atomic_store(&vm->pause_requested, false);
-		fprintf(stderr, "pause: the VM stopped meanwhile\n");
+		log_error("pause: the VM stopped meanwhile");
 		ret = -1;
 		goto out;
 	}
@@ -552,19 +481,18 @@ int vm_pause(struct vm *vm)
 out:
 	pthread_mutex_unlock(&vm->pause_lock);
 	/*
-	 * Outside the lock: the vsock thread may call vm_stop() (which takes
+	 * Outside the lock: a device thread may call vm_stop() (which takes
 	 * it) before it reaches its pause point.  Only the control thread
 	 * pauses and resumes, so nothing races this.
 	 */
-	if (ret == 0 && vm->vsock_ready)
-		vsock_pause(&vm->vsock);
+	if (ret == 0)
+		vm_devices_pause(vm);
 	return ret;
 }
 
 void vm_resume(struct vm *vm)
 {
-	if (vm->vsock_ready)
-		vsock_resume(&vm->vsock);
+	vm_devices_resume(vm);
 	pthread_mutex_lock(&vm->pause_lock);
 	if (vm->paused) {
 		vm->paused = false;
@@ -592,7 +520,8 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 {
 	struct saved_config sc = { .mem_size = vm->mem.size,
 				   .nr_vcpus = vm->nr_vcpus,
-				   .has_vsock = vm->vsock_ready };
+				   .has_vsock =
+					   vm_has_device(vm, STATE_DEV_VSOCK) };
 	struct state_file_header header = {
 		.cpu_signature = host_cpu_signature(),
 		.mem_size = vm->mem.size,
@@ -613,11 +542,7 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 	for (int i = 0; i < vm->nr_vcpus; i++)
 		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
 			goto out;
-	serial_save(&vm->serial, &w);
-	i8042_save(&vm->i8042, &w);
-	rtc_save(&vm->rtc, &w);
-	if (vm->vsock_ready)
-		vsock_save(&vm->vsock, &w);
+	vm_devices_save(vm, &w);
 	ret = state_writer_save(&w, &header, path, err, sizeof(err));
 	if (ret < 0)
 		log_error("%s", err);
@@ -632,8 +557,8 @@ static int sync_directory(const char *dir)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 || fsync(fd) < 0) {
-		fprintf(stderr, "snapshot %s: cannot sync the directory: %s\n",
-			dir, strerror(errno));
+		log_error("snapshot %s: cannot sync the directory: %s", dir,
+			  strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -739,7 +664,7 @@ static int handle_exit(struct vcpu *v)
 			vm_stop(vm, VM_GUEST_CRASHED, "vcpu %d: guest crashed",
 				v->id);
 		else
-			guest_requested_reset(vm);
+			vm_guest_requested_reset(vm);
 		return -1;
 	case KVM_EXIT_INTERNAL_ERROR:
 		if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
@@ -854,8 +779,7 @@ int vm_run(struct vm *vm)
 	vm->main_thread = pthread_self();
 	vm->main_thread_known = true;
 
-	if (vm->vsock_ready && vsock_start(&vm->vsock) < 0)
-		vm_stop(vm, VM_ERROR, "vsock: cannot start the device thread");
+	vm_devices_start(vm);
 	if (vm->control_ready && control_start(&vm->control) < 0)
 		vm_stop(vm, VM_ERROR,
 			"control socket: cannot start its thread");
@@ -902,9 +826,8 @@ void vm_destroy(struct vm *vm)
 {
 	if (vm->control_ready)
 		control_stop(&vm->control);
-	/* After the vCPUs: it tears down the transport MMIO exits use. */
-	if (vm->vsock_ready)
-		vsock_stop(&vm->vsock);
+	/* After the vCPUs: devices own what their exits use. */
+	vm_devices_destroy(vm);
 	for (int i = 0; i < VM_MAX_VCPUS; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
@@ -917,11 +840,6 @@ void vm_destroy(struct vm *vm)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
-	if (vm->devices_ready) {
-		serial_destroy(&vm->serial);
-		i8042_destroy(&vm->i8042);
-		rtc_destroy(&vm->rtc);
-	}
 	guest_memory_destroy(&vm->mem);
 	pthread_mutex_destroy(&vm->stop_lock);
 	pthread_cond_destroy(&vm->pause_cond);

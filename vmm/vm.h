@@ -20,9 +20,9 @@
  * Snapshots: vm_snapshot() pauses every vCPU outside KVM_RUN (the same kick
  * as a stop; a vCPU parks only after a KVM_RUN that returned EINTR, which
  * first completes the I/O of the previous exit, so its state is whole),
- * pauses the vsock device thread so nothing writes guest memory, saves KVM's
- * state (x86/kvm_state.h), each
- * device's own state and guest memory (snapshot/memfile.h) into a directory,
+ * pauses the device threads so nothing writes guest memory, saves KVM's
+ * state (x86/kvm_state.h), each device's own state (the device table,
+ * vm_devices.h) and guest memory (snapshot/memfile.h) into a directory,
  * and resumes if it did the pausing.  vm_create() with cfg->restore_dir
  * builds the machine from such a directory instead of booting: memory is the
  * snapshot's file mapped MAP_PRIVATE, optionally prefetched
@@ -120,9 +120,8 @@ struct vm {
 	struct serial serial;
 	struct i8042 i8042;
 	struct rtc rtc;
-	bool devices_ready; /* all three initialised: destroy them */
 	struct vsock vsock;
-	bool vsock_ready;
+	uint32_t devices_created; /* vm_devices.c: bit i, table entry i */
 	struct control control;
 	bool control_ready;
 
@@ -152,7 +151,7 @@ struct vm {
 
 /*
  * Builds the VM.  @start_ns is when the caller started (timings count VMM
- * setup from there).  Returns 0, or -1 after one error line on stderr; on
+ * setup from there).  Returns 0, or -1 after one error line (log.h); on
  * error, vm_destroy() still cleans up what was made.
  */
 int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns);

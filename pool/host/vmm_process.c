@@ -154,6 +154,36 @@ static size_t read_tail(const char *path, char *buf, size_t size)
 	return n;
 }
 
+/* @s past @prefix, or NULL when @s does not start with it. */
+static const char *skip(const char *s, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(s, prefix, n) ? NULL : s + n;
+}
+
+/*
+ * The message of one of thaw-vmm's text log lines, "TIME thaw-vmm: [LEVEL: ]
+ * [sandbox ID: ]MESSAGE" (log.h): what was the whole line before the VMM had
+ * a logger.  Other lines (this file's own, written into the log by the
+ * child before exec) come back whole.
+ */
+static const char *vmm_log_message(const char *line)
+{
+	const char *space = strchr(line, ' ');
+	const char *p = space ? skip(space + 1, "thaw-vmm: ") : NULL;
+	const char *after;
+
+	if (!p || line[0] < '0' || line[0] > '9' || space[-1] != 'Z')
+		return line;
+	if ((after = skip(p, "error: ")) || (after = skip(p, "warning: ")) ||
+	    (after = skip(p, "debug: ")))
+		p = after;
+	if ((after = skip(p, "sandbox ")) && (after = strstr(after, ": ")))
+		p = after + 2;
+	return p;
+}
+
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 {
 	char buf[8192];
@@ -161,8 +191,10 @@ void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 	snprintf(out, size, "no message");
 	read_tail(vmm->vmm_log, buf, sizeof(buf));
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-		if (!strstr(line, "timings:")) {
-			snprintf(out, size, "%s", line);
+		const char *msg = vmm_log_message(line);
+
+		if (!strstr(msg, "timings:")) {
+			snprintf(out, size, "%s", msg);
 			return;
 		}
 	}

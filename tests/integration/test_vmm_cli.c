@@ -135,6 +135,29 @@ Test(cli, bad_pvm_mode)
 		     ARGS("--pvm", "maybe", "--initrd", "x"));
 }
 
+Test(cli, bad_log_level)
+{
+	expect_error(EXIT_USAGE,
+		     "log level 'loud': expected error, warning, info or debug",
+		     ARGS("--log-level", "loud", "--initrd", "x"));
+}
+
+Test(cli, bad_log_format)
+{
+	expect_error(EXIT_USAGE, "log format 'xml': expected text or json",
+		     ARGS("--log-format", "xml", "--initrd", "x"));
+}
+
+/* Errors too are lines of the format asked, naming the sandbox. */
+Test(cli, json_lines_name_the_sandbox)
+{
+	expect_error(
+		EXIT_USAGE,
+		"\"sandbox\":\"sb-1\",\"msg\":\"unexpected argument 'extra'",
+		ARGS("--log-format", "json", "--sandbox-id", "sb-1", "--initrd",
+		     "x", "extra"));
+}
+
 Test(cli, stray_argument)
 {
 	expect_error(EXIT_USAGE, "unexpected argument 'extra'",

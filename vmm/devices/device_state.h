@@ -7,8 +7,8 @@
  * first: reading a bool member that holds anything but 0 or 1 is undefined
  * behaviour, so those bytes are checked in the buffer before it is copied
  * into the device's state struct.  The other checks run on that copy, and the
- * device changes only once all of them passed.  Every failed check prints
- * one message naming the device and the field.
+ * device changes only once all of them passed.  Every failed check logs
+ * one error line (log.h) naming the device and the field.
  */
 #ifndef THAW_VMM_DEVICES_DEVICE_STATE_H
 #define THAW_VMM_DEVICES_DEVICE_STATE_H
@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "irq.h"
+#include "log.h"
 #include "state.h"
 
 /* Whether byte @offset of section @raw is a bool (0 or 1). */
@@ -29,8 +30,8 @@ static inline bool state_bool_valid(const void *raw, size_t offset,
 
 	if (byte <= 1)
 		return true;
-	fprintf(stderr, "snapshot state: %s %s is %u, not a boolean\n", device,
-		field, byte);
+	log_error("snapshot state: %s %s is %u, not a boolean", device, field,
+		  byte);
 	return false;
 }
 
@@ -43,10 +44,9 @@ static inline bool state_bits_valid(uint32_t value, uint32_t mask,
 {
 	if (!(value & ~mask))
 		return true;
-	fprintf(stderr,
-		"snapshot state: %s %s %#x has bits outside %#x that the "
-		"device never sets\n",
-		device, field, value, mask);
+	log_error("snapshot state: %s %s %#x has bits outside %#x that the "
+		  "device never sets",
+		  device, field, value, mask);
 	return false;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "devices/device_state.h"
+#include "log.h"
 
 #define STATUS_OUTPUT_FULL 0x01
 #define STATUS_SYSTEM_FLAG 0x04
@@ -46,14 +47,13 @@ int i8042_init(struct i8042 *i8042, i8042_reset_fn reset, void *reset_ctx)
 	int err;
 
 	if (!reset) {
-		fprintf(stderr, "i8042: no reset callback given\n");
+		log_error("i8042: no reset callback given");
 		return -1;
 	}
 	memset(i8042, 0, sizeof(*i8042));
 	err = pthread_mutex_init(&i8042->lock, NULL);
 	if (err) {
-		fprintf(stderr, "i8042: pthread_mutex_init: %s\n",
-			strerror(err));
+		log_error("i8042: pthread_mutex_init: %s", strerror(err));
 		return -1;
 	}
 	/* What a PC BIOS leaves behind: POST passed, keyboard interrupt on,
@@ -222,9 +222,9 @@ static bool load_state(const uint8_t *raw, struct i8042_state *s)
 	case CMD_AUX_LOOP:
 		return true;
 	default:
-		fprintf(stderr,
+		log_error(
 			"snapshot state: i8042 pending_command %#x is not one "
-			"that takes a parameter\n",
+			"that takes a parameter",
 			s->pending_command);
 		return false;
 	}

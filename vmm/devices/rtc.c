@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "devices/device_state.h"
+#include "log.h"
 
 #define REG_SECONDS 0x00
 #define REG_MINUTES 0x02
@@ -48,7 +49,7 @@ int rtc_init(struct rtc *rtc)
 	memset(rtc, 0, sizeof(*rtc));
 	err = pthread_mutex_init(&rtc->lock, NULL);
 	if (err) {
-		fprintf(stderr, "rtc: pthread_mutex_init: %s\n", strerror(err));
+		log_error("rtc: pthread_mutex_init: %s", strerror(err));
 		return -1;
 	}
 	rtc->state.cmos[REG_A] = REG_A_DEFAULT;

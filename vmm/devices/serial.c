@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "devices/device_state.h"
+#include "log.h"
 
 /* Register offsets; DLL/DLM replace RBR/THR and IER while LCR.DLAB is set. */
 #define UART_RBR_THR 0
@@ -70,14 +71,13 @@ int serial_init(struct serial *serial, struct irq_line irq, serial_sink_fn sink,
 	int err;
 
 	if (!sink) {
-		fprintf(stderr, "serial: no output sink given\n");
+		log_error("serial: no output sink given");
 		return -1;
 	}
 	memset(serial, 0, sizeof(*serial));
 	err = pthread_mutex_init(&serial->lock, NULL);
 	if (err) {
-		fprintf(stderr, "serial: pthread_mutex_init: %s\n",
-			strerror(err));
+		log_error("serial: pthread_mutex_init: %s", strerror(err));
 		return -1;
 	}
 	serial->irq = irq;
@@ -344,17 +344,15 @@ static bool load_state(const uint8_t *raw, struct serial_state *s)
 		return false;
 	memcpy(s, raw, sizeof(*s));
 	if (s->rx_head >= SERIAL_RX_FIFO_SIZE) {
-		fprintf(stderr,
-			"snapshot state: serial rx_head %u is outside the "
-			"%d-byte FIFO\n",
-			s->rx_head, SERIAL_RX_FIFO_SIZE);
+		log_error("snapshot state: serial rx_head %u is outside the "
+			  "%d-byte FIFO",
+			  s->rx_head, SERIAL_RX_FIFO_SIZE);
 		return false;
 	}
 	if (s->rx_count > SERIAL_RX_FIFO_SIZE) {
-		fprintf(stderr,
-			"snapshot state: serial rx_count %u exceeds the "
-			"%d-byte FIFO\n",
-			s->rx_count, SERIAL_RX_FIFO_SIZE);
+		log_error("snapshot state: serial rx_count %u exceeds the "
+			  "%d-byte FIFO",
+			  s->rx_count, SERIAL_RX_FIFO_SIZE);
 		return false;
 	}
 	return state_bits_valid(s->ier, IER_MASK, "serial", "ier") &&

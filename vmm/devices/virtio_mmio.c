@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "devices/device_state.h"
+#include "log.h"
 
 #define TRANSPORT_FEATURES                                             \
 	((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_EVENT_IDX) | \
@@ -44,28 +45,26 @@ int virtio_mmio_init(struct virtio_mmio *vm, const char *name,
 
 	if (!ops->config_access || !ops->queue_notify || !ops->activate ||
 	    !ops->reset) {
-		fprintf(stderr, "virtio-mmio %s: backend callback missing\n",
-			name);
+		log_error("virtio-mmio %s: backend callback missing", name);
 		return -1;
 	}
 	if (ops->num_queues == 0 || ops->num_queues > VIRTIO_MMIO_MAX_QUEUES) {
-		fprintf(stderr, "virtio-mmio %s: %u queues, limit is %d\n",
-			name, ops->num_queues, VIRTIO_MMIO_MAX_QUEUES);
+		log_error("virtio-mmio %s: %u queues, limit is %d", name,
+			  ops->num_queues, VIRTIO_MMIO_MAX_QUEUES);
 		return -1;
 	}
 	if (size_max == 0 || size_max > VIRTQ_MAX_SIZE ||
 	    (size_max & (size_max - 1))) {
-		fprintf(stderr,
-			"virtio-mmio %s: queue size %u is not a power of two "
-			"up to %d\n",
-			name, size_max, VIRTQ_MAX_SIZE);
+		log_error("virtio-mmio %s: queue size %u is not a power of two "
+			  "up to %d",
+			  name, size_max, VIRTQ_MAX_SIZE);
 		return -1;
 	}
 	memset(vm, 0, sizeof(*vm));
 	err = pthread_mutex_init(&vm->lock, NULL);
 	if (err) {
-		fprintf(stderr, "virtio-mmio %s: pthread_mutex_init: %s\n",
-			name, strerror(err));
+		log_error("virtio-mmio %s: pthread_mutex_init: %s", name,
+			  strerror(err));
 		return -1;
 	}
 	vm->name = name;
@@ -100,8 +99,8 @@ static void raise_interrupt(struct virtio_mmio *vm, uint32_t reason)
 static void device_needs_reset(struct virtio_mmio *vm, uint32_t queue,
 			       const char *why)
 {
-	fprintf(stderr, "virtio-mmio %s: queue %u: %s; device needs reset\n",
-		vm->name, queue, why);
+	log_warning("virtio-mmio %s: queue %u: %s; device needs reset",
+		    vm->name, queue, why);
 	vm->state.status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
 	raise_interrupt(vm, VIRTIO_MMIO_INT_CONFIG);
 }
@@ -409,10 +408,9 @@ int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
 	if (queue < vm->ops->num_queues && device_live(s)) {
 		ret = virtq_push(vm->mem, &s->queues[queue], head, len);
 		if (ret < 0 && s->queues[queue].ready)
-			fprintf(stderr,
-				"virtio-mmio %s: queue %u: backend returned "
-				"descriptor %u, not a head index\n",
-				vm->name, queue, head);
+			log_error("virtio-mmio %s: queue %u: backend returned "
+				  "descriptor %u, not a head index",
+				  vm->name, queue, head);
 	}
 	pthread_mutex_unlock(&vm->lock);
 	return ret;
@@ -468,28 +466,27 @@ static bool state_valid(const struct virtio_mmio *vm,
 		return false;
 	if ((s->status & VIRTIO_STATUS_FEATURES_OK) &&
 	    !features_acceptable(vm, s->driver_features)) {
-		fprintf(stderr,
-			"snapshot state: %s driver_features %#llx were "
-			"accepted, but offered were %#llx and VERSION_1 is "
-			"required\n",
-			device, (unsigned long long)s->driver_features,
-			(unsigned long long)device_features(vm));
+		log_error("snapshot state: %s driver_features %#llx were "
+			  "accepted, but offered were %#llx and VERSION_1 is "
+			  "required",
+			  device, (unsigned long long)s->driver_features,
+			  (unsigned long long)device_features(vm));
 		return false;
 	}
 	for (uint32_t i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
 		if (!s->queues[i].ready)
 			continue;
 		if (i >= vm->ops->num_queues) {
-			fprintf(stderr,
+			log_error(
 				"snapshot state: %s queue %u is ready, but the "
-				"device has %u queues\n",
+				"device has %u queues",
 				device, i, vm->ops->num_queues);
 			return false;
 		}
 		if (!virtq_layout_valid(vm->mem, &s->queues[i],
 					vm->ops->queue_size_max, &error)) {
-			fprintf(stderr, "snapshot state: %s queue %u: %s\n",
-				device, i, error);
+			log_error("snapshot state: %s queue %u: %s", device, i,
+				  error);
 			return false;
 		}
 	}

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
 #define EPOLL_BATCH 32
@@ -130,8 +131,8 @@ static void kick(struct vsock *v)
 
 	/* EAGAIN means the counter is already non-zero: a wakeup is due. */
 	if (write(v->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		fprintf(stderr, "vsock %s: cannot wake device thread: %s\n",
-			v->uds_path, strerror(errno));
+		log_warning("vsock %s: cannot wake device thread: %s",
+			    v->uds_path, strerror(errno));
 }
 
 /* --- Connection table --------------------------------------------------- */
@@ -256,8 +257,8 @@ static void watch_conn(struct vsock *v, struct vsock_conn *c)
 	if (c->registered && c->events == ev.events)
 		return;
 	if (epoll_ctl(v->epoll_fd, op, c->fd, &ev) < 0) {
-		fprintf(stderr, "vsock %s: epoll_ctl for host port %u: %s\n",
-			v->uds_path, c->local_port, strerror(errno));
+		log_warning("vsock %s: epoll_ctl for host port %u: %s",
+			    v->uds_path, c->local_port, strerror(errno));
 		kill_conn(v, c, true);
 		return;
 	}
@@ -309,8 +310,8 @@ static void accept_clients(struct vsock *v)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				fprintf(stderr, "vsock %s: accept: %s\n",
-					v->uds_path, strerror(errno));
+				log_warning("vsock %s: accept: %s", v->uds_path,
+					    strerror(errno));
 			return;
 		}
 		c = free_conn(v);
@@ -352,10 +353,9 @@ static void read_handshake(struct vsock *v, struct vsock_conn *c)
 		c->line[c->line_len++] = ch;
 	}
 	if (ch != '\n' || vsock_parse_connect(c->line, c->line_len, &port)) {
-		fprintf(stderr,
-			"vsock %s: host client sent no \"CONNECT <port>\" "
-			"line in %u bytes; closing it\n",
-			v->uds_path, c->line_len);
+		log_warning("vsock %s: host client sent no \"CONNECT <port>\" "
+			    "line in %u bytes; closing it",
+			    v->uds_path, c->line_len);
 		kill_conn(v, c, false);
 		return;
 	}
@@ -393,8 +393,8 @@ static void dispatch(struct vsock *v, const struct epoll_event *ev)
 	if (tag == TAG_KICK) {
 		if (read(v->kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
-			fprintf(stderr, "vsock %s: eventfd read: %s\n",
-				v->uds_path, strerror(errno));
+			log_warning("vsock %s: eventfd read: %s", v->uds_path,
+				    strerror(errno));
 		return;
 	}
 	if (tag == TAG_LISTEN) {
@@ -427,8 +427,8 @@ static void connect_host(struct vsock *v, const struct virtio_vsock_hdr *hdr)
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		fprintf(stderr, "vsock %s: socket for host port %u: %s\n",
-			v->uds_path, hdr->dst_port, strerror(errno));
+		log_warning("vsock %s: socket for host port %u: %s",
+			    v->uds_path, hdr->dst_port, strerror(errno));
 		refuse(v, hdr);
 		return;
 	}
@@ -917,8 +917,8 @@ static void *vsock_thread(void *arg)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			fprintf(stderr, "vsock %s: epoll_wait: %s\n",
-				v->uds_path, strerror(errno));
+			log_error("vsock %s: epoll_wait: %s", v->uds_path,
+				  strerror(errno));
 			break;
 		}
 		/* The events wait with us: sockets are not guest memory. */
@@ -1001,8 +1001,8 @@ static int epoll_add(struct vsock *v, int fd, uint32_t events, uint64_t tag)
 	struct epoll_event ev = { .events = events, .data.u64 = tag };
 
 	if (epoll_ctl(v->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		fprintf(stderr, "vsock %s: epoll_ctl: %s\n", v->uds_path,
-			strerror(errno));
+		log_error("vsock %s: epoll_ctl: %s", v->uds_path,
+			  strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1015,21 +1015,18 @@ static int open_listener(struct vsock *v)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (fd < 0) {
-		fprintf(stderr, "vsock %s: socket: %s\n", v->uds_path,
-			strerror(errno));
+		log_error("vsock %s: socket: %s", v->uds_path, strerror(errno));
 		return -1;
 	}
 	memcpy(addr.sun_path, v->uds_path, sizeof(v->uds_path));
 	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		fprintf(stderr, "vsock %s: bind: %s\n", v->uds_path,
-			strerror(errno));
+		log_error("vsock %s: bind: %s", v->uds_path, strerror(errno));
 		close(fd);
 		return -1;
 	}
 	v->listen_fd = fd;
 	if (listen(fd, SOMAXCONN) < 0) {
-		fprintf(stderr, "vsock %s: listen: %s\n", v->uds_path,
-			strerror(errno));
+		log_error("vsock %s: listen: %s", v->uds_path, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1040,14 +1037,14 @@ static int init_pause(struct vsock *v)
 	int err = pthread_mutex_init(&v->pause_lock, NULL);
 
 	if (err) {
-		fprintf(stderr, "vsock %s: pthread_mutex_init: %s\n",
-			v->uds_path, strerror(err));
+		log_error("vsock %s: pthread_mutex_init: %s", v->uds_path,
+			  strerror(err));
 		return -1;
 	}
 	err = pthread_cond_init(&v->pause_cond, NULL);
 	if (err) {
-		fprintf(stderr, "vsock %s: pthread_cond_init: %s\n",
-			v->uds_path, strerror(err));
+		log_error("vsock %s: pthread_cond_init: %s", v->uds_path,
+			  strerror(err));
 		pthread_mutex_destroy(&v->pause_lock);
 		return -1;
 	}
@@ -1078,14 +1075,14 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++)
 		v->conns[i].fd = -1;
 	if (!guest_cid_valid(guest_cid)) {
-		fprintf(stderr, "vsock: guest CID %llu is not in 3..%u\n",
-			(unsigned long long)guest_cid, VSOCK_CID_ANY - 1);
+		log_error("vsock: guest CID %llu is not in 3..%u",
+			  (unsigned long long)guest_cid, VSOCK_CID_ANY - 1);
 		return -1;
 	}
 	/* Leave room for the "_<port>" of guest-initiated connections. */
 	if (strlen(uds_path) + sizeof("_4294967295") > sizeof(v->uds_path)) {
-		fprintf(stderr, "vsock: socket path %s is longer than %zu\n",
-			uds_path, sizeof(v->uds_path) - sizeof("_4294967295"));
+		log_error("vsock: socket path %s is longer than %zu", uds_path,
+			  sizeof(v->uds_path) - sizeof("_4294967295"));
 		return -1;
 	}
 	strcpy(v->uds_path, uds_path);
@@ -1101,8 +1098,8 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	v->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	v->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (v->kick_fd < 0 || v->epoll_fd < 0) {
-		fprintf(stderr, "vsock %s: eventfd/epoll_create1: %s\n",
-			uds_path, strerror(errno));
+		log_error("vsock %s: eventfd/epoll_create1: %s", uds_path,
+			  strerror(errno));
 		goto fail;
 	}
 	/* The listener is edge-triggered: accept_clients() runs until EAGAIN,
@@ -1134,8 +1131,8 @@ int vsock_start(struct vsock *v)
 	err = pthread_create(&v->thread, NULL, vsock_thread, v);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
-		fprintf(stderr, "vsock %s: pthread_create: %s\n", v->uds_path,
-			strerror(err));
+		log_error("vsock %s: pthread_create: %s", v->uds_path,
+			  strerror(err));
 		return -1;
 	}
 	v->thread_running = true;
@@ -1196,17 +1193,16 @@ int vsock_restore(struct vsock *v, const struct state_reader *r)
 		return -1;
 	if (s.next_local_port < VSOCK_LOCAL_PORT_FIRST ||
 	    s.next_local_port == VSOCK_PORT_ANY) {
-		fprintf(stderr,
+		log_error(
 			"snapshot state: vsock next_local_port %u is not a host "
-			"port thaw hands out\n",
+			"port thaw hands out",
 			s.next_local_port);
 		return -1;
 	}
 	if (!guest_cid_valid(s.guest_cid)) {
-		fprintf(stderr,
-			"snapshot state: vsock guest_cid %llu is not in "
-			"3..%u\n",
-			(unsigned long long)s.guest_cid, VSOCK_CID_ANY - 1);
+		log_error("snapshot state: vsock guest_cid %llu is not in "
+			  "3..%u",
+			  (unsigned long long)s.guest_cid, VSOCK_CID_ANY - 1);
 		return -1;
 	}
 	if (virtio_mmio_restore(&v->transport, 0, r))

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "log.h"
+
 /*
  * Tell the guest about freed space once its view of our buffer is down to
  * this: one maximal Linux packet (64 KiB), so a sender never stalls waiting
@@ -105,8 +107,8 @@ int vsock_conn_open(struct vsock_conn *conn, int fd,
 	conn->fd = fd;
 	if (vsock_ring_alloc(&conn->to_host, VSOCK_CONN_BUF_SIZE) ||
 	    vsock_ring_alloc(&conn->to_guest, VSOCK_CONN_STAGE_SIZE)) {
-		fprintf(stderr, "vsock: no memory for %u+%u bytes of buffers\n",
-			VSOCK_CONN_BUF_SIZE, VSOCK_CONN_STAGE_SIZE);
+		log_error("vsock: no memory for %u+%u bytes of buffers",
+			  VSOCK_CONN_BUF_SIZE, VSOCK_CONN_STAGE_SIZE);
 		vsock_conn_close(conn);
 		return -1;
 	}

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "x86/layout.h"
 
 #define SETUP_HEADER_OFFSET 0x1f1
@@ -52,12 +53,11 @@ static int file_map_open(struct file_map *f, const char *what, const char *path)
 	f->path = path;
 	f->data = NULL;
 	if (fd < 0) {
-		fprintf(stderr, "%s %s: %s\n", what, path, strerror(errno));
+		log_error("%s %s: %s", what, path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-		fprintf(stderr, "%s %s: not a regular, non-empty file\n", what,
-			path);
+		log_error("%s %s: not a regular, non-empty file", what, path);
 		close(fd);
 		return -1;
 	}
@@ -65,8 +65,7 @@ static int file_map_open(struct file_map *f, const char *what, const char *path)
 	void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "%s %s: cannot map: %s\n", what, path,
-			strerror(errno));
+		log_error("%s %s: cannot map: %s", what, path, strerror(errno));
 		return -1;
 	}
 	f->data = p;
@@ -102,27 +101,26 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 	Elf64_Ehdr eh;
 
 	if (k->size < sizeof(eh)) {
-		fprintf(stderr, "kernel %s: truncated ELF header\n", k->path);
+		log_error("kernel %s: truncated ELF header", k->path);
 		return -1;
 	}
 	memcpy(&eh, k->data, sizeof(eh));
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||
 	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
 	    eh.e_type != ET_EXEC) {
-		fprintf(stderr,
-			"kernel %s: ELF file is not a 64-bit x86-64 kernel "
-			"image (class %u, machine %u, type %u)\n",
-			k->path, eh.e_ident[EI_CLASS], eh.e_machine, eh.e_type);
+		log_error("kernel %s: ELF file is not a 64-bit x86-64 kernel "
+			  "image (class %u, machine %u, type %u)",
+			  k->path, eh.e_ident[EI_CLASS], eh.e_machine,
+			  eh.e_type);
 		return -1;
 	}
 	if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
 	    eh.e_phoff > k->size ||
 	    (k->size - eh.e_phoff) / sizeof(Elf64_Phdr) < eh.e_phnum) {
-		fprintf(stderr,
-			"kernel %s: program header table (offset %llu, %u "
-			"entries) lies outside the %llu-byte file\n",
-			k->path, (unsigned long long)eh.e_phoff, eh.e_phnum,
-			(unsigned long long)k->size);
+		log_error("kernel %s: program header table (offset %llu, %u "
+			  "entries) lies outside the %llu-byte file",
+			  k->path, (unsigned long long)eh.e_phoff, eh.e_phnum,
+			  (unsigned long long)k->size);
 		return -1;
 	}
 
@@ -137,10 +135,10 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 		if (ph.p_offset > k->size ||
 		    ph.p_filesz > k->size - ph.p_offset ||
 		    ph.p_filesz > ph.p_memsz) {
-			fprintf(stderr,
+			log_error(
 				"kernel %s: segment %d (offset %llu, %llu "
 				"bytes) extends past the end of the %llu-byte "
-				"file\n",
+				"file",
 				k->path, i, (unsigned long long)ph.p_offset,
 				(unsigned long long)ph.p_filesz,
 				(unsigned long long)k->size);
@@ -148,19 +146,18 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 		}
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
 		if (ph.p_paddr < HIGH_MEMORY_START) {
-			fprintf(stderr,
+			log_error(
 				"kernel %s: segment %d at 0x%llx lies below 1 "
-				"MiB, where the boot structures go\n",
+				"MiB, where the boot structures go",
 				k->path, i, (unsigned long long)ph.p_paddr);
 			return -1;
 		}
 		if (!dst) {
-			fprintf(stderr,
-				"kernel %s: segment %d at 0x%llx (%llu MiB) "
-				"does not fit in %llu MiB of guest memory\n",
-				k->path, i, (unsigned long long)ph.p_paddr,
-				(unsigned long long)(ph.p_memsz / MIB),
-				(unsigned long long)(mem->size / MIB));
+			log_error("kernel %s: segment %d at 0x%llx (%llu MiB) "
+				  "does not fit in %llu MiB of guest memory",
+				  k->path, i, (unsigned long long)ph.p_paddr,
+				  (unsigned long long)(ph.p_memsz / MIB),
+				  (unsigned long long)(mem->size / MIB));
 			return -1;
 		}
 		memcpy(dst, k->data + ph.p_offset, ph.p_filesz);
@@ -172,10 +169,9 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 			boot->kernel_end = ph.p_paddr + ph.p_memsz;
 	}
 	if (!entry_loaded) {
-		fprintf(stderr,
-			"kernel %s: entry point 0x%llx is not inside any "
-			"loaded segment\n",
-			k->path, (unsigned long long)eh.e_entry);
+		log_error("kernel %s: entry point 0x%llx is not inside any "
+			  "loaded segment",
+			  k->path, (unsigned long long)eh.e_entry);
 		return -1;
 	}
 	boot->format = KERNEL_ELF;
@@ -200,18 +196,17 @@ static int load_bzimage(struct guest_memory *mem, const struct file_map *k,
 
 	if (hdr->version < BZIMAGE_MIN_VERSION ||
 	    !(hdr->xloadflags & XLF_KERNEL_64)) {
-		fprintf(stderr,
-			"kernel %s: bzImage boot protocol %u.%02u without a "
-			"64-bit entry point (need 2.12 and XLF_KERNEL_64)\n",
-			k->path, hdr->version >> 8, hdr->version & 0xff);
+		log_error("kernel %s: bzImage boot protocol %u.%02u without a "
+			  "64-bit entry point (need 2.12 and XLF_KERNEL_64)",
+			  k->path, hdr->version >> 8, hdr->version & 0xff);
 		return -1;
 	}
 	uint64_t setup_size =
 		((hdr->setup_sects ? hdr->setup_sects : 4) + 1) * 512ULL;
 	if (setup_size >= k->size) {
-		fprintf(stderr,
+		log_error(
 			"kernel %s: truncated bzImage (%llu bytes, setup alone "
-			"is %llu)\n",
+			"is %llu)",
 			k->path, (unsigned long long)k->size,
 			(unsigned long long)setup_size);
 		return -1;
@@ -223,12 +218,11 @@ static int load_bzimage(struct guest_memory *mem, const struct file_map *k,
 	uint8_t *dst = guest_memory_ptr(mem, load_addr, footprint);
 
 	if (load_addr < HIGH_MEMORY_START || !dst) {
-		fprintf(stderr,
-			"kernel %s: needs %llu MiB at 0x%llx, more than %llu "
-			"MiB of guest memory holds\n",
-			k->path, (unsigned long long)(footprint / MIB),
-			(unsigned long long)load_addr,
-			(unsigned long long)(mem->size / MIB));
+		log_error("kernel %s: needs %llu MiB at 0x%llx, more than %llu "
+			  "MiB of guest memory holds",
+			  k->path, (unsigned long long)(footprint / MIB),
+			  (unsigned long long)load_addr,
+			  (unsigned long long)(mem->size / MIB));
 		return -1;
 	}
 	memcpy(dst, k->data + setup_size, payload);
@@ -253,11 +247,10 @@ static int load_initrd(struct guest_memory *mem, const char *path,
 		top = initrd_max + 1;
 	uint64_t room = top > boot->kernel_end ? top - boot->kernel_end : 0;
 	if (f.size > room) {
-		fprintf(stderr,
-			"initrd %s: %llu MiB does not fit in guest memory: "
-			"%llu MiB left above the kernel (raise --mem)\n",
-			path, (unsigned long long)((f.size + MIB - 1) / MIB),
-			(unsigned long long)(room / MIB));
+		log_error("initrd %s: %llu MiB does not fit in guest memory: "
+			  "%llu MiB left above the kernel (raise --mem)",
+			  path, (unsigned long long)((f.size + MIB - 1) / MIB),
+			  (unsigned long long)(room / MIB));
 		file_map_close(&f);
 		return -1;
 	}
@@ -296,10 +289,9 @@ int x86_set_cmdline(struct guest_memory *mem, const struct x86_boot *boot,
 		    const char *cmdline)
 {
 	if (strlen(cmdline) > boot->cmdline_max) {
-		fprintf(stderr,
-			"kernel command line is %zu bytes; the kernel takes "
-			"%u\n",
-			strlen(cmdline), boot->cmdline_max);
+		log_error("kernel command line is %zu bytes; the kernel takes "
+			  "%u",
+			  strlen(cmdline), boot->cmdline_max);
 		return -1;
 	}
 	strcpy(guest_memory_ptr(mem, BOOT_CMDLINE_ADDR, BOOT_CMDLINE_MAX),
@@ -320,9 +312,8 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 	memset(params, 0, sizeof(*params));
 	boot->cmdline_max = BOOT_CMDLINE_MAX - 1;
 	if (strlen(cmdline) > boot->cmdline_max) {
-		fprintf(stderr,
-			"kernel command line is %zu bytes; the limit is %u\n",
-			strlen(cmdline), boot->cmdline_max);
+		log_error("kernel command line is %zu bytes; the limit is %u",
+			  strlen(cmdline), boot->cmdline_max);
 		return -1;
 	}
 	if (file_map_open(&kernel, "kernel", kernel_path) < 0)
@@ -332,10 +323,9 @@ int x86_load_linux(struct guest_memory *mem, const char *kernel_path,
 	} else if (is_bzimage(&kernel)) {
 		ret = load_bzimage(mem, &kernel, params, boot);
 	} else {
-		fprintf(stderr,
-			"kernel %s: neither an ELF vmlinux nor a bzImage (no "
-			"ELF magic, no HdrS setup header)\n",
-			kernel_path);
+		log_error("kernel %s: neither an ELF vmlinux nor a bzImage (no "
+			  "ELF magic, no HdrS setup header)",
+			  kernel_path);
 		ret = -1;
 	}
 	file_map_close(&kernel);

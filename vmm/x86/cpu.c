@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "log.h"
 #include "x86/layout.h"
 
 #define CPUID_MAX_ENTRIES 256
@@ -56,13 +57,12 @@ struct kvm_cpuid2 *x86_supported_cpuid(int kvm_fd)
 			   CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2));
 
 	if (!cpuid) {
-		fprintf(stderr, "cpuid: out of memory\n");
+		log_error("cpuid: out of memory");
 		return NULL;
 	}
 	cpuid->nent = CPUID_MAX_ENTRIES;
 	if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, cpuid) < 0) {
-		fprintf(stderr, "KVM_GET_SUPPORTED_CPUID: %s\n",
-			strerror(errno));
+		log_error("KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
 		free(cpuid);
 		return NULL;
 	}
@@ -135,7 +135,7 @@ int x86_setup_cpuid(int vcpu_fd, const struct kvm_cpuid2 *supported,
 	struct kvm_cpuid2 *cpuid = malloc(size);
 
 	if (!cpuid) {
-		fprintf(stderr, "vcpu %d: cpuid: out of memory\n", vcpu_id);
+		log_error("vcpu %d: cpuid: out of memory", vcpu_id);
 		return -1;
 	}
 	memcpy(cpuid, supported, size);
@@ -143,8 +143,8 @@ int x86_setup_cpuid(int vcpu_fd, const struct kvm_cpuid2 *supported,
 		set_topology(&cpuid->entries[i], vcpu_id, nr_vcpus);
 	int ret = ioctl(vcpu_fd, KVM_SET_CPUID2, cpuid);
 	if (ret < 0)
-		fprintf(stderr, "vcpu %d: KVM_SET_CPUID2: %s\n", vcpu_id,
-			strerror(errno));
+		log_error("vcpu %d: KVM_SET_CPUID2: %s", vcpu_id,
+			  strerror(errno));
 	free(cpuid);
 	return ret < 0 ? -1 : 0;
 }
@@ -178,14 +178,14 @@ int x86_setup_msrs(int vcpu_fd, int vcpu_id)
 	memcpy(msrs.entries, boot_msrs, sizeof(boot_msrs));
 	int set = ioctl(vcpu_fd, KVM_SET_MSRS, &msrs);
 	if (set < 0) {
-		fprintf(stderr, "vcpu %d: KVM_SET_MSRS: %s\n", vcpu_id,
-			strerror(errno));
+		log_error("vcpu %d: KVM_SET_MSRS: %s", vcpu_id,
+			  strerror(errno));
 		return -1;
 	}
 	if (set < n) {
 		/* KVM stops at the first MSR it refuses. */
-		fprintf(stderr, "vcpu %d: KVM_SET_MSRS refused MSR 0x%x\n",
-			vcpu_id, boot_msrs[set].index);
+		log_error("vcpu %d: KVM_SET_MSRS refused MSR 0x%x", vcpu_id,
+			  boot_msrs[set].index);
 		return -1;
 	}
 	return 0;
@@ -199,8 +199,7 @@ int x86_setup_fpu(int vcpu_fd, int vcpu_id)
 	};
 
 	if (ioctl(vcpu_fd, KVM_SET_FPU, &fpu) < 0) {
-		fprintf(stderr, "vcpu %d: KVM_SET_FPU: %s\n", vcpu_id,
-			strerror(errno));
+		log_error("vcpu %d: KVM_SET_FPU: %s", vcpu_id, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -220,16 +219,16 @@ int x86_setup_lapic(int vcpu_fd, int vcpu_id)
 	struct kvm_lapic_state lapic;
 
 	if (ioctl(vcpu_fd, KVM_GET_LAPIC, &lapic) < 0) {
-		fprintf(stderr, "vcpu %d: KVM_GET_LAPIC: %s\n", vcpu_id,
-			strerror(errno));
+		log_error("vcpu %d: KVM_GET_LAPIC: %s", vcpu_id,
+			  strerror(errno));
 		return -1;
 	}
 	/* As the MP table's local interrupt entries say (mptable.c). */
 	set_lvt_mode(&lapic, APIC_LVT_LINT0, APIC_MODE_EXTINT);
 	set_lvt_mode(&lapic, APIC_LVT_LINT1, APIC_MODE_NMI);
 	if (ioctl(vcpu_fd, KVM_SET_LAPIC, &lapic) < 0) {
-		fprintf(stderr, "vcpu %d: KVM_SET_LAPIC: %s\n", vcpu_id,
-			strerror(errno));
+		log_error("vcpu %d: KVM_SET_LAPIC: %s", vcpu_id,
+			  strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -264,7 +263,7 @@ int x86_setup_boot_registers(int vcpu_fd, uint64_t entry)
 	};
 
 	if (ioctl(vcpu_fd, KVM_GET_SREGS, &sregs) < 0) {
-		fprintf(stderr, "vcpu 0: KVM_GET_SREGS: %s\n", strerror(errno));
+		log_error("vcpu 0: KVM_GET_SREGS: %s", strerror(errno));
 		return -1;
 	}
 	sregs.gdt.base = BOOT_GDT_ADDR;
@@ -280,11 +279,11 @@ int x86_setup_boot_registers(int vcpu_fd, uint64_t entry)
 	sregs.efer |= EFER_LME | EFER_LMA;
 
 	if (ioctl(vcpu_fd, KVM_SET_SREGS, &sregs) < 0) {
-		fprintf(stderr, "vcpu 0: KVM_SET_SREGS: %s\n", strerror(errno));
+		log_error("vcpu 0: KVM_SET_SREGS: %s", strerror(errno));
 		return -1;
 	}
 	if (ioctl(vcpu_fd, KVM_SET_REGS, &regs) < 0) {
-		fprintf(stderr, "vcpu 0: KVM_SET_REGS: %s\n", strerror(errno));
+		log_error("vcpu 0: KVM_SET_REGS: %s", strerror(errno));
 		return -1;
 	}
 	return 0;

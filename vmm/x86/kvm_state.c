@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 
 #include "kvm_ioctl.h"
+#include "log.h"
 
 #define CPUID_MAX_ENTRIES 256
 #define MSR_MAX_ENTRIES 1024
@@ -23,20 +24,18 @@ struct kvm_msr_list *x86_msr_index_list(int kvm_fd)
 	/* The first call fails with E2BIG and says how many there are. */
 	if (ioctl(kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 &&
 	    errno != E2BIG) {
-		fprintf(stderr, "KVM_GET_MSR_INDEX_LIST: %s\n",
-			strerror(errno));
+		log_error("KVM_GET_MSR_INDEX_LIST: %s", strerror(errno));
 		return NULL;
 	}
 	if (probe.nmsrs > MSR_MAX_ENTRIES) {
-		fprintf(stderr,
-			"KVM_GET_MSR_INDEX_LIST: %u MSRs, more than %d\n",
-			probe.nmsrs, MSR_MAX_ENTRIES);
+		log_error("KVM_GET_MSR_INDEX_LIST: %u MSRs, more than %d",
+			  probe.nmsrs, MSR_MAX_ENTRIES);
 		return NULL;
 	}
 	struct kvm_msr_list *list =
 		calloc(1, sizeof(*list) + probe.nmsrs * sizeof(uint32_t));
 	if (!list) {
-		fprintf(stderr, "MSR index list: out of memory\n");
+		log_error("MSR index list: out of memory");
 		return NULL;
 	}
 	list->nmsrs = probe.nmsrs;
@@ -79,7 +78,7 @@ static int save_msrs(int vcpu_fd, uint32_t index,
 	int ret = -1;
 
 	if (!out || !batch) {
-		fprintf(stderr, "vcpu %u: MSRs: out of memory\n", index);
+		log_error("vcpu %u: MSRs: out of memory", index);
 		goto out;
 	}
 	while (next < list->nmsrs) {
@@ -90,8 +89,8 @@ static int save_msrs(int vcpu_fd, uint32_t index,
 			};
 		int got = ioctl(vcpu_fd, KVM_GET_MSRS, batch);
 		if (got < 0) {
-			fprintf(stderr, "vcpu %u: KVM_GET_MSRS: %s\n", index,
-				strerror(errno));
+			log_error("vcpu %u: KVM_GET_MSRS: %s", index,
+				  strerror(errno));
 			goto out;
 		}
 		memcpy(&out->entries[out->nmsrs], batch->entries,
@@ -158,7 +157,7 @@ int x86_save_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 	int ret = -1;
 
 	if (!cpuid || !xsave) {
-		fprintf(stderr, "vcpu %u: out of memory\n", index);
+		log_error("vcpu %u: out of memory", index);
 		goto out;
 	}
 	cpuid->nent = CPUID_MAX_ENTRIES;
@@ -171,8 +170,8 @@ int x86_save_vcpu(int kvm_fd, int vcpu_fd, uint32_t index,
 
 	int khz = ioctl(vcpu_fd, KVM_GET_TSC_KHZ, 0);
 	if (khz <= 0) {
-		fprintf(stderr, "vcpu %u: KVM_GET_TSC_KHZ: %s\n", index,
-			strerror(errno));
+		log_error("vcpu %u: KVM_GET_TSC_KHZ: %s", index,
+			  strerror(errno));
 		goto out;
 	}
 	uint32_t tsc_khz = khz;
@@ -224,21 +223,20 @@ static const void *find_counted(const struct state_reader *r, uint32_t tag,
 	const uint8_t *data = state_find(r, tag, index, &size);
 
 	if (!data) {
-		fprintf(stderr,
-			"snapshot state %s: no %s section for vcpu %u\n",
-			r->path, state_tag_name(tag), index);
+		log_error("snapshot state %s: no %s section for vcpu %u",
+			  r->path, state_tag_name(tag), index);
 		return NULL;
 	}
 	if (size < header_size) {
-		fprintf(stderr,
-			"snapshot state %s: %s of vcpu %u is %zu bytes, too short\n",
+		log_error(
+			"snapshot state %s: %s of vcpu %u is %zu bytes, too short",
 			r->path, state_tag_name(tag), index, size);
 		return NULL;
 	}
 	memcpy(count, data, sizeof(*count)); /* nent/nmsrs come first */
 	if (*count > max || size != header_size + *count * entry_size) {
-		fprintf(stderr,
-			"snapshot state %s: %s of vcpu %u: %u entries do not fit its %zu bytes (at most %u)\n",
+		log_error(
+			"snapshot state %s: %s of vcpu %u: %u entries do not fit its %zu bytes (at most %u)",
 			r->path, state_tag_name(tag), index, *count, size, max);
 		return NULL;
 	}
@@ -259,7 +257,7 @@ static int restore_cpuid(int vcpu_fd, uint32_t index,
 		       nent * sizeof(struct kvm_cpuid_entry2);
 	struct kvm_cpuid2 *cpuid = malloc(bytes);
 	if (!cpuid) {
-		fprintf(stderr, "vcpu %u: out of memory\n", index);
+		log_error("vcpu %u: out of memory", index);
 		return -1;
 	}
 	memcpy(cpuid, data, bytes);
@@ -280,8 +278,8 @@ static int restore_tsc_khz(int vcpu_fd, uint32_t index,
 	if (current > 0 && (uint32_t)current == saved)
 		return 0;
 	if (ioctl(vcpu_fd, KVM_SET_TSC_KHZ, (unsigned long)saved) < 0) {
-		fprintf(stderr,
-			"vcpu %u: the snapshot's TSC runs at %u kHz, this host's at %d kHz, and KVM cannot scale it: %s\n",
+		log_error(
+			"vcpu %u: the snapshot's TSC runs at %u kHz, this host's at %d kHz, and KVM cannot scale it: %s",
 			index, saved, current, strerror(errno));
 		return -1;
 	}
@@ -297,8 +295,8 @@ static int restore_xsave(int kvm_fd, int vcpu_fd, uint32_t index,
 
 	if (!data || saved < (size_t)XSAVE_LEGACY_SIZE ||
 	    saved > (size_t)host) {
-		fprintf(stderr,
-			"snapshot state %s: vcpu %u XSAVE area is %zu bytes; this host takes %d..%d\n",
+		log_error(
+			"snapshot state %s: vcpu %u XSAVE area is %zu bytes; this host takes %d..%d",
 			r->path, index, data ? saved : 0, XSAVE_LEGACY_SIZE,
 			host);
 		return -1;
@@ -306,7 +304,7 @@ static int restore_xsave(int kvm_fd, int vcpu_fd, uint32_t index,
 	/* KVM_SET_XSAVE reads the host's full size: pad with zeros. */
 	struct kvm_xsave *xsave = calloc(1, host);
 	if (!xsave) {
-		fprintf(stderr, "vcpu %u: out of memory\n", index);
+		log_error("vcpu %u: out of memory", index);
 		return -1;
 	}
 	memcpy(xsave, data, saved);
@@ -329,15 +327,15 @@ static int restore_msrs(int vcpu_fd, uint32_t index,
 		sizeof(struct kvm_msrs) + n * sizeof(struct kvm_msr_entry);
 	struct kvm_msrs *msrs = malloc(bytes);
 	if (!msrs) {
-		fprintf(stderr, "vcpu %u: out of memory\n", index);
+		log_error("vcpu %u: out of memory", index);
 		return -1;
 	}
 	memcpy(msrs, data, bytes);
 	int set = ioctl(vcpu_fd, KVM_SET_MSRS, msrs);
 	int ret = 0;
 	if (set < 0 || (uint32_t)set != n) {
-		fprintf(stderr,
-			"vcpu %u: KVM_SET_MSRS: %s at MSR 0x%x (%d of %u set)\n",
+		log_error(
+			"vcpu %u: KVM_SET_MSRS: %s at MSR 0x%x (%d of %u set)",
 			index, set < 0 ? strerror(errno) : "refused",
 			set >= 0 && (uint32_t)set < n ? msrs->entries[set].index
 						      : 0,
@@ -459,10 +457,9 @@ int x86_restore_vm(int vm_fd, const struct state_reader *r)
 		if (state_get(r, irqchips[i].tag, 0, &chip, sizeof(chip)) < 0)
 			return -1;
 		if (chip.chip_id != irqchips[i].chip_id) {
-			fprintf(stderr,
-				"snapshot state %s: %s section holds chip %u\n",
-				r->path, state_tag_name(irqchips[i].tag),
-				chip.chip_id);
+			log_error("snapshot state %s: %s section holds chip %u",
+				  r->path, state_tag_name(irqchips[i].tag),
+				  chip.chip_id);
 			return -1;
 		}
 		if (KVM_IOCTL(vm_fd, KVM_SET_IRQCHIP, &chip) < 0)

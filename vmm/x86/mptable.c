@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
 #include "x86/layout.h"
 
 #define MP_SPEC_REV 4
@@ -105,14 +106,14 @@ int mptable_write(struct guest_memory *mem, int nr_cpus)
 	const uint8_t ioapic_id = nr_cpus;
 
 	if (nr_cpus < 1 || nr_cpus > MPTABLE_MAX_CPUS) {
-		fprintf(stderr, "mptable: %d CPUs; supported are 1..%d\n",
-			nr_cpus, MPTABLE_MAX_CPUS);
+		log_error("mptable: %d CPUs; supported are 1..%d", nr_cpus,
+			  MPTABLE_MAX_CPUS);
 		return -1;
 	}
 	uint8_t *base = guest_memory_ptr(mem, MPTABLE_ADDR, total);
 	if (!base || MPTABLE_ADDR + total > HIGH_MEMORY_START) {
-		fprintf(stderr, "mptable: %zu bytes do not fit at 0x%x\n",
-			total, MPTABLE_ADDR);
+		log_error("mptable: %zu bytes do not fit at 0x%x", total,
+			  MPTABLE_ADDR);
 		return -1;
 	}
 	memset(base, 0, total);

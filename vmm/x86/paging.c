@@ -35,27 +35,27 @@ static bool is_canonical(uint64_t linear, unsigned int bits)
 }
 
 int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
-		  uint64_t linear, uint64_t *gpa)
+		  uint64_t linear, uint64_t *gpa, char *err, size_t errlen)
 {
 	if (!(sregs->cr0 & X86_CR0_PG) || !(sregs->cr4 & X86_CR4_PAE) ||
 	    !(sregs->efer & X86_EFER_LMA)) {
-		fprintf(stderr,
-			"page walk: linear address 0x%" PRIx64
-			": unsupported paging mode (cr0 0x%llx, cr4 0x%llx, "
-			"efer 0x%llx)\n",
-			linear, (unsigned long long)sregs->cr0,
-			(unsigned long long)sregs->cr4,
-			(unsigned long long)sregs->efer);
+		snprintf(err, errlen,
+			 "page walk: linear address 0x%" PRIx64
+			 ": unsupported paging mode (cr0 0x%llx, cr4 0x%llx, "
+			 "efer 0x%llx)",
+			 linear, (unsigned long long)sregs->cr0,
+			 (unsigned long long)sregs->cr4,
+			 (unsigned long long)sregs->efer);
 		return -1;
 	}
 
 	int levels = sregs->cr4 & X86_CR4_LA57 ? 5 : 4;
 
 	if (!is_canonical(linear, 12 + 9 * (unsigned int)levels)) {
-		fprintf(stderr,
-			"page walk: linear address 0x%" PRIx64
-			" is not canonical for %d-level paging\n",
-			linear, levels);
+		snprintf(err, errlen,
+			 "page walk: linear address 0x%" PRIx64
+			 " is not canonical for %d-level paging",
+			 linear, levels);
 		return -1;
 	}
 
@@ -68,30 +68,29 @@ int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
 		uint64_t entry;
 
 		if (!p) {
-			fprintf(stderr,
-				"page walk: linear address 0x%" PRIx64
-				": %s at gpa 0x%" PRIx64
-				" is outside guest RAM\n",
-				linear, level_names[level], entry_gpa);
+			snprintf(err, errlen,
+				 "page walk: linear address 0x%" PRIx64
+				 ": %s at gpa 0x%" PRIx64
+				 " is outside guest RAM",
+				 linear, level_names[level], entry_gpa);
 			return -1;
 		}
 		/* Guest and host are both x86: same byte order. */
 		memcpy(&entry, p, sizeof(entry));
 		if (!(entry & PTE_PRESENT)) {
-			fprintf(stderr,
-				"page walk: linear address 0x%" PRIx64
-				" is not mapped: %s at gpa 0x%" PRIx64
-				" is not present (0x%" PRIx64 ")\n",
-				linear, level_names[level], entry_gpa, entry);
+			snprintf(err, errlen,
+				 "page walk: linear address 0x%" PRIx64
+				 " is not mapped: %s at gpa 0x%" PRIx64
+				 " is not present (0x%" PRIx64 ")",
+				 linear, level_names[level], entry_gpa, entry);
 			return -1;
 		}
 		if ((entry & PTE_PS) && level > 3) {
-			fprintf(stderr,
-				"page walk: linear address 0x%" PRIx64
-				": %s at gpa 0x%" PRIx64
-				" has the reserved PS bit set (0x%" PRIx64
-				")\n",
-				linear, level_names[level], entry_gpa, entry);
+			snprintf(err, errlen,
+				 "page walk: linear address 0x%" PRIx64
+				 ": %s at gpa 0x%" PRIx64
+				 " has the reserved PS bit set (0x%" PRIx64 ")",
+				 linear, level_names[level], entry_gpa, entry);
 			return -1;
 		}
 		/* In a PTE bit 7 is PAT, not a page size. */
@@ -110,41 +109,41 @@ int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
 
 /*
  * Host pointer for the part of [linear, linear + len) that lies in the page
- * of @linear; its length goes to @chunk.  NULL after a message on failure.
+ * of @linear; its length goes to @chunk.  NULL, with @err filled, on failure.
  */
 static uint8_t *page_chunk(const struct guest_memory *mem,
 			   const struct kvm_sregs *sregs, uint64_t linear,
-			   size_t len, size_t *chunk)
+			   size_t len, size_t *chunk, char *err, size_t errlen)
 {
 	uint64_t gpa;
 
 	*chunk = PAGE_SIZE - (linear & (PAGE_SIZE - 1));
 	if (*chunk > len)
 		*chunk = len;
-	if (x86_translate(mem, sregs, linear, &gpa) < 0)
+	if (x86_translate(mem, sregs, linear, &gpa, err, errlen) < 0)
 		return NULL;
 
 	uint8_t *host = guest_memory_ptr(mem, gpa, *chunk);
 
 	if (!host)
-		fprintf(stderr,
-			"page walk: linear address 0x%" PRIx64
-			" maps to gpa 0x%" PRIx64
-			", which is not guest RAM (%zu bytes)\n",
-			linear, gpa, *chunk);
+		snprintf(err, errlen,
+			 "page walk: linear address 0x%" PRIx64
+			 " maps to gpa 0x%" PRIx64
+			 ", which is not guest RAM (%zu bytes)",
+			 linear, gpa, *chunk);
 	return host;
 }
 
 int x86_read_linear(const struct guest_memory *mem,
 		    const struct kvm_sregs *sregs, uint64_t linear, void *buf,
-		    size_t len)
+		    size_t len, char *err, size_t errlen)
 {
 	uint8_t *dst = buf;
 
 	while (len > 0) {
 		size_t chunk;
-		const uint8_t *src =
-			page_chunk(mem, sregs, linear, len, &chunk);
+		const uint8_t *src = page_chunk(mem, sregs, linear, len, &chunk,
+						err, errlen);
 
 		if (!src)
 			return -1;
@@ -158,13 +157,14 @@ int x86_read_linear(const struct guest_memory *mem,
 
 int x86_write_linear(const struct guest_memory *mem,
 		     const struct kvm_sregs *sregs, uint64_t linear,
-		     const void *buf, size_t len)
+		     const void *buf, size_t len, char *err, size_t errlen)
 {
 	const uint8_t *src = buf;
 
 	while (len > 0) {
 		size_t chunk;
-		uint8_t *dst = page_chunk(mem, sregs, linear, len, &chunk);
+		uint8_t *dst = page_chunk(mem, sregs, linear, len, &chunk, err,
+					  errlen);
 
 		if (!dst)
 			return -1;

@@ -30,26 +30,27 @@
 
 /*
  * Translates @linear with the paging mode and CR3 in @sregs and stores the
- * guest-physical address in @gpa.  Returns 0, or -1 with a message on stderr
- * naming the linear address and, where there is one, the failing entry's
- * level, guest-physical address and value (not present, reserved bit set,
- * outside guest RAM, non-canonical address, unsupported paging mode).
+ * guest-physical address in @gpa.  Returns 0, or -1 with a message in @err
+ * (@errlen bytes; nothing is printed) naming the linear address and, where
+ * there is one, the failing entry's level, guest-physical address and value
+ * (not present, reserved bit set, outside guest RAM, non-canonical address,
+ * unsupported paging mode).
  * The result itself is not checked against guest RAM.
  */
 int x86_translate(const struct guest_memory *mem, const struct kvm_sregs *sregs,
-		  uint64_t linear, uint64_t *gpa);
+		  uint64_t linear, uint64_t *gpa, char *err, size_t errlen);
 
 /*
  * Copy @len bytes between guest linear [linear, linear + len) and @buf,
  * translating each page separately, so a range may cross page boundaries.
- * Returns 0, or -1 with a message naming the address; on failure a write may
+ * Returns 0, or -1 with @err naming the address; on failure a write may
  * have changed the pages before the failing one.
  */
 int x86_read_linear(const struct guest_memory *mem,
 		    const struct kvm_sregs *sregs, uint64_t linear, void *buf,
-		    size_t len);
+		    size_t len, char *err, size_t errlen);
 int x86_write_linear(const struct guest_memory *mem,
 		     const struct kvm_sregs *sregs, uint64_t linear,
-		     const void *buf, size_t len);
+		     const void *buf, size_t len, char *err, size_t errlen);
 
 #endif

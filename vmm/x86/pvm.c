@@ -21,6 +21,7 @@
 
 #include "insn.h"
 #include "kvm_ioctl.h"
+#include "log.h"
 #include "paging.h"
 
 #define X86_RFLAGS_AC (1ULL << 18)
@@ -72,9 +73,8 @@ const char *pvm_kernel_cmdline(void)
 	       "293,295,304,308,317,520,521,522 thaw_pvm_syscall";
 }
 
-#define VCPU_IOCTL(fd, request, arg)      \
-	kvm_ioctl_named(fd, request, arg, \
-			"thaw-vmm: emulating an instruction: " #request)
+#define VCPU_IOCTL(fd, request, arg) \
+	kvm_ioctl_named(fd, request, arg, "emulating an instruction: " #request)
 
 static int cannot_emulate(uint64_t rip, const uint8_t *bytes, size_t size,
 			  const char *why)
@@ -85,10 +85,9 @@ static int cannot_emulate(uint64_t rip, const uint8_t *bytes, size_t size,
 	for (size_t i = 0; i < size; i++)
 		pos += (size_t)snprintf(hex + pos, sizeof(hex) - pos, "%s%02x",
 					i ? " " : "", bytes[i]);
-	fprintf(stderr,
-		"thaw-vmm: cannot emulate instruction at rip 0x%llx: %s%s\n",
-		(unsigned long long)rip,
-		size ? hex : "(KVM gave no instruction bytes)", why);
+	log_error("cannot emulate instruction at rip 0x%llx: %s%s",
+		  (unsigned long long)rip,
+		  size ? hex : "(KVM gave no instruction bytes)", why);
 	return -1;
 }
 
@@ -106,11 +105,10 @@ static int inject_exception(int vcpu_fd, uint8_t vector, bool has_error_code,
 	if (VCPU_IOCTL(vcpu_fd, KVM_GET_VCPU_EVENTS, &events) < 0)
 		return -1;
 	if (events.exception.injected || events.exception.pending) {
-		fprintf(stderr,
-			"thaw-vmm: cannot inject exception %u: exception %u is "
-			"already %s\n",
-			vector, events.exception.nr,
-			events.exception.injected ? "injected" : "pending");
+		log_error("cannot inject exception %u: exception %u is "
+			  "already %s",
+			  vector, events.exception.nr,
+			  events.exception.injected ? "injected" : "pending");
 		return -1;
 	}
 	events.flags = 0;
@@ -129,6 +127,7 @@ static int emulate_mxcsr(int vcpu_fd, const struct guest_memory *mem,
 			 const struct x86_insn *insn)
 {
 	struct kvm_fpu fpu;
+	char walk_err[256] = "";
 	int err;
 
 	if (VCPU_IOCTL(vcpu_fd, KVM_GET_FPU, &fpu) < 0)
@@ -138,7 +137,8 @@ static int emulate_mxcsr(int vcpu_fd, const struct guest_memory *mem,
 		uint32_t value;
 
 		err = x86_read_linear(mem, sregs, insn->linear, &value,
-				      sizeof(value));
+				      sizeof(value), walk_err,
+				      sizeof(walk_err));
 		if (!err && (value & ~MXCSR_MASK))
 			/* A fault: nothing is loaded and RIP stays put. */
 			return inject_exception(vcpu_fd, X86_VECTOR_GP, true,
@@ -149,15 +149,18 @@ static int emulate_mxcsr(int vcpu_fd, const struct guest_memory *mem,
 		}
 	} else {
 		err = x86_write_linear(mem, sregs, insn->linear, &fpu.mxcsr,
-				       sizeof(fpu.mxcsr));
+				       sizeof(fpu.mxcsr), walk_err,
+				       sizeof(walk_err));
 	}
 	if (err) {
-		fprintf(stderr,
-			"thaw-vmm: %s at rip 0x%llx: cannot access its operand "
-			"at linear address 0x%llx\n",
-			x86_insn_name(insn->kind),
-			(unsigned long long)regs->rip,
-			(unsigned long long)insn->linear);
+		/* A failed KVM_SET_FPU has said why already. */
+		if (walk_err[0])
+			log_error("%s", walk_err);
+		log_error("%s at rip 0x%llx: cannot access its operand "
+			  "at linear address 0x%llx",
+			  x86_insn_name(insn->kind),
+			  (unsigned long long)regs->rip,
+			  (unsigned long long)insn->linear);
 		return -1;
 	}
 	regs->rip += insn->len;
@@ -172,10 +175,9 @@ int pvm_handle_emulation_failure(int vcpu_fd, const struct guest_memory *mem,
 
 	if (run->exit_reason != KVM_EXIT_INTERNAL_ERROR ||
 	    run->emulation_failure.suberror != KVM_INTERNAL_ERROR_EMULATION) {
-		fprintf(stderr,
-			"thaw-vmm: not an emulation failure: exit reason %u, "
-			"suberror %u\n",
-			run->exit_reason, run->emulation_failure.suberror);
+		log_error("not an emulation failure: exit reason %u, "
+			  "suberror %u",
+			  run->exit_reason, run->emulation_failure.suberror);
 		return -1;
 	}
 	if (VCPU_IOCTL(vcpu_fd, KVM_GET_REGS, &regs) < 0 ||

@@ -36,7 +36,7 @@ const char *pvm_kernel_cmdline(void);
  * KVM_INTERNAL_ERROR_EMULATION on @vcpu_fd (whose mapped run structure is
  * @run) by emulating the instruction at RIP: int3, fwait, ldmxcsr, stmxcsr,
  * clac, stac.  Returns 0 when the vCPU state now reflects the instruction
- * (re-enter KVM_RUN), or -1 after a message on stderr: for an instruction it
+ * (re-enter KVM_RUN), or -1 after error lines (log.h): for an instruction it
  * cannot emulate, one line with RIP and all instruction bytes; otherwise the
  * failing ioctl or the guest address that does not translate.  On -1 the VM
  * must be stopped.
