@@ -5,6 +5,7 @@
  */
 #include "default_kernel.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -19,13 +20,16 @@ int default_kernel_path(char *path, size_t size)
 {
 	const char *script = getenv("THAW_KERNEL_BUILDER");
 	struct stat st;
+	char err[PATH_MAX + 128];
 
 	if (!script)
 		script = THAW_KERNEL_BUILDER;
 	/* A bash script: Debian's /bin/sh (dash) rejects its pipefail. */
 	char *argv[] = { "/bin/bash", (char *)script, NULL };
-	if (run_for_last_line(argv, path, size, "default kernel") < 0)
+	if (run_for_last_line(argv, path, size, err, sizeof(err)) < 0) {
+		fprintf(stderr, "default kernel: %s\n", err);
 		return -1;
+	}
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
 		fprintf(stderr,
 			"default kernel: %s printed '%s', which is not a "

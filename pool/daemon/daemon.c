@@ -113,7 +113,7 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 {
 	const char *state = o->state ? o->state : d->cfg.state_dir;
-	char err[128];
+	char err[PATH_MAX + 64];
 
 	/* Children (thaw snapshot create) and the catalog helpers read the
 	 * state directory from the environment. */
@@ -138,9 +138,8 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 			sizeof(d->socket_path) - 1);
 		return -1;
 	}
-	if (thaw_make_dirs(d->run_dir) < 0) {
-		fprintf(stderr, "thaw daemon: cannot create %s: %s\n",
-			d->run_dir, strerror(errno));
+	if (thaw_make_dirs(d->run_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw daemon: %s\n", err);
 		return -1;
 	}
 	return 0;
@@ -265,10 +264,13 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 	snprintf(who, sizeof(who), "thawd: template %s", t->name);
 	snprintf(kernel, sizeof(kernel), "%s", t->kernel);
 	snprintf(initrd, sizeof(initrd), "%s", t->initrd);
-	if ((!kernel[0] && default_kernel_path(kernel, sizeof(kernel)) < 0) ||
-	    (!initrd[0] &&
-	     thaw_default_initrd(initrd, sizeof(initrd), who) < 0))
+	if (!kernel[0] && default_kernel_path(kernel, sizeof(kernel)) < 0)
 		return -1;
+	if (!initrd[0] &&
+	    thaw_default_initrd(initrd, sizeof(initrd), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
 	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec,
@@ -302,8 +304,11 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		}
 		fprintf(stderr, "%s: booting it to take its snapshot\n", who);
 		started_ms = monotonic_ms();
-		if (run_for_last_line(argv, id, sizeof(id), who) < 0)
+		if (run_for_last_line(argv, id, sizeof(id), err, sizeof(err)) <
+		    0) {
+			fprintf(stderr, "%s: %s\n", who, err);
 			return -1;
+		}
 		if (!catalog_snapshot(d, rec.id, &snap)) {
 			fprintf(stderr,
 				"%s: snapshot %s is not in the catalog as the template's latest\n",
@@ -404,6 +409,9 @@ int thaw_daemon(int argc, char **argv)
 		fprintf(stderr, "thaw daemon: %s\n", err);
 		goto out;
 	}
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (d.cgroups.missing[c][0])
+			fprintf(stderr, "%s\n", d.cgroups.missing[c]);
 	if (clean_leftovers(&d) < 0)
 		goto out;
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));

@@ -96,7 +96,9 @@ static void clone_destroy(struct daemon *d, struct sandbox *c)
 		fprintf(stderr, "%s: %s\n", who, err);
 	if (c->registered) {
 		pthread_mutex_lock(&d->catalog_lock);
-		clone_unregister(who, c->pool->snapshot_id, c->id);
+		if (clone_unregister(c->pool->snapshot_id, c->id, err,
+				     sizeof(err)) < 0)
+			fprintf(stderr, "%s: %s\n", who, err);
 		pthread_mutex_unlock(&d->catalog_lock);
 	}
 	free_env(c->env);
@@ -128,10 +130,12 @@ static int restore(struct pool *pl, struct sandbox *c)
 
 	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
 	pthread_mutex_lock(&d->catalog_lock);
-	ret = clone_register(who, pl->snapshot_id, c->id, &snap);
+	ret = clone_register(pl->snapshot_id, c->id, &snap, err, sizeof(err));
 	pthread_mutex_unlock(&d->catalog_lock);
-	if (ret < 0)
+	if (ret < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	c->registered = true;
 	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
 			  sizeof(err)) < 0) {
@@ -141,10 +145,25 @@ static int restore(struct pool *pl, struct sandbox *c)
 	c->cgroup_made = true;
 	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
 	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
-	if (vmm_process_start(&c->vmm, who, vmm_args, &place) < 0 ||
-	    vmm_process_wait_agent(&c->vmm, who, &agent,
-			       (int)d->cfg.restore_timeout_s) < 0)
+	ret = vmm_process_start(&c->vmm, vmm_args, &place, err, sizeof(err));
+	if (ret == 0)
+		ret = vmm_process_wait_agent(&c->vmm, &agent,
+					     (int)d->cfg.restore_timeout_s, err,
+					     sizeof(err));
+	if (ret < 0) {
+		char console[4096];
+		size_t n = ret == -ETIMEDOUT
+				   ? vmm_process_console_tail(&c->vmm, console,
+							      sizeof(console))
+				   : 0;
+
+		if (n > 0)
+			fprintf(stderr, "%s: last guest console output:\n%s",
+				who, console);
+		if (ret != -EINTR)
+			fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
+	}
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
 			  sizeof(err));
