@@ -15,8 +15,8 @@
 
 extern char **environ;
 
-int run_for_last_line(char *const argv[], char *out, size_t outlen,
-		      const char *what)
+int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
+		      size_t errlen)
 {
 	char buf[4096];
 	size_t len = 0;
@@ -25,18 +25,18 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen,
 	posix_spawn_file_actions_t actions;
 
 	if (pipe(pipefd) < 0) {
-		fprintf(stderr, "%s: pipe: %s\n", what, strerror(errno));
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		return -1;
 	}
 	posix_spawn_file_actions_init(&actions);
 	posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addclose(&actions, pipefd[0]);
-	int err = posix_spawn(&pid, argv[0], &actions, NULL, argv, environ);
+	int spawned = posix_spawn(&pid, argv[0], &actions, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&actions);
 	close(pipefd[1]);
-	if (err) {
-		fprintf(stderr, "%s: cannot run %s: %s\n", what, argv[0],
-			strerror(err));
+	if (spawned) {
+		snprintf(err, errlen, "cannot run %s: %s", argv[0],
+			 strerror(spawned));
 		close(pipefd[0]);
 		return -1;
 	}
@@ -66,11 +66,11 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen,
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr,
-			"%s: %s failed (%s %d); see its messages above\n", what,
-			argv[0], WIFEXITED(status) ? "exit status" : "signal",
-			WIFEXITED(status) ? WEXITSTATUS(status)
-					  : WTERMSIG(status));
+		snprintf(err, errlen,
+			 "%s failed (%s %d); see its messages above", argv[0],
+			 WIFEXITED(status) ? "exit status" : "signal",
+			 WIFEXITED(status) ? WEXITSTATUS(status)
+					   : WTERMSIG(status));
 		return -1;
 	}
 	buf[len] = '\0';
@@ -79,8 +79,8 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen,
 	char *last = strrchr(buf, '\n');
 	last = last ? last + 1 : buf;
 	if (!*last || strlen(last) >= outlen) {
-		fprintf(stderr, "%s: %s printed no usable path ('%s')\n", what,
-			argv[0], last);
+		snprintf(err, errlen, "%s printed no usable path ('%s')",
+			 argv[0], last);
 		return -1;
 	}
 	strcpy(out, last);

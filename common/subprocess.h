@@ -12,13 +12,15 @@
 #include <stddef.h>
 
 /*
- * Runs @argv (argv[0] is a path), lets its stderr through, and copies the
+ * Runs @argv (argv[0] is a path), lets its stderr through (the helper's
+ * progress and errors reach the user as it prints them), and copies the
  * last non-empty line of its stdout into @out.  Returns 0 when the program
- * exited 0 and printed a line that fits, else -1 after one error line on
- * stderr that starts with @what.  A signal that interrupts the wait (the
- * callers handle only those that stop them) is passed on as SIGTERM.
+ * exited 0 and printed a line that fits, else -1 with one message in @err
+ * (which, when the helper failed, points the user at its messages above).
+ * A signal that interrupts the wait (the callers handle only those that
+ * stop them) is passed on as SIGTERM.
  */
-int run_for_last_line(char *const argv[], char *out, size_t outlen,
-		      const char *what);
+int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
+		      size_t errlen);
 
 #endif

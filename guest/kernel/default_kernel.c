@@ -19,16 +19,14 @@ int default_kernel_path(char *path, size_t size, char *err, size_t errlen)
 {
 	const char *script = getenv("THAW_KERNEL_BUILDER");
 	struct stat st;
+	char why[256];
 
 	if (!script)
 		script = THAW_KERNEL_BUILDER;
 	/* A bash script: Debian's /bin/sh (dash) rejects its pipefail. */
 	char *argv[] = { "/bin/bash", (char *)script, NULL };
-	if (run_for_last_line(argv, path, size, "default kernel") < 0) {
-		errbuf_set(err, errlen,
-			   "default kernel: %s gave no kernel (its errors are "
-			   "above)",
-			   script);
+	if (run_for_last_line(argv, path, size, why, sizeof(why)) < 0) {
+		errbuf_set(err, errlen, "default kernel: %s", why);
 		return -1;
 	}
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {

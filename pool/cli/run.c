@@ -129,19 +129,21 @@ static int run_booted(const struct run_options *o, char **cmd)
 	struct agent_conn agent = { .fd = -1 };
 	struct vmm_process vmm = { 0 };
 	int status = EXIT_THAW_ERROR;
+	char err[PATH_MAX + 128];
 
 	if (!m->initrd &&
-	    thaw_default_initrd(initrd, sizeof(initrd), "thaw run") < 0)
+	    thaw_default_initrd(initrd, sizeof(initrd), err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw run: %s\n", err);
 		return EXIT_THAW_ERROR;
+	}
 	if (m->cmdline) { /* after --kernel, or in its place */
 		int at = m->kernel ? 9 : 7;
 
 		vmm_args[at] = "--cmdline";
 		vmm_args[at + 1] = m->cmdline;
 	}
-	if (vmm_process_start(&vmm, "thaw run", vmm_args, NULL) == 0 &&
-	    vmm_process_wait_agent(&vmm, "thaw run", &agent, o->boot_timeout_s) ==
-		    0) {
+	if (machine_start(&vmm, "thaw run", vmm_args, &agent,
+			  o->boot_timeout_s) == 0) {
 		double ready = monotonic_ms();
 
 		status = relay_exec(&agent, cmd, o->timeout_s * 1000);
@@ -173,7 +175,7 @@ static double status_field(const char *status, const char *key)
  */
 static int run_clone(const struct run_options *o, char **cmd)
 {
-	char clone_id[CATALOG_ID_LEN + 1], hostname[32], err[256];
+	char clone_id[CATALOG_ID_LEN + 1], hostname[32], err[PATH_MAX + 128];
 	char status_line[256], working_set[CATALOG_PATH_MAX + 32];
 	struct snapshot_record snap;
 	struct agent_conn agent = { .fd = -1 };
@@ -184,8 +186,11 @@ static int run_clone(const struct run_options *o, char **cmd)
 		fprintf(stderr, "thaw run: no randomness for a clone id\n");
 		return EXIT_THAW_ERROR;
 	}
-	if (clone_register("thaw run", o->machine.from, clone_id, &snap) < 0)
+	if (clone_register(o->machine.from, clone_id, &snap, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "thaw run: %s\n", err);
 		return EXIT_THAW_ERROR;
+	}
 	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
 		 snap.dir);
 	snprintf(hostname, sizeof(hostname), "thaw-%.8s", clone_id);
@@ -197,13 +202,15 @@ static int run_clone(const struct run_options *o, char **cmd)
 		o->page_in,
 		NULL,
 	};
-	if (vmm_process_start(&vmm, "thaw run", vmm_args, NULL) < 0 ||
-	    vmm_process_wait_agent(&vmm, "thaw run", &agent, o->boot_timeout_s) < 0)
+	if (machine_start(&vmm, "thaw run", vmm_args, &agent,
+			  o->boot_timeout_s) < 0)
 		goto out;
 	double ready = monotonic_ms();
-	if (vmm_process_control(&vmm, "thaw run", "status", status_line,
-			    sizeof(status_line)) < 0)
+	if (vmm_process_control(&vmm, "status", status_line,
+				sizeof(status_line), err, sizeof(err)) < 0) {
+		fprintf(stderr, "thaw run: %s\n", err);
 		goto out;
+	}
 	if (agent_clone(&agent, CLONE_REQUEST_ID, hostname, clone_id, err,
 			sizeof(err)) < 0) {
 		fprintf(stderr,
@@ -219,7 +226,10 @@ static int run_clone(const struct run_options *o, char **cmd)
 
 		snprintf(command, sizeof(command), "working-set %s",
 			 working_set);
-		vmm_process_control(&vmm, "thaw run", command, reply, sizeof(reply));
+		/* Not fatal: later restores only go without a working set. */
+		if (vmm_process_control(&vmm, command, reply, sizeof(reply),
+					err, sizeof(err)) < 0)
+			fprintf(stderr, "thaw run: %s\n", err);
 	}
 
 	double setup = status_field(status_line, "setup_us=") / 1e3;
@@ -233,7 +243,8 @@ static int run_clone(const struct run_options *o, char **cmd)
 out:
 	agent_close(&agent);
 	vmm_process_remove(&vmm);
-	clone_unregister("thaw run", o->machine.from, clone_id);
+	if (clone_unregister(o->machine.from, clone_id, err, sizeof(err)) < 0)
+		fprintf(stderr, "thaw run: %s\n", err);
 	return status;
 }
 

@@ -57,7 +57,7 @@ struct paths {
 
 static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 {
-	char err[512];
+	char err[PATH_MAX + 128];
 
 	if (thaw_state_dir(p->state, sizeof(p->state), err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
@@ -65,9 +65,8 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 	}
 	snprintf(p->catalog, sizeof(p->catalog), "%s/catalog", p->state);
 	snprintf(p->snapshots, sizeof(p->snapshots), "%s/snapshots", p->state);
-	if (thaw_make_dirs(p->snapshots) < 0) {
-		fprintf(stderr, "%s: cannot create %s: %s\n", who, p->snapshots,
-			strerror(errno));
+	if (thaw_make_dirs(p->snapshots, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		return -1;
 	}
 	if (catalog_open(c, p->catalog, err, sizeof(err)) < 0) {
@@ -213,20 +212,23 @@ static int describe_template(const struct machine_options *o,
 static int snapshot_vm(const char *const vmm_args[], const char *tmp)
 {
 	const char *who = "thaw snapshot create";
-	char command[PATH_MAX + 80], reply[PATH_MAX + 80];
+	char command[PATH_MAX + 80], reply[PATH_MAX + 80], err[PATH_MAX + 160];
 	struct agent_conn agent = { .fd = -1 };
 	struct vmm_process vmm;
 	int ret = -1;
 
-	if (vmm_process_start(&vmm, who, vmm_args, NULL) < 0 ||
-	    vmm_process_wait_agent(&vmm, who, &agent, SNAPSHOT_BOOT_TIMEOUT_S) < 0)
+	if (machine_start(&vmm, who, vmm_args, &agent,
+			  SNAPSHOT_BOOT_TIMEOUT_S) < 0)
 		goto out;
 	double ready = monotonic_ms();
 	/* Clones start without this connection; the agent keeps listening. */
 	agent_close(&agent);
 	snprintf(command, sizeof(command), "snapshot %s", tmp);
-	if (vmm_process_control(&vmm, who, command, reply, sizeof(reply)) < 0)
+	if (vmm_process_control(&vmm, command, reply, sizeof(reply), err,
+				sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		goto out;
+	}
 	fprintf(stderr,
 		"thaw: start to agent ready %.1f ms, snapshot %.1f ms\n",
 		ready - vmm.started_ms, monotonic_ms() - ready);
@@ -292,7 +294,7 @@ static int find_origin(const struct machine_options *o, const struct paths *p,
 {
 	const char *who = "thaw snapshot create";
 	struct catalog c;
-	char err[512];
+	char err[PATH_MAX + 128];
 
 	if (!o->from) {
 		if (o->kernel)
@@ -307,13 +309,19 @@ static int find_origin(const struct machine_options *o, const struct paths *p,
 			snprintf(from->initrd, sizeof(from->initrd), "%s",
 				 o->initrd);
 		else if (thaw_default_initrd(from->initrd, sizeof(from->initrd),
-					     who) < 0)
+					     err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s: %s\n", who, err);
 			return -1;
+		}
 		return 0;
 	}
-	if (catalog_new_id(from->clone_id) < 0 ||
-	    clone_register(who, o->from, from->clone_id, &from->parent) < 0)
+	if (catalog_new_id(from->clone_id) < 0)
 		return -1;
+	if (clone_register(o->from, from->clone_id, &from->parent, err,
+			   sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return -1;
+	}
 	from->registered = true;
 	/* Opened after clone_register() closed its own: one environment per
 	 * process at a time, as LMDB requires. */
@@ -408,8 +416,9 @@ fail:
 	remove_snapshot_dir(tmp);
 	status = thaw_interrupted ? 128 + thaw_interrupted : 1;
 out:
-	if (from.registered)
-		clone_unregister(who, o.from, from.clone_id);
+	if (from.registered &&
+	    clone_unregister(o.from, from.clone_id, err, sizeof(err)) < 0)
+		fprintf(stderr, "%s: %s\n", who, err);
 	return status;
 }
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * thaw.c - the `thaw` command: the user's entry point to sandboxes.  It
- * picks the subcommand; what several of them share beyond that (signals,
- * tool and state paths, VMM processes) is in pool/host/.
+ * picks the subcommand, and holds the machine options and the VM start
+ * that `thaw run` and `thaw snapshot create` share, with their messages;
+ * what the daemon shares with them too (signals, tool and state paths, VMM
+ * processes) is in pool/host/, which never prints.
  */
 #include <errno.h>
 #include <limits.h>
@@ -13,6 +15,7 @@
 
 #include "thaw.h"
 #include "thawd.h"
+#include "vmm_process.h"
 
 bool machine_option(struct machine_options *m, int opt, const char *arg)
 {
@@ -49,6 +52,31 @@ int machine_options_check(const struct machine_options *m, const char *who)
 	fprintf(stderr,
 		"%s: --from takes the machine from the snapshot: leave out --mem, --vcpus, --kernel, --initrd and --cmdline\n",
 		who);
+	return -1;
+}
+
+int machine_start(struct vmm_process *vmm, const char *who,
+		  const char *const vmm_args[], struct agent_conn *agent,
+		  int timeout_s)
+{
+	char err[512], console[4096];
+	int ret = vmm_process_start(vmm, vmm_args, NULL, err, sizeof(err));
+
+	if (ret == 0)
+		ret = vmm_process_wait_agent(vmm, agent, timeout_s, err,
+					     sizeof(err));
+	if (ret == 0)
+		return 0;
+	if (ret == -EINTR)
+		return -1;
+	size_t n = ret == -ETIMEDOUT ? vmm_process_console_tail(vmm, console,
+								sizeof(console))
+				     : 0;
+	if (n > 0) {
+		fprintf(stderr, "%s: last guest console output:\n", who);
+		fwrite(console, 1, n, stderr);
+	}
+	fprintf(stderr, "%s: %s\n", who, err);
 	return -1;
 }
 

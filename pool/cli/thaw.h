@@ -47,6 +47,19 @@ bool machine_option(struct machine_options *m, int opt, const char *arg);
  * option. */
 int machine_options_check(const struct machine_options *m, const char *who);
 
+struct vmm_process;
+struct agent_conn;
+
+/*
+ * Starts a VMM with @vmm_args and waits up to @timeout_s for its agent
+ * (vmm_process.h).  0, or -1 after saying why in lines starting with @who,
+ * the guest console's last output first when the agent never answered; an
+ * interruption is left for the caller to report.
+ */
+int machine_start(struct vmm_process *vmm, const char *who,
+		  const char *const vmm_args[], struct agent_conn *agent,
+		  int timeout_s);
+
 int thaw_run(int argc, char **argv);	   /* run.c */
 int thaw_snapshot(int argc, char **argv); /* snapshot_command.c */
 int thaw_sandbox(int argc, char **argv); /* sandbox_commands.c, with the next two */

@@ -150,7 +150,7 @@ bad_value:
 static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 {
 	const char *state = o->state ? o->state : d->cfg.state_dir;
-	char err[128];
+	char err[PATH_MAX + 64];
 
 	/* Children (thaw snapshot create) and the catalog helpers read the
 	 * state directory from the environment. */
@@ -175,8 +175,8 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 			sizeof(d->socket_path) - 1);
 		return -1;
 	}
-	if (thaw_make_dirs(d->run_dir) < 0) {
-		log_error("cannot create %s: %s", d->run_dir, strerror(errno));
+	if (thaw_make_dirs(d->run_dir, err, sizeof(err)) < 0) {
+		log_error("%s", err);
 		return -1;
 	}
 	return 0;
@@ -291,12 +291,11 @@ static bool catalog_snapshot(struct daemon *d, const char *template_id,
 static int prepare_template(struct daemon *d, struct pool *pl)
 {
 	const struct template_config *t = pl->t;
-	char who[128], kernel[PATH_MAX], initrd[PATH_MAX], mem[16], vcpus[16];
+	char kernel[PATH_MAX], initrd[PATH_MAX], mem[16], vcpus[16];
 	char id[CATALOG_ID_LEN + 8], err[PATH_MAX + 64];
 	struct template_record rec = { 0 };
 	struct snapshot_record snap;
 
-	snprintf(who, sizeof(who), "thawd: template %s", t->name);
 	snprintf(kernel, sizeof(kernel), "%s", t->kernel);
 	snprintf(initrd, sizeof(initrd), "%s", t->initrd);
 	if (!kernel[0] &&
@@ -304,8 +303,11 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		log_error("template %s: %s", t->name, err);
 		return -1;
 	}
-	if (!initrd[0] && thaw_default_initrd(initrd, sizeof(initrd), who) < 0)
+	if (!initrd[0] &&
+	    thaw_default_initrd(initrd, sizeof(initrd), err, sizeof(err)) < 0) {
+		log_error("template %s: %s", t->name, err);
 		return -1;
+	}
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
 	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec, err,
@@ -340,8 +342,11 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		log_info("template %s: booting it to take its snapshot",
 			 t->name);
 		started_ms = monotonic_ms();
-		if (run_for_last_line(argv, id, sizeof(id), who) < 0)
+		if (run_for_last_line(argv, id, sizeof(id), err, sizeof(err)) <
+		    0) {
+			log_error("template %s: %s", t->name, err);
 			return -1;
+		}
 		if (!catalog_snapshot(d, rec.id, &snap)) {
 			log_error(
 				"template %s: snapshot %s is not in the catalog as the template's latest",
@@ -442,6 +447,9 @@ int thaw_daemon(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (d.cgroups.missing[c][0])
+			log_warning("%s", d.cgroups.missing[c]);
 	if (clean_leftovers(&d) < 0)
 		goto out;
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));

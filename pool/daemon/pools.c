@@ -88,20 +88,35 @@ static void free_env(char **env)
 /* Everything a clone holds, in reverse order of taking it; no lock held. */
 static void clone_destroy(struct daemon *d, struct sandbox *c)
 {
-	char who[64], err[512];
+	char err[512];
 
-	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
 		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 	if (c->registered) {
 		pthread_mutex_lock(&d->catalog_lock);
-		clone_unregister(who, c->pool->snapshot_id, c->id);
+		if (clone_unregister(c->pool->snapshot_id, c->id, err,
+				     sizeof(err)) < 0)
+			log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 		pthread_mutex_unlock(&d->catalog_lock);
 	}
 	free_env(c->env);
 	free(c);
+}
+
+/* A guest that never answered: what its console said last, a log line
+ * each, since a log line is one line. */
+static void log_console_tail(const struct sandbox *c)
+{
+	char console[4096], *next;
+
+	if (vmm_process_console_tail(&c->vmm, console, sizeof(console)) == 0)
+		return;
+	log_write(LOG_LEVEL_ERROR, c->id, "last guest console output:");
+	for (char *line = strtok_r(console, "\n", &next); line;
+	     line = strtok_r(NULL, "\n", &next))
+		log_write(LOG_LEVEL_ERROR, c->id, "  %s", line);
 }
 
 /* The slow part of a restore; @c is ours alone until it is READY. */
@@ -120,19 +135,22 @@ static int restore(struct pool *pl, struct sandbox *c)
 		pl->snapshot_dir,
 		"--page-in",
 		t->page_in_lazy ? "lazy" : "prefetch",
+		"--sandbox-id", /* on each line of its log */
+		c->id,
 		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
 	struct snapshot_record snap;
-	char who[64], run_dir[PATH_MAX + 32], err[512];
+	char run_dir[PATH_MAX + 32], err[512];
 	int ret;
 
-	snprintf(who, sizeof(who), "thawd: sandbox %s", c->id);
 	pthread_mutex_lock(&d->catalog_lock);
-	ret = clone_register(who, pl->snapshot_id, c->id, &snap);
+	ret = clone_register(pl->snapshot_id, c->id, &snap, err, sizeof(err));
 	pthread_mutex_unlock(&d->catalog_lock);
-	if (ret < 0)
+	if (ret < 0) {
+		log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
 		return -1;
+	}
 	c->registered = true;
 	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
 			  sizeof(err)) < 0) {
@@ -142,10 +160,18 @@ static int restore(struct pool *pl, struct sandbox *c)
 	c->cgroup_made = true;
 	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
 	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
-	if (vmm_process_start(&c->vmm, who, vmm_args, &place) < 0 ||
-	    vmm_process_wait_agent(&c->vmm, who, &agent,
-				   (int)d->cfg.restore_timeout_s) < 0)
+	ret = vmm_process_start(&c->vmm, vmm_args, &place, err, sizeof(err));
+	if (ret == 0)
+		ret = vmm_process_wait_agent(&c->vmm, &agent,
+					     (int)d->cfg.restore_timeout_s, err,
+					     sizeof(err));
+	if (ret < 0) {
+		if (ret == -ETIMEDOUT)
+			log_console_tail(c);
+		if (ret != -EINTR)
+			log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
 		return -1;
+	}
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
 			  sizeof(err));

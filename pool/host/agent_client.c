@@ -30,6 +30,10 @@
 
 /* How often a wait looks at thaw_interrupted. */
 #define INTERRUPT_CHECK_MS 250
+/* agent_connect_until()'s pauses between attempts, and when they slow. */
+#define CONNECT_RETRY_FAST_NS 1000000L
+#define CONNECT_RETRY_SLOW_NS 20000000L
+#define CONNECT_FAST_PHASE_NS (500 * NS_PER_MS)
 
 /*
  * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
@@ -226,6 +230,34 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 fail:
 	agent_close(c);
 	return ret;
+}
+
+int agent_connect_until(struct agent_conn *c, const char *vsock_path,
+			uint64_t deadline_ns, bool (*give_up)(void *arg),
+			void *arg, char *err, size_t errlen)
+{
+	uint64_t start = monotonic_ns();
+
+	for (uint64_t now = start;; now = monotonic_ns()) {
+		uint64_t left_ms =
+			now < deadline_ns ? (deadline_ns - now) / NS_PER_MS : 0;
+		int ret =
+			agent_connect(c, vsock_path, left_ms + 1, err, errlen);
+
+		if (ret != -EAGAIN)
+			return ret;
+		if (thaw_interrupted)
+			return -EINTR;
+		if (give_up && give_up(arg))
+			return -ECANCELED;
+		now = monotonic_ns();
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		struct timespec pause = { 0, now - start < CONNECT_FAST_PHASE_NS
+						     ? CONNECT_RETRY_FAST_NS
+						     : CONNECT_RETRY_SLOW_NS };
+		nanosleep(&pause, NULL);
+	}
 }
 
 /* Encodes one frame with @fill and sends it. */

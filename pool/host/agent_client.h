@@ -13,6 +13,10 @@
  * (its kernel may run in KVM's instruction emulator, or share two CPUs with
  * dozens of other guests), so no fixed time here decides that a guest is
  * gone.  Exec output is waited for as long as the command runs.
+ *
+ * Errors: 0 or a negative errno; the calls that take @err leave one message
+ * there, the others fail only on the transport (a socket error, -EPIPE,
+ * -EPROTO) and their errno says it all.
  */
 #ifndef THAW_POOL_AGENT_CLIENT_H
 #define THAW_POOL_AGENT_CLIENT_H
@@ -39,6 +43,22 @@ struct agent_conn {
  */
 int agent_connect(struct agent_conn *c, const char *vsock_path,
 		  uint64_t patience_ms, char *err, size_t errlen);
+
+/*
+ * agent_connect() until the agent greets us, for a guest that is still
+ * booting or restoring, or that refuses a connection for a moment when
+ * busy with others.  Each attempt has the time left until @deadline_ns
+ * (monotonic_ns()) as its patience; between attempts, @give_up(@arg) (NULL:
+ * never) may say that waiting is pointless, the guest being gone.  Retries
+ * come every millisecond in the first half second, as a restored clone
+ * answers within milliseconds, then every 20 ms.
+ * Returns 0; -ETIMEDOUT at the deadline and -ECANCELED when @give_up said
+ * so, both with the last attempt's reason in @err; -EINTR when
+ * thaw_interrupted is set; or agent_connect()'s other errors.
+ */
+int agent_connect_until(struct agent_conn *c, const char *vsock_path,
+			uint64_t deadline_ns, bool (*give_up)(void *arg),
+			void *arg, char *err, size_t errlen);
 
 /* An EXEC request (PROTOCOL.md); NULL/0 fields are left out. */
 struct agent_exec_request {

@@ -208,9 +208,10 @@ static bool has_opt(const char *opts, const char *opt)
 }
 
 /* @why: the start of the line, which says what is missing. */
-static void say_missing(const char *controller, const char *why)
+static void set_missing(struct cgroup_root *root, int c, const char *why)
 {
-	fprintf(stderr, "%s; %s limits will not apply\n", why, controller);
+	snprintf(root->missing[c], sizeof(root->missing[c]),
+		 "%s; %s limits will not apply", why, controller_name[c]);
 }
 
 static int init_v2(struct cgroup_root *root, const char *parent, char *err,
@@ -233,7 +234,7 @@ static int init_v2(struct cgroup_root *root, const char *parent, char *err,
 				 "cgroup: no %s controller in %s",
 				 controller_name[c],
 				 CGROUP_FS "/cgroup.controllers");
-			say_missing(controller_name[c], why);
+			set_missing(root, c, why);
 		}
 		any |= have[c];
 	}
@@ -264,7 +265,7 @@ static int init_v2(struct cgroup_root *root, const char *parent, char *err,
 			       sizeof(why)) ||
 		    write_file(dir, "cgroup.subtree_control", plus, why,
 			       sizeof(why))) {
-			say_missing(controller_name[c], why);
+			set_missing(root, c, why);
 			continue;
 		}
 		strcpy(root->dir[c], dir);
@@ -348,7 +349,7 @@ static int init_v1(struct cgroup_root *root, const char *parent, char *err,
 				why, sizeof(why),
 				"cgroup: no cgroup v1 hierarchy with the %s controller in /proc/self/mountinfo",
 				controller_name[c]);
-			say_missing(controller_name[c], why);
+			set_missing(root, c, why);
 			continue;
 		}
 		if (!make_path(root->dir[c], mnt[c], parent)) {

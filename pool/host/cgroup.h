@@ -6,8 +6,9 @@
  * cgroup v2 when /sys/fs/cgroup is a cgroup2 mount with the controllers;
  * otherwise v1, where each controller has its own hierarchy (found in
  * /proc/self/mountinfo) and a sandbox is one directory in each.  A controller
- * that is missing is reported once by cgroup_init() and its limit skipped;
- * the others still apply.
+ * that is missing is found once by cgroup_init(), which says why in the
+ * root for the caller to report, and its limit is skipped; the others still
+ * apply.
  *
  * A sandbox's VMM enters its cgroup in the forked child, before exec
  * (cgroup_enter), so not one instruction of it runs outside.  cgroup_destroy()
@@ -34,6 +35,9 @@ struct cgroup_root {
 	/* v2: every entry is the same directory.  "" when the controller is
 	 * not available. */
 	char dir[CGROUP_NR][PATH_MAX];
+	/* Why a controller is not available, and that its limits will not
+	 * apply: one line for the log; "" when it is available. */
+	char missing[CGROUP_NR][PATH_MAX + 160];
 };
 
 struct cgroup_limits {
@@ -56,10 +60,10 @@ struct cgroup_stat {
 /*
  * Finds the hierarchy (v2, else v1) and creates @parent (one directory
  * name such as "thaw", directly below the hierarchy's root) if it is not
- * there yet, enabling the controllers for its children on v2.  Prints one
- * line to stderr per controller it cannot offer; with none at all it
- * still succeeds, and the cgroups made from @root are then empty shells
- * that create, enter and destroy do nothing for.
+ * there yet, enabling the controllers for its children on v2.  A
+ * controller it cannot offer has its reason in root->missing; with none at
+ * all it still succeeds, and the cgroups made from @root are then empty
+ * shells that create, enter and destroy do nothing for.
  *
  * Names, @parent here and @name below: 1 to 63 of [A-Za-z0-9_.-], not "."
  * and without "..".

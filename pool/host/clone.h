@@ -6,6 +6,8 @@
  * as it runs, so the snapshot cannot be removed under it.  Registration
  * records our PID: if we die without unregistering, the catalog drops the
  * entry by itself.
+ *
+ * Errors: 0 or -1, with one message in the caller's @err.
  */
 #ifndef THAW_POOL_CLONE_H
 #define THAW_POOL_CLONE_H
@@ -14,13 +16,13 @@
 
 /*
  * Checks snapshot @id and registers @clone_id as its live clone; @snap gets
- * the snapshot's record.  Returns 0, or -1 after a message starting with
- * @who.
+ * the snapshot's record.
  */
-int clone_register(const char *who, const char *id, const char *clone_id,
-		   struct snapshot_record *snap);
+int clone_register(const char *id, const char *clone_id,
+		   struct snapshot_record *snap, char *err, size_t errlen);
 
-/* Unregisters it; failures are reported, not returned. */
-void clone_unregister(const char *who, const char *id, const char *clone_id);
+/* Unregisters it. */
+int clone_unregister(const char *id, const char *clone_id, char *err,
+		     size_t errlen);
 
 #endif

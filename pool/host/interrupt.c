@@ -22,4 +22,3 @@ void thaw_catch_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
-

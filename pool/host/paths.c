@@ -44,14 +44,14 @@ int thaw_state_dir(char *out, size_t len, char *err, size_t errlen)
 	return 0;
 }
 
-int thaw_make_dirs(const char *path)
+int thaw_make_dirs(const char *path, char *err, size_t errlen)
 {
 	char partial[PATH_MAX];
 	size_t len = strlen(path);
 
 	if (len >= sizeof(partial)) {
 		errno = ENAMETOOLONG;
-		return -1;
+		goto fail;
 	}
 	memcpy(partial, path, len + 1);
 	for (char *p = partial + 1; *p; p++) {
@@ -59,22 +59,28 @@ int thaw_make_dirs(const char *path)
 			continue;
 		*p = '\0';
 		if (mkdir(partial, 0755) < 0 && errno != EEXIST)
-			return -1;
+			goto fail;
 		*p = '/';
 	}
-	return mkdir(partial, 0755) < 0 && errno != EEXIST ? -1 : 0;
+	if (mkdir(partial, 0755) == 0 || errno == EEXIST)
+		return 0;
+fail:
+	/* The whole path: the one the user asked for. */
+	snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+	return -1;
 }
 
-int thaw_default_initrd(char *out, size_t len, const char *who)
+int thaw_default_initrd(char *out, size_t len, char *err, size_t errlen)
 {
-	char what[64];
+	char why[PATH_MAX + 128];
 	char *mk[] = { (char *)thaw_tool_path("THAW_MKINITRAMFS",
 					      THAW_MKINITRAMFS_PATH),
 		       "--init",
 		       (char *)thaw_tool_path("THAW_AGENT", THAW_AGENT_PATH),
 		       NULL };
 
-	snprintf(what, sizeof(what), "%s: guest initramfs", who);
-	return run_for_last_line(mk, out, len, what);
+	if (run_for_last_line(mk, out, len, why, sizeof(why)) == 0)
+		return 0;
+	snprintf(err, errlen, "guest initramfs: %s", why);
+	return -1;
 }
-

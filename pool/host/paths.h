@@ -4,6 +4,8 @@
  * (catalog, snapshots, the daemon's run directory and socket), the programs
  * built beside `thaw` (overridable from the environment, as tests and the
  * bench do), and the default guest initramfs.
+ *
+ * Errors: 0 or -1, with one message in the caller's @err.
  */
 #ifndef THAW_POOL_HOST_PATHS_H
 #define THAW_POOL_HOST_PATHS_H
@@ -15,18 +17,18 @@ const char *thaw_tool_path(const char *env, const char *built_in);
 
 /*
  * The state directory (snapshots, catalog): $THAW_STATE_DIR, else
- * $XDG_STATE_HOME/thaw, else ~/.local/state/thaw.  Returns 0, or -1 with
- * @err saying why none can be formed.
+ * $XDG_STATE_HOME/thaw, else ~/.local/state/thaw; -1 when none can be
+ * formed.
  */
 int thaw_state_dir(char *out, size_t len, char *err, size_t errlen);
 
-/* mkdir -p: 0, or -1 with errno. */
-int thaw_make_dirs(const char *path);
+/* mkdir -p @path. */
+int thaw_make_dirs(const char *path, char *err, size_t errlen);
 
 /*
  * The default guest initramfs (thaw-agent as init), packed and cached by
- * thaw-mkinitramfs.  Returns 0, or -1 after a message starting with @who.
+ * thaw-mkinitramfs, whose progress and errors go straight to stderr.
  */
-int thaw_default_initrd(char *out, size_t len, const char *who);
+int thaw_default_initrd(char *out, size_t len, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * template.c - see template.h.  Files are hashed with XXH3-128; the id is XXH3-64 of the hashes and the machine's settings.
+ * template.c - see template.h.  Files are hashed with XXH3-128; the id is
+ * XXH3-64 of the hashes and the machine's settings.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,4 +71,3 @@ int template_identify(const char *kernel, const char *initrd, const char *mem,
 	t->record_version = CATALOG_RECORD_VERSION;
 	return 0;
 }
-

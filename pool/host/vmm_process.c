@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,21 +25,23 @@
 #include "interrupt.h"
 #include "io.h"
 
-/*
- * A restored clone answers within milliseconds of its VMM starting, so the
- * first attempts come quickly; a booting guest takes seconds, so later
- * ones back off.
- */
-#define CONNECT_RETRY_FAST_NS 1000000L
-#define CONNECT_RETRY_SLOW_NS 20000000L
-#define CONNECT_FAST_PHASE_MS 500
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
 #define MAX_VMM_ARGS 32
 
-static int make_run_dir(struct vmm_process *vmm, const char *who,
-			const char *run_dir)
+/* After mkdir or mkdtemp failed: nothing for vmm_process_remove(). */
+static int no_run_dir(struct vmm_process *vmm, char *err, size_t errlen)
+{
+	int e = errno;
+
+	snprintf(err, errlen, "cannot create %s: %s", vmm->dir, strerror(e));
+	vmm->dir[0] = '\0';
+	return -e;
+}
+
+static int make_run_dir(struct vmm_process *vmm, const char *run_dir, char *err,
+			size_t errlen)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
 
@@ -48,54 +51,48 @@ static int make_run_dir(struct vmm_process *vmm, const char *who,
 
 		if (len >= sizeof(vmm->dir) ||
 		    len + sizeof("/console.log") > sizeof(vmm->vsock)) {
-			fprintf(stderr,
-				"%s: %s: path too long for a socket in it\n",
-				who, run_dir);
-			return -1;
+			snprintf(err, errlen,
+				 "%s: path too long for a socket in it",
+				 run_dir);
+			return -ENAMETOOLONG;
 		}
 		memcpy(vmm->dir, run_dir, len + 1);
-		if (mkdir(vmm->dir, 0700) < 0) {
-			fprintf(stderr, "%s: cannot create %s: %s\n", who,
-				vmm->dir, strerror(errno));
-			vmm->dir[0] = '\0';
-			return -1;
-		}
+		if (mkdir(vmm->dir, 0700) < 0)
+			return no_run_dir(vmm, err, errlen);
 	} else if (!base ||
 		   strlen(base) > sizeof(vmm->dir) - sizeof("/thaw-run-XXXXXX"))
 		base = "/tmp";
 	if (!run_dir) {
-		snprintf(vmm->dir, sizeof(vmm->dir), "%s/thaw-run-XXXXXX", base);
-		if (!mkdtemp(vmm->dir)) {
-			fprintf(stderr, "%s: cannot create %s: %s\n", who,
-				vmm->dir, strerror(errno));
-			vmm->dir[0] = '\0';
-			return -1;
-		}
+		snprintf(vmm->dir, sizeof(vmm->dir), "%s/thaw-run-XXXXXX",
+			 base);
+		if (!mkdtemp(vmm->dir))
+			return no_run_dir(vmm, err, errlen);
 	}
 	snprintf(vmm->vsock, sizeof(vmm->vsock), "%s/vsock.sock", vmm->dir);
-	snprintf(vmm->control, sizeof(vmm->control), "%s/control.sock", vmm->dir);
+	snprintf(vmm->control, sizeof(vmm->control), "%s/control.sock",
+		 vmm->dir);
 	snprintf(vmm->vmm_log, sizeof(vmm->vmm_log), "%s/vmm.log", vmm->dir);
 	snprintf(vmm->console_log, sizeof(vmm->console_log), "%s/console.log",
 		 vmm->dir);
 	return 0;
 }
 
-int vmm_process_start(struct vmm_process *vmm, const char *who,
-		  const char *const vmm_args[],
-		  const struct vmm_place *place)
+int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
+		      const struct vmm_place *place, char *err, size_t errlen)
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	const char *argv[MAX_VMM_ARGS + 7];
 	pid_t parent = getpid();
-	int n = 0;
+	int n = 0, ret;
 
 	memset(vmm, 0, sizeof(*vmm));
 	while (vmm_args[n] && n < MAX_VMM_ARGS) {
 		argv[n] = vmm_args[n];
 		n++;
 	}
-	if (make_run_dir(vmm, who, place ? place->run_dir : NULL) < 0)
-		return -1;
+	ret = make_run_dir(vmm, place ? place->run_dir : NULL, err, errlen);
+	if (ret < 0)
+		return ret;
 	argv[n++] = "--vsock";
 	argv[n++] = vmm->vsock;
 	argv[n++] = "--control";
@@ -107,12 +104,14 @@ int vmm_process_start(struct vmm_process *vmm, const char *who,
 	vmm->started_ms = monotonic_ms();
 	vmm->pid = fork();
 	if (vmm->pid < 0) {
-		fprintf(stderr, "%s: fork: %s\n", who, strerror(errno));
+		ret = -errno;
+		snprintf(err, errlen, "fork: %s", strerror(-ret));
 		vmm->pid = 0;
-		return -1;
+		return ret;
 	}
 	if (vmm->pid == 0) {
-		int log = open(vmm->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int log =
+			open(vmm->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int null = open("/dev/null", O_RDWR);
 
 		/* The VMM dies with us even if we are killed outright. */
@@ -120,16 +119,14 @@ int vmm_process_start(struct vmm_process *vmm, const char *who,
 		if (getppid() != parent || log < 0 || null < 0)
 			_exit(VMM_EXEC_FAILED);
 		if (cgroup && cgroup_enter(cgroup) < 0) {
-			dprintf(log, "%s: cannot enter the sandbox's cgroup\n",
-				who);
+			dprintf(log, "cannot enter the sandbox's cgroup\n");
 			_exit(VMM_EXEC_FAILED);
 		}
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log, STDERR_FILENO);
 		execv(argv[0], (char *const *)argv);
-		dprintf(log, "%s: cannot run %s: %s\n", who, argv[0],
-			strerror(errno));
+		dprintf(log, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(VMM_EXEC_FAILED);
 	}
 	return 0;
@@ -200,16 +197,10 @@ void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 	}
 }
 
-/* The guest console's last lines: why a guest never got to its agent. */
-static void print_console_tail(const struct vmm_process *vmm, const char *who)
+size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
+				size_t size)
 {
-	char buf[4096];
-	size_t n = read_tail(vmm->console_log, buf, sizeof(buf));
-
-	if (n > 0) {
-		fprintf(stderr, "%s: last guest console output:\n", who);
-		fwrite(buf, 1, n, stderr);
-	}
+	return read_tail(vmm->console_log, buf, size);
 }
 
 double vmm_process_setup_ms(const struct vmm_process *vmm)
@@ -222,52 +213,54 @@ double vmm_process_setup_ms(const struct vmm_process *vmm)
 	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
 }
 
-static bool vmm_exited(struct vmm_process *vmm, const char *who)
+/* Reaps the VMM if it died; pid 0 then says so. */
+static bool vmm_exited(void *arg)
 {
-	int status;
-	char reason[512];
+	struct vmm_process *vmm = arg;
 
-	if (vmm->pid <= 0 || waitpid(vmm->pid, &status, WNOHANG) != vmm->pid)
+	if (vmm->pid <= 0 || waitpid(vmm->pid, NULL, WNOHANG) != vmm->pid)
 		return false;
 	vmm->pid = 0;
-	vmm_process_reason(vmm, reason, sizeof(reason));
-	fprintf(stderr, "%s: the VM stopped: %s\n", who, reason);
 	return true;
 }
 
-int vmm_process_wait_agent(struct vmm_process *vmm, const char *who,
-		       struct agent_conn *agent, int timeout_s)
+/* "the VM stopped: " and its reason, after @what when there is one. */
+static void vm_stopped(const struct vmm_process *vmm, const char *what,
+		       char *err, size_t errlen)
 {
-	double deadline = monotonic_ms() + timeout_s * 1e3;
-	char err[256] = "";
+	char reason[512];
 
-	for (;;) {
-		double left_ms = deadline - monotonic_ms();
-		int ret = agent_connect(agent, vmm->vsock,
-					left_ms > 1 ? (uint64_t)left_ms : 1,
-					err, sizeof(err));
+	vmm_process_reason(vmm, reason, sizeof(reason));
+	snprintf(err, errlen, "%s%sthe VM stopped: %s", what,
+		 what[0] ? ": " : "", reason);
+}
 
-		if (ret == 0)
-			return 0;
-		if (ret != -EAGAIN) {
-			fprintf(stderr, "%s: %s\n", who, err);
-			return -1;
-		}
-		if (vmm_exited(vmm, who) || thaw_interrupted)
-			return -1;
-		if (monotonic_ms() > deadline) {
-			print_console_tail(vmm, who);
-			fprintf(stderr,
-				"%s: no answer from the guest agent within %d s (%s)\n",
-				who, timeout_s, err);
-			return -1;
-		}
-		struct timespec retry = { 0,
-					  monotonic_ms() - vmm->started_ms <
-							  CONNECT_FAST_PHASE_MS
-						  ? CONNECT_RETRY_FAST_NS
-						  : CONNECT_RETRY_SLOW_NS };
-		nanosleep(&retry, NULL);
+int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
+			   int timeout_s, char *err, size_t errlen)
+{
+	uint64_t deadline = monotonic_ns() + timeout_s * 1000 * NS_PER_MS;
+	char why[256] = "";
+	int ret = agent_connect_until(agent, vmm->vsock, deadline, vmm_exited,
+				      vmm, why, sizeof(why));
+
+	switch (ret) {
+	case 0:
+		return 0;
+	case -ECANCELED:
+		vm_stopped(vmm, "", err, errlen);
+		return -ECHILD;
+	case -ETIMEDOUT:
+		snprintf(err, errlen,
+			 "no answer from the guest agent within %d s (%s)",
+			 timeout_s, why);
+		return ret;
+	case -EINTR:
+		/* The caller reports the interruption. */
+		snprintf(err, errlen, "interrupted");
+		return ret;
+	default:
+		snprintf(err, errlen, "%s", why);
+		return ret;
 	}
 }
 
@@ -285,9 +278,11 @@ static int connect_control(const struct vmm_process *vmm)
 	return fd;
 }
 
-/* Reads one line into @reply; polls so a dying VMM cannot hang us. */
-static int read_line(struct vmm_process *vmm, const char *who, int fd, char *reply,
-		     size_t len)
+/*
+ * Reads one line into @reply; polls so a dying VMM cannot hang us.
+ * -ECHILD when the VMM died, -EINTR when interrupted.
+ */
+static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len)
 {
 	size_t used = 0;
 	int waited_ms = 0;
@@ -296,19 +291,21 @@ static int read_line(struct vmm_process *vmm, const char *who, int fd, char *rep
 		struct pollfd p = { fd, POLLIN, 0 };
 		int ready = poll(&p, 1, 100);
 
-		if (thaw_interrupted || vmm_exited(vmm, who))
-			return -1;
+		if (thaw_interrupted)
+			return -EINTR;
+		if (vmm_exited(vmm))
+			return -ECHILD;
 		if (ready <= 0) {
 			if (ready < 0 && errno != EINTR)
-				return -1;
+				return -errno;
 			waited_ms += 100;
 			if (waited_ms > CONTROL_REPLY_TIMEOUT_MS)
-				return -1;
+				return -ETIMEDOUT;
 			continue;
 		}
 		ssize_t n = read(fd, reply + used, 1);
 		if (n <= 0)
-			return -1;
+			return n < 0 ? -errno : -ECONNRESET;
 		if (reply[used] == '\n')
 			break;
 		used++;
@@ -317,30 +314,42 @@ static int read_line(struct vmm_process *vmm, const char *who, int fd, char *rep
 	return 0;
 }
 
-int vmm_process_control(struct vmm_process *vmm, const char *who, const char *command,
-		    char *reply, size_t len)
+int vmm_process_control(struct vmm_process *vmm, const char *command,
+			char *reply, size_t len, char *err, size_t errlen)
 {
 	int fd = connect_control(vmm);
-	int ret = -1;
+	int ret;
 
 	reply[0] = '\0';
 	if (fd < 0) {
-		fprintf(stderr, "%s: control socket %s: %s\n", who, vmm->control,
-			strerror(errno));
-		return -1;
+		ret = -errno;
+		snprintf(err, errlen, "control socket %s: %s", vmm->control,
+			 strerror(-ret));
+		return ret;
 	}
-	if (write_full(fd, command, strlen(command)) < 0 ||
-	    write_full(fd, "\n", 1) < 0 ||
-	    read_line(vmm, who, fd, reply, len) < 0)
-		fprintf(stderr, "%s: no answer to '%s' from the VMM\n", who,
-			command);
-	else if (strncmp(reply, "ok", 2))
-		fprintf(stderr, "%s: the VMM answered '%s' to '%s'\n", who,
-			reply, command);
-	else
-		ret = 0;
+	ret = write_full(fd, command, strlen(command));
+	if (ret == 0)
+		ret = write_full(fd, "\n", 1);
+	if (ret == 0)
+		ret = read_line(vmm, fd, reply, len);
 	close(fd);
-	return ret;
+	if (ret < 0) {
+		char what[PATH_MAX + 64];
+
+		snprintf(what, sizeof(what), "no answer to '%s' from the VMM",
+			 command);
+		if (ret == -ECHILD)
+			vm_stopped(vmm, what, err, errlen);
+		else
+			snprintf(err, errlen, "%s", what);
+		return ret;
+	}
+	if (strncmp(reply, "ok", 2)) {
+		snprintf(err, errlen, "the VMM answered '%s' to '%s'", reply,
+			 command);
+		return -EPROTO;
+	}
+	return 0;
 }
 
 void vmm_process_stop(struct vmm_process *vmm)

@@ -11,6 +11,10 @@
  * socket and kills it after STOP_GRACE; vmm_process_remove() leaves nothing
  * behind.  Blocking waits give up when thaw_interrupted (interrupt.h) is
  * set.
+ *
+ * Errors: 0 or a negative errno, with one message in the caller's @err;
+ * the caller prints it (the VMM's own messages are in its log, which
+ * vmm_process_reason() reads).
  */
 #ifndef THAW_POOL_HOST_VMM_PROCESS_H
 #define THAW_POOL_HOST_VMM_PROCESS_H
@@ -49,34 +53,45 @@ struct vmm_place {
 /*
  * Creates the run directory and starts thaw-vmm with @vmm_args (NULL
  * terminated; the VMM path first) plus the run directory's --vsock,
- * --control and --console-log.  @place may be NULL.  Returns 0, or -1 after
- * a message starting with @who.
+ * --control and --console-log.  @place may be NULL.  A VMM that cannot be
+ * run or put in its cgroup exits with VMM_EXEC_FAILED and says why in its
+ * log.
  *
  * PR_SET_PDEATHSIG fires when the *thread* that forked exits: a threaded
  * caller must start VMMs from threads that live as long as the sandboxes.
  */
-int vmm_process_start(struct vmm_process *vmm, const char *who,
-		  const char *const vmm_args[],
-		  const struct vmm_place *place);
+int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
+		      const struct vmm_place *place, char *err, size_t errlen);
 
 /*
- * Waits until the guest agent greets us on a new connection, the VMM dies
- * (its reason is printed) or @timeout_s pass (the console's last lines are
- * printed).  Returns 0 with @agent connected, or -1.
+ * Waits until the guest agent greets us on a new connection.  Returns 0
+ * with @agent connected; -ECHILD when the VMM died ("the VM stopped: " and
+ * its reason); -ETIMEDOUT when @timeout_s passed, the guest console's last
+ * lines (vmm_process_console_tail) being the likely why; -EINTR
+ * ("interrupted") when thaw_interrupted was set, which callers report in
+ * their own way; or agent_connect()'s errors.
  */
-int vmm_process_wait_agent(struct vmm_process *vmm, const char *who,
-		       struct agent_conn *agent, int timeout_s);
+int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
+			   int timeout_s, char *err, size_t errlen);
 
 /*
  * Sends one control line (control.h) and reads the one-line answer into
- * @reply.  Returns 0 when it starts with "ok", else -1 after a message that
- * includes the VMM's answer or the socket error.
+ * @reply.  Returns 0 when it starts with "ok"; -EPROTO when it does not
+ * (@err quotes it); another negative errno when the socket failed or no
+ * answer came.
  */
-int vmm_process_control(struct vmm_process *vmm, const char *who, const char *command,
-		    char *reply, size_t len);
+int vmm_process_control(struct vmm_process *vmm, const char *command,
+			char *reply, size_t len, char *err, size_t errlen);
 
 /* The VMM's reason for stopping: the first non-timings line of its log. */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
+
+/*
+ * The guest console's last bytes into @buf (NUL-terminated): why a guest
+ * never got to its agent.  Returns their count, 0 when there are none.
+ */
+size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
+				size_t size);
 
 /* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
 double vmm_process_setup_ms(const struct vmm_process *vmm);

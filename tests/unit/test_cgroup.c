@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * test_cgroup.c - pool/cgroup.c against the real cgroup filesystem of the
- * machine it runs on: v1 on a host with one hierarchy per controller, v2
+ * test_cgroup.c - pool/host/cgroup.c against the real cgroup filesystem of
+ * the machine it runs on: v1 on a host with one hierarchy per controller, v2
  * inside tests/integration/nested-kvm.sh's L1 host.  Limits are read back
  * from the kernel's files and then enforced on forked children (the OOM
  * killer, fork's EAGAIN); destroy and reap are checked by the children's
@@ -69,6 +69,9 @@ static void setup(void)
 	cr_log_info("cgroup %s: cpu %s, memory %s, pids %s",
 		    root.v2 ? "v2" : "v1", root.dir[CGROUP_CPU],
 		    root.dir[CGROUP_MEMORY], root.dir[CGROUP_PIDS]);
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (root.missing[c][0])
+			cr_log_info("%s", root.missing[c]);
 }
 
 static void teardown(void)
@@ -88,8 +91,8 @@ static const char *const controller[CGROUP_NR] = { "cpu", "memory", "pids" };
 static void need_all_controllers(void)
 {
 	for (int c = 0; c < CGROUP_NR; c++)
-		cr_assert(root.dir[c][0], "no %s controller below %s",
-			  controller[c], parent);
+		cr_assert(root.dir[c][0], "no %s controller below %s: %s",
+			  controller[c], parent, root.missing[c]);
 }
 
 static char *read_file(const char *dir, const char *file)
@@ -396,6 +399,20 @@ Test(cgroup, pids_limit_makes_fork_fail)
 	cr_assert_eq(cgroup_destroy(&cg, err, sizeof(err)), 0, "%s", err);
 	expect_killed(child);
 	expect_gone(&cg);
+}
+
+/* cgroup_init() prints nothing: the daemon logs what is missing. */
+Test(cgroup, each_controller_is_there_or_says_why)
+{
+	for (int c = 0; c < CGROUP_NR; c++) {
+		if (root.dir[c][0])
+			cr_expect_str_empty(root.missing[c], "%s",
+					    controller[c]);
+		else
+			cr_expect(strstr(root.missing[c],
+					 "limits will not apply"),
+				  "%s: '%s'", controller[c], root.missing[c]);
+	}
 }
 
 Test(cgroup, missing_controller_skips_only_its_limit)
