@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "api_internal.h"
 #include "clock.h"
@@ -32,6 +31,13 @@ uint64_t api_guest_patience_ns(const struct daemon *d)
 	return d->cfg.restore_timeout_s * 1000ull * NS_PER_MS;
 }
 
+static bool sandbox_stopped(void *arg)
+{
+	const struct sandbox *c = arg;
+
+	return c->stopped;
+}
+
 /* Connects to @c's agent; an HTTP status and message when it cannot. */
 int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 		      size_t errlen)
@@ -44,21 +50,13 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 		return 500;
 	}
 	/* A guest busy with other connections may refuse one for a moment
-	 * (-EAGAIN, seen under concurrent handouts): retry while we wait. */
-	uint64_t give_up = monotonic_ns() + api_guest_patience_ns(c->pool->d);
-	const struct timespec pause = { 0, 50 * 1000000L };
-	int ret;
+	 * (-EAGAIN, seen under concurrent handouts): retried until the
+	 * deadline, unless its VMM dies or the daemon stops. */
+	int ret = agent_connect_until(
+		agent, c->vmm.vsock,
+		monotonic_ns() + api_guest_patience_ns(c->pool->d),
+		sandbox_stopped, c, why, sizeof(why));
 
-	for (uint64_t now = monotonic_ns();; now = monotonic_ns()) {
-		uint64_t left_ms =
-			now < give_up ? (give_up - now) / NS_PER_MS : 0;
-
-		ret = agent_connect(agent, c->vmm.vsock, left_ms + 1, why,
-				    sizeof(why));
-		if (ret != -EAGAIN || c->stopped || left_ms == 0)
-			break;
-		nanosleep(&pause, NULL);
-	}
 	if (ret < 0) {
 		snprintf(err, errlen,
 			 "sandbox %s: its agent does not answer: %s", c->id,
