@@ -79,6 +79,18 @@ bool log_enabled(enum log_level level)
 	return level <= logger.level;
 }
 
+/*
+ * One line per call, whatever the message holds: a guest's or a client's
+ * bytes quoted in it must not forge a line of their own (a newline), move
+ * the cursor or recolour a terminal (other control characters).  Tabs stay.
+ */
+static void one_line(char *msg)
+{
+	for (unsigned char *p = (unsigned char *)msg; *p; p++)
+		if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+			*p = ' ';
+}
+
 /* RFC 3339 in UTC with milliseconds: what collectors parse without help. */
 static void timestamp(char *out, size_t len)
 {
@@ -130,7 +142,7 @@ void log_write(enum log_level level, const char *sandbox, const char *fmt,
 	if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
 		strcpy(msg + sizeof(msg) - sizeof(" [cut]"), " [cut]");
 	va_end(ap);
-	msg[strcspn(msg, "\n")] = '\0'; /* one line per call */
+	one_line(msg);
 	if (!sandbox)
 		sandbox = logger.sandbox;
 	timestamp(when, sizeof(when));

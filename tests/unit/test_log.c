@@ -203,12 +203,19 @@ Test(log, newline_in_a_message_does_not_split_the_line)
 
 	cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1,
 		     "more than one line: \"%s\"", text);
-	expect_matches(text,
-		       "^" TIME_RE " thawd: error: sandbox " ID ": first");
+	expect_matches(text, "^" TIME_RE " thawd: error: sandbox " ID
+			     ": first thawd: forged line\n$");
+
+	/* Nor do a terminal's escapes; a tab is harmless. */
+	log_write(LOG_LEVEL_ERROR, ID, "a\rb\033[31mc\td");
+	expect_matches(written(), ": a b [[]31mc\td\n$");
 
 	set_format("json");
 	log_write(LOG_LEVEL_ERROR, ID, "first\nsecond");
-	json_decref(json_written());
+	json_t *line = json_written();
+	cr_expect_str_eq(json_string_value(json_object_get(line, "msg")),
+			 "first second");
+	json_decref(line);
 }
 
 Test(log, long_message_is_cut_and_says_so)
