@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * snapshot.c - `thaw snapshot create|ls|verify|rm`: snapshots in the
- * catalog (snapshot/catalog.h) under the state directory (thaw.h):
+ * snapshot_command.c - `thaw snapshot create|ls|verify|rm`: snapshots in the
+ * catalog (snapshot/catalog.h) under the state directory (paths.h):
  *
  *	<state>/catalog/		the LMDB environment
  *	<state>/snapshots/<id>/		state.bin, memory.img, pages.xxh3,

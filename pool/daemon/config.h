@@ -56,7 +56,7 @@ struct template_config {
 struct daemon_config {
 	char socket[108];	  /* "": <state_dir>/thawd.sock */
 	char socket_group[64];	  /* "": the daemon's group */
-	char state_dir[PATH_MAX]; /* "": thaw's default (thaw.h) */
+	char state_dir[PATH_MAX]; /* "": thaw's default (paths.h) */
 	char token[256];	  /* "": no authentication; or token_file's */
 	char cgroup_parent[64];
 	char log_level[8];  /* error, warning, info or debug (log.h) */

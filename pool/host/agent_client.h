@@ -6,7 +6,7 @@
  * vsock, vmm/devices/vsock.h): connect, send "CONNECT 1024\n", read
  * "OK <port>\n", and the socket is then a stream to the agent, which greets
  * every connection with HELLO.  Frames are guest/PROTOCOL.md's.  The calls
- * block; a signal, or thaw_interrupted (thaw.h) set by one that landed on
+ * block; a signal, or thaw_interrupted (interrupt.h) set by one that landed on
  * another thread, interrupts them with -EINTR so callers can clean up.
  * Connecting and each OK/ERROR answer are bounded by the caller's patience,
  * given to agent_connect(): how fast a guest answers is the host's business
