@@ -79,6 +79,11 @@ bool log_enabled(enum log_level level)
 	return level <= logger.level;
 }
 
+const char *log_level_setting(void)
+{
+	return level_names[logger.level];
+}
+
 /*
  * One line per call, whatever the message holds: a guest's or a client's
  * bytes quoted in it must not forge a line of their own (a newline), move

@@ -55,6 +55,10 @@ void log_set_fd(int fd);
 
 bool log_enabled(enum log_level level);
 
+/* The level set, as log_set_level() takes it: for the programs a daemon
+ * starts, so that they log as much as it does. */
+const char *log_level_setting(void);
+
 /* One line at @level about sandbox @sandbox (NULL: the process's). */
 __attribute__((format(printf, 3, 4))) void
 log_write(enum log_level level, const char *sandbox, const char *fmt, ...);

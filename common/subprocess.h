@@ -23,4 +23,12 @@
 int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 		      size_t errlen);
 
+/*
+ * From now on (process-wide; set once by a main()), the helpers' stderr
+ * goes to @sink a line at a time instead of straight to ours: the daemon
+ * logs it, so a template build's progress is in its log's format.  NULL:
+ * straight through again.
+ */
+void run_set_stderr_sink(void (*sink)(const char *line));
+
 #endif

@@ -515,8 +515,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	/* An upload cut short: closing the connection makes the agent drop
 	 * the half-written file (PROTOCOL.md). */
 	agent_close(&r->agent);
-	if (r->clone)
-		sandbox_put(cls, r->clone);
+	if (r->sandbox)
+		sandbox_put(cls, r->sandbox);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;

@@ -10,8 +10,8 @@
  * client goes away.  The server and its routes are split by concern across
  * pool/daemon/api*.c; api_internal.h lists which file serves what.
  */
-#ifndef THAW_POOL_API_H
-#define THAW_POOL_API_H
+#ifndef THAW_POOL_DAEMON_API_H
+#define THAW_POOL_DAEMON_API_H
 
 struct daemon;
 struct MHD_Daemon;

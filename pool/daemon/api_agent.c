@@ -33,9 +33,13 @@ uint64_t api_guest_patience_ns(const struct daemon *d)
 
 static bool sandbox_stopped(void *arg)
 {
-	const struct sandbox *c = arg;
+	struct sandbox *c = arg;
+	struct daemon *d = c->pool->d;
 
-	return c->stopped;
+	pthread_mutex_lock(&d->lock);
+	bool stopped = c->stopped;
+	pthread_mutex_unlock(&d->lock);
+	return stopped;
 }
 
 /* Connects to @c's agent; an HTTP status and message when it cannot. */
@@ -52,10 +56,14 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 	/* A guest busy with other connections may refuse one for a moment
 	 * (-EAGAIN, seen under concurrent handouts): retried until the
 	 * deadline, unless its VMM dies or the daemon stops. */
-	int ret = agent_connect_until(
-		agent, c->vmm.vsock,
-		monotonic_ns() + api_guest_patience_ns(c->pool->d),
-		sandbox_stopped, c, why, sizeof(why));
+	const struct agent_wait wait = {
+		.deadline_ns =
+			monotonic_ns() + api_guest_patience_ns(c->pool->d),
+		.give_up = sandbox_stopped,
+		.arg = c,
+	};
+	int ret = agent_connect_until(agent, c->vmm.vsock, &wait, why,
+				      sizeof(why));
 
 	if (ret < 0) {
 		snprintf(err, errlen,

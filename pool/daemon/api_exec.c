@@ -48,7 +48,7 @@ static char **strv_copy(char *const *v)
 
 struct exec_run {
 	struct daemon *d;
-	struct sandbox *clone;
+	struct sandbox *sandbox;
 	struct agent_conn agent;
 	int client_fd;
 	bool done;
@@ -68,8 +68,8 @@ struct exec_run {
 static void exec_run_free(struct exec_run *x)
 {
 	agent_close(&x->agent);
-	if (x->clone)
-		sandbox_put(x->d, x->clone);
+	if (x->sandbox)
+		sandbox_put(x->d, x->sandbox);
 	free(x->pending);
 	free(x->out.buf);
 	free(x->err.buf);
@@ -117,7 +117,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		x->done = true;
 		x->error_status = 500;
 		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
-			 x->clone->vmm.pid > 0 ? strerror(-ret)
+			 x->sandbox->vmm.pid > 0 ? strerror(-ret)
 					       : "the VM was stopped");
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	}
@@ -186,7 +186,7 @@ static json_t *exec_wait_event(struct exec_run *x, bool collecting)
 	case AGENT_READY:
 		return next_exec_event(x, collecting);
 	case CLIENT_GONE:
-		log_write(LOG_LEVEL_INFO, x->clone->id,
+		log_write(LOG_LEVEL_INFO, x->sandbox->id,
 			  "client gone, killing its exec");
 		x->abandoned = true;
 		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
@@ -418,7 +418,7 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 	}
 	if (x) {
 		*x = (struct exec_run){ .d = d,
-					.clone = c,
+					.sandbox = c,
 					.agent = { .fd = -1 },
 					.client_fd = api_client_fd(conn),
 					.max_output =
@@ -429,7 +429,7 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 			x->deadline_ns = monotonic_ns() +
 					 req.timeout_ms * NS_PER_MS +
 					 api_guest_patience_ns(d);
-		status = api_connect_agent(x->clone, &x->agent, err,
+		status = api_connect_agent(x->sandbox, &x->agent, err,
 					   sizeof(err));
 		if (!status) {
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);

@@ -135,10 +135,10 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 			conn, r, 413,
 			"the file is larger than max_file_bytes (%" PRIu64 ")",
 			d->cfg.max_file_bytes);
-	r->clone = sandbox_get(d, r->id);
-	if (!r->clone)
+	r->sandbox = sandbox_get(d, r->id);
+	if (!r->sandbox)
 		return api_no_sandbox(conn, r);
-	status = api_connect_agent(r->clone, &r->agent, err, sizeof(err));
+	status = api_connect_agent(r->sandbox, &r->agent, err, sizeof(err));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
 	return MHD_YES;
@@ -177,7 +177,7 @@ enum MHD_Result api_put_file_end(struct MHD_Connection *conn, struct request *r,
 
 struct download {
 	struct daemon *d;
-	struct sandbox *clone;
+	struct sandbox *sandbox;
 	struct agent_conn agent;
 	int client_fd;
 	struct thaw_frame first; /* a DATA frame read before the headers */
@@ -191,7 +191,7 @@ static void download_free(void *cls)
 	struct download *dl = cls;
 
 	agent_close(&dl->agent);
-	sandbox_put(dl->d, dl->clone);
+	sandbox_put(dl->d, dl->sandbox);
 	free(dl->data);
 	free(dl);
 }
@@ -271,7 +271,7 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 		int got = next_data(dl, err, sizeof(err), &status);
 		if (got < 0) {
 			/* Headers are out: all we can do is cut the body. */
-			log_write(LOG_LEVEL_WARNING, dl->clone->id,
+			log_write(LOG_LEVEL_WARNING, dl->sandbox->id,
 				  "download: %s", err);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
@@ -302,7 +302,7 @@ enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 		return MHD_NO;
 	}
 	*dl = (struct download){ .d = d,
-				 .clone = c,
+				 .sandbox = c,
 				 .agent = { .fd = -1 },
 				 .client_fd = api_client_fd(conn) };
 	status = api_connect_agent(c, &dl->agent, err, sizeof(err));

@@ -22,8 +22,8 @@
  * error), which api_pool_status() maps, as Firecracker's API server maps
  * its VMM's errors.
  */
-#ifndef THAW_POOL_API_INTERNAL_H
-#define THAW_POOL_API_INTERNAL_H
+#ifndef THAW_POOL_DAEMON_API_INTERNAL_H
+#define THAW_POOL_DAEMON_API_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,7 +50,7 @@ struct request {
 	bool too_large;
 	bool streamed; /* the body goes to route->put_piece */
 	/* PUT files: the upload goes straight on to the agent */
-	struct sandbox *clone;
+	struct sandbox *sandbox;
 	struct agent_conn agent;
 	uint64_t uploaded;
 	bool write_open;

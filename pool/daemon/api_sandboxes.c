@@ -56,7 +56,7 @@ static json_t *sandbox_json(const struct sandbox *c, bool detail)
 	return j;
 }
 
-/* Answers with held clone @c's object, and lets go of it. */
+/* Answers with held sandbox @c's object, and lets go of it. */
 static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
 				    struct request *r, struct sandbox *c,
 				    unsigned status, bool detail)

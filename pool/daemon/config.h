@@ -27,8 +27,8 @@
  * the continuation of the previous value) and a line holds at most 198
  * characters (inih's buffer).
  */
-#ifndef THAW_POOL_CONFIG_H
-#define THAW_POOL_CONFIG_H
+#ifndef THAW_POOL_DAEMON_CONFIG_H
+#define THAW_POOL_DAEMON_CONFIG_H
 
 #include <limits.h>
 #include <stdbool.h>

@@ -12,12 +12,14 @@
  *
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
  * connection finish (waits give up when they see the daemon stopping),
- * destroy every clone, remove the cgroups, the run directory and the
- * socket. *
+ * destroy every sandbox, remove the cgroups, the run directory and the
+ * socket.
+ *
  * The log (common/log.h) is thawd's from the first line: --log-level and
  * --log-format apply as they are parsed, the config's log_level and
  * log_format once it is loaded, unless a flag gave them.  Only a bad
- * option, found before any of that, is printed plainly with the usage.
+ * option, found before any of that, is printed plainly with the usage,
+ * under the same name, "thawd".
  */
 #include "daemon.h"
 
@@ -126,24 +128,31 @@ static int parse_options(int argc, char **argv, struct daemon_options *o)
 			fputs(usage, stdout);
 			return 0;
 		case ':':
-			fprintf(stderr, "thaw daemon: %s needs a value\n%s",
+			fprintf(stderr, "thawd: %s needs a value\n%s",
 				argv[optind - 1], usage);
 			return 2;
 		default:
-			fprintf(stderr, "thaw daemon: bad option '%s'\n%s",
+			fprintf(stderr, "thawd: bad option '%s'\n%s",
 				argv[optind - 1], usage);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "thaw daemon: unexpected argument '%s'\n%s",
+		fprintf(stderr, "thawd: unexpected argument '%s'\n%s",
 			argv[optind], usage);
 		return 2;
 	}
 	return -1;
 bad_value:
-	fprintf(stderr, "thaw daemon: %s\n%s", err, usage);
+	fprintf(stderr, "thawd: %s\n%s", err, usage);
 	return 2;
+}
+
+/* What a helper (the kernel build, thaw-mkinitramfs, `thaw snapshot
+ * create`) says on stderr, as a line of our log. */
+static void log_helper_line(const char *line)
+{
+	log_info("%s", line);
 }
 
 /* State directory, run directory and socket path, from flags and config. */
@@ -440,6 +449,7 @@ int thaw_daemon(int argc, char **argv)
 	pthread_cond_init(&d.reaper_wake, NULL);
 	d.started_ms = realtime_ms();
 	thaw_catch_signals();
+	run_set_stderr_sink(log_helper_line);
 	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
 		goto out;
 	if (cgroup_init(&d.cgroups, d.cfg.cgroup_parent, err, sizeof(err)) <

@@ -12,8 +12,10 @@
  *			says which file serves what)
  *
  * A sandbox is what the API hands out: struct sandbox, one restored clone
- * of a template's snapshot.  Its VMM child is a struct vmm_process
- * (pool/host/), running in the sandbox's own cgroup.
+ * of a template's snapshot ("clone" names the same thing from the
+ * snapshot's side: the catalog registers it as the snapshot's live clone).
+ * Its VMM child is a struct vmm_process (pool/host/), running in the
+ * sandbox's own cgroup.
  *
  * One mutex (daemon.lock) guards every list and counter here; nothing slow
  * happens under it.  Slow work (restoring a clone, killing one, an exec)
@@ -33,8 +35,8 @@
  * enum pool_error, with its message in the caller's buffer); only the API
  * (api.c) turns them into HTTP statuses.
  */
-#ifndef THAW_POOL_DAEMON_H
-#define THAW_POOL_DAEMON_H
+#ifndef THAW_POOL_DAEMON_DAEMON_H
+#define THAW_POOL_DAEMON_DAEMON_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -119,7 +121,7 @@ struct daemon {
 	pthread_cond_t work;	    /* workers: a restore may be needed */
 	pthread_cond_t reaper_wake; /* the reaper: the daemon stops */
 	struct sandbox *leased;
-	uint32_t total; /* clones of every pool, in any state */
+	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;
 	int64_t started_ms;
 	uint64_t http_count[HTTP_CODES];
@@ -131,7 +133,7 @@ struct daemon {
 /* pools.c */
 int pools_start(struct daemon *d);
 /* Refuses new work: waiting creates answer 503, workers and the reaper
- * finish.  pools_stop() then joins them and destroys every clone. */
+ * finish.  pools_stop() then joins them and destroys every sandbox. */
 void pools_stopping(struct daemon *d);
 void pools_stop(struct daemon *d);
 struct pool *pool_find(struct daemon *d, const char *template);
@@ -146,18 +148,18 @@ enum pool_error {
 };
 
 /*
- * Hands out a clone of @pl that expires after @timeout_s, with @env (taken
- * over: freed with the clone).  Returns POOL_OK with *out held (release it
+ * Hands out a sandbox of @pl that expires after @timeout_s, with @env (taken
+ * over: freed with the sandbox).  Returns POOL_OK with *out held (release it
  * with sandbox_put), or the pool error after a message in @err.
  */
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen);
 
-/* A leased clone by id, held; NULL when there is none. */
+/* A leased sandbox by id, held; NULL when there is none. */
 struct sandbox *sandbox_get(struct daemon *d, const char *id);
 void sandbox_put(struct daemon *d, struct sandbox *c);
 
-/* Releases leased clone @id (DELETE); false when there is none. */
+/* Releases leased sandbox @id (DELETE); false when there is none. */
 bool sandbox_release(struct daemon *d, const char *id);
 
 #endif

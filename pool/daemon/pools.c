@@ -85,8 +85,9 @@ static void free_env(char **env)
 	free(env);
 }
 
-/* Everything a clone holds, in reverse order of taking it; no lock held. */
-static void clone_destroy(struct daemon *d, struct sandbox *c)
+/* Everything a sandbox holds, in reverse order of taking it; no lock
+ * held. */
+static void sandbox_destroy(struct daemon *d, struct sandbox *c)
 {
 	char err[512];
 
@@ -105,16 +106,25 @@ static void clone_destroy(struct daemon *d, struct sandbox *c)
 	free(c);
 }
 
-/* A guest that never answered: what its console said last, a log line
- * each, since a log line is one line. */
+/* Enough of a console to see where a boot stopped, not so much that a
+ * guest printing in a loop floods the daemon's log at every retry. */
+#define CONSOLE_TAIL_LINES 20
+
+/* A guest that never answered: the last lines its console printed, a log
+ * line each, since a log line is one line. */
 static void log_console_tail(const struct sandbox *c)
 {
-	char console[4096], *next;
+	char console[4096], *start, *next;
+	int lines = 0;
 
 	if (vmm_process_console_tail(&c->vmm, console, sizeof(console)) == 0)
 		return;
+	for (start = console + strlen(console); start > console; start--)
+		if (start[-1] == '\n' && start[0] &&
+		    ++lines == CONSOLE_TAIL_LINES)
+			break;
 	log_write(LOG_LEVEL_ERROR, c->id, "last guest console output:");
-	for (char *line = strtok_r(console, "\n", &next); line;
+	for (char *line = strtok_r(start, "\n", &next); line;
 	     line = strtok_r(NULL, "\n", &next))
 		log_write(LOG_LEVEL_ERROR, c->id, "  %s", line);
 }
@@ -137,6 +147,8 @@ static int restore(struct pool *pl, struct sandbox *c)
 		t->page_in_lazy ? "lazy" : "prefetch",
 		"--sandbox-id", /* on each line of its log */
 		c->id,
+		"--log-level",
+		log_level_setting(),
 		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
@@ -249,7 +261,7 @@ static void *pool_worker(void *arg)
 		pthread_cond_broadcast(&d->work);
 		pthread_mutex_unlock(&d->lock);
 		if (c)
-			clone_destroy(d, c);
+			sandbox_destroy(d, c);
 		pthread_mutex_lock(&d->lock);
 		if (!ok && !d->stopping) {
 			struct timespec retry =
@@ -384,7 +396,7 @@ void sandbox_put(struct daemon *d, struct sandbox *c)
 	bool last = --c->refs == 0;
 	pthread_mutex_unlock(&d->lock);
 	if (last)
-		clone_destroy(d, c);
+		sandbox_destroy(d, c);
 }
 
 /*
@@ -502,7 +514,7 @@ static void *reaper(void *arg)
 			struct sandbox *c = dead;
 
 			dead = c->next;
-			clone_destroy(d, c);
+			sandbox_destroy(d, c);
 		}
 		pthread_mutex_lock(&d->lock);
 		if (!d->stopping)
@@ -559,7 +571,7 @@ void pools_stop(struct daemon *d)
 		pl->workers = NULL;
 		pl->nr_workers = 0;
 		while (pl->ready)
-			clone_destroy(d, pop_ready(pl));
+			sandbox_destroy(d, pop_ready(pl));
 	}
 	if (d->reaper) {
 		pthread_join(d->reaper, NULL);
@@ -570,6 +582,6 @@ void pools_stop(struct daemon *d)
 		struct sandbox *c = d->leased;
 
 		d->leased = c->next;
-		clone_destroy(d, c);
+		sandbox_destroy(d, c);
 	}
 }

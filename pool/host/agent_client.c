@@ -30,10 +30,9 @@
 
 /* How often a wait looks at thaw_interrupted. */
 #define INTERRUPT_CHECK_MS 250
-/* agent_connect_until()'s pauses between attempts, and when they slow. */
-#define CONNECT_RETRY_FAST_NS 1000000L
-#define CONNECT_RETRY_SLOW_NS 20000000L
-#define CONNECT_FAST_PHASE_NS (500 * NS_PER_MS)
+/* agent_connect_until()'s pauses between attempts (struct agent_wait). */
+#define CONNECT_RETRY_EAGER_NS 1000000L
+#define CONNECT_RETRY_NS 20000000L
 
 /*
  * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
@@ -233,14 +232,12 @@ fail:
 }
 
 int agent_connect_until(struct agent_conn *c, const char *vsock_path,
-			uint64_t deadline_ns, bool (*give_up)(void *arg),
-			void *arg, char *err, size_t errlen)
+			const struct agent_wait *w, char *err, size_t errlen)
 {
-	uint64_t start = monotonic_ns();
-
-	for (uint64_t now = start;; now = monotonic_ns()) {
-		uint64_t left_ms =
-			now < deadline_ns ? (deadline_ns - now) / NS_PER_MS : 0;
+	for (uint64_t now = monotonic_ns();; now = monotonic_ns()) {
+		uint64_t left_ms = now < w->deadline_ns
+					   ? (w->deadline_ns - now) / NS_PER_MS
+					   : 0;
 		int ret =
 			agent_connect(c, vsock_path, left_ms + 1, err, errlen);
 
@@ -248,14 +245,14 @@ int agent_connect_until(struct agent_conn *c, const char *vsock_path,
 			return ret;
 		if (thaw_interrupted)
 			return -EINTR;
-		if (give_up && give_up(arg))
+		if (w->give_up && w->give_up(w->arg))
 			return -ECANCELED;
 		now = monotonic_ns();
-		if (now >= deadline_ns)
+		if (now >= w->deadline_ns)
 			return -ETIMEDOUT;
-		struct timespec pause = { 0, now - start < CONNECT_FAST_PHASE_NS
-						     ? CONNECT_RETRY_FAST_NS
-						     : CONNECT_RETRY_SLOW_NS };
+		struct timespec pause = { 0, now < w->eager_until_ns
+						     ? CONNECT_RETRY_EAGER_NS
+						     : CONNECT_RETRY_NS };
 		nanosleep(&pause, NULL);
 	}
 }

@@ -44,21 +44,32 @@ struct agent_conn {
 int agent_connect(struct agent_conn *c, const char *vsock_path,
 		  uint64_t patience_ms, char *err, size_t errlen);
 
+/* How agent_connect_until() waits; times are monotonic_ns()'s. */
+struct agent_wait {
+	uint64_t deadline_ns;
+	/*
+	 * Retries come every millisecond until then, every 20 ms after: a
+	 * VMM that has just restored a clone has its agent answering within
+	 * milliseconds, while a guest that refused because it is busy is
+	 * better left alone a little.
+	 */
+	uint64_t eager_until_ns;
+	/* Between attempts (NULL: never): waiting is pointless, the guest
+	 * being gone. */
+	bool (*give_up)(void *arg);
+	void *arg;
+};
+
 /*
  * agent_connect() until the agent greets us, for a guest that is still
  * booting or restoring, or that refuses a connection for a moment when
- * busy with others.  Each attempt has the time left until @deadline_ns
- * (monotonic_ns()) as its patience; between attempts, @give_up(@arg) (NULL:
- * never) may say that waiting is pointless, the guest being gone.  Retries
- * come every millisecond in the first half second, as a restored clone
- * answers within milliseconds, then every 20 ms.
- * Returns 0; -ETIMEDOUT at the deadline and -ECANCELED when @give_up said
- * so, both with the last attempt's reason in @err; -EINTR when
- * thaw_interrupted is set; or agent_connect()'s other errors.
+ * busy with others.  Each attempt has the time left until the deadline as
+ * its patience.  Returns 0; -ETIMEDOUT at the deadline and -ECANCELED when
+ * give_up said so, both with the last attempt's reason in @err; -EINTR
+ * when thaw_interrupted is set; or agent_connect()'s other errors.
  */
 int agent_connect_until(struct agent_conn *c, const char *vsock_path,
-			uint64_t deadline_ns, bool (*give_up)(void *arg),
-			void *arg, char *err, size_t errlen);
+			const struct agent_wait *w, char *err, size_t errlen);
 
 /* An EXEC request (PROTOCOL.md); NULL/0 fields are left out. */
 struct agent_exec_request {

@@ -29,6 +29,9 @@
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
 #define MAX_VMM_ARGS 32
+/* A restored clone answers within milliseconds of its VMM starting: so
+ * long, the agent is asked every millisecond. */
+#define EAGER_NS (500 * NS_PER_MS)
 
 /* After mkdir or mkdtemp failed: nothing for vmm_process_remove(). */
 static int no_run_dir(struct vmm_process *vmm, char *err, size_t errlen)
@@ -238,10 +241,16 @@ static void vm_stopped(const struct vmm_process *vmm, const char *what,
 int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 			   int timeout_s, char *err, size_t errlen)
 {
-	uint64_t deadline = monotonic_ns() + timeout_s * 1000 * NS_PER_MS;
+	const struct agent_wait wait = {
+		.deadline_ns = monotonic_ns() + timeout_s * 1000 * NS_PER_MS,
+		.eager_until_ns =
+			(uint64_t)(vmm->started_ms * NS_PER_MS) + EAGER_NS,
+		.give_up = vmm_exited,
+		.arg = vmm,
+	};
 	char why[256] = "";
-	int ret = agent_connect_until(agent, vmm->vsock, deadline, vmm_exited,
-				      vmm, why, sizeof(why));
+	int ret = agent_connect_until(agent, vmm->vsock, &wait, why,
+				      sizeof(why));
 
 	switch (ret) {
 	case 0:
