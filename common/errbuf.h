@@ -5,6 +5,16 @@
  * (char *err, size_t errlen), naming the file, field or value at fault.
  * The caller decides whether and how to show it (a main() prints it, the
  * daemon logs it or maps it to an HTTP status); libraries never print.
+ *
+ * The code, in every library (snapshot/, the catalog, pool/host/): an int
+ * function returns 0, or a negative errno that says what happened: the
+ * failing system call's errno where there is one, -EINVAL for a malformed
+ * file or value, -ENOENT for something absent, -ENOMEM, -ENAMETOOLONG, ...
+ * Never a bare -1, so a caller can tell "not there" from "broken" without
+ * parsing the message.  A positive value is an answer the function's header
+ * documents (a count, memfile_verify()'s "read fine, does not match"), and
+ * a function returning a pointer returns NULL on failure.  Each library's
+ * headers restate this in a line and name the errnos worth testing for.
  */
 #ifndef THAW_COMMON_ERRBUF_H
 #define THAW_COMMON_ERRBUF_H

@@ -10,7 +10,8 @@
  * 1, 7, 0xd and 0x80000001.  Leaf 1 EBX (APIC ID, CLFLUSH size, logical CPU
  * count) is left out: it differs between cores of one machine.
  *
- * Plain CPUID, no KVM needed: the catalog side can compute it too.
+ * Plain CPUID, no KVM needed: the catalog side can compute it too.  Nothing
+ * here can fail, so there are no error codes (common/errbuf.h).
  */
 #ifndef THAW_SNAPSHOT_HOST_CPU_H
 #define THAW_SNAPSHOT_HOST_CPU_H

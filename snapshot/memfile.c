@@ -56,7 +56,7 @@ static int write_run(int fd, const uint8_t *mem, uint64_t first, uint64_t end,
 	if (ret) {
 		errbuf_set(err, errlen, "memory file %s: cannot write: %s",
 			   path, strerror(-ret));
-		return -1;
+		return ret;
 	}
 	return 0;
 }
@@ -74,7 +74,7 @@ static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 	XXH3_state_t *state = XXH3_createState();
 	uint64_t hashes[CHUNK_PAGES];
 	uint64_t run = 0; /* first page of the pending non-zero run */
-	int ret = -1;
+	int ret = -ENOMEM;
 
 	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
 		errbuf_set(err, errlen, "page hashes %s: cannot set up hashing",
@@ -93,45 +93,60 @@ static int write_pages(const uint8_t *mem, uint64_t pages, int fd, int hfd,
 				continue;
 			}
 			hashes[i] = zero_hash;
-			if (write_run(fd, mem, run, page, path, err, errlen))
+			ret = write_run(fd, mem, run, page, path, err, errlen);
+			if (ret)
 				goto out;
 			run = page + 1;
 		}
-		int wrote =
-			pwrite_full(hfd, hashes, n * sizeof(hashes[0]),
-				    HASHES_OFFSET + first * sizeof(hashes[0]));
-
-		if (wrote) {
+		ret = pwrite_full(hfd, hashes, n * sizeof(hashes[0]),
+				  HASHES_OFFSET + first * sizeof(hashes[0]));
+		if (ret) {
 			errbuf_set(err, errlen,
 				   "page hashes %s: cannot write: %s",
-				   hashes_path, strerror(-wrote));
+				   hashes_path, strerror(-ret));
 			goto out;
 		}
 		XXH3_64bits_update(state, hashes, n * sizeof(hashes[0]));
 	}
-	if (write_run(fd, mem, run, pages, path, err, errlen))
+	ret = write_run(fd, mem, run, pages, path, err, errlen);
+	if (ret)
 		goto out;
 	*root = XXH3_64bits_digest(state);
-	ret = 0;
 out:
 	XXH3_freeState(state);
 	return ret;
 }
 
-/* fsync and close @fd, reporting either failing; the fd is gone after. */
-static int finish(int fd, const char *what, const char *path, char *err,
-		  size_t errlen)
+/*
+ * Readies @err for a message that follows another (@after: then both are
+ * worth reading, joined by "; ") or stands alone; errbuf_append() writes it.
+ */
+static void begin_message(char *err, size_t errlen, bool after)
+{
+	if (after)
+		errbuf_append(err, errlen, "; ");
+	else
+		errbuf_set(err, errlen, "%s", "");
+}
+
+/*
+ * fsync and close @fd, reporting either failing; the fd is gone after.  The
+ * message follows the one already in @err when @append, so a second file's
+ * failure does not hide the first's.
+ */
+static int finish(int fd, const char *what, const char *path, bool append,
+		  char *err, size_t errlen)
 {
 	int e = fsync(fd) ? errno : 0;
 
 	if (close(fd) && !e)
 		e = errno;
-	if (e) {
-		errbuf_set(err, errlen, "%s %s: cannot write: %s", what, path,
-			   strerror(e));
-		return -1;
-	}
-	return 0;
+	if (!e)
+		return 0;
+	begin_message(err, errlen, append);
+	errbuf_append(err, errlen, "%s %s: cannot write: %s", what, path,
+		      strerror(e));
+	return -e;
 }
 
 int memfile_write(const void *mem, uint64_t size, const char *path,
@@ -148,20 +163,22 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 			   " is not a multiple of "
 			   "the %u-byte page",
 			   path, size, MEMFILE_PAGE_SIZE);
-		return -1;
+		return -EINVAL;
 	}
 	fd = open(path, flags, 0644);
 	if (fd < 0) {
+		ret = -errno;
 		errbuf_set(err, errlen, "memory file %s: cannot create: %s",
-			   path, strerror(errno));
-		return -1;
+			   path, strerror(-ret));
+		return ret;
 	}
 	hfd = open(hashes_path, flags, 0644);
 	if (hfd < 0) {
+		ret = -errno;
 		errbuf_set(err, errlen, "page hashes %s: cannot create: %s",
-			   hashes_path, strerror(errno));
+			   hashes_path, strerror(-ret));
 		close(fd);
-		return -1;
+		return ret;
 	}
 	struct memfile_hashes_header h = {
 		.version = MEMFILE_HASHES_VERSION,
@@ -170,15 +187,17 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 	};
 
 	memcpy(h.magic, MEMFILE_HASHES_MAGIC, sizeof(h.magic));
-	if (write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path, err,
-			errlen))
+	ret = write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path, err,
+			  errlen);
+	if (ret)
 		goto fail;
 	/* Trailing zero pages were never written: extend over them. */
 	if (ftruncate(fd, size)) {
+		ret = -errno;
 		errbuf_set(err, errlen,
 			   "memory file %s: cannot extend to %" PRIu64
 			   " bytes: %s",
-			   path, size, strerror(errno));
+			   path, size, strerror(-ret));
 		goto fail;
 	}
 	ret = pwrite_full(hfd, &h, sizeof(h), 0);
@@ -188,36 +207,43 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 		goto fail;
 	}
 	/* Both, even when the first fails: each closes its descriptor. */
-	ret = finish(fd, "memory file", path, err, errlen);
-	if (finish(hfd, "page hashes", hashes_path, err, errlen))
-		ret = -1;
-	if (ret)
-		return -1;
+	ret = finish(fd, "memory file", path, false, err, errlen);
+	int hret =
+		finish(hfd, "page hashes", hashes_path, ret != 0, err, errlen);
+
+	if (ret || hret)
+		return ret ? ret : hret;
 	*root = h.root;
 	return 0;
 
 fail:
 	close(fd);
 	close(hfd);
-	return -1;
+	return ret;
 }
 
-/* Opens @path, a @what, to read and stats it: the fd, or -1 after a message. */
+/*
+ * Opens @path, a @what, to read and stats it: the fd, or a negative errno
+ * after a message.
+ */
 static int open_stat(const char *what, const char *path, struct stat *st,
 		     char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int e;
 
 	if (fd < 0) {
+		e = errno;
 		errbuf_set(err, errlen, "%s %s: cannot open: %s", what, path,
-			   strerror(errno));
-		return -1;
+			   strerror(e));
+		return -e;
 	}
 	if (fstat(fd, st)) {
+		e = errno;
 		errbuf_set(err, errlen, "%s %s: cannot stat: %s", what, path,
-			   strerror(errno));
+			   strerror(e));
 		close(fd);
-		return -1;
+		return -e;
 	}
 	return fd;
 }
@@ -225,8 +251,9 @@ static int open_stat(const char *what, const char *path, struct stat *st,
 /*
  * Opens @path and checks its header and size against a memory file of
  * @size bytes whose root is @root.  Returns the descriptor with the header
- * in *h; or -2 after a message when it does not match, -1 when it cannot be
- * read (memfile_verify() tells the two apart).
+ * in *h; or, after a message, -EINVAL when it does not match, another
+ * negative errno when it cannot be read (memfile_verify() tells the two
+ * apart).
  */
 static int open_hashes(const char *path, uint64_t size, uint64_t root,
 		       struct memfile_hashes_header *h, char *err,
@@ -238,7 +265,7 @@ static int open_hashes(const char *path, uint64_t size, uint64_t root,
 	int ret;
 
 	if (fd < 0)
-		return -1;
+		return fd;
 	if ((uint64_t)st.st_size < sizeof(*h)) {
 		errbuf_set(
 			err, errlen,
@@ -252,7 +279,7 @@ static int open_hashes(const char *path, uint64_t size, uint64_t root,
 		errbuf_set(err, errlen, "page hashes %s: cannot read: %s", path,
 			   read_error(ret));
 		close(fd);
-		return -1;
+		return ret;
 	}
 	if (memcmp(h->magic, MEMFILE_HASHES_MAGIC, sizeof(h->magic))) {
 		errbuf_set(err, errlen,
@@ -300,7 +327,7 @@ static int open_hashes(const char *path, uint64_t size, uint64_t root,
 
 mismatch:
 	close(fd);
-	return -2;
+	return -EINVAL;
 }
 
 static void report_root(const char *path, uint64_t recorded, uint64_t actual,
@@ -314,8 +341,8 @@ static void report_root(const char *path, uint64_t recorded, uint64_t actual,
 
 /*
  * Reads the hashes of pages [@first, @first + @n) from @hfd into @hashes
- * and adds them to the root being computed in @root; 0, or -1 after a
- * message.
+ * and adds them to the root being computed in @root; 0, or a negative
+ * errno after a message.
  */
 static int read_hashes(int hfd, const char *path, uint64_t first, uint64_t n,
 		       uint64_t *hashes, XXH3_state_t *root, char *err,
@@ -327,20 +354,23 @@ static int read_hashes(int hfd, const char *path, uint64_t first, uint64_t n,
 	if (ret) {
 		errbuf_set(err, errlen, "page hashes %s: cannot read: %s", path,
 			   read_error(ret));
-		return -1;
+		return ret;
 	}
 	XXH3_64bits_update(root, hashes, n * sizeof(*hashes));
 	return 0;
 }
 
-/* Recomputes the root of the hashes in @hfd; 0, or -1 after a message. */
+/*
+ * Recomputes the root of the hashes in @hfd; 0, or a negative errno after a
+ * message (-EINVAL: it is not the header's root).
+ */
 static int check_root(int hfd, const char *path,
 		      const struct memfile_hashes_header *h, char *err,
 		      size_t errlen)
 {
 	XXH3_state_t *state = XXH3_createState();
 	uint64_t hashes[CHUNK_PAGES];
-	int ret = -1;
+	int ret = -ENOMEM;
 
 	if (!state || XXH3_64bits_reset(state) != XXH_OK) {
 		errbuf_set(err, errlen, "page hashes %s: cannot set up hashing",
@@ -348,24 +378,25 @@ static int check_root(int hfd, const char *path,
 		goto out;
 	}
 	for (uint64_t first = 0; first < h->page_count; first += CHUNK_PAGES) {
-		if (read_hashes(hfd, path, first,
-				chunk_pages(first, h->page_count), hashes,
-				state, err, errlen))
+		ret = read_hashes(hfd, path, first,
+				  chunk_pages(first, h->page_count), hashes,
+				  state, err, errlen);
+		if (ret)
 			goto out;
 	}
 	uint64_t actual = XXH3_64bits_digest(state);
 
+	ret = 0;
 	if (actual != h->root) {
 		report_root(path, h->root, actual, err, errlen);
-		goto out;
+		ret = -EINVAL;
 	}
-	ret = 0;
 out:
 	XXH3_freeState(state);
 	return ret;
 }
 
-/* Opens @path and checks it is @size bytes; fd, -2 or -1 as open_hashes(). */
+/* Opens @path and checks it is @size bytes; fd or -errno as open_hashes(). */
 static int open_memory(const char *path, uint64_t size, char *err,
 		       size_t errlen)
 {
@@ -373,7 +404,7 @@ static int open_memory(const char *path, uint64_t size, char *err,
 	int fd = open_stat("memory file", path, &st, err, errlen);
 
 	if (fd < 0)
-		return -1;
+		return fd;
 	if ((uint64_t)st.st_size != size || size % MEMFILE_PAGE_SIZE) {
 		errbuf_set(
 			err, errlen,
@@ -381,7 +412,7 @@ static int open_memory(const char *path, uint64_t size, char *err,
 			" (whole %u-byte pages)",
 			path, (long long)st.st_size, size, MEMFILE_PAGE_SIZE);
 		close(fd);
-		return -2;
+		return -EINVAL;
 	}
 	return fd;
 }
@@ -444,11 +475,12 @@ static int verify_chunk(int mfd, int hfd, uint64_t first, uint64_t n,
 	if (ret) {
 		errbuf_set(err, errlen, "memory file %s: cannot read: %s", path,
 			   read_error(ret));
-		return -1;
+		return ret;
 	}
-	if (read_hashes(hfd, hashes_path, first, n, hashes, res->state, err,
-			errlen))
-		return -1;
+	ret = read_hashes(hfd, hashes_path, first, n, hashes, res->state, err,
+			  errlen);
+	if (ret)
+		return ret;
 	for (uint64_t i = 0; i < n; i++) {
 		if (XXH3_64bits(buf + i * MEMFILE_PAGE_SIZE,
 				MEMFILE_PAGE_SIZE) == hashes[i])
@@ -465,14 +497,15 @@ int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 	struct verify_result res = { 0 };
 	struct memfile_hashes_header h;
 	uint8_t *buf = NULL;
-	int mfd, hfd = -1, ret = -1;
+	int mfd, hfd = -1, ret = -ENOMEM;
 
+	/* -EINVAL from these: the files do not match, an answer (1). */
 	mfd = open_memory(path, size, err, errlen);
 	if (mfd < 0)
-		return mfd == -2 ? 1 : -1;
+		return mfd == -EINVAL ? 1 : mfd;
 	hfd = open_hashes(hashes_path, size, root, &h, err, errlen);
 	if (hfd < 0) {
-		ret = hfd == -2 ? 1 : -1;
+		ret = hfd == -EINVAL ? 1 : hfd;
 		goto out;
 	}
 	buf = malloc(CHUNK_BYTES);
@@ -484,8 +517,9 @@ int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 	for (uint64_t first = 0; first < h.page_count; first += CHUNK_PAGES) {
 		uint64_t n = chunk_pages(first, h.page_count);
 
-		if (verify_chunk(mfd, hfd, first, n, buf, &res, path,
-				 hashes_path, err, errlen))
+		ret = verify_chunk(mfd, hfd, first, n, buf, &res, path,
+				   hashes_path, err, errlen);
+		if (ret)
 			goto out;
 	}
 	ret = 0;
@@ -498,11 +532,8 @@ int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 	if (res.bad_pages) {
 		uint64_t off = res.first_bad * MEMFILE_PAGE_SIZE;
 
-		/* After the root's message, if any: both are worth reading. */
-		if (ret)
-			errbuf_append(err, errlen, "; ");
-		else
-			errbuf_set(err, errlen, "%s", "");
+		/* After the root's message, if any. */
+		begin_message(err, errlen, ret);
 		errbuf_append(err, errlen,
 			      "memory file %s: %" PRIu64 " of %" PRIu64
 			      " pages do "

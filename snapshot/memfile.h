@@ -15,11 +15,13 @@
  * and the root (reading 2 KiB of hashes per MiB of RAM); memfile_verify()
  * re-reads every page, for `thaw snapshot verify`.
  *
- * Errors (common/errbuf.h): functions return 0 or -1 (memfile_map() the
- * mapping or NULL) and write one message naming the file and what does not
- * match into the caller's err buffer (may be NULL); nothing here prints.
- * memfile_verify() also has a third answer, 1: the files were read and do
- * not match, which is what it is asked, not a failure to ask it.
+ * Errors (common/errbuf.h): functions return 0 or a negative errno (the
+ * failing call's, or -EINVAL for a file that is malformed or does not match
+ * the snapshot; memfile_map() returns the mapping or NULL) and write one
+ * message naming the file and what does not match into the caller's err
+ * buffer (may be NULL); nothing here prints.  memfile_verify() also has a
+ * third answer, 1: the files were read and do not match, which is what it
+ * is asked, not a failure to ask it.
  */
 #ifndef THAW_SNAPSHOT_MEMFILE_H
 #define THAW_SNAPSHOT_MEMFILE_H
@@ -65,7 +67,8 @@ void *memfile_map(const char *path, const char *hashes_path, uint64_t size,
  * Re-reads every page of @path and compares it with @hashes_path (whose
  * root must be @root).  Returns 0 when everything matches; 1 when pages
  * differ or sizes or the root do not match, with a message saying which
- * (the first bad page, how many); -1 when a file cannot be read.
+ * (the first bad page, how many); a negative errno when a file cannot be
+ * read.
  */
 int memfile_verify(const char *path, const char *hashes_path, uint64_t size,
 		   uint64_t root, char *err, size_t errlen);

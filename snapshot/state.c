@@ -155,12 +155,12 @@ static int check_sections(const char *path, const uint8_t *body, size_t size,
 	/* Every section takes at least a header, so this bounds the count. */
 	struct section_key *keys = malloc((size / hdr + 1) * sizeof(*keys));
 	size_t nr = 0, off = 0;
-	int ret = -1;
+	int ret = -EINVAL;
 
 	if (!keys) {
 		errbuf_set(err, errlen, "snapshot state %s: out of memory",
 			   path);
-		return -1;
+		return -ENOMEM;
 	}
 	while (off < size) {
 		struct state_section_header sh;
@@ -240,10 +240,12 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 			"snapshot state %s: cannot collect sections: %s", path,
 			w->error == -EFBIG ? "larger than the state size limit"
 					   : strerror(-w->error));
-		return -1;
+		return w->error;
 	}
-	if (check_sections(path, w->buf, w->len, err, errlen))
-		return -1;
+	int ret = check_sections(path, w->buf, w->len, err, errlen);
+
+	if (ret)
+		return ret;
 
 	memcpy(header->magic, STATE_MAGIC, sizeof(header->magic));
 	header->format_version = STATE_FORMAT_VERSION;
@@ -255,11 +257,12 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 
 	if (fd < 0) {
+		ret = -errno;
 		errbuf_set(err, errlen, "snapshot state %s: cannot create: %s",
-			   path, strerror(errno));
-		return -1;
+			   path, strerror(-ret));
+		return ret;
 	}
-	int ret = pwrite_full(fd, header, sizeof(*header), 0);
+	ret = pwrite_full(fd, header, sizeof(*header), 0);
 
 	if (!ret)
 		ret = pwrite_full(fd, w->buf, w->len, sizeof(*header));
@@ -270,7 +273,7 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 	if (ret) {
 		errbuf_set(err, errlen, "snapshot state %s: cannot write: %s",
 			   path, strerror(-ret));
-		return -1;
+		return ret;
 	}
 	return 0;
 }
@@ -289,7 +292,7 @@ static int check_header(const char *path, const struct state_file_header *h,
 			err, errlen,
 			"snapshot state %s: bad magic (not a thaw state file)",
 			path);
-		return -1;
+		return -EINVAL;
 	}
 	if (h->format_version != STATE_FORMAT_VERSION) {
 		errbuf_set(
@@ -297,19 +300,19 @@ static int check_header(const char *path, const struct state_file_header *h,
 			"snapshot state %s: format version %u, this thaw reads "
 			"%u",
 			path, h->format_version, STATE_FORMAT_VERSION);
-		return -1;
+		return -EINVAL;
 	}
 	if (h->header_size != sizeof(*h)) {
 		errbuf_set(err, errlen,
 			   "snapshot state %s: header_size %u, expected %zu",
 			   path, h->header_size, sizeof(*h));
-		return -1;
+		return -EINVAL;
 	}
 	if (h->flags) {
 		errbuf_set(err, errlen,
 			   "snapshot state %s: flags %#x, must be zero", path,
 			   h->flags);
-		return -1;
+		return -EINVAL;
 	}
 	if (h->body_size != body_bytes) {
 		errbuf_set(
@@ -318,7 +321,7 @@ static int check_header(const char *path, const struct state_file_header *h,
 			"%llu bytes follow it (truncated?)",
 			path, (unsigned long long)h->body_size,
 			(unsigned long long)body_bytes);
-		return -1;
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -337,20 +340,24 @@ int state_reader_open(struct state_reader *r, const char *path, char *err,
 	    sizeof(r->path)) {
 		errbuf_set(err, errlen, "snapshot state %s: path too long",
 			   path);
-		return -1;
+		return -ENAMETOOLONG;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
+		ret = -errno;
 		errbuf_set(err, errlen, "snapshot state %s: cannot open: %s",
-			   path, strerror(errno));
-		return -1;
+			   path, strerror(-ret));
+		return ret;
 	}
 	if (fstat(fd, &st)) {
+		ret = -errno;
 		errbuf_set(err, errlen, "snapshot state %s: cannot stat: %s",
-			   path, strerror(errno));
+			   path, strerror(-ret));
 		goto fail;
 	}
+	/* What is wrong with the file from here on, unless said otherwise. */
+	ret = -EINVAL;
 	if (!S_ISREG(st.st_mode)) {
 		errbuf_set(err, errlen, "snapshot state %s: not a regular file",
 			   path);
@@ -375,7 +382,8 @@ int state_reader_open(struct state_reader *r, const char *path, char *err,
 	if (ret)
 		goto read_error;
 	r->body_size = st.st_size - hdr;
-	if (check_header(path, &r->header, r->body_size, err, errlen))
+	ret = check_header(path, &r->header, r->body_size, err, errlen);
+	if (ret)
 		goto fail;
 
 	/* malloc(0) may return NULL; an empty body is still a valid file. */
@@ -384,6 +392,7 @@ int state_reader_open(struct state_reader *r, const char *path, char *err,
 		errbuf_set(err, errlen,
 			   "snapshot state %s: out of memory for %zu bytes",
 			   path, r->body_size);
+		ret = -ENOMEM;
 		goto fail;
 	}
 	ret = pread_full(fd, r->body, r->body_size, hdr);
@@ -401,9 +410,11 @@ int state_reader_open(struct state_reader *r, const char *path, char *err,
 			"corrupted): header says %#llx, body hashes to %#llx",
 			path, (unsigned long long)r->header.body_hash,
 			(unsigned long long)hash);
+		ret = -EINVAL;
 		goto fail;
 	}
-	if (check_sections(path, r->body, r->body_size, err, errlen))
+	ret = check_sections(path, r->body, r->body_size, err, errlen);
+	if (ret)
 		goto fail;
 	return 0;
 
@@ -414,7 +425,7 @@ fail:
 	if (fd >= 0)
 		close(fd);
 	state_reader_close(r);
-	return -1;
+	return ret;
 }
 
 const void *state_find(const struct state_reader *r, uint32_t tag,
@@ -448,7 +459,7 @@ int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
 			   "snapshot state %s: section %#x (%s) instance %u is "
 			   "missing",
 			   r->path, tag, state_tag_name(tag), instance);
-		return -1;
+		return -ENOENT;
 	}
 	if (found != size) {
 		errbuf_set(r->err, r->errlen,
@@ -456,7 +467,7 @@ int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
 			   "%zu bytes, expected %zu",
 			   r->path, tag, state_tag_name(tag), instance, found,
 			   size);
-		return -1;
+		return -EINVAL;
 	}
 	memcpy(out, data, size);
 	return 0;

@@ -27,8 +27,10 @@
  * of its memory page hashes (memfile.h), so a restore can refuse a mismatch
  * before it creates anything.
  *
- * Errors (common/errbuf.h): functions that can fail return 0 or -1 and write
- * one message naming the file and what failed into the caller's err buffer;
+ * Errors (common/errbuf.h): functions that can fail return 0 or a negative
+ * errno (-EINVAL: the file or a section is malformed, -ENOENT from
+ * state_get(): no such section, else the failing call's errno) and write one
+ * message naming the file and what failed into the caller's err buffer;
  * nothing here prints.  state_get() takes no buffer of its own: it writes
  * into the one its reader was opened with, so the many reads of a restore
  * (every device reads its own sections) report into one buffer the restore
@@ -148,8 +150,9 @@ const void *state_find(const struct state_reader *r, uint32_t tag,
 
 /*
  * Copies section (@tag, @instance) into @out, which must be exactly @size
- * bytes.  -1 when it is missing or has another size, with a message naming
- * the file and the section in the buffer state_reader_open() was given.
+ * bytes.  -ENOENT when it is missing, -EINVAL when it has another size,
+ * with a message naming the file and the section in the buffer
+ * state_reader_open() was given.
  */
 int state_get(const struct state_reader *r, uint32_t tag, uint32_t instance,
 	      void *out, size_t size);

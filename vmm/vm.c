@@ -543,9 +543,10 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
 			goto out;
 	vm_devices_save(vm, &w);
-	ret = state_writer_save(&w, &header, path, err, sizeof(err));
-	if (ret < 0)
+	if (state_writer_save(&w, &header, path, err, sizeof(err)) < 0)
 		log_error("%s", err);
+	else
+		ret = 0;
 out:
 	state_writer_free(&w);
 	free(msrs);
@@ -584,10 +585,13 @@ int vm_snapshot(struct vm *vm, const char *dir)
 	if (vm_pause(vm) < 0)
 		return -1;
 	/* Memory first: the state file's header carries its hash root. */
-	int ret = memfile_write(vm->mem.host, vm->mem.size, memory, hashes,
-				&root, err, sizeof(err));
-	if (ret < 0)
+	int ret = 0;
+
+	if (memfile_write(vm->mem.host, vm->mem.size, memory, hashes, &root,
+			  err, sizeof(err)) < 0) {
 		log_error("%s", err);
+		ret = -1;
+	}
 	if (ret == 0)
 		ret = save_state(vm, state, root);
 	if (ret == 0)

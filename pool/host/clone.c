@@ -6,6 +6,7 @@
  */
 #include "clone.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -18,27 +19,29 @@
 static int open_catalog(struct catalog *c, char *err, size_t errlen)
 {
 	char state_dir[PATH_MAX], catalog_dir[PATH_MAX + 16];
+	int ret = thaw_state_dir(state_dir, sizeof(state_dir), err, errlen);
 
-	if (thaw_state_dir(state_dir, sizeof(state_dir), err, errlen) < 0)
-		return -1;
+	if (ret < 0)
+		return ret;
 	snprintf(catalog_dir, sizeof(catalog_dir), "%s/catalog", state_dir);
-	return catalog_open(c, catalog_dir, err, errlen) < 0 ? -1 : 0;
+	return catalog_open(c, catalog_dir, err, errlen);
 }
 
 int clone_register(const char *id, const char *clone_id,
 		   struct snapshot_record *snap, char *err, size_t errlen)
 {
 	struct catalog c;
+	int ret = open_catalog(&c, err, errlen);
 
-	if (open_catalog(&c, err, errlen) < 0)
-		return -1;
-	int ret = catalog_get_snapshot(&c, id, snap, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = catalog_get_snapshot(&c, id, snap, err, errlen);
 	if (ret == 0 && snap->format_version != STATE_FORMAT_VERSION) {
 		snprintf(
 			err, errlen,
 			"snapshot %s has format version %u; this thaw restores version %u (take a new snapshot)",
 			id, snap->format_version, STATE_FORMAT_VERSION);
-		ret = -1;
+		ret = -EINVAL;
 	}
 	if (ret == 0 && snap->cpu_signature != host_cpu_signature()) {
 		char cpu[128];
@@ -48,23 +51,24 @@ int clone_register(const char *id, const char *clone_id,
 			err, errlen,
 			"snapshot %s was taken on another kind of CPU than this %s",
 			id, cpu);
-		ret = -1;
+		ret = -EINVAL;
 	}
 	if (ret == 0)
 		ret = catalog_add_clone(&c, id, clone_id, getpid(), err,
 					errlen);
 	catalog_close(&c);
-	return ret < 0 ? -1 : 0;
+	return ret;
 }
 
 int clone_unregister(const char *id, const char *clone_id, char *err,
 		     size_t errlen)
 {
 	struct catalog c;
+	int ret = open_catalog(&c, err, errlen);
 
-	if (open_catalog(&c, err, errlen) < 0)
-		return -1;
-	int ret = catalog_remove_clone(&c, id, clone_id, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = catalog_remove_clone(&c, id, clone_id, err, errlen);
 	catalog_close(&c);
-	return ret < 0 ? -1 : 0;
+	return ret;
 }

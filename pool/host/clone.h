@@ -7,7 +7,8 @@
  * records our PID: if we die without unregistering, the catalog drops the
  * entry by itself.
  *
- * Errors: 0 or -1, with one message in the caller's @err.
+ * Errors: 0 or a negative errno (the catalog's, or -EINVAL for a snapshot
+ * this host cannot restore), with one message in the caller's @err.
  */
 #ifndef THAW_POOL_CLONE_H
 #define THAW_POOL_CLONE_H

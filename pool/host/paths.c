@@ -35,11 +35,11 @@ int thaw_state_dir(char *out, size_t len, char *err, size_t errlen)
 	else {
 		snprintf(err, errlen,
 			 "no state directory: set THAW_STATE_DIR or HOME");
-		return -1;
+		return -ENOENT;
 	}
 	if (n < 0 || (size_t)n >= len) {
 		snprintf(err, errlen, "state directory path too long");
-		return -1;
+		return -ENAMETOOLONG;
 	}
 	return 0;
 }
@@ -48,6 +48,7 @@ int thaw_make_dirs(const char *path, char *err, size_t errlen)
 {
 	char partial[PATH_MAX];
 	size_t len = strlen(path);
+	int e;
 
 	if (len >= sizeof(partial)) {
 		errno = ENAMETOOLONG;
@@ -65,9 +66,10 @@ int thaw_make_dirs(const char *path, char *err, size_t errlen)
 	if (mkdir(partial, 0755) == 0 || errno == EEXIST)
 		return 0;
 fail:
+	e = errno;
 	/* The whole path: the one the user asked for. */
-	snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-	return -1;
+	snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
+	return -e;
 }
 
 int thaw_default_initrd(char *out, size_t len, char *err, size_t errlen)
@@ -82,5 +84,6 @@ int thaw_default_initrd(char *out, size_t len, char *err, size_t errlen)
 	if (run_for_last_line(mk, out, len, why, sizeof(why)) == 0)
 		return 0;
 	snprintf(err, errlen, "guest initramfs: %s", why);
-	return -1;
+	/* The helper failed (its own messages are above), not a call here. */
+	return -EIO;
 }

@@ -19,11 +19,16 @@ static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1],
 	XXH3_state_t *st = XXH3_createState();
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n = -1;
+	int e = 0;
 
-	if (st && fd >= 0 && XXH3_128bits_reset(st) == XXH_OK)
+	if (!st || (fd >= 0 && XXH3_128bits_reset(st) != XXH_OK))
+		e = ENOMEM;
+	else if (fd >= 0)
 		while ((n = read(fd, buf, sizeof(buf))) > 0)
 			XXH3_128bits_update(st, buf, n);
-	if (n == 0) {
+	if (n < 0 && !e)
+		e = errno;
+	if (!e) {
 		XXH128_hash_t h = XXH3_128bits_digest(st);
 
 		snprintf(out, CATALOG_HASH_LEN + 1, "%016llx%016llx",
@@ -31,12 +36,12 @@ static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1],
 			 (unsigned long long)h.low64);
 	} else {
 		snprintf(err, errlen, "cannot read %s: %s", path,
-			 st ? strerror(errno) : "out of memory");
+			 e == ENOMEM ? "out of memory" : strerror(e));
 	}
 	if (fd >= 0)
 		close(fd);
 	XXH3_freeState(st);
-	return n == 0 ? 0 : -1;
+	return -e;
 }
 
 int template_identify(const char *kernel, const char *initrd, const char *mem,
@@ -45,15 +50,18 @@ int template_identify(const char *kernel, const char *initrd, const char *mem,
 {
 	char key[CATALOG_HASH_LEN * 2 + 64];
 	XXH3_state_t *st = XXH3_createState();
+	int ret;
 
 	if (!st) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return -ENOMEM;
 	}
-	if (hash_file(kernel, t->kernel_hash, err, errlen) < 0 ||
-	    hash_file(initrd, t->initrd_hash, err, errlen) < 0) {
+	ret = hash_file(kernel, t->kernel_hash, err, errlen);
+	if (!ret)
+		ret = hash_file(initrd, t->initrd_hash, err, errlen);
+	if (ret) {
 		XXH3_freeState(st);
-		return -1;
+		return ret;
 	}
 	snprintf(key, sizeof(key), "%s %s %s %s", t->kernel_hash,
 		 t->initrd_hash, mem, vcpus);

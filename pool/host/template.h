@@ -14,7 +14,8 @@
 
 /*
  * Fills @t's kernel and initrd hashes and its id (@cmdline may be NULL).
- * Returns 0, or -1 with @err naming the file that could not be read.
+ * Returns 0, or a negative errno (the failing open or read's, -ENOMEM) with
+ * @err naming the file that could not be read.
  */
 int template_identify(const char *kernel, const char *initrd, const char *mem,
 		      const char *vcpus, const char *cmdline,

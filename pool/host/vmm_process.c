@@ -273,16 +273,20 @@ int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 	}
 }
 
+/* A connection to the VMM's control socket, or a negative errno. */
 static int connect_control(const struct vmm_process *vmm)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
+	if (fd < 0)
+		return -errno;
 	strcpy(addr.sun_path, vmm->control);
-	if (fd >= 0 &&
-	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		int e = errno;
+
 		close(fd);
-		return -1;
+		return -e;
 	}
 	return fd;
 }
@@ -331,10 +335,9 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 
 	reply[0] = '\0';
 	if (fd < 0) {
-		ret = -errno;
 		snprintf(err, errlen, "control socket %s: %s", vmm->control,
-			 strerror(-ret));
-		return ret;
+			 strerror(-fd));
+		return fd;
 	}
 	ret = write_full(fd, command, strlen(command));
 	if (ret == 0)

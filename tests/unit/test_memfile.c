@@ -6,6 +6,7 @@
  * hash file format fails even when writer and reader agree with each other.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,7 +167,7 @@ Test(memfile, never_replaces_existing_files)
 
 	cr_assert_eq(memfile_write(guest, SIZE, mem_path, hashes_path, &root,
 				   err, sizeof(err)),
-		     -1);
+		     -EEXIST);
 	msg = err;
 	expect_in(msg, "File exists");
 	cr_assert_eq(memfile_verify(mem_path, hashes_path, SIZE, first, err,
@@ -181,7 +182,7 @@ Test(memfile, refuses_a_partial_page)
 
 	cr_assert_eq(memfile_write(guest, SIZE - 100, mem_path, hashes_path,
 				   &root, err, sizeof(err)),
-		     -1);
+		     -EINVAL);
 	msg = err;
 	expect_in(msg, mem_path);
 	expect_in(msg, "not a multiple");
@@ -341,11 +342,11 @@ Test(memfile, verify_cannot_read_missing_files)
 	const char *msg;
 
 	cr_assert_eq(unlink(hashes_path), 0);
-	msg = expect_verify(root, -1);
+	msg = expect_verify(root, -ENOENT);
 	expect_in(msg, hashes_path);
 
 	cr_assert_eq(unlink(mem_path), 0);
-	msg = expect_verify(root, -1);
+	msg = expect_verify(root, -ENOENT);
 	expect_in(msg, mem_path);
 	expect_in(msg, "cannot open");
 }

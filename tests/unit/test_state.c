@@ -119,7 +119,7 @@ static struct state_section_header *section_at(uint8_t *buf, size_t body_off)
 			*)(buf + sizeof(struct state_file_header) + body_off);
 }
 
-static void expect_open_fails(const char *needle)
+static void expect_open_fails(int want, const char *needle)
 {
 	struct state_reader r;
 	int ret;
@@ -127,7 +127,7 @@ static void expect_open_fails(const char *needle)
 	ret = state_reader_open(&r, path, err, sizeof(err));
 	const char *msg = err;
 
-	cr_assert_eq(ret, -1);
+	cr_assert_eq(ret, want, "returned %d: %s", ret, msg);
 	cr_assert_null(r.body);
 	cr_assert_not_null(strstr(msg, path), "message lacks the path: %s",
 			   msg);
@@ -147,7 +147,7 @@ static void expect_rehashed_fails(uint8_t *buf, size_t len, const char *needle)
 	h->body_size = len - sizeof(*h);
 	h->body_hash = XXH3_64bits(buf + sizeof(*h), len - sizeof(*h));
 	write_bytes(buf, len);
-	expect_open_fails(needle);
+	expect_open_fails(-EINVAL, needle);
 	free(buf);
 }
 
@@ -238,14 +238,14 @@ Test(state, get_reports_wrong_size_and_missing_section)
 
 	/* No buffer of its own: the one the reader was opened with. */
 	cr_assert_eq(state_get(&r, STATE_VM_CONFIG, 0, small, sizeof(small)),
-		     -1);
+		     -EINVAL);
 	msg = err;
 	cr_assert_not_null(strstr(msg, path), "%s", msg);
 	cr_assert_not_null(strstr(msg, "vm config"), "%s", msg);
 	cr_assert_not_null(strstr(msg, "32 bytes, expected 24"), "%s", msg);
 
 	cr_assert_eq(state_get(&r, STATE_VCPU_REGS, 7, &regs, sizeof(regs)),
-		     -1);
+		     -ENOENT);
 	cr_assert_not_null(strstr(msg, "vcpu regs"), "%s", msg);
 	cr_assert_not_null(strstr(msg, "instance 7 is missing"), "%s", msg);
 	state_reader_close(&r);
@@ -271,8 +271,12 @@ Test(state, tag_names)
 	}
 }
 
-/* Saving @w, which is freed after, must fail with @needle in the message. */
-static void expect_save_fails(struct state_writer *w, const char *needle)
+/*
+ * Saving @w, which is freed after, must fail with @want and @needle in the
+ * message.
+ */
+static void expect_save_fails(struct state_writer *w, int want,
+			      const char *needle)
 {
 	struct state_file_header header = { 0 };
 	const char *msg;
@@ -281,7 +285,7 @@ static void expect_save_fails(struct state_writer *w, const char *needle)
 	ret = state_writer_save(w, &header, path, err, sizeof(err));
 	msg = err;
 	state_writer_free(w);
-	cr_assert_eq(ret, -1);
+	cr_assert_eq(ret, want, "returned %d: %s", ret, msg);
 	cr_assert_not_null(strstr(msg, needle), "expected \"%s\" in: %s",
 			   needle, msg);
 }
@@ -294,7 +298,7 @@ Test(state, writer_refuses_duplicate_section)
 	state_writer_init(&w);
 	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
 	state_put(&w, STATE_VCPU_REGS, 1, &value, sizeof(value));
-	expect_save_fails(&w, "more than once");
+	expect_save_fails(&w, -EINVAL, "more than once");
 	cr_assert_eq(access(path, F_OK), -1, "a refused file was written");
 }
 
@@ -306,12 +310,12 @@ Test(state, writer_refuses_oversized_body)
 	/* The size is refused before @data is read. */
 	state_put(&w, STATE_VCPU_XSAVE, 0, NULL, STATE_MAX_BODY + 1ULL);
 	cr_assert_eq(w.error, -EFBIG);
-	expect_save_fails(&w, "limit");
+	expect_save_fails(&w, -EFBIG, "limit");
 }
 
 Test(state, rejects_missing_file)
 {
-	expect_open_fails("cannot open");
+	expect_open_fails(-ENOENT, "cannot open");
 }
 
 Test(state, rejects_truncated_file)
@@ -320,9 +324,9 @@ Test(state, rejects_truncated_file)
 
 	free(sample_bytes(&len));
 	cr_assert_eq(truncate(path, len - 5), 0);
-	expect_open_fails("body_size");
+	expect_open_fails(-EINVAL, "body_size");
 	cr_assert_eq(truncate(path, 40), 0);
-	expect_open_fails("shorter than the 64-byte header");
+	expect_open_fails(-EINVAL, "shorter than the 64-byte header");
 }
 
 Test(state, rejects_flipped_body_byte)
@@ -332,7 +336,7 @@ Test(state, rejects_flipped_body_byte)
 
 	buf[len - 20] ^= 0x01;
 	write_bytes(buf, len);
-	expect_open_fails("body hash mismatch (file corrupted)");
+	expect_open_fails(-EINVAL, "body hash mismatch (file corrupted)");
 	free(buf);
 }
 
@@ -374,7 +378,7 @@ Test(state, rejects_huge_body_size)
 
 	((struct state_file_header *)buf)->body_size = 1ULL << 62;
 	write_bytes(buf, len);
-	expect_open_fails("body_size 4611686018427387904");
+	expect_open_fails(-EINVAL, "body_size 4611686018427387904");
 	free(buf);
 }
 
@@ -386,7 +390,7 @@ Test(state, rejects_file_over_the_limit_without_reading_it)
 	/* Sparse, so the oversized file costs no disk. */
 	cr_assert_eq(ftruncate(fd, STATE_MAX_BODY + 64 + 1), 0);
 	close(fd);
-	expect_open_fails("limit");
+	expect_open_fails(-EINVAL, "limit");
 }
 
 /* The first section is the 32-byte vm config at body offset 0. */
