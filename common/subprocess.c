@@ -61,14 +61,18 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 	 * a pipe's write end, or we would wait for its EOF as long as it
 	 * lives.  The helper's own copies are dup2()s, which stay open. */
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		return -1;
+		int ret = -errno;
+
+		snprintf(err, errlen, "pipe: %s", strerror(-ret));
+		return ret;
 	}
 	if (stderr_sink && pipe2(errfd, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		int ret = -errno;
+
+		snprintf(err, errlen, "pipe: %s", strerror(-ret));
 		close(pipefd[0]);
 		close(pipefd[1]);
-		return -1;
+		return ret;
 	}
 	posix_spawn_file_actions_init(&actions);
 	posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
@@ -87,7 +91,7 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 		close(pipefd[0]);
 		if (stderr_sink)
 			close(errfd[0]);
-		return -1;
+		return -spawned;
 	}
 	bool passed_on = false;
 	struct pollfd fds[2] = { { pipefd[0], POLLIN, 0 },
@@ -146,7 +150,7 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 			 WIFEXITED(status) ? "exit status" : "signal",
 			 WIFEXITED(status) ? WEXITSTATUS(status)
 					   : WTERMSIG(status));
-		return -1;
+		return -EIO;
 	}
 	buf[len] = '\0';
 	while (len > 0 && buf[len - 1] == '\n')
@@ -156,7 +160,7 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 	if (!*last || strlen(last) >= outlen) {
 		snprintf(err, errlen, "%s printed no usable path ('%s')",
 			 argv[0], last);
-		return -1;
+		return -EPROTO;
 	}
 	strcpy(out, last);
 	return 0;

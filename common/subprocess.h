@@ -13,10 +13,12 @@
 
 /*
  * Runs @argv (argv[0] is a path), lets its stderr through (the helper's
- * progress and errors reach the user as it prints them), and copies the
- * last non-empty line of its stdout into @out.  Returns 0 when the program
- * exited 0 and printed a line that fits, else -1 with one message in @err
- * (which, when the helper failed, points the user at its messages above).
+ * progress and errors reach the user as it prints them; see
+ * run_set_stderr_sink()), and copies the last non-empty line of its stdout
+ * into @out.  Returns 0 when the program exited 0 and printed a line that
+ * fits; else, with one message in @err, -EIO when it failed (the message
+ * points at its own, above), -EPROTO when its answer is no usable line, or
+ * the errno of a pipe or of starting it.
  * A signal that interrupts the wait (the callers handle only those that
  * stop them) is passed on as SIGTERM.
  */

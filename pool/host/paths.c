@@ -81,9 +81,9 @@ int thaw_default_initrd(char *out, size_t len, char *err, size_t errlen)
 		       (char *)thaw_tool_path("THAW_AGENT", THAW_AGENT_PATH),
 		       NULL };
 
-	if (run_for_last_line(mk, out, len, why, sizeof(why)) == 0)
-		return 0;
-	snprintf(err, errlen, "guest initramfs: %s", why);
-	/* The helper failed (its own messages are above), not a call here. */
-	return -EIO;
+	int ret = run_for_last_line(mk, out, len, why, sizeof(why));
+
+	if (ret < 0)
+		snprintf(err, errlen, "guest initramfs: %s", why);
+	return ret;
 }
