@@ -958,6 +958,66 @@ Test(client, library_reads_the_daemons_state)
 	cr_expect_null(strstr(f.requests[0], "Authorization"));
 }
 
+Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
+{
+	static const char stopped[] =
+		"{\"id\":\"sb-3f9a0c2e71d4b805\",\"template\":\"py\","
+		"\"state\":\"stopped\",\"pid\":812,"
+		"\"stop_reason\":\"the guest panicked\"}";
+	/* 3 bytes an element, as a list must not cost a struct each. */
+	static char zeros[3 * 70000 + 32];
+	size_t len =
+		(size_t)snprintf(zeros, sizeof(zeros), "{\"sandboxes\":[0");
+
+	for (int i = 1; i < 70000; i++)
+		len += (size_t)snprintf(zeros + len, sizeof(zeros) - len, ",0");
+	snprintf(zeros + len, sizeof(zeros) - len, "]}");
+	struct fake_daemon f = {
+		.answers = {
+			{ json_answer("200 OK", stopped) },
+			{ json_answer("200 OK", "{\"sandboxes\":[0]}") },
+			{ TEXT(ring_printf("HTTP/1.1 200 OK\r\n"
+					   "Content-Type: application/json\r\n"
+					   "Content-Length: %zu\r\n"
+					   "Connection: close\r\n\r\n",
+					   strlen(zeros))),
+			  TEXT(zeros) },
+		},
+		.nr_answers = 3,
+	};
+	const struct thaw_client_options none = { .socket = NULL };
+	struct thaw_sandbox s, *list = NULL;
+	char err[256];
+	size_t n = 1;
+
+	cr_expect_null(thaw_client_open(&none, err, sizeof(err)));
+	cr_expect_str_eq(err, "no socket for the daemon");
+
+	fake_start(&f);
+	struct thaw_client *c = library_open(NULL, NULL);
+	cr_assert_eq(
+		thaw_client_get(c, "sb-3f9a0c2e71d4b805", &s, err, sizeof(err)),
+		0, "%s", err);
+	cr_expect_str_eq(s.id, "sb-3f9a0c2e71d4b805");
+	cr_expect_str_eq(s.state, "stopped");
+	cr_expect_eq(s.pid, 812);
+	cr_expect_str_eq(s.stop_reason, "the guest panicked");
+	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
+		     THAW_CLIENT_ANSWER);
+	cr_expect_str_eq(err, "the daemon's sandbox list holds a non-object");
+	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
+		     THAW_CLIENT_ANSWER);
+	cr_expect_str_eq(err,
+			 "the daemon's sandbox list has over 65536 elements");
+	cr_expect(list == NULL && n == 0);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect(!strncmp(f.requests[0],
+			   "GET /sandboxes/sb-3f9a0c2e71d4b805 HTTP/1.1\r\n",
+			   45),
+		  "request: %s", f.requests[0]);
+}
+
 /* Records a buffered exec's events. */
 struct events {
 	char out[64], err[64];
