@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "printable.h"
 
 /* One exec event: a chunk of output as base64, far below this. */
 #define EVENT_MAX (16 << 20)
@@ -74,13 +75,18 @@ static int json_call(struct thaw_client *c, const char *method,
 	return ret;
 }
 
-/* A string member into @out ("" when absent); false when it will not fit. */
+/*
+ * A string member into @out ("" when absent), printable; false when it
+ * will not fit.
+ */
 static bool take_string(char *out, size_t len, const json_t *obj,
 			const char *key)
 {
 	const char *s = json_string_value(json_object_get(obj, key));
+	bool fits = (size_t)snprintf(out, len, "%s", s ? s : "") < len;
 
-	return (size_t)snprintf(out, len, "%s", s ? s : "") < len;
+	printable(out);
+	return fits;
 }
 
 static double number(const json_t *obj, const char *key)
@@ -408,14 +414,21 @@ static int stream_event(struct exec_stream *s, const char *line, size_t len,
 	else if (!strcmp(type, "started") || !strcmp(type, "error")) {
 		const char *m =
 			json_string_value(json_object_get(o, "message"));
+		char *message = NULL;
 
 		if (!strcmp(type, "error")) {
 			e.type = THAW_EXEC_ERROR;
-			e.message = m ? m : "";
+			message = strdup(m ? m : "");
+			if (message)
+				printable(message);
+			e.message = message;
 			s->ended = true;
 		}
 		e.pid = (long)json_integer_value(json_object_get(o, "pid"));
-		ret = s->fn(&e, s->arg, err, errlen);
+		ret = e.type == THAW_EXEC_ERROR && !message
+			      ? oom(err, errlen)
+			      : s->fn(&e, s->arg, err, errlen);
+		free(message);
 	}
 	/* What a newer daemon may add needs nothing. */
 	json_decref(o);

@@ -25,6 +25,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "printable.h"
+
 /* Answers we buffer (JSON, errors) are small; more is a broken daemon. */
 #define ANSWER_MAX (16 << 20)
 /* A socket path's room in struct sockaddr_un, its NUL included. */
@@ -56,6 +58,9 @@ int client_fail(int code, char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	/* It quotes the daemon's text, which its caller prints. */
+	if (errlen)
+		printable(err);
 	return code;
 }
 

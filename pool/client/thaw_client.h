@@ -19,7 +19,10 @@
  *   the caller's error buffer saying why in one line: the daemon's status,
  *   code and message ("404 not_found: no sandbox 3f9a..."), or the
  *   transport failure ("cannot reach the daemon at PATH: Connection
- *   refused").  The library never prints and never exits.
+ *   refused").  The library never prints and never exits.  The text it
+ *   hands out (that message, a sandbox's fields, an exec's error) is
+ *   printable (common/printable.h): a daemon's bytes cannot drive the
+ *   terminal its caller prints them on.
  * - A flag the caller sets from a signal handler (the cancel option) ends
  *   the call in progress at once, even while the daemon is silent: closing
  *   the connection is what tells the daemon to kill an exec's command.

@@ -650,6 +650,27 @@ Test(client, sandbox_create_at_capacity)
 	run_result_free(&r);
 }
 
+/* The daemon's text reaches a terminal: JSON can carry its escapes. */
+Test(client, daemon_text_cannot_drive_the_terminal)
+{
+	struct fake_daemon f = {
+		.answers = { { error_answer("404 Not Found", "not_found",
+					    "no sandbox \\u001b[2J\\u009b1m"
+					    "x\\nforged") } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "rm", "--socket", sock, "x"), &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err,
+			 "thaw sandbox rm: x: 404 not_found: no sandbox  "
+			 "[2J?1mx forged\n");
+	run_result_free(&r);
+}
+
 Test(client, sandbox_ls_table_and_json)
 {
 	struct piece list = json_answer(
