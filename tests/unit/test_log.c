@@ -3,7 +3,9 @@
  * test_log.c - common/log.c, the logger of thawd and thaw-vmm: the text
  * line's shape (timestamp, program, level word, sandbox), JSON lines that
  * parse with their fields, level filtering, bad settings, and the one-line
- * promise (a newline in a message, a message too long for a line).
+ * promise (a newline in a message, a message too long for a line), which
+ * holds whatever bytes a guest put in a message: not UTF-8, C1 controls,
+ * escapes that double a JSON line, a cut inside a character.
  *
  * Lines go to a pipe (log_set_fd) that each test reads back.  The logger's
  * settings are process-wide, so every test starts from the same ones.
