@@ -5,16 +5,25 @@
  */
 #include "log.h"
 
+#include "io.h"
+#include "printable.h"
+
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* A line longer than this is cut, and says so. */
-#define LINE_MAX_BYTES 4096
+/*
+ * A line, newline included, fits in PIPE_BUF bytes: a pipe writes that
+ * much at once (log.h).  A longer message is cut, and says so.
+ */
+#define LINE_MAX_BYTES PIPE_BUF
+
+static const char cut_mark[] = " [cut]";
 
 static const char *const level_names[] = {
 	[LOG_LEVEL_ERROR] = "error",
@@ -84,18 +93,6 @@ const char *log_level_setting(void)
 	return level_names[logger.level];
 }
 
-/*
- * One line per call, whatever the message holds: a guest's or a client's
- * bytes quoted in it must not forge a line of their own (a newline), move
- * the cursor or recolour a terminal (other control characters).  Tabs stay.
- */
-static void one_line(char *msg)
-{
-	for (unsigned char *p = (unsigned char *)msg; *p; p++)
-		if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-			*p = ' ';
-}
-
 /* RFC 3339 in UTC with milliseconds: what collectors parse without help. */
 static void timestamp(char *out, size_t len)
 {
@@ -108,9 +105,14 @@ static void timestamp(char *out, size_t len)
 	snprintf(out + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-static int json_line(char *line, size_t size, const char *when,
-		     enum log_level level, const char *sandbox,
-		     const char *msg)
+/*
+ * The formats: the line's length, newline included, which is @size or
+ * more when it does not fit (as snprintf's, whose NUL needs a byte), or -1
+ * when jansson has no memory.
+ */
+static long json_line(char *line, size_t size, const char *when,
+		      enum log_level level, const char *sandbox,
+		      const char *msg)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "time", when, "level",
 			      level_names[level], "program", logger.program,
@@ -119,48 +121,94 @@ static int json_line(char *line, size_t size, const char *when,
 
 	if (o && sandbox[0])
 		json_object_set_new(o, "sandbox", json_string(sandbox));
-	/* Not json_string(): a guest-supplied byte that is not UTF-8 must
-	 * not lose the whole line. */
+	/* printable() made @msg UTF-8: json_string() accepts it. */
 	if (o)
-		json_object_set_new(o, "msg",
-				    json_stringn_nocheck(msg, strlen(msg)));
+		json_object_set_new(o, "msg", json_string(msg));
 	if (o)
-		n = json_dumpb(o, line, size - 1, JSON_COMPACT);
+		n = json_dumpb(o, line, size - 2, JSON_COMPACT);
 	json_decref(o);
-	if (n == 0 || n >= size - 1)
+	if (n == 0)
 		return -1;
-	line[n] = '\n';
-	return (int)n + 1;
+	if (n <= size - 2)
+		line[n] = '\n';
+	return (long)n + 1;
 }
 
-void log_write(enum log_level level, const char *sandbox, const char *fmt,
-	       ...)
+static long text_line(char *line, size_t size, const char *when,
+		      enum log_level level, const char *sandbox,
+		      const char *msg)
 {
-	char msg[LINE_MAX_BYTES], line[LINE_MAX_BYTES * 2], when[40];
+	return snprintf(line, size, "%s %s: %s%s%s%s%s%s\n", when,
+			logger.program,
+			level == LOG_LEVEL_INFO ? "" : level_names[level],
+			level == LOG_LEVEL_INFO ? "" : ": ",
+			sandbox[0] ? "sandbox " : "", sandbox,
+			sandbox[0] ? ": " : "", msg);
+}
+
+/* The bytes @c takes in a JSON string: printable() left no control but
+ * the tab to escape. */
+static size_t json_size(unsigned char c)
+{
+	return c == '"' || c == '\\' || c == '\t' ? 2 : 1;
+}
+
+/* Ends @msg near @at, on a character's boundary, with the cut mark; @msg
+ * has room for @at + sizeof(cut_mark) bytes. */
+static void cut(char *msg, size_t at)
+{
+	strcpy(msg + printable_cut(msg, at), cut_mark);
+}
+
+void log_write(enum log_level level, const char *sandbox, const char *fmt, ...)
+{
+	char msg[LINE_MAX_BYTES], line[LINE_MAX_BYTES], when[40], about[65];
+	long (*format)(char *, size_t, const char *, enum log_level,
+		       const char *, const char *) =
+		logger.format == LOG_FORMAT_JSON ? json_line : text_line;
 	int saved_errno = errno;
 	va_list ap;
-	int len;
+	long len;
 
 	if (!log_enabled(level))
 		return;
 	va_start(ap, fmt);
 	if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
-		strcpy(msg + sizeof(msg) - sizeof(" [cut]"), " [cut]");
+		cut(msg, sizeof(msg) - sizeof(cut_mark));
 	va_end(ap);
-	one_line(msg);
-	if (!sandbox)
-		sandbox = logger.sandbox;
+	/* A guest's or a client's bytes quoted in a message must not forge
+	 * a line, drive a terminal or make the JSON encoder refuse it. */
+	printable(msg);
+	snprintf(about, sizeof(about), "%s",
+		 sandbox ? sandbox : logger.sandbox);
+	printable(about);
 	timestamp(when, sizeof(when));
-	if (logger.format == LOG_FORMAT_JSON)
-		len = json_line(line, sizeof(line), when, level, sandbox, msg);
-	else
-		len = snprintf(line, sizeof(line), "%s %s: %s%s%s%s%s%s\n",
-			       when, logger.program,
-			       level == LOG_LEVEL_INFO ? "" : level_names[level],
-			       level == LOG_LEVEL_INFO ? "" : ": ",
-			       sandbox[0] ? "sandbox " : "", sandbox,
-			       sandbox[0] ? ": " : "", msg);
-	if (len > 0 && (size_t)len < sizeof(line))
-		(void)!write(logger.fd, line, (size_t)len);
+
+	len = format(line, sizeof(line), when, level, about, msg);
+	if (len >= (long)sizeof(line)) {
+		/* Cut what the excess and the mark take on the line: one
+		 * more try fits. */
+		size_t need =
+			(size_t)len - (sizeof(line) - 1) + strlen(cut_mark);
+		size_t at = strlen(msg), gone = 0;
+
+		while (at > 0 && gone < need) {
+			at--;
+			gone += logger.format == LOG_FORMAT_JSON
+					? json_size((unsigned char)msg[at])
+					: 1;
+		}
+		cut(msg, at);
+		len = format(line, sizeof(line), when, level, about, msg);
+	}
+	/* Never lose a line: without memory for JSON, it goes as text; a
+	 * prefix too long for any message (a huge program name) is cut. */
+	if (len < 0)
+		len = text_line(line, sizeof(line), when, level, about, msg);
+	if (len >= (long)sizeof(line)) {
+		len = sizeof(line) - 1;
+		line[len - 1] = '\n';
+	}
+	(void)write_full(logger.fd, line, (size_t)len);
 	errno = saved_errno;
 }

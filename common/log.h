@@ -14,10 +14,17 @@
  *	{"time":"2026-12-01T03:35:18.123Z","level":"warning","program":"thawd",
  *	 "pid":812,"sandbox":"5f3a...","msg":"VMM died"}
  *
- * Each line is formatted first and written with one write(2), so lines of
- * concurrent threads, and of processes sharing the descriptor, never
- * interleave.  Libraries do not log: they return an error and its message,
- * and the program decides (see README's Layout).
+ * A line is formatted whole first, at most PIPE_BUF (4096) bytes with its
+ * newline (a longer message is cut, on a character's boundary, and ends in
+ * " [cut]"), and written with one write(2).  A pipe, which is how the
+ * daemon and supervisors read a VMM's stderr, writes that much at once, so
+ * lines of concurrent threads, and of processes sharing the descriptor, do
+ * not interleave there (nor in a file opened O_APPEND).  A terminal or a
+ * socket may take part of it: the rest is written after, and only then can
+ * another writer's bytes come between.  Whatever a message quotes (a
+ * guest's console, an agent's error) is made printable() first: one line,
+ * UTF-8, no terminal controls.  Libraries do not log: they return an error
+ * and its message, and the program decides (see README's Layout).
  */
 #ifndef THAW_COMMON_LOG_H
 #define THAW_COMMON_LOG_H

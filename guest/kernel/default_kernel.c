@@ -19,7 +19,8 @@ int default_kernel_path(char *path, size_t size, char *err, size_t errlen)
 {
 	const char *script = getenv("THAW_KERNEL_BUILDER");
 	struct stat st;
-	char why[256];
+	/* Quotes a bad line of the helper's, up to its 4 KiB (subprocess.c). */
+	char why[4096 + 128];
 
 	if (!script)
 		script = THAW_KERNEL_BUILDER;

@@ -12,9 +12,9 @@
  * progress on stderr.
  *
  * Errors (common/errbuf.h): 0 or -1, with a message naming the script in
- * the caller's err buffer.  This file prints nothing itself; the script's
- * own progress and errors, and run_for_last_line()'s line when the script
- * fails (common/subprocess.h), still reach stderr.
+ * the caller's err buffer (when the script fails, it points at the
+ * script's messages).  This file prints nothing itself; the script's own
+ * progress and errors still reach stderr (common/subprocess.h).
  */
 #ifndef THAW_GUEST_DEFAULT_KERNEL_H
 #define THAW_GUEST_DEFAULT_KERNEL_H

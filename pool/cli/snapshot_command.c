@@ -141,7 +141,6 @@ static void collect_garbage(struct paths *p, struct catalog *c)
 	closedir(d);
 }
 
-/* XXH3-128 of a file's content as 32 hex digits. */
 static int sync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -212,7 +211,8 @@ static int describe_template(const struct machine_options *o,
 static int snapshot_vm(const char *const vmm_args[], const char *tmp)
 {
 	const char *who = "thaw snapshot create";
-	char command[PATH_MAX + 80], reply[PATH_MAX + 80], err[PATH_MAX + 160];
+	/* err: a control error quotes the command and the VM's reason. */
+	char command[PATH_MAX + 80], reply[PATH_MAX + 80], err[PATH_MAX + 1024];
 	struct agent_conn agent = { .fd = -1 };
 	struct vmm_process vmm;
 	int ret = -1;
@@ -465,7 +465,8 @@ static int list(struct catalog *c)
 /* Exit 0 only when the state file and every memory page check out. */
 static int verify(struct catalog *c, const char *id)
 {
-	char err[512], path[CATALOG_PATH_MAX + 32],
+	/* memfile_verify()'s message can name three paths. */
+	char err[3 * PATH_MAX], path[CATALOG_PATH_MAX + 32],
 		memory[CATALOG_PATH_MAX + 32], hashes[CATALOG_PATH_MAX + 32];
 	struct snapshot_record s;
 	struct state_reader r;

@@ -59,7 +59,8 @@ int machine_start(struct vmm_process *vmm, const char *who,
 		  const char *const vmm_args[], struct agent_conn *agent,
 		  int timeout_s)
 {
-	char err[512], console[4096];
+	/* vmm_process's messages quote the VMM's 512-byte reason. */
+	char err[PATH_MAX + 1024], console[4096];
 	int ret = vmm_process_start(vmm, vmm_args, NULL, err, sizeof(err));
 
 	if (ret == 0)

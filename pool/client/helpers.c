@@ -17,9 +17,13 @@
 #include <string.h>
 
 #include "base64.h"
+#include "printable.h"
 
 /* One exec event: a chunk of output as base64, far below this. */
 #define EVENT_MAX (16 << 20)
+/* Sandboxes or templates in a list answer: a daemon's limits are far
+ * below (pool/API.md). */
+#define LIST_MAX 65536
 
 static int oom(char *err, size_t errlen)
 {
@@ -71,13 +75,18 @@ static int json_call(struct thaw_client *c, const char *method,
 	return ret;
 }
 
-/* A string member into @out ("" when absent); false when it will not fit. */
+/*
+ * A string member into @out ("" when absent), printable; false when it
+ * will not fit.
+ */
 static bool take_string(char *out, size_t len, const json_t *obj,
 			const char *key)
 {
 	const char *s = json_string_value(json_object_get(obj, key));
+	bool fits = (size_t)snprintf(out, len, "%s", s ? s : "") < len;
 
-	return (size_t)snprintf(out, len, "%s", s ? s : "") < len;
+	printable(out);
+	return fits;
 }
 
 static double number(const json_t *obj, const char *key)
@@ -114,6 +123,22 @@ static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* A sandbox answered on its own, which must name it. */
+static int take_one_sandbox(struct thaw_sandbox *s, const json_t *o, char *err,
+			    size_t errlen)
+{
+	int ret = json_is_object(o)
+			  ? take_sandbox(s, o, err, errlen)
+			  : client_fail(THAW_CLIENT_ANSWER, err, errlen,
+					"the daemon's answer is not "
+					"an object");
+
+	if (ret == 0 && !s->id[0])
+		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				  "the daemon's answer has no id");
+	return ret;
+}
+
 /*
  * GET @path's array @key (of @what), each element through @take into a
  * malloc'd array of *@n @size-byte items, its address stored at @list (a
@@ -133,6 +158,22 @@ static int get_list(struct thaw_client *c, const char *path, const char *key,
 	if (ret == 0 && !json_is_array(items))
 		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
 				  "the daemon's answer has no %s list", what);
+	/* Checked before the array is sized by the answer: a few bytes per
+	 * element ("0,") must not cost a struct each. */
+	if (ret == 0 && json_array_size(items) > LIST_MAX)
+		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				  "the daemon's %s list has over %d elements",
+				  what, LIST_MAX);
+	json_array_foreach(items, i, o)
+	{
+		if (ret)
+			break;
+		if (!json_is_object(o))
+			ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
+					  "the daemon's %s list holds a "
+					  "non-object",
+					  what);
+	}
 	if (ret == 0 && json_array_size(items) &&
 	    !(out = calloc(json_array_size(items), size)))
 		ret = oom(err, errlen);
@@ -208,12 +249,23 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		ret = json_call(c, "POST", "/sandboxes", body, &answer, err,
 				errlen);
 	if (ret == 0)
-		ret = take_sandbox(s, answer, err, errlen);
-	if (ret == 0 && !s->id[0])
-		ret = client_fail(THAW_CLIENT_ANSWER, err, errlen,
-				  "the daemon's answer has no id");
+		ret = take_one_sandbox(s, answer, err, errlen);
 	json_decref(answer);
 	json_decref(body);
+	return ret;
+}
+
+int thaw_client_get(struct thaw_client *c, const char *id,
+		    struct thaw_sandbox *s, char *err, size_t errlen)
+{
+	char *path = sandbox_path(c, id, "");
+	json_t *answer = NULL;
+	int ret = json_call(c, "GET", path, NULL, &answer, err, errlen);
+
+	if (ret == 0)
+		ret = take_one_sandbox(s, answer, err, errlen);
+	json_decref(answer);
+	free(path);
 	return ret;
 }
 
@@ -362,14 +414,21 @@ static int stream_event(struct exec_stream *s, const char *line, size_t len,
 	else if (!strcmp(type, "started") || !strcmp(type, "error")) {
 		const char *m =
 			json_string_value(json_object_get(o, "message"));
+		char *message = NULL;
 
 		if (!strcmp(type, "error")) {
 			e.type = THAW_EXEC_ERROR;
-			e.message = m ? m : "";
+			message = strdup(m ? m : "");
+			if (message)
+				printable(message);
+			e.message = message;
 			s->ended = true;
 		}
 		e.pid = (long)json_integer_value(json_object_get(o, "pid"));
-		ret = s->fn(&e, s->arg, err, errlen);
+		ret = e.type == THAW_EXEC_ERROR && !message
+			      ? oom(err, errlen)
+			      : s->fn(&e, s->arg, err, errlen);
+		free(message);
 	}
 	/* What a newer daemon may add needs nothing. */
 	json_decref(o);

@@ -25,6 +25,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "printable.h"
+
 /* Answers we buffer (JSON, errors) are small; more is a broken daemon. */
 #define ANSWER_MAX (16 << 20)
 /* A socket path's room in struct sockaddr_un, its NUL included. */
@@ -56,6 +58,9 @@ int client_fail(int code, char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	/* It quotes the daemon's text, which its caller prints. */
+	if (errlen)
+		printable(err);
 	return code;
 }
 
@@ -80,6 +85,12 @@ struct thaw_client *thaw_client_open(const struct thaw_client_options *o,
 
 	if (!c)
 		goto oom;
+	if (!o->socket) {
+		client_fail(THAW_CLIENT_LOCAL, err, errlen,
+			    "no socket for the daemon");
+		free(c);
+		return NULL;
+	}
 	/* libcurl would say so too, but as if the daemon had been lost. */
 	if (snprintf(c->socket, sizeof(c->socket), "%s", o->socket) >=
 	    (int)sizeof(c->socket)) {
@@ -257,6 +268,17 @@ static int transport_error(struct thaw_client *c, CURLcode rc, char *err,
 			   os_errno ? strerror(os_errno) : reason);
 }
 
+/* @line added to *@list; false when out of memory, *@list (the caller's
+ * to free) unchanged, not lost as curl_slist_append()'s NULL would. */
+static bool add_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*list, line);
+
+	if (l)
+		*list = l;
+	return l != NULL;
+}
+
 /* The handle set up for @x; false after @err when a header will not fit. */
 static bool prepare(struct exchange *x, char *url, struct curl_slist **extra)
 {
@@ -269,10 +291,9 @@ static bool prepare(struct exchange *x, char *url, struct curl_slist **extra)
 	if (q->expect_continue) {
 		/* The token's list, plus one line, without touching it. */
 		for (struct curl_slist *l = c->headers; l; l = l->next)
-			if (!(*extra = curl_slist_append(*extra, l->data)))
+			if (!add_header(extra, l->data))
 				return false;
-		if (!(*extra = curl_slist_append(*extra,
-						 "Expect: 100-continue")))
+		if (!add_header(extra, "Expect: 100-continue"))
 			return false;
 		headers = *extra;
 	}

@@ -19,12 +19,15 @@
  *   the caller's error buffer saying why in one line: the daemon's status,
  *   code and message ("404 not_found: no sandbox 3f9a..."), or the
  *   transport failure ("cannot reach the daemon at PATH: Connection
- *   refused").  The library never prints and never exits.
+ *   refused").  The library never prints and never exits.  The text it
+ *   hands out (that message, a sandbox's fields, an exec's error) is
+ *   printable (common/printable.h): a daemon's bytes cannot drive the
+ *   terminal its caller prints them on.
  * - A flag the caller sets from a signal handler (the cancel option) ends
  *   the call in progress at once, even while the daemon is silent: closing
  *   the connection is what tells the daemon to kill an exec's command.
  * - Typed helpers cover what the CLI, the bench and the tests do: create,
- *   list, delete and ping sandboxes, exec with its events streamed to a
+ *   get, list, delete and ping sandboxes, exec with its events streamed to a
  *   callback, file upload and download, the templates' pool state and a
  *   metric's value.  thaw_client_call() is any request, raw.
  */
@@ -160,6 +163,11 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 /* GET /sandboxes: *@list (malloc'd, the caller frees it) of *@n. */
 int thaw_client_list(struct thaw_client *c, struct thaw_sandbox **list,
 		     size_t *n, char *err, size_t errlen);
+
+/* GET /sandboxes/@id: @s gets it, with its VMM's pid and, once it
+ * stopped, why. */
+int thaw_client_get(struct thaw_client *c, const char *id,
+		    struct thaw_sandbox *s, char *err, size_t errlen);
 
 /* DELETE /sandboxes/@id. */
 int thaw_client_delete(struct thaw_client *c, const char *id, char *err,

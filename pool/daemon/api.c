@@ -522,14 +522,20 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-/* libmicrohttpd's own errors (its lines end in a newline; ours add one). */
+/*
+ * libmicrohttpd's own errors, whole: the logger keeps a message that spans
+ * lines on one.  Its messages end in a newline, ours add one.
+ */
 static void log_mhd(void *cls, const char *fmt, va_list ap)
 {
-	char msg[1024];
+	char msg[4096];
+	size_t len;
 
 	(void)cls;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	msg[strcspn(msg, "\n")] = '\0';
+	len = strlen(msg);
+	while (len > 0 && msg[len - 1] == '\n')
+		msg[--len] = '\0';
 	log_warning("http: %s", msg);
 }
 

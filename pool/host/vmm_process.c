@@ -179,25 +179,41 @@ static const char *vmm_log_message(const char *line)
 	if ((after = skip(p, "error: ")) || (after = skip(p, "warning: ")) ||
 	    (after = skip(p, "debug: ")))
 		p = after;
-	if ((after = skip(p, "sandbox ")) && (after = strstr(after, ": ")))
-		p = after + 2;
+	/* An ID is one word (log.c made it printable): "ID: " ends it. */
+	if ((after = skip(p, "sandbox "))) {
+		size_t id = strcspn(after, " ");
+
+		if (id > 1 && after[id - 1] == ':' && after[id] == ' ')
+			p = after + id + 1;
+	}
 	return p;
 }
 
+/*
+ * thaw-vmm's verdict is its last word: when the VM ends it logs the reason,
+ * then "timings:" (vmm/main.c); when it cannot start, its error is its last
+ * line.  Earlier lines are warnings on the way (a restore without prefetch,
+ * a vsock hiccup), not why the VM stopped.
+ */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 {
-	char buf[8192];
+	const char *last = NULL, *verdict = NULL;
+	char buf[8192], *save;
 
-	snprintf(out, size, "no message");
 	read_tail(vmm->vmm_log, buf, sizeof(buf));
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+	for (char *line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
 		const char *msg = vmm_log_message(line);
 
-		if (!strstr(msg, "timings:")) {
-			snprintf(out, size, "%s", msg);
-			return;
-		}
+		if (skip(msg, "timings: "))
+			verdict = last;
+		else
+			last = msg;
 	}
+	snprintf(out, size, "%s",
+		 verdict ? verdict
+		 : last	 ? last
+			 : "no message");
 }
 
 size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,

@@ -650,6 +650,27 @@ Test(client, sandbox_create_at_capacity)
 	run_result_free(&r);
 }
 
+/* The daemon's text reaches a terminal: JSON can carry its escapes. */
+Test(client, daemon_text_cannot_drive_the_terminal)
+{
+	struct fake_daemon f = {
+		.answers = { { error_answer("404 Not Found", "not_found",
+					    "no sandbox \\u001b[2J\\u009b1m"
+					    "x\\nforged") } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "rm", "--socket", sock, "x"), &r);
+	fake_stop(&f);
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.err,
+			 "thaw sandbox rm: x: 404 not_found: no sandbox  "
+			 "[2J?1mx forged\n");
+	run_result_free(&r);
+}
+
 Test(client, sandbox_ls_table_and_json)
 {
 	struct piece list = json_answer(
@@ -956,6 +977,66 @@ Test(client, library_reads_the_daemons_state)
 	cr_expect(!strncmp(f.requests[0], "GET /templates HTTP/1.1\r\n", 25),
 		  "request: %s", f.requests[0]);
 	cr_expect_null(strstr(f.requests[0], "Authorization"));
+}
+
+Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
+{
+	static const char stopped[] =
+		"{\"id\":\"sb-3f9a0c2e71d4b805\",\"template\":\"py\","
+		"\"state\":\"stopped\",\"pid\":812,"
+		"\"stop_reason\":\"the guest panicked\"}";
+	/* 3 bytes an element, as a list must not cost a struct each. */
+	static char zeros[3 * 70000 + 32];
+	size_t len =
+		(size_t)snprintf(zeros, sizeof(zeros), "{\"sandboxes\":[0");
+
+	for (int i = 1; i < 70000; i++)
+		len += (size_t)snprintf(zeros + len, sizeof(zeros) - len, ",0");
+	snprintf(zeros + len, sizeof(zeros) - len, "]}");
+	struct fake_daemon f = {
+		.answers = {
+			{ json_answer("200 OK", stopped) },
+			{ json_answer("200 OK", "{\"sandboxes\":[0]}") },
+			{ TEXT(ring_printf("HTTP/1.1 200 OK\r\n"
+					   "Content-Type: application/json\r\n"
+					   "Content-Length: %zu\r\n"
+					   "Connection: close\r\n\r\n",
+					   strlen(zeros))),
+			  TEXT(zeros) },
+		},
+		.nr_answers = 3,
+	};
+	const struct thaw_client_options none = { .socket = NULL };
+	struct thaw_sandbox s, *list = NULL;
+	char err[256];
+	size_t n = 1;
+
+	cr_expect_null(thaw_client_open(&none, err, sizeof(err)));
+	cr_expect_str_eq(err, "no socket for the daemon");
+
+	fake_start(&f);
+	struct thaw_client *c = library_open(NULL, NULL);
+	cr_assert_eq(
+		thaw_client_get(c, "sb-3f9a0c2e71d4b805", &s, err, sizeof(err)),
+		0, "%s", err);
+	cr_expect_str_eq(s.id, "sb-3f9a0c2e71d4b805");
+	cr_expect_str_eq(s.state, "stopped");
+	cr_expect_eq(s.pid, 812);
+	cr_expect_str_eq(s.stop_reason, "the guest panicked");
+	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
+		     THAW_CLIENT_ANSWER);
+	cr_expect_str_eq(err, "the daemon's sandbox list holds a non-object");
+	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
+		     THAW_CLIENT_ANSWER);
+	cr_expect_str_eq(err,
+			 "the daemon's sandbox list has over 65536 elements");
+	cr_expect(list == NULL && n == 0);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect(!strncmp(f.requests[0],
+			   "GET /sandboxes/sb-3f9a0c2e71d4b805 HTTP/1.1\r\n",
+			   45),
+		  "request: %s", f.requests[0]);
 }
 
 /* Records a buffered exec's events. */

@@ -3,7 +3,9 @@
  * test_log.c - common/log.c, the logger of thawd and thaw-vmm: the text
  * line's shape (timestamp, program, level word, sandbox), JSON lines that
  * parse with their fields, level filtering, bad settings, and the one-line
- * promise (a newline in a message, a message too long for a line).
+ * promise (a newline in a message, a message too long for a line), which
+ * holds whatever bytes a guest put in a message: not UTF-8, C1 controls,
+ * escapes that double a JSON line, a cut inside a character.
  *
  * Lines go to a pipe (log_set_fd) that each test reads back.  The logger's
  * settings are process-wide, so every test starts from the same ones.
@@ -248,4 +250,104 @@ Test(log, errno_survives_a_line)
 	log_info("about to fail");
 	cr_expect_eq(errno, ENOSPC);
 	written();
+}
+
+/* What a guest's console can hold, in both formats: a byte that is not
+ * UTF-8, a lone continuation byte, a C1 control (CSI, U+009B), beside a
+ * character that stays. */
+Test(log, bytes_that_are_not_utf8_or_are_c1_controls_become_marks)
+{
+	log_write(LOG_LEVEL_ERROR, ID,
+		  "a\xff"
+		  "b\x80"
+		  "c\xc2\x9b"
+		  "31md \xc3\xa9");
+	expect_matches(written(), ": a[?]b[?]c[?]31md \xc3\xa9\n$");
+
+	set_format("json");
+	log_write(LOG_LEVEL_ERROR, ID,
+		  "a\xff"
+		  "b\x80"
+		  "c\xc2\x9b"
+		  "31md \xc3\xa9");
+	json_t *j = json_written();
+	cr_expect_str_eq(field(j, "msg"), "a?b?c?31md \xc3\xa9");
+	json_decref(j);
+
+	/* Truncated and overlong forms, a surrogate: not UTF-8 either. */
+	log_info("\xe2\x82 \xc0\xaf \xed\xa0\x80");
+	json_t *k = json_written();
+	cr_expect_str_eq(field(k, "msg"), "?? ?? ???");
+	json_decref(k);
+}
+
+/* A line holds at most PIPE_BUF bytes, so that a pipe writes it whole. */
+static void expect_one_short_line(const char *text)
+{
+	size_t len = strlen(text);
+
+	cr_expect_leq(len, 4096, "a line of %zu bytes", len);
+	cr_expect_eq(strchr(text, '\n'), text + len - 1);
+}
+
+Test(log, json_escapes_that_double_a_message_are_cut_not_dropped)
+{
+	static char slashes[4091], quotes[4091];
+	memset(slashes, '\\', sizeof(slashes) - 1);
+	memset(quotes, '"', sizeof(quotes) - 1);
+
+	set_format("json");
+	log_write(LOG_LEVEL_ERROR, ID, "%s", slashes);
+	expect_one_short_line(written());
+	json_t *j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "not JSON: %.80s", out);
+	const char *msg = field(j, "msg");
+	size_t len = strlen(msg);
+
+	cr_expect_gt(len, 1000, "only %zu bytes kept", len);
+	cr_expect(len > 6 && !strcmp(msg + len - 6, " [cut]"));
+	cr_expect_eq(strspn(msg, "\\"), len - 6);
+	json_decref(j);
+
+	log_write(LOG_LEVEL_ERROR, ID, "%s", quotes);
+	expect_one_short_line(written());
+	json_t *q = json_loads(out, 0, NULL);
+	cr_assert_not_null(q, "not JSON: %.80s", out);
+	cr_expect_eq(strspn(field(q, "msg"), "\""),
+		     strlen(field(q, "msg")) - 6);
+	json_decref(q);
+}
+
+/* The cut falls inside a three-byte character whatever the alignment: it
+ * goes before the character, which is neither split nor marked bad. */
+Test(log, a_cut_does_not_split_a_character)
+{
+	static char euros[3 * 2000 + 3];
+
+	for (int shift = 0; shift < 3; shift++) {
+		memset(euros, 'x', (size_t)shift);
+		for (int i = 0; i < 2000; i++)
+			memcpy(euros + shift + 3 * i, "\xe2\x82\xac", 3);
+		euros[shift + 3 * 2000] = '\0';
+
+		set_format("text");
+		log_info("%s", euros);
+		const char *text = written();
+		size_t len = strlen(text);
+
+		expect_one_short_line(text);
+		cr_expect_null(strchr(text, '?'), "a character was split");
+		cr_expect(len > 7 && !strcmp(text + len - 7, " [cut]\n"));
+
+		set_format("json");
+		log_info("%s", euros);
+		json_t *j = json_written();
+		const char *msg = field(j, "msg");
+
+		cr_assert_not_null(msg);
+		cr_expect_eq((strlen(msg) - 6 - (size_t)shift) % 3, 0,
+			     "a cut inside a character (%zu bytes)",
+			     strlen(msg));
+		json_decref(j);
+	}
 }
