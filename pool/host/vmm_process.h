@@ -83,7 +83,11 @@ int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 int vmm_process_control(struct vmm_process *vmm, const char *command,
 			char *reply, size_t len, char *err, size_t errlen);
 
-/* The VMM's reason for stopping: the first non-timings line of its log. */
+/*
+ * The VMM's reason for stopping, its verdict: the line of its log before
+ * its final "timings:" line (else its last line), without the logger's
+ * time, name, level and sandbox prefix.
+ */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 
 /*
