@@ -5,6 +5,7 @@
  */
 #include "default_kernel.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -26,16 +27,18 @@ int default_kernel_path(char *path, size_t size, char *err, size_t errlen)
 		script = THAW_KERNEL_BUILDER;
 	/* A bash script: Debian's /bin/sh (dash) rejects its pipefail. */
 	char *argv[] = { "/bin/bash", (char *)script, NULL };
-	if (run_for_last_line(argv, path, size, why, sizeof(why)) < 0) {
+	int ret = run_for_last_line(argv, path, size, why, sizeof(why));
+
+	if (ret < 0) {
 		errbuf_set(err, errlen, "default kernel: %s", why);
-		return -1;
+		return ret;
 	}
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
 		errbuf_set(err, errlen,
 			   "default kernel: %s printed '%s', which is not a "
 			   "kernel file",
 			   script, path);
-		return -1;
+		return -ENOENT;
 	}
 	return 0;
 }

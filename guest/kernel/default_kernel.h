@@ -11,8 +11,9 @@
  * hashing, a miss builds the kernel (minutes, once per machine) with
  * progress on stderr.
  *
- * Errors (common/errbuf.h): 0 or -1, with a message naming the script in
- * the caller's err buffer (when the script fails, it points at the
+ * Errors (common/errbuf.h): 0 or a negative errno (-ENOENT: the script's
+ * answer is no kernel file; run_for_last_line()'s), with a message naming the
+ * script in the caller's err buffer (when the script fails, it points at the
  * script's messages).  This file prints nothing itself; the script's own
  * progress and errors still reach stderr (common/subprocess.h).
  */
