@@ -14,8 +14,8 @@
  * PID 1 is thaw-agent, packed and cached by thaw-mkinitramfs.
  *
  * With --from SNAPSHOT the VM is a clone restored from a snapshot in the
- * catalog (snapshot_command.c) instead: registered as a live clone of it while it
- * runs, given its own entropy, clock and hostname (the agent's CLONE) before
+ * catalog (snapshot_command.c) instead: registered as a live clone of it while
+ * it runs, given its own entropy, clock and hostname (the agent's CLONE) before
  * the command, and the timing line breaks the restore down into VMM setup,
  * state restore and the agent's first answer.
  */

@@ -379,13 +379,14 @@ static int create(int argc, char **argv)
 	}
 
 	const char *vmm_path = thaw_tool_path("THAW_VMM", THAW_VMM_PATH);
-	const char *boot[] = { vmm_path, "--kernel",
+	const char *boot[] = { vmm_path,    "--kernel",
 			       from.kernel, "--initrd",
 			       from.initrd, "--mem",
 			       o.mem,	    "--vcpus",
 			       o.vcpus,	    o.cmdline ? "--cmdline" : NULL,
 			       o.cmdline,   NULL };
-	const char *restore[] = { vmm_path, "--restore", from.parent.dir, NULL };
+	const char *restore[] = { vmm_path, "--restore", from.parent.dir,
+				  NULL };
 	thaw_catch_signals();
 	if (snapshot_vm(o.from ? restore : boot, tmp) < 0 ||
 	    describe_files(tmp, final, &s) < 0 ||

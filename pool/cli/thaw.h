@@ -60,9 +60,11 @@ int machine_start(struct vmm_process *vmm, const char *who,
 		  const char *const vmm_args[], struct agent_conn *agent,
 		  int timeout_s);
 
-int thaw_run(int argc, char **argv);	   /* run.c */
-int thaw_snapshot(int argc, char **argv); /* snapshot_command.c */
-int thaw_sandbox(int argc, char **argv); /* sandbox_commands.c, with the next two */
+/* The subcommands: run.c, snapshot_command.c, sandbox_commands.c (the
+ * last three); `thaw daemon` is pool/daemon/thawd.h's. */
+int thaw_run(int argc, char **argv);
+int thaw_snapshot(int argc, char **argv);
+int thaw_sandbox(int argc, char **argv);
 int thaw_exec(int argc, char **argv);
 int thaw_cp(int argc, char **argv);
 

@@ -118,7 +118,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		x->error_status = 500;
 		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
 			 x->sandbox->vmm.pid > 0 ? strerror(-ret)
-					       : "the VM was stopped");
+						 : "the VM was stopped");
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	}
 	if (f.h.request_id != EXEC_REQUEST_ID)

@@ -265,8 +265,8 @@ int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 		.arg = vmm,
 	};
 	char why[256] = "";
-	int ret = agent_connect_until(agent, vmm->vsock, &wait, why,
-				      sizeof(why));
+	int ret =
+		agent_connect_until(agent, vmm->vsock, &wait, why, sizeof(why));
 
 	switch (ret) {
 	case 0:
