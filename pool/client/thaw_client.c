@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * thaw_client.c - a connection to thawd and thaw_client_call(), the one
- * place that talks to libcurl (the typed helpers are in helpers.c).
+ * place that talks to libcurl (the typed helpers are in typed_calls.c).
  *
  * One libcurl easy handle per connection, reset rather than recreated
  * between calls so its connection to the daemon stays open.  libcurl's
@@ -12,7 +12,7 @@
  * no name to resolve on a Unix socket.  The progress callback runs during
  * waits too, which is how the cancel flag ends even a silent exec.
  */
-#include "internal.h"
+#include "client_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * helpers.c - the typed calls of thaw_client.h, each one request through
+ * typed_calls.c - the typed calls of thaw_client.h, each one request through
  * thaw_client_call(): its JSON body built with jansson, its answer taken
  * apart into the structs the header declares.
  *
@@ -10,7 +10,7 @@
  * so callers handle one shape.  Output arrives as base64 (API.md) and
  * leaves decoded.
  */
-#include "internal.h"
+#include "client_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

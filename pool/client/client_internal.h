@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * internal.h - what thaw_client.c lends helpers.c: not part of the
+ * client_internal.h - what thaw_client.c lends typed_calls.c: not part of the
  * library's API.
  */
 #ifndef THAW_POOL_CLIENT_INTERNAL_H
