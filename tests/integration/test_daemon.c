@@ -1081,6 +1081,10 @@ static int wait_exit(pid_t pid, double limit_s, int *status)
 }
 
 /* In a forked child: becomes `thaw daemon`, output appended to the log. */
+/* The next daemon_start()'s daemon logs JSON lines (--log-format json),
+ * debug ones too: each restore it makes is one, naming its sandbox. */
+static bool log_json;
+
 static void exec_daemon(void)
 {
 	const char *thaw = getenv("THAW_TEST_THAW");
@@ -1095,7 +1099,9 @@ static void exec_daemon(void)
 	close_range(3, ~0U, 0);
 	setpgid(0, 0);
 	execl(thaw, thaw, "daemon", "--config", files.config, "--socket",
-	      files.socket, "--state", files.state, (char *)NULL);
+	      files.socket, "--state", files.state, "--log-format",
+	      log_json ? "json" : "text", "--log-level",
+	      log_json ? "debug" : "info", (char *)NULL);
 	dprintf(STDERR_FILENO, "test_daemon: cannot run %s: %s\n", thaw,
 		strerror(errno));
 	_exit(127);
@@ -1157,7 +1163,9 @@ static pid_t daemon_start(bool own, char *err, size_t len)
 	while (now_s() - start < scaled_s(START_LIMIT_S)) {
 		char *log = slurp(files.log, NULL);
 		bool serving = log && strlen(log) >= (size_t)from &&
-			       strstr(log + from, "thawd: serving on ");
+			       strstr(log + from,
+				      log_json ? "\"msg\":\"serving on "
+					       : "thawd: serving on ");
 
 		free(log);
 		if (serving) {
@@ -1715,6 +1723,37 @@ static int settle_all(void)
  * kill -9 with sandboxes leased: the VMMs die with the daemon, a restart
  * cleans up what they left and serves; SIGTERM then leaves nothing.
  */
+/*
+ * Every line the daemon wrote to its log from @from on is one JSON object
+ * with the fields pool/API.md promises, and the sandboxes it restored are
+ * named in theirs.
+ */
+static void expect_json_log(off_t from)
+{
+	char *log = slurp(files.log, NULL), *save;
+	int lines = 0, about_sandboxes = 0;
+
+	cr_assert_not_null(log);
+	for (char *line = strtok_r(log + from, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save), lines++) {
+		json_error_t e;
+		json_t *o = json_loads(line, 0, &e);
+
+		cr_expect_not_null(o, "not JSON (%s): %s", e.text, line);
+		if (!o)
+			continue;
+		cr_expect_str_eq(jstr(o, "program"), "thawd", "%s", line);
+		cr_expect_str_neq(jstr(o, "time"), "", "%s", line);
+		cr_expect_str_neq(jstr(o, "level"), "", "%s", line);
+		cr_expect_str_neq(jstr(o, "msg"), "", "%s", line);
+		about_sandboxes += json_object_get(o, "sandbox") != NULL;
+		json_decref(o);
+	}
+	free(log);
+	cr_expect_gt(lines, 2, "%d log lines in JSON", lines);
+	cr_expect_gt(about_sandboxes, 0, "no JSON line names a sandbox");
+}
+
 Test(lifecycle, kill_restart_and_terminate, .timeout = 2400)
 {
 	char ids[LEASED][SB_ID_MAX], list[3 * PATH_MAX];
@@ -1744,7 +1783,14 @@ Test(lifecycle, kill_restart_and_terminate, .timeout = 2400)
 	fprintf(stderr, "test_daemon: VMMs gone %.1f s after kill -9\n", took);
 	cr_expect_eq(live_vmms(NULL, 0), 0, "VMMs outlived kill -9");
 
+	/* The restarted daemon logs JSON lines, as a platform's collector
+	 * would take them. */
+	struct stat st;
+	off_t json_from = stat(files.log, &st) == 0 ? st.st_size : 0;
+
+	log_json = true;
 	pid_t pid = daemon_start(true, err, sizeof(err));
+	log_json = false;
 	cr_assert_gt(pid, 0, "restart: %s", err);
 	for (int i = 0; i < LEASED; i++) {
 		cr_expect_eq(api(&r, "GET", NULL, "/sandboxes/%s", ids[i]), 404,
@@ -1786,6 +1832,7 @@ Test(lifecycle, kill_restart_and_terminate, .timeout = 2400)
 		     cg_list(&parent, list, sizeof(list)));
 	cr_expect_neq(access(files.socket, F_OK), 0, "the socket is left");
 	cr_expect_eq(run_dirs(base, sock), 0, "run dirs left in %s", base);
+	expect_json_log(json_from);
 
 	/* The tests after this one need a daemon. */
 	cr_assert_gt(daemon_start(false, err, sizeof(err)), 0, "%s", err);
