@@ -39,6 +39,10 @@
  * failed.  The time is taken from just before the spawn to the reaping of
  * the exited process; the exit is waited for on a pidfd, so it is seen as
  * soon as it happens and a run past PEER_TIMEOUT_MS is killed.
+ *
+ * bench_peers(), at the end, is thaw-bench's peers scenario: thaw's own
+ * figure on the same command (a handout from a warm pool, `true` run in it,
+ * the release), then each peer's.
  */
 #include "peers.h"
 
@@ -55,6 +59,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "clock.h"
 
 #define PEER_TIMEOUT_MS 60000
@@ -293,4 +298,73 @@ int peer_measure(const char *peer, int runs, struct samples *out, char *err,
 		}
 	}
 	return 0;
+}
+
+void bench_peers(struct bench *b)
+{
+	struct template_spec t = { .name = "peer",
+				   .mem_mib = TEMPLATE_MEM_MIB,
+				   .min_ready = 1,
+				   .max_total = 4 };
+	const char *name = "thaw: handout + `true` + release";
+	char why[1024], text[512];
+	struct samples s = { 0 };
+	struct thawd d;
+
+	progress("peers: `true` in a fresh sandbox, %d runs each",
+		 b->size->peer_runs);
+	if (start_daemon(b, &d, &t, 1, 8, why, sizeof(why))) {
+		fail(b, "peers", name, why);
+	} else {
+		struct thaw_client *c = thawd_connect(&d, why, sizeof(why));
+		int ret = c ? 0 : -1;
+
+		for (int i = 0; i < b->size->peer_runs && !ret; i++) {
+			struct handout h;
+			double exec;
+
+			ret = thawd_wait_ready(c, "peer", 1, 600, why,
+					       sizeof(why));
+			double start = monotonic_ms();
+			if (!ret)
+				ret = thawd_handout(c, "peer", &h, why,
+						    sizeof(why));
+			if (!ret) {
+				ret = thawd_exec_true(c, h.id, &exec, why,
+						      sizeof(why));
+				if (thaw_client_delete(c, h.id, why,
+						       sizeof(why)))
+					ret = -1;
+			}
+			if (!ret)
+				samples_add(&s, monotonic_ms() - start);
+		}
+		thaw_client_close(c);
+		stop_daemon(&d);
+		if (ret) {
+			fail(b, "peers", name, why);
+		} else {
+			note(b, text, sizeof(text), "from the warm pool");
+			report_add_samples(b->report, "peers", name, "ms", &s,
+					   text);
+		}
+	}
+	samples_free(&s);
+
+	for (int i = 0; peer_names[i]; i++) {
+		char label[96];
+		struct samples p = { 0 };
+
+		snprintf(label, sizeof(label), "%s: `true` in a fresh sandbox",
+			 peer_names[i]);
+		if (peer_measure(peer_names[i], b->size->peer_runs, &p, why,
+				 sizeof(why))) {
+			fail(b, "peers", label, why);
+		} else {
+			note(b, text, sizeof(text), "same host, same command");
+			report_add_samples(b->report, "peers", label, "ms", &p,
+					   text);
+		}
+		samples_free(&p);
+	}
 }

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bench.h - what thaw-bench's scenarios share: the run's settings, how a
+ * figure is noted or failed, a daemon's lifetime, running a program.
+ *
+ * thaw-bench.c reads the command line and calls the scenarios in README's
+ * order; each scenario lives with its kin (handouts.c, machines.c,
+ * memory.c, peers.c), gets the struct bench of the run, and adds its figures
+ * to b->report itself.  A scenario never stops the run: what it cannot
+ * measure it reports through fail(), with the reason, and returns.
+ */
+#ifndef THAW_BENCH_BENCH_H
+#define THAW_BENCH_BENCH_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "report.h"
+#include "stats.h"
+#include "thawd_client.h"
+
+#define TEMPLATE_MEM_MIB 256
+
+/* How much of each scenario to run. */
+struct sizes {
+	int concurrency[3];
+	int handouts;
+	int boots;
+	int floor_runs;
+	int first_execs;
+	int idle_clones[3];
+	int density_max;
+	int sustained_s;
+	int peer_runs;
+};
+
+/* One run: the programs and guest it drives, its sizes, its report. */
+struct bench {
+	const char *thaw;
+	const char *floor;
+	const char *kernel;
+	const char *initrd;
+	char state_dir[PATH_MAX];
+	const struct sizes *size;
+	const char *scaled; /* why sizes are small, or "" */
+	struct report *report;
+	char snapshot[64]; /* the template's, once a daemon built it */
+};
+
+/* A figure's note: @fmt's text, then the size's reason when scaled. */
+void note(const struct bench *b, char *out, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* "thaw-bench: " and @fmt's text on stderr: what the run is doing. */
+void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A figure not measured: said on stderr and written in the report. */
+void fail(struct bench *b, const char *group, const char *name,
+	  const char *why);
+
+/*
+ * thawd on the run's guest with templates @t[@n]; the first daemon started
+ * also learns the template's snapshot id into b->snapshot.  0, or -1 with
+ * @err saying why.
+ */
+int start_daemon(struct bench *b, struct thawd *d,
+		 const struct template_spec *t, size_t n,
+		 unsigned max_sandboxes, char *err, size_t errlen);
+
+/* Stops @d; a failure to stop is only said, the figures stand. */
+void stop_daemon(struct thawd *d);
+
+/*
+ * Runs @argv with its descriptor @fd (1 or 2) read into @out (NUL-terminated;
+ * what does not fit is read and dropped), the other one inherited.  Returns
+ * its exit status (128 + the signal that killed it), or -1 when it could not
+ * be run.
+ */
+int run_capture(char *const argv[], int fd, char *out, size_t outlen);
+
+/*
+ * The scenarios, each adding its figures (or failures) to b->report.  A
+ * @restores of bench_handouts() on demand gets the daemon's restore times at
+ * concurrency 1, which bench_boot() and bench_floor() compare with.
+ */
+void bench_handouts(struct bench *b, bool warm, struct samples *restores);
+void bench_sustained(struct bench *b);
+void bench_boot(struct bench *b, const struct samples *restore);
+void bench_floor(struct bench *b, const struct samples *restore);
+void bench_first_exec(struct bench *b);
+void bench_memory(struct bench *b);
+void bench_density(struct bench *b);
+void bench_peers(struct bench *b);
+
+#endif

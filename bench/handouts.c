@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * handouts.c - sandboxes handed out by thawd: from a warm pool and restored
+ * on demand at several concurrencies, and restores sustained for a while.
+ *
+ * Every handout is a client's create request timed until the agent in the
+ * clone answered a ping, exactly what a user waits for.  A round of
+ * handouts starts its requests together behind a barrier, so the daemon
+ * sees the concurrency asked for; the pool is brought back to its state
+ * (ready clones, or idle) between rounds, so each round measures the same
+ * thing.  The sustained scenario drops the rounds: a few clients loop on
+ * create+ping+delete for a fixed time, and the rate is the figure.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "clock.h"
+
+/* ---- handouts: warm pool and on demand ---------------------------------- */
+
+struct round {
+	pthread_barrier_t *go;
+	const struct thawd *d;
+	const char *template;
+	struct handout got;
+	char err[512];
+};
+
+static void *handout_once(void *arg)
+{
+	struct round *r = arg;
+	struct thaw_client *c;
+
+	r->got.id[0] = r->err[0] = '\0';
+	c = thawd_connect(r->d, r->err, sizeof(r->err));
+	pthread_barrier_wait(r->go);
+	if (c &&
+	    thawd_handout(c, r->template, &r->got, r->err, sizeof(r->err)) &&
+	    !r->err[0])
+		snprintf(r->err, sizeof(r->err), "handout failed");
+	thaw_client_close(c);
+	return NULL;
+}
+
+/*
+ * @handouts handouts of @template, @concurrency at a time: each round waits
+ * for @warm clones ready (0: for the pool to be idle), then starts its
+ * requests together, then releases what it got.  @s gets each handout's
+ * time, @restores the daemon's restore time of each clone handed out.  The
+ * first failure ends the figure, with its reason.
+ */
+static int handout_rounds(const struct thawd *d, const char *template,
+			  int concurrency, int handouts, long warm,
+			  struct samples *s, struct samples *restores,
+			  char *err, size_t errlen)
+{
+	struct round *r = calloc((size_t)concurrency, sizeof(*r));
+	pthread_t *threads = calloc((size_t)concurrency, sizeof(*threads));
+	pthread_barrier_t go;
+	struct thaw_client *c;
+	int ret = 0;
+
+	if (!r || !threads) {
+		free(r);
+		free(threads);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!(c = thawd_connect(d, err, errlen)))
+		ret = -1;
+	pthread_barrier_init(&go, NULL, (unsigned)concurrency);
+	for (int done = 0; done < handouts && !ret; done += concurrency) {
+		if (thawd_wait_ready(c, template, warm, 600, err, errlen)) {
+			ret = -1;
+			break;
+		}
+		for (int i = 0; i < concurrency; i++) {
+			r[i] = (struct round){ .go = &go,
+					       .d = d,
+					       .template = template };
+			pthread_create(&threads[i], NULL, handout_once, &r[i]);
+		}
+		for (int i = 0; i < concurrency; i++)
+			pthread_join(threads[i], NULL);
+		for (int i = 0; i < concurrency; i++) {
+			if (r[i].err[0] && !ret) {
+				snprintf(err, errlen, "after %zu handouts: %s",
+					 s->n, r[i].err);
+				ret = -1;
+			} else if (!r[i].err[0]) {
+				samples_add(s, r[i].got.ms);
+				samples_add(restores, r[i].got.restore_ms);
+			}
+			if (r[i].got.id[0])
+				thaw_client_delete(c, r[i].got.id, r[i].err,
+						   sizeof(r[i].err));
+		}
+	}
+	pthread_barrier_destroy(&go);
+	thaw_client_close(c);
+	free(r);
+	free(threads);
+	return ret;
+}
+
+/*
+ * Handouts from a warm pool (@warm), or restored on demand; for the latter
+ * @restores gets the daemon's restore times at concurrency 1, which the
+ * cold boot and the floor are compared with.
+ */
+void bench_handouts(struct bench *b, bool warm, struct samples *restores)
+{
+	const char *group = warm ? "handout" : "restore";
+
+	for (int i = 0; i < 3; i++) {
+		int n = b->size->concurrency[i];
+		struct template_spec t = {
+			.name = "bench",
+			.mem_mib = TEMPLATE_MEM_MIB,
+			.min_ready = warm ? (unsigned)n : 0,
+			.max_total = (unsigned)n * 2,
+		};
+		char name[96], why[1024], text[1024];
+		struct samples s = { 0 }, daemon_restores = { 0 };
+		struct thawd d;
+
+		snprintf(name, sizeof(name), "%s, concurrency %d",
+			 warm ? "warm pool" : "on demand (pool empty)", n);
+		progress("%s: %s, %d handouts", group, name, b->size->handouts);
+		if (start_daemon(b, &d, &t, 1, (unsigned)n * 2 + 8, why,
+				 sizeof(why))) {
+			fail(b, group, name, why);
+			continue;
+		}
+		int ret = handout_rounds(&d, "bench", n, b->size->handouts,
+					 warm ? n : 0, &s, &daemon_restores,
+					 why, sizeof(why));
+		stop_daemon(&d);
+		if (ret && !s.n) {
+			fail(b, group, name, why);
+		} else {
+			note(b, text, sizeof(text),
+			     "create request sent -> agent answered a ping%s%s",
+			     ret ? "; stopped early: " : "", ret ? why : "");
+			report_add_samples(b->report, group, name, "ms", &s,
+					   text);
+		}
+		if (!warm && daemon_restores.n) {
+			char label[128];
+
+			snprintf(label, sizeof(label),
+				 "restore in the daemon, concurrency %d", n);
+			note(b, text, sizeof(text),
+			     "restore_ms of the handouts above: VMM start -> "
+			     "agent answered");
+			report_add_samples(b->report, group, label, "ms",
+					   &daemon_restores, text);
+		}
+		for (size_t k = 0; !warm && !i && k < daemon_restores.n; k++)
+			samples_add(restores, daemon_restores.v[k]);
+		samples_free(&s);
+		samples_free(&daemon_restores);
+	}
+}
+
+/* ---- sustained restores ------------------------------------------------- */
+
+struct churn {
+	const struct thawd *d;
+	double until;
+	struct samples s;
+	char err[512];
+};
+
+static void *churn(void *arg)
+{
+	struct churn *w = arg;
+	struct thaw_client *c = thawd_connect(w->d, w->err, sizeof(w->err));
+
+	while (c && monotonic_ms() < w->until && !w->err[0]) {
+		struct handout h;
+
+		if (thawd_handout(c, "churn", &h, w->err, sizeof(w->err)))
+			break;
+		samples_add(&w->s, h.ms);
+		thaw_client_delete(c, h.id, w->err, sizeof(w->err));
+	}
+	thaw_client_close(c);
+	return NULL;
+}
+
+void bench_sustained(struct bench *b)
+{
+	enum { WORKERS = 4 };
+	struct template_spec t = { .name = "churn",
+				   .mem_mib = TEMPLATE_MEM_MIB,
+				   .min_ready = 0,
+				   .max_total = WORKERS * 2,
+				   .restore_parallel = WORKERS };
+	const char *name = "restores on demand per second";
+	struct churn w[WORKERS];
+	pthread_t threads[WORKERS];
+	char why[1024], text[512];
+	struct thawd d;
+
+	progress("sustained: %d s of create+ping+delete, %d at a time",
+		 b->size->sustained_s, WORKERS);
+	if (start_daemon(b, &d, &t, 1, WORKERS * 2 + 4, why, sizeof(why))) {
+		fail(b, "sustained", name, why);
+		return;
+	}
+	double start = monotonic_ms();
+	for (int i = 0; i < WORKERS; i++) {
+		w[i] = (struct churn){
+			.d = &d, .until = start + b->size->sustained_s * 1e3
+		};
+		pthread_create(&threads[i], NULL, churn, &w[i]);
+	}
+	struct samples all = { 0 };
+	why[0] = '\0';
+	for (int i = 0; i < WORKERS; i++) {
+		pthread_join(threads[i], NULL);
+		for (size_t k = 0; k < w[i].s.n; k++)
+			samples_add(&all, w[i].s.v[k]);
+		if (w[i].err[0] && !why[0])
+			snprintf(why, sizeof(why), "%s", w[i].err);
+		samples_free(&w[i].s);
+	}
+	double seconds = (monotonic_ms() - start) / 1e3;
+	stop_daemon(&d);
+	note(b, text, sizeof(text),
+	     "%zu handouts, each restored on demand, in %.1f s by %d clients; "
+	     "%d CPUs%s%s",
+	     all.n, seconds, WORKERS, (int)sysconf(_SC_NPROCESSORS_ONLN),
+	     why[0] ? "; a failure: " : "", why);
+	report_add_value(b->report, "sustained", name, "restores/s",
+			 (double)all.n / seconds, text);
+	report_add_samples(b->report, "sustained",
+			   "handout latency while sustained", "ms", &all, text);
+	samples_free(&all);
+}
