@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * vm.c - see vm.h.
+ * vm.c - the machine: /dev/kvm and the VM's KVM objects, a boot's kernel,
+ * command line and first registers, the vCPU threads and their exits,
+ * pausing, stopping and teardown (see vm.h for the life cycle).  Snapshots,
+ * saving and restoring a machine, are vm_snapshot.c's; the device table is
+ * vm_devices.c's.
  */
 #include "vm.h"
 
@@ -16,15 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host_cpu.h"
 #include "kvm_ioctl.h"
 #include "log.h"
-#include "memfile.h"
-#include "state.h"
 #include "vm_devices.h"
-#include "workingset.h"
+#include "vm_internal.h"
 #include "x86/cpu.h"
-#include "x86/kvm_state.h"
 #include "x86/layout.h"
 #include "x86/mptable.h"
 #include "x86/pvm.h"
@@ -193,6 +193,14 @@ static int create_vcpu_fds(struct vm *vm)
 	return 0;
 }
 
+int vm_create_kvm(struct vm *vm, const struct vm_config *cfg)
+{
+	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
+	    create_devices(vm, cfg) < 0 || create_vcpu_fds(vm) < 0)
+		return -1;
+	return 0;
+}
+
 /* Fresh vCPUs for a boot: CPU 0 at the kernel entry, the rest waiting. */
 static int setup_boot_vcpus(struct vm *vm)
 {
@@ -269,25 +277,6 @@ static int tell_guest_tsc_rate(struct vm *vm, const struct vm_config *cfg)
 	return ret;
 }
 
-/*
- * The machine's shape, saved beside the KVM and device state so a restore
- * can rebuild the same VM before it loads any of that state.
- */
-struct saved_config {
-	uint64_t mem_size;
-	uint32_t nr_vcpus;
-	uint32_t has_vsock;
-};
-
-static int snapshot_path(char *out, const char *dir, const char *file)
-{
-	if (snprintf(out, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX) {
-		log_error("snapshot %s: path too long", dir);
-		return -1;
-	}
-	return 0;
-}
-
 static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 {
 	/* Everything that can be wrong with the inputs is found before
@@ -304,129 +293,10 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 		return -1;
 	x86_write_boot_page_tables(&vm->mem);
 
-	if (open_kvm(vm) < 0 || create_machine(vm) < 0 ||
-	    create_devices(vm, cfg) < 0 || create_vcpu_fds(vm) < 0 ||
-	    tell_guest_tsc_rate(vm, cfg) < 0 || setup_boot_vcpus(vm) < 0)
+	if (vm_create_kvm(vm, cfg) < 0 || tell_guest_tsc_rate(vm, cfg) < 0 ||
+	    setup_boot_vcpus(vm) < 0)
 		return -1;
 	return 0;
-}
-
-/* Refuses a snapshot this VMM and host cannot run, before KVM is opened. */
-static int check_snapshot(const struct state_reader *r,
-			  const struct vm_config *cfg, struct saved_config *sc)
-{
-	uint64_t host = host_cpu_signature();
-
-	if (r->header.cpu_signature != host) {
-		char cpu[128];
-
-		host_cpu_describe(cpu, sizeof(cpu));
-		log_error(
-			"snapshot %s was taken on another kind of CPU (signature %016llx); this host is %s (signature %016llx)",
-			cfg->restore_dir,
-			(unsigned long long)r->header.cpu_signature, cpu,
-			(unsigned long long)host);
-		return -1;
-	}
-	if (state_get(r, STATE_VM_CONFIG, 0, sc, sizeof(*sc)) < 0)
-		return -1;
-	if (sc->nr_vcpus < 1 || sc->nr_vcpus > VM_MAX_VCPUS ||
-	    sc->nr_vcpus != r->header.nr_vcpus ||
-	    sc->mem_size != r->header.mem_size || sc->has_vsock > 1) {
-		log_error(
-			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)",
-			r->path, sc->nr_vcpus, r->header.nr_vcpus,
-			(unsigned long long)sc->mem_size,
-			(unsigned long long)r->header.mem_size);
-		return -1;
-	}
-	if (sc->has_vsock != (cfg->vsock_path != NULL)) {
-		log_error("snapshot %s %s an agent channel: %s --vsock",
-			  cfg->restore_dir, sc->has_vsock ? "has" : "has no",
-			  sc->has_vsock ? "give it a socket path with"
-					: "leave out");
-		return -1;
-	}
-	return 0;
-}
-
-static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
-			       const struct state_reader *r)
-{
-	char memory[PATH_MAX], hashes[PATH_MAX], working_set[PATH_MAX];
-	char err[512];
-	int fd;
-
-	if (snapshot_path(memory, cfg->restore_dir, "memory.img") < 0 ||
-	    snapshot_path(hashes, cfg->restore_dir, "pages.xxh3") < 0 ||
-	    snapshot_path(working_set, cfg->restore_dir, "workingset.bin") < 0)
-		return -1;
-	void *host =
-		memfile_map(memory, hashes, r->header.mem_size,
-			    r->header.memory_hash_root, &fd, err, sizeof(err));
-	if (!host) {
-		log_error("%s", err);
-		return -1;
-	}
-	if (guest_memory_adopt(&vm->mem, host, r->header.mem_size) < 0) {
-		close(fd);
-		return -1;
-	}
-	if (cfg->page_in == PAGE_IN_PREFETCH) {
-		uint64_t start = monotonic_ns();
-
-		/* Only an optimisation: without it (not recorded yet, a bad
-		 * file, no io_uring) pages come on demand. */
-		int ret = workingset_prefetch(
-			fd, vm->mem.host, vm->mem.size, working_set,
-			&vm->prefetched_pages, err, sizeof(err));
-		if (ret < 0 && ret != -ENOENT)
-			log_warning("%s: restoring without prefetch", err);
-		vm->prefetch_ns = monotonic_ns() - start;
-	}
-	close(fd);
-	return 0;
-}
-
-static int restore_machine(struct vm *vm, const struct vm_config *cfg)
-{
-	char path[PATH_MAX];
-	char err[512] = "";
-	struct state_reader r;
-	struct saved_config sc;
-	int ret = -1;
-
-	if (snapshot_path(path, cfg->restore_dir, "state.bin") < 0)
-		return -1;
-	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		return -1;
-	}
-	if (check_snapshot(&r, cfg, &sc) < 0)
-		goto out;
-	vm->nr_vcpus = sc.nr_vcpus;
-	if (map_snapshot_memory(vm, cfg, &r) < 0 || open_kvm(vm) < 0 ||
-	    create_machine(vm) < 0 || create_devices(vm, cfg) < 0 ||
-	    create_vcpu_fds(vm) < 0)
-		goto out;
-
-	vm->restore_start_ns = monotonic_ns();
-	for (int i = 0; i < vm->nr_vcpus; i++)
-		if (x86_restore_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, &r) < 0)
-			goto out;
-	/* The irqchip before the devices, which re-drive their lines. */
-	if (x86_restore_vm(vm->vm_fd, &r) < 0 || vm_devices_restore(vm, &r) < 0)
-		goto out;
-	for (int i = 0; i < vm->nr_vcpus; i++)
-		x86_notify_paused(vm->vcpus[i].fd);
-	vm->restored_ns = monotonic_ns();
-	ret = 0;
-out:
-	/* What the state_get() of any restore above found missing. */
-	if (ret < 0 && err[0])
-		log_error("%s", err);
-	state_reader_close(&r);
-	return ret;
 }
 
 int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
@@ -443,7 +313,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 	vm->pvm = cfg->pvm == PVM_ON ||
 		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
 
-	if ((cfg->restore_dir ? restore_machine(vm, cfg)
+	if ((cfg->restore_dir ? vm_restore_machine(vm, cfg)
 			      : boot_machine(vm, cfg)) < 0)
 		return -1;
 	if (cfg->control_path) {
@@ -514,102 +384,6 @@ static void vcpu_wait_paused(struct vcpu *v)
 		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
 	vm->paused_vcpus--;
 	pthread_mutex_unlock(&vm->pause_lock);
-}
-
-static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
-{
-	struct saved_config sc = { .mem_size = vm->mem.size,
-				   .nr_vcpus = vm->nr_vcpus,
-				   .has_vsock =
-					   vm_has_device(vm, STATE_DEV_VSOCK) };
-	struct state_file_header header = {
-		.cpu_signature = host_cpu_signature(),
-		.mem_size = vm->mem.size,
-		.memory_hash_root = memory_root,
-		.nr_vcpus = vm->nr_vcpus,
-	};
-	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
-	struct state_writer w;
-	char err[512];
-	int ret = -1;
-
-	state_writer_init(&w);
-	if (!msrs)
-		goto out;
-	state_put(&w, STATE_VM_CONFIG, 0, &sc, sizeof(sc));
-	if (x86_save_vm(vm->vm_fd, &w) < 0)
-		goto out;
-	for (int i = 0; i < vm->nr_vcpus; i++)
-		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
-			goto out;
-	vm_devices_save(vm, &w);
-	if (state_writer_save(&w, &header, path, err, sizeof(err)) < 0)
-		log_error("%s", err);
-	else
-		ret = 0;
-out:
-	state_writer_free(&w);
-	free(msrs);
-	return ret;
-}
-
-static int sync_directory(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0 || fsync(fd) < 0) {
-		log_error("snapshot %s: cannot sync the directory: %s", dir,
-			  strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
-int vm_snapshot(struct vm *vm, const char *dir)
-{
-	char state[PATH_MAX], memory[PATH_MAX], hashes[PATH_MAX];
-	char err[512];
-	bool was_paused;
-	uint64_t root;
-
-	if (snapshot_path(state, dir, "state.bin") < 0 ||
-	    snapshot_path(memory, dir, "memory.img") < 0 ||
-	    snapshot_path(hashes, dir, "pages.xxh3") < 0)
-		return -1;
-	pthread_mutex_lock(&vm->pause_lock);
-	was_paused = vm->paused;
-	pthread_mutex_unlock(&vm->pause_lock);
-	if (vm_pause(vm) < 0)
-		return -1;
-	/* Memory first: the state file's header carries its hash root. */
-	int ret = 0;
-
-	if (memfile_write(vm->mem.host, vm->mem.size, memory, hashes, &root,
-			  err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		ret = -1;
-	}
-	if (ret == 0)
-		ret = save_state(vm, state, root);
-	if (ret == 0)
-		ret = sync_directory(dir);
-	if (!was_paused)
-		vm_resume(vm);
-	return ret;
-}
-
-int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages)
-{
-	char err[512];
-	int ret = workingset_record(vm->mem.host, vm->mem.size, path, pages,
-				    err, sizeof(err));
-
-	if (ret < 0)
-		log_error("%s", err);
-	return ret;
 }
 
 static void sample_parked(struct vcpu *v)

@@ -17,18 +17,14 @@
  * KVM_RUN with a signal and immediate_exit, so no thread can sleep in the
  * kernel past a stop.
  *
- * Snapshots: vm_snapshot() pauses every vCPU outside KVM_RUN (the same kick
- * as a stop; a vCPU parks only after a KVM_RUN that returned EINTR, which
- * first completes the I/O of the previous exit, so its state is whole),
- * pauses the device threads so nothing writes guest memory, saves KVM's
- * state (x86/kvm_state.h), each device's own state (the device table,
- * vm_devices.h) and guest memory (snapshot/memfile.h) into a directory,
- * and resumes if it did the pausing.  vm_create() with cfg->restore_dir
- * builds the machine from such a directory instead of booting: memory is the
- * snapshot's file mapped MAP_PRIVATE, optionally prefetched
- * (snapshot/workingset.h), and the vCPUs continue where the snapshot stopped
- * them.  The VMM never opens the catalog: it is told which directory to write
- * or read.
+ * Snapshots (vm_snapshot.c): vm_snapshot() pauses every vCPU outside
+ * KVM_RUN (the same kick as a stop; a vCPU parks only after a KVM_RUN that
+ * returned EINTR, which first completes the I/O of the previous exit, so its
+ * state is whole) and the device threads, and saves KVM's, the devices' and
+ * guest memory's state into a directory; vm_create() with cfg->restore_dir
+ * builds the machine from such a directory instead of booting, and the
+ * vCPUs continue where the snapshot stopped them.  The VMM never opens the
+ * catalog: it is told which directory to write or read.
  *
  * A guest that powers off or halts without ACPI ends with every CPU in HLT
  * with interrupts disabled, which KVM's in-kernel irqchip never reports.

@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vm_devices.h - the VM's device table: which devices a machine has and how
- * vm.c creates, saves, restores, starts, pauses and tears each one down.
+ * vm.c and vm_snapshot.c create, save, restore, start, pause and tear each
+ * one down.
  *
  * Each device's own code, ports and snapshot section live in devices/ (as
  * in Firecracker and kvmtool, a device saves and restores its own state);
  * vm_devices.c holds one table entry per device that wires it into a
  * struct vm (its ports, its IRQ line, the reset line) and names its snapshot
- * section.  vm.c walks the table through the functions below, so adding a
- * device is one entry, not edits in creation, save, restore, pausing and
- * teardown.  What vm.c still knows of particular devices is the machine's
- * shape: the kernel command line announcing the virtio-mmio window, the
- * saved configuration's has_vsock, and the console UART it flushes when the
- * VM stops.
+ * section.  vm.c and vm_snapshot.c walk the table through the functions
+ * below, so adding a device is one entry, not edits in creation, save,
+ * restore, pausing and teardown.  What they still know of particular
+ * devices is the machine's shape: the kernel command line announcing the
+ * virtio-mmio window and the console UART flushed when the VM stops (vm.c),
+ * and the saved configuration's has_vsock (vm_snapshot.c).
  *
  * A device is identified by its snapshot section's tag (state.h), which
  * state_tag_name() turns into the name messages use.  Devices are created,

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * vm_internal.h - what vm.c (the machine) and vm_snapshot.c (its snapshots)
+ * share and nobody else calls.
+ *
+ * A boot and a restore build the same KVM objects; they differ in where
+ * guest memory comes from (a fresh allocation with a kernel loaded into it,
+ * or a snapshot's memory file) and in how the vCPUs get their state (boot
+ * registers, or the saved state).  vm.c builds the objects once memory is
+ * in place; vm_snapshot.c fills a restored machine's memory first and its
+ * state after.
+ */
+#ifndef THAW_VMM_VM_INTERNAL_H
+#define THAW_VMM_VM_INTERNAL_H
+
+#include "vm.h"
+
+/*
+ * With guest memory in vm->mem and vm->nr_vcpus set: opens /dev/kvm, creates
+ * the VM with its memory slots and irqchip, @cfg's devices, and the vCPUs
+ * with no state set yet.  Returns 0, or -1 after a message (log.h).
+ */
+int vm_create_kvm(struct vm *vm, const struct vm_config *cfg);
+
+/*
+ * vm_create() for cfg->restore_dir: the machine the snapshot describes, its
+ * vCPUs, irqchip and devices in their saved state.  Returns 0, or -1 after a
+ * message.
+ */
+int vm_restore_machine(struct vm *vm, const struct vm_config *cfg);
+
+#endif
