@@ -4,7 +4,7 @@
  * figure is noted or failed, a daemon's lifetime, running a program.
  *
  * thaw-bench.c reads the command line and calls the scenarios in README's
- * order; each scenario lives with its kin (handouts.c, machines.c,
+ * order; each scenario lives with its kin (handouts.c, startup.c,
  * memory.c, peers.c), gets the struct bench of the run, and adds its figures
  * to b->report itself.  A scenario never stops the run: what it cannot
  * measure it reports through fail(), with the reason, and returns.

@@ -21,7 +21,7 @@
  * This file is the command line and the order of the run: it parses the
  * options, picks the sizes, calls each scenario asked for and writes the
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
- * (warm pool, on demand, sustained restores), machines.c (cold boot, the
+ * (warm pool, on demand, sustained restores), startup.c (cold boot, the
  * VMM floor, first exec), memory.c (memory per idle clone, density) and
  * peers.c (thaw against gVisor and bubblewrap).
  */

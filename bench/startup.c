@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * machines.c - one guest's start, measured without a pool's help: a cold
+ * startup.c - one guest's start, measured without a pool's help: a cold
  * boot, the VMM's floor, and the first exec right after a handout.
  *
  * The cold boot (`thaw run`) and the floor (thaw-bench-floor: KVM objects
