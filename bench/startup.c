@@ -171,19 +171,6 @@ static int drop_caches(char *err, size_t errlen)
 	return 0;
 }
 
-/* The snapshot's working set comes from a first clone's run. */
-static int record_working_set(struct bench *b, char *err, size_t errlen)
-{
-	char *argv[] = { (char *)b->thaw, "run", "--from", b->snapshot, "--",
-			 "true",	  NULL };
-
-	setenv("THAW_STATE_DIR", b->state_dir, 1);
-	if (run_capture(argv, 2, err, errlen)) {
-		return -1;
-	}
-	return 0;
-}
-
 void bench_first_exec(struct bench *b)
 {
 	static const char *const modes[] = { "lazy", "prefetch" };
@@ -199,9 +186,9 @@ void bench_first_exec(struct bench *b)
 					       .page_in = modes[m] };
 	progress("first exec: %d per page-in mode and page cache state",
 		 b->size->first_execs);
-	/* Before the pools fill, so every prefetching restore has it. */
+	/* The daemon records the snapshot's working set before its pools
+	 * fill, so every prefetching restore has it. */
 	if (find_snapshot(b, why, sizeof(why)) ||
-	    record_working_set(b, why, sizeof(why)) ||
 	    start_daemon(b, &d, t, 2, 16, why, sizeof(why))) {
 		fail(b, "first_exec", "first exec after handout", why);
 		return;

@@ -2208,6 +2208,34 @@ static double handouts(void)
 	return v;
 }
 
+/*
+ * Before any sandbox, the daemon recorded each template's working set
+ * (what a restored clone touches first), which its restores prefetch.
+ */
+Test(pool, working_set_recorded_at_template_build, .timeout = 600)
+{
+	struct reply r;
+	size_t i;
+	json_t *t;
+	int checked = 0;
+
+	cr_assert_eq(api(&r, "GET", NULL, "/templates"), 200);
+	json_array_foreach(json_object_get(r.json, "templates"), i, t)
+	{
+		char path[PATH_MAX + 128];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/snapshots/%s/workingset.bin",
+			 files.state, jstr(t, "snapshot"));
+		cr_expect(stat(path, &st) == 0 && st.st_size > 0,
+			  "template %s: no working set at %s", jstr(t, "name"),
+			  path);
+		checked++;
+	}
+	cr_expect_gt(checked, 0, "no templates: %s", r.body);
+	reply_free(&r);
+}
+
 Test(api, health_and_metrics, .timeout = 600)
 {
 	char id[SB_ID_MAX];
