@@ -485,7 +485,7 @@ int thaw_daemon(int argc, char **argv)
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
 	pthread_cond_init(&d.work, NULL);
-	pthread_cond_init(&d.reaper_wake, NULL);
+	d.vmm_exits = -1;
 	d.started_ms = realtime_ms();
 	thaw_catch_signals();
 	run_set_stderr_sink(log_helper_line);

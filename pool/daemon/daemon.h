@@ -112,14 +112,16 @@ struct daemon {
 	size_t nr_pools;
 
 	/*
-	 * One lock, three conditions, so that nobody wakes for what is not
-	 * theirs: with one condition every waiting create woke every other
-	 * one, which woke them again (a daemon busy on two cores with 40
-	 * creates waiting, the guests starved of the CPU they needed).
+	 * One lock, and a condition per kind of waiter (this one, each
+	 * pool's ready_cond), so that nobody wakes for what is not theirs:
+	 * with one condition every waiting create woke every other one,
+	 * which woke them again (a daemon busy on two cores with 40 creates
+	 * waiting, the guests starved of the CPU they needed).  The reaper
+	 * waits on VMM exits instead (pools.c).
 	 */
 	pthread_mutex_t lock;
-	pthread_cond_t work;	    /* workers: a restore may be needed */
-	pthread_cond_t reaper_wake; /* the reaper: the daemon stops */
+	pthread_cond_t work; /* workers: a restore may be needed */
+	int vmm_exits;	     /* epoll: the pidfds of ready and leased VMMs */
 	struct sandbox *leased;
 	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;

@@ -14,14 +14,18 @@
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
  * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
  *
- * The reaper thread wakes every REAP_INTERVAL_MS to expire leases and to
- * notice VMMs that died (waitpid WNOHANG on ready and leased clones; the
- * restoring ones are waited for by their worker).
+ * The reaper thread expires leases and notices VMMs that died.  Every
+ * ready or leased sandbox's VMM has its pidfd in one epoll set (one-shot:
+ * a pidfd stays readable once its process ended), so the reaper learns of
+ * an exit by waiting on that set, REAP_INTERVAL_MS at most, and asks
+ * waitpid about those VMMs only: the daemon's cost does not grow with the
+ * number of idle sandboxes.  Restoring ones are waited for by their worker.
  */
 #include "daemon.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,8 @@
 #include "paths.h"
 
 #define REAP_INTERVAL_MS 100
+/* VMM exits taken from the epoll set per wait. */
+#define EXITS_PER_WAIT 64
 /* After a failed restore: do not spin on a template that cannot restore. */
 #define RESTORE_RETRY_MS 1000
 /* Failed restores in a row after which waiting requests give up. */
@@ -55,6 +61,22 @@ void histogram_add(struct histogram *h, double seconds)
 	h->count[i]++;
 	h->total++;
 	h->sum += seconds;
+}
+
+/*
+ * From now on the reaper hears of @c's VMM ending.  Its pidfd leaves the
+ * set when sandbox_destroy() closes it; the pid is what the event carries.
+ */
+static void watch_vmm(struct daemon *d, struct sandbox *c)
+{
+	struct epoll_event e = { .events = EPOLLIN | EPOLLONESHOT,
+				 .data.u64 = (uint64_t)c->vmm.pid };
+
+	if (epoll_ctl(d->vmm_exits, EPOLL_CTL_ADD, c->vmm.pidfd, &e) < 0)
+		log_write(LOG_LEVEL_ERROR, c->id,
+			  "cannot watch its VMM (epoll_ctl: %s): its death "
+			  "goes unnoticed until its lease ends",
+			  strerror(errno));
 }
 
 static struct timespec realtime_after_ms(int64_t ms)
@@ -236,6 +258,7 @@ static void *pool_worker(void *arg)
 		if (ok && !d->stopping) {
 			pl->failures_in_a_row = 0;
 			c->state = SANDBOX_READY;
+			watch_vmm(d, c);
 			if (pl->ready_tail)
 				pl->ready_tail->next = c;
 			else
@@ -436,27 +459,31 @@ bool sandbox_release(struct daemon *d, const char *id)
 	return true;
 }
 
-/* A VMM that ended on its own: reaped here, its reason kept. */
-static bool vmm_died(struct sandbox *c)
+/* A VMM that ended on its own (its pidfd said so): reaped here, its
+ * reason kept. */
+static bool vmm_died(struct sandbox *c, const pid_t *exited, int n)
 {
-	int status;
-
-	if (c->vmm.pid <= 0 ||
-	    waitpid(c->vmm.pid, &status, WNOHANG) != c->vmm.pid)
-		return false;
-	c->vmm.pid = 0;
-	vmm_process_reason(&c->vmm, c->stop_reason, sizeof(c->stop_reason));
-	return true;
+	for (int i = 0; i < n; i++)
+		if (exited[i] == c->vmm.pid && vmm_process_reap(&c->vmm)) {
+			vmm_process_reason(&c->vmm, c->stop_reason,
+					   sizeof(c->stop_reason));
+			return true;
+		}
+	return false;
 }
 
-/* One reaper pass under the lock; what is to be destroyed goes to @dead. */
-static void reap(struct daemon *d, struct sandbox **dead)
+/*
+ * One reaper pass under the lock, after the VMMs @exited (@n of them,
+ * from their pidfds) ended; what is to be destroyed goes to @dead.
+ */
+static void reap(struct daemon *d, const pid_t *exited, int n,
+		 struct sandbox **dead)
 {
 	int64_t now = realtime_ms();
 
 	for (struct sandbox *c = d->leased, *next; c; c = next) {
 		next = c->next;
-		if (!c->stopped && vmm_died(c)) {
+		if (!c->stopped && vmm_died(c, exited, n)) {
 			c->stopped = true;
 			log_write(LOG_LEVEL_WARNING, c->id,
 				  "the VM stopped: %s", c->stop_reason);
@@ -478,7 +505,7 @@ static void reap(struct daemon *d, struct sandbox **dead)
 		while (*p) {
 			struct sandbox *c = *p;
 
-			if (!vmm_died(c)) {
+			if (!vmm_died(c, exited, n)) {
 				last = c;
 				p = &c->next;
 				continue;
@@ -502,13 +529,21 @@ static void reap(struct daemon *d, struct sandbox **dead)
 static void *reaper(void *arg)
 {
 	struct daemon *d = arg;
+	struct epoll_event events[EXITS_PER_WAIT];
+	pid_t exited[EXITS_PER_WAIT];
 
 	pthread_mutex_lock(&d->lock);
 	while (!d->stopping) {
 		struct sandbox *dead = NULL;
-		struct timespec next = realtime_after_ms(REAP_INTERVAL_MS);
 
-		reap(d, &dead);
+		pthread_mutex_unlock(&d->lock);
+		/* The pid, not the sandbox: it may be gone by now. */
+		int n = epoll_wait(d->vmm_exits, events, EXITS_PER_WAIT,
+				   REAP_INTERVAL_MS);
+		for (int i = 0; i < n; i++)
+			exited[i] = (pid_t)events[i].data.u64;
+		pthread_mutex_lock(&d->lock);
+		reap(d, exited, n > 0 ? n : 0, &dead);
 		pthread_mutex_unlock(&d->lock);
 		while (dead) {
 			struct sandbox *c = dead;
@@ -517,9 +552,6 @@ static void *reaper(void *arg)
 			sandbox_destroy(d, c);
 		}
 		pthread_mutex_lock(&d->lock);
-		if (!d->stopping)
-			pthread_cond_timedwait(&d->reaper_wake, &d->lock,
-					       &next);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
@@ -529,6 +561,9 @@ int pools_start(struct daemon *d)
 {
 	int err;
 
+	d->vmm_exits = epoll_create1(EPOLL_CLOEXEC);
+	if (d->vmm_exits < 0)
+		return -errno;
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
 
@@ -553,7 +588,6 @@ void pools_stopping(struct daemon *d)
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
 	pthread_cond_broadcast(&d->work);
-	pthread_cond_broadcast(&d->reaper_wake);
 	for (size_t i = 0; i < d->nr_pools; i++)
 		pthread_cond_broadcast(&d->pools[i].ready_cond);
 	pthread_mutex_unlock(&d->lock);
@@ -577,6 +611,9 @@ void pools_stop(struct daemon *d)
 		pthread_join(d->reaper, NULL);
 		d->reaper = 0;
 	}
+	if (d->vmm_exits >= 0)
+		close(d->vmm_exits);
+	d->vmm_exits = -1;
 	/* The API has stopped: nobody holds a leased clone any more. */
 	while (d->leased) {
 		struct sandbox *c = d->leased;

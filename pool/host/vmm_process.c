@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -132,6 +133,13 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		dprintf(log, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(VMM_EXEC_FAILED);
 	}
+	vmm->pidfd = pidfd_open(vmm->pid, 0);
+	if (vmm->pidfd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "pidfd_open: %s", strerror(-ret));
+		vmm_process_kill(vmm);
+		return ret;
+	}
 	return 0;
 }
 
@@ -232,15 +240,26 @@ double vmm_process_setup_ms(const struct vmm_process *vmm)
 	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
 }
 
-/* Reaps the VMM if it died; pid 0 then says so. */
-static bool vmm_exited(void *arg)
+/* The VMM is reaped: neither its pid nor its pidfd mean anything now. */
+static void forget(struct vmm_process *vmm)
 {
-	struct vmm_process *vmm = arg;
+	vmm->pid = 0;
+	if (vmm->pidfd >= 0) /* -1 after a failed pidfd_open */
+		close(vmm->pidfd);
+	vmm->pidfd = -1;
+}
 
+bool vmm_process_reap(struct vmm_process *vmm)
+{
 	if (vmm->pid <= 0 || waitpid(vmm->pid, NULL, WNOHANG) != vmm->pid)
 		return false;
-	vmm->pid = 0;
+	forget(vmm);
 	return true;
+}
+
+static bool vmm_exited(void *arg)
+{
+	return vmm_process_reap(arg);
 }
 
 /* "the VM stopped: " and its reason, after @what when there is one. */
@@ -398,7 +417,7 @@ void vmm_process_stop(struct vmm_process *vmm)
 	}
 	if (fd >= 0)
 		close(fd);
-	vmm->pid = 0;
+	forget(vmm);
 }
 
 void vmm_process_kill(struct vmm_process *vmm)
@@ -408,7 +427,7 @@ void vmm_process_kill(struct vmm_process *vmm)
 	kill(vmm->pid, SIGKILL);
 	while (waitpid(vmm->pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	vmm->pid = 0;
+	forget(vmm);
 }
 
 void vmm_process_remove(struct vmm_process *vmm)

@@ -19,6 +19,7 @@
 #ifndef THAW_POOL_HOST_VMM_PROCESS_H
 #define THAW_POOL_HOST_VMM_PROCESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -37,6 +38,10 @@ struct vmm_process {
 	char vmm_log[96];
 	char console_log[96];
 	pid_t pid;
+	/* Polls readable once the VMM has ended (pidfd_open): a supervisor
+	 * of many VMMs learns of an exit without asking each one.  Open
+	 * while pid is. */
+	int pidfd;
 	double started_ms; /* when the VMM was forked, CLOCK_MONOTONIC */
 };
 
@@ -99,6 +104,10 @@ size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
 
 /* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
 double vmm_process_setup_ms(const struct vmm_process *vmm);
+
+/* Reaps the VMM if it has ended, without blocking: true then, and pid
+ * and pidfd are gone. */
+bool vmm_process_reap(struct vmm_process *vmm);
 
 /* Stops the VMM (control socket, then SIGKILL after a grace period). */
 void vmm_process_stop(struct vmm_process *vmm);
