@@ -543,6 +543,8 @@ static void *reaper(void *arg)
 		for (int i = 0; i < n; i++)
 			exited[i] = (pid_t)events[i].data.u64;
 		pthread_mutex_lock(&d->lock);
+		if (d->stopping) /* pools_stop() destroys what is left */
+			break;
 		reap(d, exited, n > 0 ? n : 0, &dead);
 		pthread_mutex_unlock(&d->lock);
 		while (dead) {
@@ -596,6 +598,7 @@ void pools_stopping(struct daemon *d)
 void pools_stop(struct daemon *d)
 {
 	pools_stopping(d);
+	/* Nobody but us touches the lists once the threads are gone. */
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
 
@@ -604,21 +607,22 @@ void pools_stop(struct daemon *d)
 		free(pl->workers);
 		pl->workers = NULL;
 		pl->nr_workers = 0;
-		while (pl->ready)
-			sandbox_destroy(d, pop_ready(pl));
 	}
 	if (d->reaper) {
 		pthread_join(d->reaper, NULL);
 		d->reaper = 0;
 	}
-	if (d->vmm_exits >= 0)
-		close(d->vmm_exits);
-	d->vmm_exits = -1;
-	/* The API has stopped: nobody holds a leased clone any more. */
+	for (size_t i = 0; i < d->nr_pools; i++)
+		while (d->pools[i].ready)
+			sandbox_destroy(d, pop_ready(&d->pools[i]));
+	/* The API has stopped: nobody holds a leased sandbox any more. */
 	while (d->leased) {
 		struct sandbox *c = d->leased;
 
 		d->leased = c->next;
 		sandbox_destroy(d, c);
 	}
+	if (d->vmm_exits >= 0)
+		close(d->vmm_exits);
+	d->vmm_exits = -1;
 }

@@ -218,10 +218,15 @@ void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 		else
 			last = msg;
 	}
-	snprintf(out, size, "%s",
-		 verdict ? verdict
-		 : last	 ? last
-			 : "no message");
+	if (verdict || last)
+		snprintf(out, size, "%s", verdict ? verdict : last);
+	else if (WIFSIGNALED(vmm->wait_status)) /* it had no say */
+		snprintf(out, size, "killed by signal %d (%s)",
+			 WTERMSIG(vmm->wait_status),
+			 strsignal(WTERMSIG(vmm->wait_status)));
+	else
+		snprintf(out, size, "exited with status %d, no message",
+			 WEXITSTATUS(vmm->wait_status));
 }
 
 size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
@@ -251,7 +256,8 @@ static void forget(struct vmm_process *vmm)
 
 bool vmm_process_reap(struct vmm_process *vmm)
 {
-	if (vmm->pid <= 0 || waitpid(vmm->pid, NULL, WNOHANG) != vmm->pid)
+	if (vmm->pid <= 0 ||
+	    waitpid(vmm->pid, &vmm->wait_status, WNOHANG) != vmm->pid)
 		return false;
 	forget(vmm);
 	return true;

@@ -42,6 +42,7 @@ struct vmm_process {
 	 * of many VMMs learns of an exit without asking each one.  Open
 	 * while pid is. */
 	int pidfd;
+	int wait_status;   /* waitpid's, once vmm_process_reap() reaped it */
 	double started_ms; /* when the VMM was forked, CLOCK_MONOTONIC */
 };
 
@@ -91,7 +92,8 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 /*
  * The VMM's reason for stopping, its verdict: the line of its log before
  * its final "timings:" line (else its last line), without the logger's
- * time, name, level and sandbox prefix.
+ * time, name, level and sandbox prefix; when it wrote none (killed
+ * outright), what vmm_process_reap() saw: the signal or exit status.
  */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 

@@ -9,6 +9,7 @@
  * Each test writes a vmm.log as thaw-vmm and the child before exec would.
  */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -77,6 +78,13 @@ Test(reason, the_childs_own_lines_stay_whole)
 	write_log("cannot run /nowhere/thaw-vmm: No such file or directory\n");
 	expect_reason("cannot run /nowhere/thaw-vmm: No such file or "
 		      "directory");
+}
+
+Test(reason, a_vmm_with_nothing_to_say_gets_its_wait_status)
+{
 	write_log("");
-	expect_reason("no message");
+	vmm.wait_status = SIGKILL; /* as waitpid() reports a kill -9 */
+	expect_reason("killed by signal 9 (Killed)");
+	vmm.wait_status = 3 << 8; /* exit(3) */
+	expect_reason("exited with status 3, no message");
 }
