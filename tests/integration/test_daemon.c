@@ -1162,10 +1162,10 @@ static pid_t daemon_start(bool own, char *err, size_t len)
 	}
 	while (now_s() - start < scaled_s(START_LIMIT_S)) {
 		char *log = slurp(files.log, NULL);
-		bool serving = log && strlen(log) >= (size_t)from &&
-			       strstr(log + from,
-				      log_json ? "\"msg\":\"serving on "
-					       : "thawd: serving on ");
+		bool serving =
+			log && strlen(log) >= (size_t)from &&
+			strstr(log + from, log_json ? "\"msg\":\"serving on "
+						    : "thawd: serving on ");
 
 		free(log);
 		if (serving) {
