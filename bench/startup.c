@@ -188,8 +188,7 @@ void bench_first_exec(struct bench *b)
 		 b->size->first_execs);
 	/* The daemon records the snapshot's working set before its pools
 	 * fill, so every prefetching restore has it. */
-	if (find_snapshot(b, why, sizeof(why)) ||
-	    start_daemon(b, &d, t, 2, 16, why, sizeof(why))) {
+	if (start_daemon(b, &d, t, 2, 16, why, sizeof(why))) {
 		fail(b, "first_exec", "first exec after handout", why);
 		return;
 	}
