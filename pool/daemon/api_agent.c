@@ -48,7 +48,7 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 {
 	char why[256];
 
-	if (c->stopped) {
+	if (sandbox_stopped(c)) { /* its reason is set by then, and stays */
 		snprintf(err, errlen, "sandbox %s stopped: %s", c->id,
 			 c->stop_reason);
 		return 500;
