@@ -453,14 +453,6 @@ static void remove_cgroup_parent(const struct cgroup_root *root)
 			rmdir(root->dir[i]); /* v2: the same dir thrice */
 }
 
-static void wait_for_signal(void)
-{
-	const struct timespec tick = { 0, 100 * 1000000L };
-
-	while (!thaw_interrupted)
-		nanosleep(&tick, NULL);
-}
-
 int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
@@ -468,6 +460,7 @@ int thaw_daemon(int argc, char **argv)
 	struct MHD_Daemon *server = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
+	sigset_t unblocked;
 
 	log_set_program("thawd");
 	int parsed = parse_options(argc, argv, &o);
@@ -508,10 +501,11 @@ int thaw_daemon(int argc, char **argv)
 	for (size_t i = 0; i < d.nr_pools; i++) {
 		d.pools[i].d = &d;
 		d.pools[i].t = &d.cfg.templates[i];
-		pthread_cond_init(&d.pools[i].ready_cond, NULL);
 		if (thaw_interrupted || prepare_template(&d, &d.pools[i]) < 0)
 			goto stop;
 	}
+	/* From here on a stop signal wakes the main thread alone. */
+	thaw_block_stop_signals(&unblocked);
 	if (pools_start(&d) < 0) {
 		log_error("cannot start the pool threads");
 		goto stop;
@@ -525,7 +519,7 @@ int thaw_daemon(int argc, char **argv)
 		goto stop;
 	}
 	log_info("serving on %s", d.socket_path);
-	wait_for_signal();
+	thaw_wait_for_interrupt(&unblocked);
 	status = 0;
 stop:
 	log_info("stopping");

@@ -82,6 +82,21 @@ struct sandbox {
 	struct sandbox *next;
 };
 
+/*
+ * A create waiting on an empty pool.  Waiters queue in arrival order, each
+ * on its own condition: the worker that restores a clone leases it to the
+ * first waiter and wakes that waiter alone (pools.c).
+ */
+struct pool_waiter {
+	pthread_cond_t wake;
+	uint32_t timeout_s; /* the lease's, and its env: the create's */
+	char **env;
+	double since_ms;     /* monotonic: when the create asked */
+	struct sandbox *got; /* leased to this waiter, set by a worker */
+	bool queued;	     /* in the pool's queue */
+	struct pool_waiter *next;
+};
+
 struct pool {
 	struct daemon *d;
 	const struct template_config *t;
@@ -93,7 +108,8 @@ struct pool {
 	uint32_t failures_in_a_row;
 	char last_error[256];
 	uint64_t handouts, rejections, expired;
-	pthread_cond_t ready_cond; /* its waiters: a clone or a failure */
+	/* creates waiting for a clone, oldest first; `waiters` of them */
+	struct pool_waiter *waiting_head, *waiting_tail;
 	struct histogram handout_s, restore_s;
 	pthread_t *workers;
 	uint32_t nr_workers;
@@ -112,12 +128,12 @@ struct daemon {
 	size_t nr_pools;
 
 	/*
-	 * One lock, and a condition per kind of waiter (this one, each
-	 * pool's ready_cond), so that nobody wakes for what is not theirs:
-	 * with one condition every waiting create woke every other one,
-	 * which woke them again (a daemon busy on two cores with 40 creates
-	 * waiting, the guests starved of the CPU they needed).  The reaper
-	 * waits on VMM exits instead (pools.c).
+	 * One lock, and a condition per waiter (this one for the workers,
+	 * one per waiting create: struct pool_waiter), so that nobody wakes
+	 * for what is not theirs: with one condition every waiting create
+	 * woke every other one, which woke them again (a daemon busy on two
+	 * cores with 40 creates waiting, the guests starved of the CPU they
+	 * needed).  The reaper waits on VMM exits instead (pools.c).
 	 */
 	pthread_mutex_t lock;
 	pthread_cond_t work; /* workers: a restore may be needed */

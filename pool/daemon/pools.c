@@ -10,6 +10,10 @@
  * handout never restores by itself: it takes a ready clone, or waits for a
  * worker, or - when every clone the limits allow exists and none is
  * unclaimed - fails at once with POOL_FULL (the API's 429 "capacity").
+ * Waiting creates queue in arrival order, each on its own condition; a
+ * worker leases the clone it restored to the oldest and wakes that one
+ * alone, so 50 waiting creates cost nothing while they wait and one
+ * wakeup each when served.
  *
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
  * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
@@ -222,6 +226,76 @@ static int restore(struct pool *pl, struct sandbox *c)
 	return 0;
 }
 
+/*
+ * Leases @c to the create that waited as @w (under the lock): from here on
+ * the reaper watches it among the leased, so no VMM exit falls between a
+ * worker's handover and the waiter waking.
+ */
+static void lease(struct pool *pl, struct sandbox *c, struct pool_waiter *w)
+{
+	struct daemon *d = pl->d;
+	int64_t now = realtime_ms();
+
+	c->state = SANDBOX_LEASED;
+	c->env = w->env;
+	w->env = NULL;
+	c->created_ms = now;
+	c->expires_ms = now + (int64_t)w->timeout_s * 1000;
+	c->handout_ms = monotonic_ms() - w->since_ms;
+	c->refs = 2; /* the leased list's and the waiter's */
+	c->next = d->leased;
+	d->leased = c;
+	pl->leased++;
+	pl->handouts++;
+	histogram_add(&pl->handout_s, c->handout_ms / 1e3);
+	w->got = c;
+	/* The workers refill what was taken. */
+	pthread_cond_broadcast(&d->work);
+}
+
+static void dequeue_waiter(struct pool *pl, struct pool_waiter *w)
+{
+	struct pool_waiter **p = &pl->waiting_head, *prev = NULL;
+
+	while (*p != w) {
+		prev = *p;
+		p = &(*p)->next;
+	}
+	*p = w->next;
+	if (pl->waiting_tail == w)
+		pl->waiting_tail = prev;
+	w->next = NULL;
+	w->queued = false;
+	pl->waiters--;
+}
+
+/* A restored clone: to the oldest waiting create, else into the pool. */
+static void ready(struct pool *pl, struct sandbox *c)
+{
+	struct pool_waiter *w = pl->waiting_head;
+
+	if (w) {
+		dequeue_waiter(pl, w);
+		lease(pl, c, w);
+		pthread_cond_signal(&w->wake);
+		return;
+	}
+	c->state = SANDBOX_READY;
+	if (pl->ready_tail)
+		pl->ready_tail->next = c;
+	else
+		pl->ready_head = c;
+	pl->ready_tail = c;
+	pl->ready++;
+}
+
+/* Every waiter of @pl looks again: a failure, or the daemon stopping. */
+static void wake_waiters(struct pool *pl)
+{
+	for (struct pool_waiter *w = pl->waiting_head; w; w = w->next)
+		pthread_cond_signal(&w->wake);
+}
+
 static bool worker_needed(const struct pool *pl)
 {
 	const struct daemon *d = pl->d;
@@ -257,16 +331,9 @@ static void *pool_worker(void *arg)
 		pl->restoring--;
 		if (ok && !d->stopping) {
 			pl->failures_in_a_row = 0;
-			c->state = SANDBOX_READY;
-			watch_vmm(d, c);
-			if (pl->ready_tail)
-				pl->ready_tail->next = c;
-			else
-				pl->ready_head = c;
-			pl->ready_tail = c;
-			pl->ready++;
 			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
-			pthread_cond_broadcast(&pl->ready_cond);
+			watch_vmm(d, c);
+			ready(pl, c);
 			continue;
 		}
 		d->total--;
@@ -278,9 +345,9 @@ static void *pool_worker(void *arg)
 				"restoring a clone of template %s failed (the daemon's log says why)",
 				pl->t->name);
 		}
-		/* Waiters see the failure; a freed place may be another
-		 * pool's to fill. */
-		pthread_cond_broadcast(&pl->ready_cond);
+		/* Waiters see the failure (rare: all of them may look); a
+		 * freed place may be another pool's to fill. */
+		wake_waiters(pl);
 		pthread_cond_broadcast(&d->work);
 		pthread_mutex_unlock(&d->lock);
 		if (c)
@@ -309,28 +376,43 @@ static struct sandbox *pop_ready(struct pool *pl)
 	return c;
 }
 
+/* A condition timed on the monotonic clock, as our deadlines are. */
+static void waiter_init(struct pool_waiter *w)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen)
 {
 	struct daemon *d = pl->d;
-	double start = monotonic_ms();
-	struct timespec deadline =
-		realtime_after_ms((int64_t)d->cfg.restore_timeout_s * 1000);
-	struct sandbox *c = NULL;
+	struct pool_waiter w = { .timeout_s = timeout_s,
+				 .env = env,
+				 .since_ms = monotonic_ms() };
+	uint64_t deadline_ns =
+		monotonic_ns() +
+		(uint64_t)d->cfg.restore_timeout_s * 1000 * NS_PER_MS;
+	struct timespec deadline = { .tv_sec = deadline_ns / 1000000000,
+				     .tv_nsec = deadline_ns % 1000000000 };
 	enum pool_error error = POOL_OK;
 
-	bool waiting = false; /* counted in pl->waiters */
-
+	waiter_init(&w);
 	pthread_mutex_lock(&d->lock);
 	uint64_t failures = pl->restore_failures;
-	while (!c) {
+	while (!w.got) {
 		if (d->stopping) {
 			snprintf(err, errlen, "the daemon is shutting down");
 			error = POOL_STOPPING;
 			break;
 		}
-		if (pl->ready) {
-			c = pop_ready(pl);
+		/* Once queued, a clone comes to us through w.got, in turn. */
+		if (!w.queued && pl->ready) {
+			lease(pl, pop_ready(pl), &w);
 			break;
 		}
 		/* One failed restore is retried; a run of them means the
@@ -342,7 +424,7 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			break;
 		}
 		/* Restores in flight that no other waiter counts on. */
-		bool unclaimed = pl->restoring > pl->waiters - waiting;
+		bool unclaimed = pl->restoring > pl->waiters - w.queued;
 		if (!unclaimed && (pool_total(pl) >= pl->t->max_total ||
 				   d->total >= d->cfg.max_sandboxes)) {
 			snprintf(
@@ -354,14 +436,20 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			error = POOL_FULL;
 			break;
 		}
-		if (!waiting) { /* one more clone wanted: a worker's job */
-			waiting = true;
+		if (!w.queued) { /* one more clone wanted: a worker's job */
+			w.queued = true;
+			if (pl->waiting_tail)
+				pl->waiting_tail->next = &w;
+			else
+				pl->waiting_head = &w;
+			pl->waiting_tail = &w;
 			pl->waiters++;
+			/* Every pool's workers share the condition. */
 			pthread_cond_broadcast(&d->work);
 		}
-		int waited = pthread_cond_timedwait(&pl->ready_cond, &d->lock,
-						    &deadline);
-		if (waited == ETIMEDOUT && !pl->ready) {
+		if (pthread_cond_timedwait(&w.wake, &d->lock, &deadline) ==
+			    ETIMEDOUT &&
+		    !w.got) {
 			snprintf(
 				err, errlen,
 				"no clone of template %s was ready within %u s",
@@ -370,34 +458,17 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			break;
 		}
 	}
-	if (waiting)
-		pl->waiters--;
-	if (c) {
-		int64_t now = realtime_ms();
-
-		c->state = SANDBOX_LEASED;
-		c->env = env;
-		env = NULL;
-		c->created_ms = now;
-		c->expires_ms = now + (int64_t)timeout_s * 1000;
-		c->handout_ms = monotonic_ms() - start;
-		c->refs = 2; /* the leased list's and the caller's */
-		c->next = d->leased;
-		d->leased = c;
-		pl->leased++;
-		pl->handouts++;
-		histogram_add(&pl->handout_s, c->handout_ms / 1e3);
-		/* The workers refill what we took. */
-		pthread_cond_broadcast(&d->work);
-	}
+	if (w.queued)
+		dequeue_waiter(pl, &w);
 	pthread_mutex_unlock(&d->lock);
-	free_env(env);
-	if (c)
-		log_write(LOG_LEVEL_INFO, c->id,
+	pthread_cond_destroy(&w.wake);
+	free_env(w.env); /* when no sandbox took it */
+	if (w.got)
+		log_write(LOG_LEVEL_INFO, w.got->id,
 			  "handout template %s in %.2f ms (restore %.1f ms)",
-			  pl->t->name, c->handout_ms, c->restore_ms);
-	*out = c;
-	return error;
+			  pl->t->name, w.got->handout_ms, w.got->restore_ms);
+	*out = w.got;
+	return w.got ? POOL_OK : error;
 }
 
 struct sandbox *sandbox_get(struct daemon *d, const char *id)
@@ -591,7 +662,7 @@ void pools_stopping(struct daemon *d)
 	d->stopping = true;
 	pthread_cond_broadcast(&d->work);
 	for (size_t i = 0; i < d->nr_pools; i++)
-		pthread_cond_broadcast(&d->pools[i].ready_cond);
+		wake_waiters(&d->pools[i]);
 	pthread_mutex_unlock(&d->lock);
 }
 
