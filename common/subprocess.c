@@ -80,7 +80,18 @@ int run_for_last_line(char *const argv[], char *out, size_t outlen, char *err,
 		posix_spawn_file_actions_adddup2(&actions, errfd[1],
 						 STDERR_FILENO);
 	}
-	int spawned = posix_spawn(&pid, argv[0], &actions, NULL, argv, environ);
+	/* A child starts with no signal blocked, whatever the calling
+	 * thread blocks (the daemon's threads block its stop signals). */
+	posix_spawnattr_t attr;
+	sigset_t none;
+
+	sigemptyset(&none);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	int spawned =
+		posix_spawn(&pid, argv[0], &actions, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&actions);
 	close(pipefd[1]);
 	if (stderr_sink)

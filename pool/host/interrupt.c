@@ -2,6 +2,7 @@
 /*
  * interrupt.c - see interrupt.h.
  */
+#include <pthread.h>
 #include <signal.h>
 
 #include "interrupt.h"
@@ -21,4 +22,23 @@ void thaw_catch_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
+
+void thaw_block_stop_signals(sigset_t *before)
+{
+	sigset_t stop;
+
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop, before);
+}
+
+void thaw_wait_for_interrupt(const sigset_t *before)
+{
+	/* sigsuspend returns after the handler ran: thaw_interrupted is
+	 * set, unless the signal was one the handler does not catch. */
+	while (!thaw_interrupted)
+		sigsuspend(before);
 }

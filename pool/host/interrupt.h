@@ -17,4 +17,15 @@ extern volatile sig_atomic_t thaw_interrupted;
 /* SIGINT/SIGTERM/SIGHUP set thaw_interrupted; SIGPIPE is ignored. */
 void thaw_catch_signals(void);
 
+/*
+ * For a process whose main thread only waits while others work (the
+ * daemon): blocks SIGINT/SIGTERM/SIGHUP in the calling thread and so in
+ * every thread it starts afterwards, saving the mask they had in @before.
+ * thaw_wait_for_interrupt(@before) then sleeps until one arrives, without
+ * waking in between.  Children must not inherit the blocked mask: the
+ * places that start them (vmm_process.c, common/subprocess.c) reset it.
+ */
+void thaw_block_stop_signals(sigset_t *before);
+void thaw_wait_for_interrupt(const sigset_t *before);
+
 #endif
