@@ -33,10 +33,10 @@ static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
-	"                [LOGGING]\n"
+	"                [--ready-fd FD] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
 	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
-	"                [--pvm auto|on|off] [LOGGING]\n"
+	"                [--pvm auto|on|off] [--ready-fd FD] [LOGGING]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, or restores one from a snapshot, copies\n"
 	"its serial console to stdout and exits when the guest stops.\n"
@@ -60,6 +60,9 @@ static const char usage[] =
 	"                      recorded working set, DIR/workingset.bin, with\n"
 	"                      io_uring first) or lazy (page by page on use)\n"
 	"  --pvm MODE          KVM-on-PVM workarounds: auto (detect), on, off\n"
+	"  --ready-fd FD       write \"ready\\n\" to FD and close it once the\n"
+	"                      VM is built and its sockets listen, so that a\n"
+	"                      supervisor connects once instead of polling\n"
 	"\n"
 	"LOGGING: thaw-vmm's own lines go to stderr, one per event.\n"
 	"  --log-level LEVEL   the least severe kept: error, warning, info\n"
@@ -155,6 +158,20 @@ static void log_stop_reason(int status, const char *reason)
 	log_write(level, NULL, "%s", reason);
 }
 
+/*
+ * Tells the supervisor that the VM's sockets listen: a connection from now
+ * on reaches the guest (or waits for it).  Its end of the pipe sees EOF
+ * instead if we fail before.
+ */
+static void say_ready(int fd)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, "ready\n", 6) != 6)
+		log_warning("--ready-fd %d: %s", fd, strerror(errno));
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -172,6 +189,7 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "sandbox-id", required_argument, NULL, 'S' },
+		{ "ready-fd", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -186,6 +204,7 @@ int main(int argc, char **argv)
 	};
 	bool boot_flags = false; /* flags that only make sense for a boot */
 	const char *console_log = NULL;
+	int ready_fd = -1;
 	char kernel[PATH_MAX], err[256];
 	long n;
 	int opt;
@@ -262,6 +281,15 @@ int main(int argc, char **argv)
 		case 'S':
 			log_set_sandbox(optarg);
 			break;
+		case 'R':
+			if (parse_number("--ready-fd", optarg, 0, INT_MAX, &n))
+				return VM_USAGE;
+			if (fcntl((int)n, F_GETFD) < 0)
+				return usage_error("--ready-fd %ld is not an "
+						   "open file descriptor",
+						   n);
+			ready_fd = (int)n;
+			break;
 		case 'h':
 			print_usage(stdout);
 			return 0;
@@ -315,6 +343,7 @@ int main(int argc, char **argv)
 	if (vm_create(vm, &cfg, start_ns) < 0) {
 		status = VM_ERROR;
 	} else {
+		say_ready(ready_fd);
 		status = vm_run(vm);
 		log_stop_reason(status, vm->reason);
 		log_timings(vm);

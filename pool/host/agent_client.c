@@ -30,9 +30,9 @@
 
 /* How often a wait looks at thaw_interrupted. */
 #define INTERRUPT_CHECK_MS 250
-/* agent_connect_until()'s pauses between attempts (struct agent_wait). */
-#define CONNECT_RETRY_EAGER_NS 1000000L
-#define CONNECT_RETRY_NS 20000000L
+/* agent_connect_until()'s pauses between attempts: doubling, capped. */
+#define CONNECT_RETRY_FIRST_NS 1000000L
+#define CONNECT_RETRY_MAX_NS 20000000L
 
 /*
  * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
@@ -234,6 +234,8 @@ fail:
 int agent_connect_until(struct agent_conn *c, const char *vsock_path,
 			const struct agent_wait *w, char *err, size_t errlen)
 {
+	long pause_ns = CONNECT_RETRY_FIRST_NS;
+
 	for (uint64_t now = monotonic_ns();; now = monotonic_ns()) {
 		uint64_t left_ms = now < w->deadline_ns
 					   ? (w->deadline_ns - now) / NS_PER_MS
@@ -250,10 +252,12 @@ int agent_connect_until(struct agent_conn *c, const char *vsock_path,
 		now = monotonic_ns();
 		if (now >= w->deadline_ns)
 			return -ETIMEDOUT;
-		struct timespec pause = { 0, now < w->eager_until_ns
-						     ? CONNECT_RETRY_EAGER_NS
-						     : CONNECT_RETRY_NS };
+		struct timespec pause = { 0, pause_ns };
+
 		nanosleep(&pause, NULL);
+		pause_ns = pause_ns * 2 < CONNECT_RETRY_MAX_NS
+				   ? pause_ns * 2
+				   : CONNECT_RETRY_MAX_NS;
 	}
 }
 

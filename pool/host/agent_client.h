@@ -47,13 +47,6 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 /* How agent_connect_until() waits; times are monotonic_ns()'s. */
 struct agent_wait {
 	uint64_t deadline_ns;
-	/*
-	 * Retries come every millisecond until then, every 20 ms after: a
-	 * VMM that has just restored a clone has its agent answering within
-	 * milliseconds, while a guest that refused because it is busy is
-	 * better left alone a little.
-	 */
-	uint64_t eager_until_ns;
 	/* Between attempts (NULL: never): waiting is pointless, the guest
 	 * being gone. */
 	bool (*give_up)(void *arg);
@@ -64,9 +57,13 @@ struct agent_wait {
  * agent_connect() until the agent greets us, for a guest that is still
  * booting or restoring, or that refuses a connection for a moment when
  * busy with others.  Each attempt has the time left until the deadline as
- * its patience.  Returns 0; -ETIMEDOUT at the deadline and -ECANCELED when
- * give_up said so, both with the last attempt's reason in @err; -EINTR
- * when thaw_interrupted is set; or agent_connect()'s other errors.
+ * its patience.  Pauses between attempts double from 1 ms to 20 ms: a
+ * refusal is usually over at once, and a guest that keeps refusing (one
+ * still booting) is better left alone a little than asked a thousand
+ * times a second, each time costing it work.  Returns 0; -ETIMEDOUT at the
+ * deadline and -ECANCELED when give_up said so, both with the last attempt's
+ * reason in @err; -EINTR when thaw_interrupted is set; or agent_connect()'s
+ * other errors.
  */
 int agent_connect_until(struct agent_conn *c, const char *vsock_path,
 			const struct agent_wait *w, char *err, size_t errlen);

@@ -30,9 +30,8 @@
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
 #define MAX_VMM_ARGS 32
-/* A restored clone answers within milliseconds of its VMM starting: so
- * long, the agent is asked every millisecond. */
-#define EAGER_NS (500 * NS_PER_MS)
+/* How often a wait for the VMM's readiness looks at thaw_interrupted. */
+#define READY_CHECK_MS 250
 
 /* After mkdir or mkdtemp failed: nothing for vmm_process_remove(). */
 static int no_run_dir(struct vmm_process *vmm, char *err, size_t errlen)
@@ -85,11 +84,13 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		      const struct vmm_place *place, char *err, size_t errlen)
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
-	const char *argv[MAX_VMM_ARGS + 7];
+	const char *argv[MAX_VMM_ARGS + 9];
 	pid_t parent = getpid();
-	int n = 0, ret;
+	char ready_arg[16];
+	int n = 0, ret, ready[2];
 
 	memset(vmm, 0, sizeof(*vmm));
+	vmm->ready_fd = -1;
 	while (vmm_args[n] && n < MAX_VMM_ARGS) {
 		argv[n] = vmm_args[n];
 		n++;
@@ -103,6 +104,15 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	argv[n++] = vmm->control;
 	argv[n++] = "--console-log";
 	argv[n++] = vmm->console_log;
+	/* Close-on-exec both ends: only our child clears it on its end. */
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(-ret));
+		return ret;
+	}
+	snprintf(ready_arg, sizeof(ready_arg), "%d", ready[1]);
+	argv[n++] = "--ready-fd";
+	argv[n++] = ready_arg;
 	argv[n] = NULL;
 
 	vmm->started_ms = monotonic_ms();
@@ -111,15 +121,21 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		ret = -errno;
 		snprintf(err, errlen, "fork: %s", strerror(-ret));
 		vmm->pid = 0;
+		close(ready[0]);
+		close(ready[1]);
 		return ret;
 	}
 	if (vmm->pid == 0) {
+		sigset_t none;
 		int log =
 			open(vmm->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int null = open("/dev/null", O_RDWR);
 
 		/* The VMM dies with us even if we are killed outright. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* The daemon's threads block its stop signals (interrupt.h). */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (getppid() != parent || log < 0 || null < 0)
 			_exit(VMM_EXEC_FAILED);
 		if (cgroup && cgroup_enter(cgroup) < 0) {
@@ -129,15 +145,20 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log, STDERR_FILENO);
+		fcntl(ready[1], F_SETFD, 0);
 		execv(argv[0], (char *const *)argv);
 		dprintf(log, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(VMM_EXEC_FAILED);
 	}
+	close(ready[1]);
+	vmm->ready_fd = ready[0];
 	vmm->pidfd = pidfd_open(vmm->pid, 0);
 	if (vmm->pidfd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "pidfd_open: %s", strerror(-ret));
 		vmm_process_kill(vmm);
+		close(vmm->ready_fd);
+		vmm->ready_fd = -1;
 		return ret;
 	}
 	return 0;
@@ -279,19 +300,69 @@ static void vm_stopped(const struct vmm_process *vmm, const char *what,
 		 what[0] ? ": " : "", reason);
 }
 
+/*
+ * Waits until the VMM says its sockets listen (0), it ended before
+ * (-ECANCELED), the deadline passes (-ETIMEDOUT) or a signal came (-EINTR);
+ * then closes the pipe.
+ */
+static int wait_ready(struct vmm_process *vmm, uint64_t deadline_ns)
+{
+	char line[8];
+	int ret = -ETIMEDOUT;
+
+	for (;;) {
+		struct pollfd p = { vmm->ready_fd, POLLIN, 0 };
+		uint64_t now = monotonic_ns();
+		uint64_t left_ms = now < deadline_ns
+					   ? (deadline_ns - now) / NS_PER_MS + 1
+					   : 0;
+
+		if (thaw_interrupted) {
+			ret = -EINTR;
+			break;
+		}
+		if (!left_ms)
+			break;
+		int n = poll(&p, 1,
+			     left_ms < READY_CHECK_MS ? (int)left_ms
+						      : READY_CHECK_MS);
+		if (n < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		if (n > 0) { /* a line, or EOF: it ended first */
+			ret = read(vmm->ready_fd, line, sizeof(line)) > 0
+				      ? 0
+				      : -ECANCELED;
+			break;
+		}
+	}
+	close(vmm->ready_fd);
+	vmm->ready_fd = -1;
+	return ret;
+}
+
 int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 			   int timeout_s, char *err, size_t errlen)
 {
 	const struct agent_wait wait = {
 		.deadline_ns = monotonic_ns() + timeout_s * 1000 * NS_PER_MS,
-		.eager_until_ns =
-			(uint64_t)(vmm->started_ms * NS_PER_MS) + EAGER_NS,
 		.give_up = vmm_exited,
 		.arg = vmm,
 	};
-	char why[256] = "";
-	int ret =
-		agent_connect_until(agent, vmm->vsock, &wait, why, sizeof(why));
+	char why[256] = "the VMM did not set up its VM";
+	int ret = wait_ready(vmm, wait.deadline_ns);
+
+	/* Its end of the pipe closed as it exited: reaped, for the reason. */
+	if (ret == -ECANCELED) {
+		struct pollfd exited = { vmm->pidfd, POLLIN, 0 };
+
+		poll(&exited, 1, READY_CHECK_MS);
+		vmm_process_reap(vmm);
+	}
+	if (ret == 0)
+		ret = agent_connect_until(agent, vmm->vsock, &wait, why,
+					  sizeof(why));
 
 	switch (ret) {
 	case 0:

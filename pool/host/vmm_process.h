@@ -42,6 +42,10 @@ struct vmm_process {
 	 * of many VMMs learns of an exit without asking each one.  Open
 	 * while pid is. */
 	int pidfd;
+	/* Readable once the VMM's sockets listen (thaw-vmm --ready-fd) or it
+	 * ended (EOF); vmm_process_wait_agent() waits on it, then closes it:
+	 * no connection is attempted before there is a socket to take it. */
+	int ready_fd;
 	int wait_status;   /* waitpid's, once vmm_process_reap() reaped it */
 	double started_ms; /* when the VMM was forked, CLOCK_MONOTONIC */
 };

@@ -148,6 +148,21 @@ Test(cli, bad_log_format)
 		     ARGS("--log-format", "xml", "--initrd", "x"));
 }
 
+Test(cli, ready_fd_not_a_number)
+{
+	expect_error(EXIT_USAGE, "--ready-fd 'three' is not a number",
+		     ARGS("--ready-fd", "three", "--initrd", "x"));
+}
+
+/* A supervisor's pipe that is not there: refused before any VM exists,
+ * not a write into some other file later. */
+Test(cli, ready_fd_not_open)
+{
+	expect_error(EXIT_USAGE,
+		     "--ready-fd 999 is not an open file descriptor",
+		     ARGS("--ready-fd", "999", "--initrd", "x"));
+}
+
 /* Errors too are lines of the format asked, naming the sandbox. */
 Test(cli, json_lines_name_the_sandbox)
 {
