@@ -43,6 +43,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "agent_client.h"
 #include "catalog.h"
 #include "cgroup.h"
 #include "config.h"
@@ -77,7 +78,11 @@ struct sandbox {
 	int64_t created_ms, expires_ms; /* CLOCK_REALTIME */
 	char **env;			/* KEY=VALUE from the create request */
 	int refs;			/* API calls using it */
-	bool stopped;			/* its VMM died */
+	/* Held from its restore on, idle: a guest whose agent or vsock
+	 * device dropped it is noticed (pools.c) without asking it. */
+	struct agent_conn agent;
+	bool agent_lost; /* it was dropped */
+	bool stopped;	 /* its VMM died */
 	char stop_reason[160];
 	struct sandbox *next;
 };
@@ -137,7 +142,7 @@ struct daemon {
 	 */
 	pthread_mutex_t lock;
 	pthread_cond_t work; /* workers: a restore may be needed */
-	int vmm_exits;	     /* epoll: the pidfds of ready and leased VMMs */
+	int vmm_exits; /* epoll: ready and leased VMMs' pidfds, agent conns */
 	struct sandbox *leased;
 	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;

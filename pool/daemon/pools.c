@@ -28,6 +28,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <stdio.h>
@@ -50,6 +51,8 @@
 /* Failed restores in a row after which waiting requests give up. */
 #define RESTORE_FAILURES_FATAL 3
 #define CLONE_REQUEST_ID 1
+/* Marks a reaper event as the agent connection's, not the pidfd's. */
+#define AGENT_EVENT (1ull << 32)
 
 const double histogram_bounds[HISTOGRAM_BUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -68,19 +71,35 @@ void histogram_add(struct histogram *h, double seconds)
 }
 
 /*
- * From now on the reaper hears of @c's VMM ending.  Its pidfd leaves the
- * set when sandbox_destroy() closes it; the pid is what the event carries.
+ * From now on the reaper hears of @c's VMM ending and of its agent dropping
+ * the connection the daemon holds (EOF or reset: an idle connection has
+ * nothing else to say).  Both fds leave the set when sandbox_destroy()
+ * closes them; the pid, flagged for the agent, is what an event carries.
  */
 static void watch_vmm(struct daemon *d, struct sandbox *c)
 {
-	struct epoll_event e = { .events = EPOLLIN | EPOLLONESHOT,
-				 .data.u64 = (uint64_t)c->vmm.pid };
+	struct epoll_event exit = { .events = EPOLLIN | EPOLLONESHOT,
+				    .data.u64 = (uint64_t)c->vmm.pid };
+	struct epoll_event agent = {
+		.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+		.data.u64 = (uint64_t)c->vmm.pid | AGENT_EVENT
+	};
 
-	if (epoll_ctl(d->vmm_exits, EPOLL_CTL_ADD, c->vmm.pidfd, &e) < 0)
+	if (epoll_ctl(d->vmm_exits, EPOLL_CTL_ADD, c->vmm.pidfd, &exit) < 0 ||
+	    epoll_ctl(d->vmm_exits, EPOLL_CTL_ADD, c->agent.fd, &agent) < 0)
 		log_write(LOG_LEVEL_ERROR, c->id,
 			  "cannot watch its VMM (epoll_ctl: %s): its death "
 			  "goes unnoticed until its lease ends",
 			  strerror(errno));
+}
+
+/* Whether @c's held agent connection is still quiet: nothing to read,
+ * no hangup.  A poll, no round trip. */
+static bool agent_quiet(const struct sandbox *c)
+{
+	struct pollfd p = { c->agent.fd, POLLIN | POLLRDHUP, 0 };
+
+	return poll(&p, 1, 0) == 0;
 }
 
 static struct timespec realtime_after_ms(int64_t ms)
@@ -117,6 +136,7 @@ static void sandbox_destroy(struct daemon *d, struct sandbox *c)
 {
 	char err[512];
 
+	agent_close(&c->agent);
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
@@ -213,12 +233,13 @@ static int restore(struct pool *pl, struct sandbox *c)
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
 			  sizeof(err));
-	agent_close(&agent);
 	if (ret < 0) {
+		agent_close(&agent);
 		log_write(LOG_LEVEL_ERROR, c->id, "making the clone unique: %s",
 			  err);
 		return -1;
 	}
+	c->agent = agent;
 	c->restore_ms = monotonic_ms() - c->vmm.started_ms;
 	log_write(LOG_LEVEL_DEBUG, c->id,
 		  "restored from template %s in %.1f ms", t->name,
@@ -322,6 +343,8 @@ static void *pool_worker(void *arg)
 
 		struct sandbox *c = calloc(1, sizeof(*c));
 		bool ok = c && catalog_new_id(c->id) == 0;
+		if (c)
+			c->agent.fd = -1;
 		if (ok) {
 			c->pool = pl;
 			ok = restore(pl, c) == 0;
@@ -376,6 +399,41 @@ static struct sandbox *pop_ready(struct pool *pl)
 	return c;
 }
 
+/* Destroys @list (linked by next), outside the lock. */
+static void destroy_all(struct daemon *d, struct sandbox *list)
+{
+	while (list) {
+		struct sandbox *c = list;
+
+		list = c->next;
+		sandbox_destroy(d, c);
+	}
+}
+
+/*
+ * The oldest ready clone whose agent connection is still quiet, or NULL.
+ * One that is not (its guest dropped the connection since the reaper last
+ * looked) is never handed out: it goes to @dropped, and a worker replaces
+ * it.
+ */
+static struct sandbox *pop_quiet(struct pool *pl, struct sandbox **dropped)
+{
+	while (pl->ready) {
+		struct sandbox *c = pop_ready(pl);
+
+		if (agent_quiet(c))
+			return c;
+		log_write(LOG_LEVEL_WARNING, c->id,
+			  "not handed out: its agent dropped the daemon's "
+			  "connection in the pool");
+		pl->d->total--;
+		pthread_cond_broadcast(&pl->d->work);
+		c->next = *dropped;
+		*dropped = c;
+	}
+	return NULL;
+}
+
 /* A condition timed on the monotonic clock, as our deadlines are. */
 static void waiter_init(struct pool_waiter *w)
 {
@@ -400,6 +458,7 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	struct timespec deadline = { .tv_sec = deadline_ns / 1000000000,
 				     .tv_nsec = deadline_ns % 1000000000 };
 	enum pool_error error = POOL_OK;
+	struct sandbox *dropped = NULL;
 
 	waiter_init(&w);
 	pthread_mutex_lock(&d->lock);
@@ -411,8 +470,9 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			break;
 		}
 		/* Once queued, a clone comes to us through w.got, in turn. */
-		if (!w.queued && pl->ready) {
-			lease(pl, pop_ready(pl), &w);
+		struct sandbox *c = w.queued ? NULL : pop_quiet(pl, &dropped);
+		if (c) {
+			lease(pl, c, &w);
 			break;
 		}
 		/* One failed restore is retried; a run of them means the
@@ -461,6 +521,7 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	if (w.queued)
 		dequeue_waiter(pl, &w);
 	pthread_mutex_unlock(&d->lock);
+	destroy_all(d, dropped);
 	pthread_cond_destroy(&w.wake);
 	free_env(w.env); /* when no sandbox took it */
 	if (w.got)
@@ -530,35 +591,62 @@ bool sandbox_release(struct daemon *d, const char *id)
 	return true;
 }
 
-/* A VMM that ended on its own (its pidfd said so): reaped here, its
- * reason kept. */
-static bool vmm_died(struct sandbox *c, const pid_t *exited, int n)
+/* What the reaper's epoll set said in one wait: the pids whose VMM ended
+ * and those whose agent connection spoke up. */
+struct reaper_events {
+	pid_t exited[EXITS_PER_WAIT], agent_lost[EXITS_PER_WAIT];
+	int nr_exited, nr_agent_lost;
+};
+
+static bool has_pid(const pid_t *pids, int n, pid_t pid)
 {
 	for (int i = 0; i < n; i++)
-		if (exited[i] == c->vmm.pid && vmm_process_reap(&c->vmm)) {
-			vmm_process_reason(&c->vmm, c->stop_reason,
-					   sizeof(c->stop_reason));
+		if (pids[i] == pid)
 			return true;
-		}
 	return false;
 }
 
+/* A VMM that ended on its own (its pidfd said so): reaped here, its
+ * reason kept. */
+static bool vmm_died(struct sandbox *c, const struct reaper_events *ev)
+{
+	if (!has_pid(ev->exited, ev->nr_exited, c->vmm.pid) ||
+	    !vmm_process_reap(&c->vmm))
+		return false;
+	vmm_process_reason(&c->vmm, c->stop_reason, sizeof(c->stop_reason));
+	return true;
+}
+
+static bool agent_lost(struct sandbox *c, const struct reaper_events *ev)
+{
+	if (c->agent_lost ||
+	    !has_pid(ev->agent_lost, ev->nr_agent_lost, c->vmm.pid))
+		return false;
+	c->agent_lost = true;
+	return true;
+}
+
 /*
- * One reaper pass under the lock, after the VMMs @exited (@n of them,
- * from their pidfds) ended; what is to be destroyed goes to @dead.
+ * One reaper pass under the lock, after @ev; what is to be destroyed goes
+ * to @dead.
  */
-static void reap(struct daemon *d, const pid_t *exited, int n,
+static void reap(struct daemon *d, const struct reaper_events *ev,
 		 struct sandbox **dead)
 {
 	int64_t now = realtime_ms();
 
 	for (struct sandbox *c = d->leased, *next; c; c = next) {
 		next = c->next;
-		if (!c->stopped && vmm_died(c, exited, n)) {
+		if (!c->stopped && vmm_died(c, ev)) {
 			c->stopped = true;
 			log_write(LOG_LEVEL_WARNING, c->id,
 				  "the VM stopped: %s", c->stop_reason);
 		}
+		/* Its user's requests open their own connections and
+		 * report what they find: only said here. */
+		if (!c->stopped && agent_lost(c, ev))
+			log_write(LOG_LEVEL_WARNING, c->id,
+				  "its agent dropped the daemon's connection");
 		if (c->expires_ms > now)
 			continue;
 		log_write(LOG_LEVEL_INFO, c->id, "expired");
@@ -576,14 +664,19 @@ static void reap(struct daemon *d, const pid_t *exited, int n,
 		while (*p) {
 			struct sandbox *c = *p;
 
-			if (!vmm_died(c, exited, n)) {
+			if (vmm_died(c, ev)) {
+				log_write(LOG_LEVEL_WARNING, c->id,
+					  "the VM stopped in the pool: %s",
+					  c->stop_reason);
+			} else if (agent_lost(c, ev)) {
+				log_write(LOG_LEVEL_WARNING, c->id,
+					  "its agent dropped the daemon's "
+					  "connection in the pool: replaced");
+			} else {
 				last = c;
 				p = &c->next;
 				continue;
 			}
-			log_write(LOG_LEVEL_WARNING, c->id,
-				  "the VM stopped in the pool: %s",
-				  c->stop_reason);
 			*p = c->next;
 			pl->ready--;
 			d->total--;
@@ -601,29 +694,30 @@ static void *reaper(void *arg)
 {
 	struct daemon *d = arg;
 	struct epoll_event events[EXITS_PER_WAIT];
-	pid_t exited[EXITS_PER_WAIT];
 
 	pthread_mutex_lock(&d->lock);
 	while (!d->stopping) {
+		struct reaper_events ev = { .nr_exited = 0 };
 		struct sandbox *dead = NULL;
 
 		pthread_mutex_unlock(&d->lock);
 		/* The pid, not the sandbox: it may be gone by now. */
 		int n = epoll_wait(d->vmm_exits, events, EXITS_PER_WAIT,
 				   REAP_INTERVAL_MS);
-		for (int i = 0; i < n; i++)
-			exited[i] = (pid_t)events[i].data.u64;
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = events[i].data.u64;
+
+			if (tag & AGENT_EVENT)
+				ev.agent_lost[ev.nr_agent_lost++] = (pid_t)tag;
+			else
+				ev.exited[ev.nr_exited++] = (pid_t)tag;
+		}
 		pthread_mutex_lock(&d->lock);
 		if (d->stopping) /* pools_stop() destroys what is left */
 			break;
-		reap(d, exited, n > 0 ? n : 0, &dead);
+		reap(d, &ev, &dead);
 		pthread_mutex_unlock(&d->lock);
-		while (dead) {
-			struct sandbox *c = dead;
-
-			dead = c->next;
-			sandbox_destroy(d, c);
-		}
+		destroy_all(d, dead);
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
