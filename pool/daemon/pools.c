@@ -24,6 +24,9 @@
  * an exit by waiting on that set, REAP_INTERVAL_MS at most, and asks
  * waitpid about those VMMs only: the daemon's cost does not grow with the
  * number of idle sandboxes.  Restoring ones are waited for by their worker.
+ * The same set holds each sandbox's idle agent connection, kept from its
+ * restore: a guest whose agent or vsock device drops it is noticed at
+ * once, and a ready clone that did so is replaced, never handed out.
  */
 #include "daemon.h"
 
