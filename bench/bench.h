@@ -80,14 +80,31 @@ void stop_daemon(struct thawd *d);
 int run_capture(char *const argv[], int fd, char *out, size_t outlen);
 
 /*
- * The scenarios, each adding its figures (or failures) to b->report.  A
- * @restores of bench_handouts() on demand gets the daemon's restore times at
- * concurrency 1, which bench_boot() and bench_floor() compare with.
+ * The daemon's restores of handed-out clones: each one's restore_ms, and
+ * the same split where its guest starts running (pool/API.md's "restore").
+ * Zero-initialise; restore_samples_free() empties it.
  */
-void bench_handouts(struct bench *b, bool warm, struct samples *restores);
+struct restore_samples {
+	struct samples total; /* VMM start -> agent answered, identity pushed */
+	struct samples host;  /* VMM start (page-in in it), state restore */
+	struct samples guest; /* state restored -> agent answered, identity */
+	struct samples prefetched_pages;
+};
+
+void restore_samples_add(struct restore_samples *r, const struct handout *h);
+void restore_samples_free(struct restore_samples *r);
+
+/*
+ * The scenarios, each adding its figures (or failures) to b->report.  A
+ * @restores of bench_handouts() on demand gets the daemon's restores at
+ * concurrency 1, which bench_boot() (their totals) and bench_floor() (their
+ * host sides) compare with.
+ */
+void bench_handouts(struct bench *b, bool warm,
+		    struct restore_samples *restores);
 void bench_sustained(struct bench *b);
-void bench_boot(struct bench *b, const struct samples *restore);
-void bench_floor(struct bench *b, const struct samples *restore);
+void bench_boot(struct bench *b, const struct restore_samples *restore);
+void bench_floor(struct bench *b, const struct restore_samples *restore);
 void bench_first_exec(struct bench *b);
 void bench_memory(struct bench *b);
 void bench_density(struct bench *b);

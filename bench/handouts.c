@@ -10,6 +10,12 @@
  * (ready clones, or idle) between rounds, so each round measures the same
  * thing.  The sustained scenario drops the rounds: a few clients loop on
  * create+ping+delete for a fixed time, and the rate is the figure.
+ *
+ * A restore on demand is also reported as the daemon timed it, whole and
+ * split where the guest starts running: its host side (VMM start, page-in,
+ * state restore: what thaw-bench-floor bounds) and its guest side (the
+ * agent's first answer and the clone's identity pushed: on an emulated
+ * guest kernel, most of the whole).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +24,70 @@
 
 #include "bench.h"
 #include "clock.h"
+
+/* ---- the daemon's restores ---------------------------------------------- */
+
+void restore_samples_add(struct restore_samples *r, const struct handout *h)
+{
+	samples_add(&r->total, h->restore_ms);
+	samples_add(&r->host, h->restore.host_ms);
+	samples_add(&r->guest, h->restore.guest_ms);
+	samples_add(&r->prefetched_pages, h->restore.prefetched_pages);
+}
+
+/* Every sample of @from added to @into. */
+static void append_samples(struct samples *into, const struct samples *from)
+{
+	for (size_t k = 0; k < from->n; k++)
+		samples_add(into, from->v[k]);
+}
+
+static void restore_samples_append(struct restore_samples *into,
+				   const struct restore_samples *from)
+{
+	append_samples(&into->total, &from->total);
+	append_samples(&into->host, &from->host);
+	append_samples(&into->guest, &from->guest);
+	append_samples(&into->prefetched_pages, &from->prefetched_pages);
+}
+
+void restore_samples_free(struct restore_samples *r)
+{
+	samples_free(&r->total);
+	samples_free(&r->host);
+	samples_free(&r->guest);
+	samples_free(&r->prefetched_pages);
+}
+
+/*
+ * @r as three figures of @group: @label (the whole restore), then its host
+ * side and its guest side, each note saying what it covers, then @context.
+ */
+static void report_restores(struct bench *b, const char *group,
+			    const char *label, const struct restore_samples *r,
+			    const char *context)
+{
+	struct summary pages;
+	char name[160], text[1024];
+
+	samples_summarize(&r->prefetched_pages, &pages);
+	note(b, text, sizeof(text),
+	     "restore_ms: VMM start -> agent answered, identity pushed; %s",
+	     context);
+	report_add_samples(b->report, group, label, "ms", &r->total, text);
+	snprintf(name, sizeof(name), "%s: host side", label);
+	note(b, text, sizeof(text),
+	     "restore.host_ms: VMM fork, exec and setup (page-in: P50 %.0f "
+	     "pages prefetched), state restore; %s",
+	     pages.p50, context);
+	report_add_samples(b->report, group, name, "ms", &r->host, text);
+	snprintf(name, sizeof(name), "%s: guest side", label);
+	note(b, text, sizeof(text),
+	     "restore.guest_ms: state restored -> the agent's first answer, "
+	     "then the identity round trip; %s",
+	     context);
+	report_add_samples(b->report, group, name, "ms", &r->guest, text);
+}
 
 /* ---- handouts: warm pool and on demand ---------------------------------- */
 
@@ -49,12 +119,12 @@ static void *handout_once(void *arg)
  * @handouts handouts of @template, @concurrency at a time: each round waits
  * for @warm clones ready (0: for the pool to be idle), then starts its
  * requests together, then releases what it got.  @s gets each handout's
- * time, @restores the daemon's restore time of each clone handed out.  The
+ * time, @restores the daemon's restore of each clone handed out.  The
  * first failure ends the figure, with its reason.
  */
 static int handout_rounds(const struct thawd *d, const char *template,
 			  int concurrency, int handouts, long warm,
-			  struct samples *s, struct samples *restores,
+			  struct samples *s, struct restore_samples *restores,
 			  char *err, size_t errlen)
 {
 	struct round *r = calloc((size_t)concurrency, sizeof(*r));
@@ -92,7 +162,7 @@ static int handout_rounds(const struct thawd *d, const char *template,
 				ret = -1;
 			} else if (!r[i].err[0]) {
 				samples_add(s, r[i].got.ms);
-				samples_add(restores, r[i].got.restore_ms);
+				restore_samples_add(restores, &r[i].got);
 			}
 			if (r[i].got.id[0])
 				thaw_client_delete(c, r[i].got.id, r[i].err,
@@ -108,10 +178,11 @@ static int handout_rounds(const struct thawd *d, const char *template,
 
 /*
  * Handouts from a warm pool (@warm), or restored on demand; for the latter
- * @restores gets the daemon's restore times at concurrency 1, which the
- * cold boot and the floor are compared with.
+ * @restores gets the daemon's restores at concurrency 1, which the cold
+ * boot and the floor are compared with.
  */
-void bench_handouts(struct bench *b, bool warm, struct samples *restores)
+void bench_handouts(struct bench *b, bool warm,
+		    struct restore_samples *restores)
 {
 	const char *group = warm ? "handout" : "restore";
 
@@ -124,7 +195,8 @@ void bench_handouts(struct bench *b, bool warm, struct samples *restores)
 			.max_total = (unsigned)n * 2,
 		};
 		char name[96], why[1024], text[1024];
-		struct samples s = { 0 }, daemon_restores = { 0 };
+		struct samples s = { 0 };
+		struct restore_samples daemon_restores = { 0 };
 		struct thawd d;
 
 		snprintf(name, sizeof(name), "%s, concurrency %d",
@@ -148,21 +220,19 @@ void bench_handouts(struct bench *b, bool warm, struct samples *restores)
 			report_add_samples(b->report, group, name, "ms", &s,
 					   text);
 		}
-		if (!warm && daemon_restores.n) {
+		if (!warm && daemon_restores.total.n) {
 			char label[128];
 
 			snprintf(label, sizeof(label),
 				 "restore in the daemon, concurrency %d", n);
-			note(b, text, sizeof(text),
-			     "restore_ms of the handouts above: VMM start -> "
-			     "agent answered");
-			report_add_samples(b->report, group, label, "ms",
-					   &daemon_restores, text);
+			report_restores(b, group, label, &daemon_restores,
+					"the handouts above");
 		}
-		for (size_t k = 0; !warm && !i && k < daemon_restores.n; k++)
-			samples_add(restores, daemon_restores.v[k]);
+		if (!warm && !i) /* the caller's, to compare with */
+			*restores = daemon_restores;
+		else
+			restore_samples_free(&daemon_restores);
 		samples_free(&s);
-		samples_free(&daemon_restores);
 	}
 }
 
@@ -172,6 +242,7 @@ struct churn {
 	const struct thawd *d;
 	double until;
 	struct samples s;
+	struct restore_samples restores;
 	char err[512];
 };
 
@@ -186,6 +257,7 @@ static void *churn(void *arg)
 		if (thawd_handout(c, "churn", &h, w->err, sizeof(w->err)))
 			break;
 		samples_add(&w->s, h.ms);
+		restore_samples_add(&w->restores, &h);
 		thaw_client_delete(c, h.id, w->err, sizeof(w->err));
 	}
 	thaw_client_close(c);
@@ -220,14 +292,16 @@ void bench_sustained(struct bench *b)
 		pthread_create(&threads[i], NULL, churn, &w[i]);
 	}
 	struct samples all = { 0 };
+	struct restore_samples restores = { 0 };
 	why[0] = '\0';
 	for (int i = 0; i < WORKERS; i++) {
 		pthread_join(threads[i], NULL);
-		for (size_t k = 0; k < w[i].s.n; k++)
-			samples_add(&all, w[i].s.v[k]);
+		append_samples(&all, &w[i].s);
+		restore_samples_append(&restores, &w[i].restores);
 		if (w[i].err[0] && !why[0])
 			snprintf(why, sizeof(why), "%s", w[i].err);
 		samples_free(&w[i].s);
+		restore_samples_free(&w[i].restores);
 	}
 	double seconds = (monotonic_ms() - start) / 1e3;
 	stop_daemon(&d);
@@ -240,5 +314,11 @@ void bench_sustained(struct bench *b)
 			 (double)all.n / seconds, text);
 	report_add_samples(b->report, "sustained",
 			   "handout latency while sustained", "ms", &all, text);
+	if (restores.total.n)
+		report_restores(b, "sustained",
+				"restore in the daemon while "
+				"sustained",
+				&restores, "the sustained handouts above");
 	samples_free(&all);
+	restore_samples_free(&restores);
 }

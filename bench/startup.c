@@ -5,7 +5,9 @@
  *
  * The cold boot (`thaw run`) and the floor (thaw-bench-floor: KVM objects
  * and the snapshot's state, no guest run) bracket a restore: each is
- * reported beside the ratio of the daemon's P50 restore to its own P50.
+ * reported beside the ratio of the daemon's P50 restore to its own P50 -
+ * the whole restore against the boot, its host side against the floor,
+ * which has no guest side.
  * Both run as child programs and are read from their output, so thaw-bench
  * itself links neither the VMM nor the CLI.  The first exec is the one
  * figure where the snapshot's memory matters: it is measured for lazy and
@@ -23,7 +25,7 @@
 
 /* ---- cold boot ----------------------------------------------------------- */
 
-void bench_boot(struct bench *b, const struct samples *restore)
+void bench_boot(struct bench *b, const struct restore_samples *restore)
 {
 	char mem[16], out[8192], text[512];
 	struct samples s = { 0 };
@@ -64,11 +66,12 @@ void bench_boot(struct bench *b, const struct samples *restore)
 
 	struct summary boots, restores;
 	samples_summarize(&s, &boots);
-	if (restore && restore->n) {
-		samples_summarize(restore, &restores);
+	if (restore && restore->total.n) {
+		samples_summarize(&restore->total, &restores);
 		note(b, text, sizeof(text),
-		     "P50 restore in the daemon at concurrency 1 / P50 cold "
-		     "boot, both VMM start -> agent answered");
+		     "P50 restore in the daemon at concurrency 1 (VMM start -> "
+		     "agent answered, identity pushed) / P50 cold boot (VMM "
+		     "start -> agent ready)");
 		report_add_value(b->report, "boot", "restore / cold boot (P50)",
 				 "x", restores.p50 / boots.p50, text);
 	}
@@ -97,7 +100,7 @@ static int find_snapshot(struct bench *b, char *err, size_t errlen)
 	return b->snapshot[0] ? 0 : -1;
 }
 
-void bench_floor(struct bench *b, const struct samples *restore)
+void bench_floor(struct bench *b, const struct restore_samples *restore)
 {
 	char dir[PATH_MAX + 96], runs[16], text[512];
 	const char *name = "VMM floor: KVM VM + vCPUs + memory + state, no run";
@@ -134,15 +137,19 @@ void bench_floor(struct bench *b, const struct samples *restore)
 	note(b, text, sizeof(text),
 	     "thaw-bench-floor on the template's snapshot");
 	report_add_samples(b->report, "floor", name, "ms", &s, text);
-	if (restore && restore->n) {
-		struct summary fl, re;
+	/* The floor is host work only: the guest side has no place here. */
+	if (restore && restore->host.n) {
+		struct summary fl, host;
 
 		samples_summarize(&s, &fl);
-		samples_summarize(restore, &re);
+		samples_summarize(&restore->host, &host);
 		note(b, text, sizeof(text),
-		     "P50 restore in the daemon at concurrency 1 / P50 floor");
-		report_add_value(b->report, "floor", "restore / floor (P50)",
-				 "x", re.p50 / fl.p50, text);
+		     "P50 host side of the daemon's restores at concurrency 1 "
+		     "(VMM fork, exec and setup with page-in, state restore) / "
+		     "P50 floor");
+		report_add_value(b->report, "floor",
+				 "host-side restore / floor (P50)", "x",
+				 host.p50 / fl.p50, text);
 	}
 	samples_free(&s);
 }

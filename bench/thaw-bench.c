@@ -197,7 +197,7 @@ int main(int argc, char **argv)
 
 	char **names = argv + optind;
 	int n = argc - optind;
-	struct samples restores = { 0 };
+	struct restore_samples restores = { 0 };
 	if (wanted(names, n, "handout"))
 		bench_handouts(&b, true, NULL);
 	if (wanted(names, n, "restore"))
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
 	if (!status)
 		progress("results in %s", out);
 	report_free(b.report);
-	samples_free(&restores);
+	restore_samples_free(&restores);
 	char *rm[] = { "/bin/rm", "-rf", b.state_dir, NULL };
 	run_capture(rm, 2, err, sizeof(err));
 	return status;

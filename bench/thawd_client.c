@@ -267,6 +267,7 @@ int thawd_handout(struct thaw_client *c, const char *template,
 		return -1;
 	snprintf(h->id, sizeof(h->id), "%s", s.id);
 	h->restore_ms = s.restore_ms;
+	h->restore = s.restore;
 	int ret = thaw_client_ping(c, h->id, NULL, err, errlen);
 	h->ms = monotonic_ms() - start;
 	return ret ? -1 : 0;

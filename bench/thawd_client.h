@@ -78,8 +78,11 @@ int thawd_wait_ready(struct thaw_client *c, const char *name, long ready,
 /* One handout: the sandbox, and what it cost. */
 struct handout {
 	char id[THAW_CLIENT_ID_MAX];
-	double ms;	   /* create request sent -> ping answered */
-	double restore_ms; /* the daemon's: its VMM started -> agent answered */
+	double ms; /* create request sent -> ping answered */
+	/* The daemon's: its VMM started -> agent answered, identity pushed;
+	 * and that split into the host's and the guest's phases. */
+	double restore_ms;
+	struct thaw_restore_phases restore;
 };
 
 /*

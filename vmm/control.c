@@ -71,7 +71,7 @@ static void reply(struct control_client *cl, const char *fmt, ...)
 
 static void reply_status(struct control_client *cl, struct vm *vm)
 {
-	char restore[128] = "";
+	char restore[192] = "";
 
 	pthread_mutex_lock(&vm->pause_lock);
 	bool paused = vm->paused;
@@ -82,14 +82,17 @@ static void reply_status(struct control_client *cl, struct vm *vm)
 
 	if (vm->restored_ns)
 		snprintf(restore, sizeof(restore),
-			 " setup_us=%llu restore_us=%llu prefetched_pages=%llu",
+			 " setup_us=%llu restore_us=%llu prefetched_pages=%llu"
+			 " prefetch_us=%llu started_at_us=%llu",
 			 (unsigned long long)(vm->restore_start_ns -
 					      vm->created_ns) /
 				 1000,
 			 (unsigned long long)(vm->restored_ns -
 					      vm->restore_start_ns) /
 				 1000,
-			 (unsigned long long)vm->prefetched_pages);
+			 (unsigned long long)vm->prefetched_pages,
+			 (unsigned long long)vm->prefetch_ns / 1000,
+			 (unsigned long long)vm->created_ns / 1000);
 	reply(cl, "ok %s vcpus=%d mem_mib=%llu uptime_ms=%llu%s", state,
 	      vm->nr_vcpus, (unsigned long long)(vm->mem.size / MIB),
 	      (unsigned long long)((monotonic_ns() - vm->running_ns) / 1000000),

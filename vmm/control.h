@@ -8,8 +8,14 @@
  *
  *	ping		-> ok pong
  *	status		-> ok running|paused vcpus=N mem_mib=M uptime_ms=T
- *			   [setup_us=S restore_us=R prefetched_pages=P]
- *			   (the last three for a restored clone)
+ *			   [setup_us=S restore_us=R prefetched_pages=P
+ *			   prefetch_us=F started_at_us=A]
+ *			   (the last five for a restored clone: S from the
+ *			   VMM's start to its state restore, F of them spent
+ *			   prefetching P pages; R loading the state; A the
+ *			   VMM's start on CLOCK_MONOTONIC, which a supervisor
+ *			   shares with its child, so it can tell how long
+ *			   fork and exec took)
  *	pause		-> ok paused
  *	resume		-> ok running
  *	snapshot DIR	-> ok snapshot DIR   (state.bin, memory.img and

@@ -16,8 +16,9 @@
  * With --from SNAPSHOT the VM is a clone restored from a snapshot in the
  * catalog (snapshot_command.c) instead: registered as a live clone of it while
  * it runs, given its own entropy, clock and hostname (the agent's CLONE) before
- * the command, and the timing line breaks the restore down into VMM setup,
- * state restore and the agent's first answer.
+ * the command, and the timing line breaks the restore down into its host
+ * side (process start, VMM setup with the prefetch, state restore) and its
+ * guest side (the agent's first answer), as the daemon's API does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -160,14 +161,6 @@ static int run_booted(const struct run_options *o, char **cmd)
 	return status;
 }
 
-/* A "key=123" number from the VMM's status line, or 0. */
-static double status_field(const char *status, const char *key)
-{
-	const char *p = strstr(status, key);
-
-	return p ? strtod(p + strlen(key), NULL) : 0;
-}
-
 /*
  * Runs @cmd in a clone restored from snapshot o->machine.from.  The clone gets
  * its own identity (entropy, clock, hostname) before anything runs in it, and
@@ -176,7 +169,8 @@ static double status_field(const char *status, const char *key)
 static int run_clone(const struct run_options *o, char **cmd)
 {
 	char clone_id[CATALOG_ID_LEN + 1], hostname[32], err[PATH_MAX + 128];
-	char status_line[256], working_set[CATALOG_PATH_MAX + 32];
+	char working_set[CATALOG_PATH_MAX + 32];
+	struct vmm_restore_phases phases;
 	struct snapshot_record snap;
 	struct agent_conn agent = { .fd = -1 };
 	struct vmm_process vmm = { 0 };
@@ -206,11 +200,12 @@ static int run_clone(const struct run_options *o, char **cmd)
 			  o->boot_timeout_s) < 0)
 		goto out;
 	double ready = monotonic_ms();
-	if (vmm_process_control(&vmm, "status", status_line,
-				sizeof(status_line), err, sizeof(err)) < 0) {
+	if (vmm_process_restore_phases(&vmm, ready, &phases, err, sizeof(err)) <
+	    0) {
 		fprintf(stderr, "thaw run: %s\n", err);
 		goto out;
 	}
+	double identity_start = monotonic_ms();
 	if (agent_clone(&agent, CLONE_REQUEST_ID, hostname, clone_id, err,
 			sizeof(err)) < 0) {
 		fprintf(stderr,
@@ -232,14 +227,13 @@ static int run_clone(const struct run_options *o, char **cmd)
 			fprintf(stderr, "thaw run: %s\n", err);
 	}
 
-	double setup = status_field(status_line, "setup_us=") / 1e3;
-	double restore = status_field(status_line, "restore_us=") / 1e3;
 	fprintf(stderr,
-		"thaw: restore to ready %.1f ms (vmm setup %.1f ms, state restore %.1f ms, %.0f pages prefetched, first agent answer %.1f ms), clone identity %.1f ms, command %.1f ms\n",
-		ready - vmm.started_ms, setup, restore,
-		status_field(status_line, "prefetched_pages="),
-		ready - vmm.started_ms - setup - restore, identity - ready,
-		done - identity);
+		"thaw: restore to ready %.1f ms: host side %.1f ms (process start %.1f ms, vmm setup %.1f ms with %.0f pages prefetched in %.1f ms, state restore %.1f ms), guest side: first agent answer %.1f ms; clone identity %.1f ms, command %.1f ms\n",
+		ready - vmm.started_ms, vmm_restore_host_ms(&phases),
+		phases.process_start_ms, phases.setup_ms,
+		phases.prefetched_pages, phases.page_in_ms,
+		phases.state_restore_ms, phases.agent_ms,
+		identity - identity_start, done - identity);
 out:
 	agent_close(&agent);
 	vmm_process_remove(&vmm);

@@ -139,6 +139,17 @@ bool thaw_reply_header(const struct thaw_reply *r, const char *name, char *out,
 #define THAW_CLIENT_ID_MAX 64	/* ids are 16 hex digits */
 #define THAW_CLIENT_NAME_MAX 64 /* template names: at most 63 bytes */
 
+/*
+ * A sandbox's restore_ms split where its guest starts running (API.md's
+ * "restore"): host_ms = vmm_start_ms (page_in_ms in it) + state_restore_ms,
+ * guest_ms = agent_ms + identity_ms.
+ */
+struct thaw_restore_phases {
+	double host_ms, vmm_start_ms, page_in_ms, state_restore_ms;
+	double guest_ms, agent_ms, identity_ms;
+	double prefetched_pages;
+};
+
 /* A sandbox as the API describes it; absent strings are "", numbers 0. */
 struct thaw_sandbox {
 	char id[THAW_CLIENT_ID_MAX];
@@ -147,6 +158,7 @@ struct thaw_sandbox {
 	char state[16];		       /* "running" or "stopped" */
 	char stop_reason[256];
 	double restore_ms, handout_ms;
+	struct thaw_restore_phases restore;
 	long pid; /* GET /sandboxes/{id} only */
 };
 

@@ -100,6 +100,21 @@ static int too_long(const char *key, char *err, size_t errlen)
 			   "the daemon's answer has a %s too long", key);
 }
 
+/* A sandbox's "restore" object; all zero when it has none. */
+static void take_restore_phases(struct thaw_restore_phases *p, const json_t *o)
+{
+	*p = (struct thaw_restore_phases){
+		.host_ms = number(o, "host_ms"),
+		.vmm_start_ms = number(o, "vmm_start_ms"),
+		.page_in_ms = number(o, "page_in_ms"),
+		.state_restore_ms = number(o, "state_restore_ms"),
+		.guest_ms = number(o, "guest_ms"),
+		.agent_ms = number(o, "agent_ms"),
+		.identity_ms = number(o, "identity_ms"),
+		.prefetched_pages = number(o, "prefetched_pages"),
+	};
+}
+
 /* A list answer's element into @item; 0, or a code after @err. */
 typedef int (*take_fn)(void *item, const json_t *o, char *err, size_t errlen);
 
@@ -118,6 +133,7 @@ static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 			 "stop_reason"))
 		return too_long("sandbox field", err, errlen);
 	s->restore_ms = number(o, "restore_ms");
+	take_restore_phases(&s->restore, json_object_get(o, "restore"));
 	s->handout_ms = number(o, "handout_ms");
 	s->pid = (long)number(o, "pid");
 	return 0;

@@ -11,6 +11,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -81,6 +82,45 @@ static void put_histogram(struct text *t, const char *name,
 	    h->total);
 }
 
+/* The pools' latency histograms: the struct histogram at @field of each. */
+static const struct {
+	const char *name, *help;
+	size_t field;
+} pool_histograms[] = {
+	{ "thaw_handout_seconds", "Time a create waited for its clone.",
+	  offsetof(struct pool, handout_s) },
+	{ "thaw_restore_seconds",
+	  "VMM start to the agent's first answer and the clone's identity "
+	  "pushed.",
+	  offsetof(struct pool, restore_s) },
+	{ "thaw_restore_host_seconds",
+	  "A restore's host side: VMM start, page-in, state restore.",
+	  offsetof(struct pool, restore_host_s) },
+	{ "thaw_restore_guest_seconds",
+	  "A restore's guest side: state restored to the agent's first "
+	  "answer, then the clone's identity.",
+	  offsetof(struct pool, restore_guest_s) },
+};
+
+/* Each family of pool_histograms, a histogram per template. */
+static void put_pool_histograms(struct text *t, const struct daemon *d)
+{
+	for (size_t h = 0;
+	     h < sizeof(pool_histograms) / sizeof(pool_histograms[0]); h++) {
+		const char *name = pool_histograms[h].name;
+
+		put(t, "# HELP %s %s\n# TYPE %s histogram\n", name,
+		    pool_histograms[h].help, name);
+		for (size_t i = 0; i < d->nr_pools; i++) {
+			const char *pool = (const char *)&d->pools[i];
+
+			put_histogram(t, name, d->pools[i].t->name,
+				      (const void *)(pool +
+						     pool_histograms[h].field));
+		}
+	}
+}
+
 /* One metric family per template field: name, type, help, value. */
 #define POOL_METRIC(out, dm, metric, kind, help, expr)                         \
 	do {                                                                   \
@@ -114,18 +154,7 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 		    pl->rejections);
 	POOL_METRIC(&t, d, "thaw_sandboxes_expired_total", "counter",
 		    "Sandboxes killed when their timeout passed.", pl->expired);
-	put(&t,
-	    "# HELP thaw_handout_seconds Time a create waited for its clone.\n"
-	    "# TYPE thaw_handout_seconds histogram\n");
-	for (size_t i = 0; i < d->nr_pools; i++)
-		put_histogram(&t, "thaw_handout_seconds", d->pools[i].t->name,
-			      &d->pools[i].handout_s);
-	put(&t,
-	    "# HELP thaw_restore_seconds VMM start to the agent's first answer.\n"
-	    "# TYPE thaw_restore_seconds histogram\n");
-	for (size_t i = 0; i < d->nr_pools; i++)
-		put_histogram(&t, "thaw_restore_seconds", d->pools[i].t->name,
-			      &d->pools[i].restore_s);
+	put_pool_histograms(&t, d);
 	put(&t, "# HELP thaw_http_requests_total Answered requests by status.\n"
 		"# TYPE thaw_http_requests_total counter\n");
 	for (int i = 0; i < HTTP_CODES; i++)

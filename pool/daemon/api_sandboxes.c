@@ -34,6 +34,22 @@ static double hundredths(double ms)
 	return (double)(int64_t)(ms * 100 + 0.5) / 100;
 }
 
+/* The sandbox's "restore" object of API.md: restore_ms in phases. */
+static json_t *restore_phases_json(const struct sandbox *c)
+{
+	const struct vmm_restore_phases *p = &c->restore_phases;
+
+	return json_pack("{s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f}", "host_ms",
+			 hundredths(c->restore_host_ms), "vmm_start_ms",
+			 hundredths(p->process_start_ms + p->setup_ms),
+			 "page_in_ms", hundredths(p->page_in_ms),
+			 "prefetched_pages", (json_int_t)p->prefetched_pages,
+			 "state_restore_ms", hundredths(p->state_restore_ms),
+			 "guest_ms", hundredths(c->restore_guest_ms),
+			 "agent_ms", hundredths(p->agent_ms), "identity_ms",
+			 hundredths(c->identity_ms));
+}
+
 /* The sandbox object of API.md; call with the daemon locked. */
 static json_t *sandbox_json(const struct sandbox *c, bool detail)
 {
@@ -41,12 +57,12 @@ static json_t *sandbox_json(const struct sandbox *c, bool detail)
 
 	format_time(c->created_ms, created, sizeof(created));
 	format_time(c->expires_ms, expires, sizeof(expires));
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:s}", "id", c->id,
-			      "template", c->pool->t->name, "created", created,
-			      "expires", expires, "restore_ms",
-			      hundredths(c->restore_ms), "handout_ms",
-			      hundredths(c->handout_ms), "state",
-			      c->stopped ? "stopped" : "running");
+	json_t *j = json_pack(
+		"{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id, "template",
+		c->pool->t->name, "created", created, "expires", expires,
+		"restore_ms", hundredths(c->restore_ms), "restore",
+		restore_phases_json(c), "handout_ms", hundredths(c->handout_ms),
+		"state", c->stopped ? "stopped" : "running");
 	if (j && detail) {
 		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
 		if (c->stopped)

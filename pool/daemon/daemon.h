@@ -23,13 +23,14 @@
  *
  * A sandbox's life: RESTORING (a pool worker registers it in the catalog,
  * starts its VMM in a fresh cgroup, waits for the agent, makes the guest
- * unique) -> READY (in its pool's FIFO) -> LEASED (handed out by
- * pool_handout(), in daemon.leased, with a deadline) -> gone: released
- * (DELETE), expired (the reaper), or its VMM died, whereupon the last
- * reference holder destroys it (VMM killed, cgroup and run directory
- * removed, catalog entry dropped).  A leased sandbox whose VMM died stays
- * listed, marked stopped, until it is released or expires, so its user
- * learns why.  Each step is logged with the sandbox's id (common/log.h).
+ * unique, asks the VMM where the restore's time went) -> READY (in its
+ * pool's FIFO) -> LEASED (handed out by pool_handout(), in daemon.leased,
+ * with a deadline) -> gone: released (DELETE), expired (the reaper), or its
+ * VMM died, whereupon the last reference holder destroys it (VMM killed,
+ * cgroup and run directory removed, catalog entry dropped).  A leased
+ * sandbox whose VMM died stays listed, marked stopped, until it is
+ * released or expires, so its user learns why.  Each step is logged with
+ * the sandbox's id (common/log.h).
  *
  * Errors: the functions here return their own codes (pool_handout() an
  * enum pool_error, with its message in the caller's buffer); only the API
@@ -75,6 +76,11 @@ struct sandbox {
 	struct cgroup cg;
 	bool cgroup_made, registered;
 	double restore_ms, handout_ms;
+	/* restore_ms split where the guest starts running (API.md): the
+	 * host side (VMM start, page-in, state restore), the guest side
+	 * (the agent's first answer, then identity_ms pushing its CLONE). */
+	struct vmm_restore_phases restore_phases;
+	double identity_ms, restore_host_ms, restore_guest_ms;
 	int64_t created_ms, expires_ms; /* CLOCK_REALTIME */
 	char **env;			/* KEY=VALUE from the create request */
 	int refs;			/* API calls using it */
@@ -116,6 +122,8 @@ struct pool {
 	/* creates waiting for a clone, oldest first; `waiters` of them */
 	struct pool_waiter *waiting_head, *waiting_tail;
 	struct histogram handout_s, restore_s;
+	/* restore_s's two sides, of each clone restore() finished */
+	struct histogram restore_host_s, restore_guest_s;
 	pthread_t *workers;
 	uint32_t nr_workers;
 };

@@ -18,6 +18,12 @@
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
  * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
  *
+ * A restore is timed from the VMM's fork to the clone's identity pushed,
+ * and split where the guest starts running: the VMM's status says when
+ * it started and how long its setup and state restore took (the host
+ * side), the rest until the agent answered is the guest's, and so is
+ * pushing the identity.  /metrics keeps a histogram of each side.
+ *
  * The reaper thread expires leases and notices VMMs that died.  Every
  * ready or leased sandbox's VMM has its pidfd in one epoll set (one-shot:
  * a pidfd stays readable once its process ended), so the reaper learns of
@@ -233,6 +239,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 			log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
 		return -1;
 	}
+	double agent_ready_ms = monotonic_ms();
 	/* The hostname is the id too: it is how a user tells clones apart. */
 	ret = agent_clone(&agent, CLONE_REQUEST_ID, c->id, c->id, err,
 			  sizeof(err));
@@ -242,11 +249,27 @@ static int restore(struct pool *pl, struct sandbox *c)
 			  err);
 		return -1;
 	}
-	c->agent = agent;
-	c->restore_ms = monotonic_ms() - c->vmm.started_ms;
+	c->agent = agent; /* closed by sandbox_destroy() from here on */
+	double unique_ms = monotonic_ms();
+	c->restore_ms = unique_ms - c->vmm.started_ms;
+	c->identity_ms = unique_ms - agent_ready_ms;
+	/* Asked once the clone is done, so restore_ms does not count it; a
+	 * VMM that cannot answer its control socket is no clone to hand out. */
+	ret = vmm_process_restore_phases(&c->vmm, agent_ready_ms,
+					 &c->restore_phases, err, sizeof(err));
+	if (ret < 0) {
+		if (ret != -EINTR)
+			log_write(LOG_LEVEL_ERROR, c->id,
+				  "its restore's phases: %s", err);
+		return -1;
+	}
+	c->restore_host_ms = vmm_restore_host_ms(&c->restore_phases);
+	c->restore_guest_ms = c->restore_phases.agent_ms + c->identity_ms;
 	log_write(LOG_LEVEL_DEBUG, c->id,
-		  "restored from template %s in %.1f ms", t->name,
-		  c->restore_ms);
+		  "restored from template %s in %.1f ms: host side %.1f ms, "
+		  "guest side %.1f ms",
+		  t->name, c->restore_ms, c->restore_host_ms,
+		  c->restore_guest_ms);
 	return 0;
 }
 
@@ -358,6 +381,10 @@ static void *pool_worker(void *arg)
 		if (ok && !d->stopping) {
 			pl->failures_in_a_row = 0;
 			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
+			histogram_add(&pl->restore_host_s,
+				      c->restore_host_ms / 1e3);
+			histogram_add(&pl->restore_guest_s,
+				      c->restore_guest_ms / 1e3);
 			watch_vmm(d, c);
 			ready(pl, c);
 			continue;

@@ -4,6 +4,7 @@
  */
 #include "vmm_process.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -474,6 +475,88 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 		return -EPROTO;
 	}
 	return 0;
+}
+
+int vmm_control_number(const char *reply, const char *key, double *out)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = reply; (p = strstr(p, key)); p += n) {
+		char *end;
+
+		if (p != reply && p[-1] != ' ')
+			continue; /* the tail of a longer key */
+		/* Values are unsigned; strtod() alone would skip spaces. */
+		if (!isdigit((unsigned char)p[n]))
+			return -EINVAL;
+		errno = 0;
+		*out = strtod(p + n, &end);
+		if (errno || (*end && *end != ' '))
+			return -EINVAL;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+double vmm_restore_host_ms(const struct vmm_restore_phases *p)
+{
+	return p->process_start_ms + p->setup_ms + p->state_restore_ms;
+}
+
+int vmm_restore_phases_parse(const char *status, double forked_ms,
+			     double agent_ready_ms,
+			     struct vmm_restore_phases *p, char *err,
+			     size_t errlen)
+{
+	double started_at_us, setup_us, restore_us, prefetch_us, pages;
+	const struct {
+		const char *key;
+		double *value;
+	} fields[] = {
+		{ "started_at_us=", &started_at_us },
+		{ "setup_us=", &setup_us },
+		{ "restore_us=", &restore_us },
+		{ "prefetch_us=", &prefetch_us },
+		{ "prefetched_pages=", &pages },
+	};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		int ret = vmm_control_number(status, fields[i].key,
+					     fields[i].value);
+
+		if (ret < 0) {
+			snprintf(err, errlen,
+				 "the VMM's status '%s' has %s %.*s field",
+				 status, ret == -ENOENT ? "no" : "a bad",
+				 (int)strlen(fields[i].key) - 1, fields[i].key);
+			return -EPROTO;
+		}
+	}
+	double started_at_ms = started_at_us / 1e3;
+	double restored_at_ms = started_at_ms + (setup_us + restore_us) / 1e3;
+	*p = (struct vmm_restore_phases){
+		.process_start_ms = started_at_ms - forked_ms,
+		.setup_ms = setup_us / 1e3,
+		.page_in_ms = prefetch_us / 1e3,
+		.prefetched_pages = pages,
+		.state_restore_ms = restore_us / 1e3,
+		.agent_ms = agent_ready_ms - restored_at_ms,
+	};
+	return 0;
+}
+
+int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
+			       struct vmm_restore_phases *p, char *err,
+			       size_t errlen)
+{
+	char status[256];
+	int ret = vmm_process_control(vmm, "status", status, sizeof(status),
+				      err, errlen);
+
+	if (ret < 0)
+		return ret;
+	return vmm_restore_phases_parse(status, vmm->started_ms, agent_ready_ms,
+					p, err, errlen);
 }
 
 void vmm_process_stop(struct vmm_process *vmm)

@@ -94,6 +94,55 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 			char *reply, size_t len, char *err, size_t errlen);
 
 /*
+ * The number after @key (with its '=': "setup_us=") in a control answer
+ * such as status's (control.h), where fields are space-separated KEY=VALUE
+ * words.  0 with *@out; -ENOENT when no word starts with @key, -EINVAL when
+ * its value is not an unsigned decimal number.
+ */
+int vmm_control_number(const char *reply, const char *key, double *out);
+
+/*
+ * Where a restored clone's time went, in ms, from its VMM's fork to its
+ * agent's first answer.  The host side is process_start_ms + setup_ms +
+ * state_restore_ms, page-in being part of the setup; the guest side,
+ * agent_ms, starts when the state is loaded and the vCPUs may run.  The
+ * four add up to that whole time.
+ */
+struct vmm_restore_phases {
+	double process_start_ms; /* fork -> the VMM's main(): exec, loader */
+	double setup_ms;	 /* snapshot read and checked, memory mapped
+				    and prefetched, the KVM VM built */
+	double page_in_ms;	 /* the prefetch, inside setup_ms */
+	double prefetched_pages; /* 0 when lazy or no working set */
+	double state_restore_ms; /* vCPU, irqchip and device state loaded */
+	double agent_ms;	 /* state loaded -> the agent's first answer */
+};
+
+/* process_start_ms + setup_ms + state_restore_ms: the host's share. */
+double vmm_restore_host_ms(const struct vmm_restore_phases *p);
+
+/*
+ * @p from a restored VMM's answer to "status" (@status), the VMM having
+ * been forked at @forked_ms and its agent having first answered at
+ * @agent_ready_ms (both CLOCK_MONOTONIC, as the VMM's started_at_us).
+ * 0, or -EPROTO when the answer lacks a restored clone's fields (@err
+ * quotes it and names the field).
+ */
+int vmm_restore_phases_parse(const char *status, double forked_ms,
+			     double agent_ready_ms,
+			     struct vmm_restore_phases *p, char *err,
+			     size_t errlen);
+
+/*
+ * Asks restored @vmm for its status (one control round trip) and fills @p
+ * as vmm_restore_phases_parse() does, @agent_ready_ms being when its agent
+ * first answered.  0, or vmm_process_control()'s or the parser's error.
+ */
+int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
+			       struct vmm_restore_phases *p, char *err,
+			       size_t errlen);
+
+/*
  * The VMM's reason for stopping, its verdict: the line of its log before
  * its final "timings:" line (else its last line), without the logger's
  * time, name, level and sandbox prefix; when it wrote none (killed

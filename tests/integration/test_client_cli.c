@@ -604,7 +604,8 @@ static const char sandbox_json[] =
 	"{\"id\":\"sb-3f9a0c2e71d4b805\",\"template\":\"py\","
 	"\"created\":\"2026-11-30T01:02:03.456Z\","
 	"\"expires\":\"2026-11-30T01:03:03.456Z\","
-	"\"restore_ms\":41.7,\"handout_ms\":0.08}";
+	"\"restore_ms\":41.7,\"restore\":{\"host_ms\":3.9,"
+	"\"guest_ms\":37.8},\"handout_ms\":0.08}";
 
 Test(client, sandbox_create_prints_the_id)
 {
@@ -621,7 +622,8 @@ Test(client, sandbox_create_prints_the_id)
 	fake_stop(&f);
 	expect_status(&r, 0);
 	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
-	expect_err(&r, "restore 41.7 ms, handout 0.08 ms");
+	expect_err(&r, "restore 41.7 ms (host side 3.9 ms, guest side 37.8 "
+		       "ms), handout 0.08 ms");
 	cr_expect(!strncmp(f.requests[0], "POST /sandboxes HTTP/1.1\r\n", 26),
 		  "request: %s", f.requests[0]);
 	cr_expect_str_eq(body_of(f.requests[0]),
@@ -984,7 +986,11 @@ Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
 	static const char stopped[] =
 		"{\"id\":\"sb-3f9a0c2e71d4b805\",\"template\":\"py\","
 		"\"state\":\"stopped\",\"pid\":812,"
-		"\"stop_reason\":\"the guest panicked\"}";
+		"\"stop_reason\":\"the guest panicked\",\"restore_ms\":41.7,"
+		"\"restore\":{\"host_ms\":3.9,\"vmm_start_ms\":3.5,"
+		"\"page_in_ms\":1.2,\"prefetched_pages\":5376,"
+		"\"state_restore_ms\":0.4,\"guest_ms\":37.8,"
+		"\"agent_ms\":36.1,\"identity_ms\":1.7}}";
 	/* 3 bytes an element, as a list must not cost a struct each. */
 	static char zeros[3 * 70000 + 32];
 	size_t len =
@@ -1023,6 +1029,18 @@ Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
 	cr_expect_str_eq(s.state, "stopped");
 	cr_expect_eq(s.pid, 812);
 	cr_expect_str_eq(s.stop_reason, "the guest panicked");
+	const struct thaw_restore_phases *p = &s.restore;
+	cr_expect(p->host_ms == 3.9 && p->vmm_start_ms == 3.5 &&
+			  p->page_in_ms == 1.2 && p->prefetched_pages == 5376 &&
+			  p->state_restore_ms == 0.4,
+		  "host side %f: vmm start %f (page-in %f, %f pages), "
+		  "state %f",
+		  p->host_ms, p->vmm_start_ms, p->page_in_ms,
+		  p->prefetched_pages, p->state_restore_ms);
+	cr_expect(p->guest_ms == 37.8 && p->agent_ms == 36.1 &&
+			  p->identity_ms == 1.7,
+		  "guest side %f: agent %f, identity %f", p->guest_ms,
+		  p->agent_ms, p->identity_ms);
 	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
 		     THAW_CLIENT_ANSWER);
 	cr_expect_str_eq(err, "the daemon's sandbox list holds a non-object");

@@ -297,6 +297,45 @@ static double jnum(const json_t *o, const char *key)
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/*
+ * What is wrong with sandbox object @sb's "restore" (API.md) into
+ * @problem, "" when nothing: every phase there and >= 0, each side the sum
+ * of its phases, page-in inside the VMM's start, the two sides adding up to
+ * no more than restore_ms (each figure is rounded to 0.01 ms), and neither
+ * the host's work nor the agent's answer taking no time at all.
+ */
+static void check_restore_phases(const json_t *sb, char *problem, size_t len)
+{
+	static const char *const phases[] = {
+		"host_ms",	    "vmm_start_ms",	"page_in_ms",
+		"prefetched_pages", "state_restore_ms", "guest_ms",
+		"agent_ms",	    "identity_ms",
+	};
+	const json_t *p = json_object_get(sb, "restore");
+	char *text = json_dumps(sb, JSON_COMPACT);
+	const double rounding = 0.02;
+
+	problem[0] = '\0';
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		if (!(jnum(p, phases[i]) >= 0)) {
+			snprintf(problem, len, "restore.%s is %f: %.400s",
+				 phases[i], jnum(p, phases[i]), text);
+			break;
+		}
+	double host = jnum(p, "host_ms"), guest = jnum(p, "guest_ms");
+	if (!problem[0] &&
+	    (fabs(jnum(p, "vmm_start_ms") + jnum(p, "state_restore_ms") -
+		  host) > rounding ||
+	     fabs(jnum(p, "agent_ms") + jnum(p, "identity_ms") - guest) >
+		     rounding ||
+	     jnum(p, "page_in_ms") > jnum(p, "vmm_start_ms") ||
+	     host + guest > jnum(sb, "restore_ms") + rounding || host <= 0 ||
+	     jnum(p, "agent_ms") <= 0))
+		snprintf(problem, len,
+			 "the restore's phases do not add up: %.400s", text);
+	free(text);
+}
+
 /* Appends base64 @text, decoded, to @buf; false when it is not base64. */
 static bool base64_append(char **buf, size_t *len, const char *text)
 {
@@ -1361,6 +1400,8 @@ static void *handout_thread(void *arg)
 		snprintf(h->failure, sizeof(h->failure),
 			 "create refused %ld without an error code: %.400s",
 			 h->status, r.body);
+	else if (!h->refused)
+		check_restore_phases(r.json, h->failure, sizeof(h->failure));
 	reply_free(&r);
 	if (h->failure[0] || h->refused)
 		return NULL;
@@ -2310,11 +2351,25 @@ Test(api, health_and_metrics, .timeout = 600)
 	cr_expect_not_null(strstr(r.body, "# TYPE thaw_handouts_total "
 					  "counter"),
 			   "%s", r.body);
+	for (int side = 0; side < 2; side++) {
+		char metric[64];
+
+		snprintf(
+			metric, sizeof(metric),
+			"\nthaw_restore_%s_seconds_count{template=\"default\"} ",
+			side ? "guest" : "host");
+		const char *count = strstr(r.body, metric);
+		cr_expect(count && atof(count + strlen(metric)) >= 1,
+			  "no restore counted in %s: %s", metric + 1, r.body);
+	}
 	reply_free(&r);
 
 	cr_assert_eq(api(&r, "GET", NULL, "/sandboxes/%s", id), 200);
 	cr_expect(vmm_alive((pid_t)jnum(r.json, "pid")), "%s", r.body);
 	cr_expect_str_eq(jstr(r.json, "template"), "default");
+	char problem[512];
+	check_restore_phases(r.json, problem, sizeof(problem));
+	cr_expect_str_empty(problem, "%s", problem);
 	reply_free(&r);
 	delete_sandbox(id);
 }

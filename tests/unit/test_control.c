@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_control.c - thaw-vmm's control socket, served against a VM that is
- * not running guest code: the line protocol, stop, bad input, clean-up.
+ * not running guest code: the line protocol, stop, bad input, clean-up,
+ * and a restored clone's status as its supervisor reads it.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include "control.h"
 #include "vm.h"
+#include "vmm_process.h"
 
 static struct vm vm;
 static struct control control;
@@ -145,4 +147,41 @@ Test(control, overlong_line_closes_only_that_client)
 	cr_expect_str_eq(ask(other, "ping\n"), "ok pong");
 	close(fd);
 	close(other);
+}
+
+/*
+ * A restored clone's status says where its restore's time went, in the
+ * words its supervisor reads (pool/host/vmm_process.h): the two ends of
+ * the protocol, checked against each other.
+ */
+Test(control, a_restored_vms_status_splits_its_restore)
+{
+	struct vmm_restore_phases p;
+	char err[512];
+	int fd = connect_control();
+
+	vm.created_ns = 5000 * NS_PER_MS;
+	vm.prefetch_ns = 1200 * 1000;
+	vm.prefetched_pages = 5376;
+	vm.restore_start_ns = vm.created_ns + 3500 * 1000;
+	vm.restored_ns = vm.restore_start_ns + 400 * 1000;
+	const char *status = ask(fd, "status\n");
+	cr_expect_not_null(strstr(status, " setup_us=3500 restore_us=400 "
+					  "prefetched_pages=5376 "
+					  "prefetch_us=1200 "
+					  "started_at_us=5000000"),
+			   "%s", status);
+	/* Forked 1 ms before its main(); the agent answered 40 ms after the
+	 * state was loaded. */
+	cr_assert_eq(vmm_restore_phases_parse(status, 4999, 5003.9 + 40, &p,
+					      err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_float_eq(p.process_start_ms, 1, 1e-6);
+	cr_expect_float_eq(p.setup_ms, 3.5, 1e-6);
+	cr_expect_float_eq(p.page_in_ms, 1.2, 1e-6);
+	cr_expect_eq(p.prefetched_pages, 5376);
+	cr_expect_float_eq(p.state_restore_ms, 0.4, 1e-6);
+	cr_expect_float_eq(p.agent_ms, 40, 1e-6);
+	cr_expect_float_eq(vmm_restore_host_ms(&p), 4.9, 1e-6);
+	close(fd);
 }
