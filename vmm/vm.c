@@ -38,9 +38,11 @@
 /* Kicks a vCPU thread out of KVM_RUN. */
 #define SIGNAL_KICK SIGUSR1
 
-/* How often the main thread samples vCPUs for "every CPU parked". */
+/* How often the main thread looks at vCPUs for "every CPU parked". */
 #define PARKED_SAMPLE_MS 250
 #define PARKED_SAMPLES_TO_STOP 2
+/* The longest gap between samples of a halt with interrupts on. */
+#define PARKED_SAMPLE_CAP_MS 8000
 
 /*
  * Linux console on the UART; reboot (and panic=-1) through the keyboard
@@ -162,6 +164,35 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 	return vm_devices_create(vm, cfg);
 }
 
+/*
+ * Opens each vCPU's statistics for the main thread's looks, before any
+ * KVM_RUN holds the vCPU (KVM_GET_STATS_FD would wait for it).  A vCPU
+ * without them (a kernel before 5.16) is sampled at every look.
+ */
+static void watch_vcpus(struct vm *vm)
+{
+	bool told = false;
+
+	for (int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		struct vcpu_activity first;
+		char err[256];
+
+		if (vcpu_stats_open(&v->stats, v->fd, &first, err,
+				    sizeof(err)) == 0) {
+			vcpu_watch_start(&v->watch, &first,
+					 PARKED_SAMPLE_MS * NS_PER_MS,
+					 PARKED_SAMPLE_CAP_MS * NS_PER_MS);
+		} else if (!told) {
+			log_debug("vcpu %d: %s; vCPUs without statistics are "
+				  "kicked every %d ms to watch for a halted "
+				  "guest",
+				  i, err, PARKED_SAMPLE_MS);
+			told = true;
+		}
+	}
+}
+
 /* KVM vCPU objects and their kvm_run mappings, with no state set yet. */
 static int create_vcpu_fds(struct vm *vm)
 {
@@ -190,6 +221,7 @@ static int create_vcpu_fds(struct vm *vm)
 		}
 		v->run_size = run_size;
 	}
+	watch_vcpus(vm);
 	return 0;
 }
 
@@ -304,7 +336,9 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->vm_fd = -1;
 	for (int i = 0; i < VM_MAX_VCPUS; i++)
-		vm->vcpus[i] = (struct vcpu){ .vm = vm, .id = i, .fd = -1 };
+		vm->vcpus[i] = (struct vcpu){
+			.vm = vm, .id = i, .fd = -1, .stats.fd = -1
+		};
 	pthread_mutex_init(&vm->stop_lock, NULL);
 	pthread_mutex_init(&vm->pause_lock, NULL);
 	pthread_cond_init(&vm->pause_cond, NULL);
@@ -520,9 +554,33 @@ static void ignore_signal(int sig)
 	(void)sig;
 }
 
+/*
+ * Whether @v needs sampling now; a vCPU its statistics show running since
+ * the last look is not parked, whatever its last sample said.
+ */
+static bool needs_sample(struct vcpu *v, uint64_t now)
+{
+	struct vcpu_activity seen;
+
+	if (v->stats.fd < 0 || vcpu_stats_read(&v->stats, &seen) < 0)
+		return true;
+	switch (vcpu_watch_look(&v->watch, &seen, atomic_load(&v->parked),
+				now)) {
+	case VCPU_RAN:
+		atomic_store(&v->parked, false);
+		return false;
+	case VCPU_WAIT:
+		return false;
+	case VCPU_SAMPLE:
+		break;
+	}
+	return true;
+}
+
 /* Called every PARKED_SAMPLE_MS; returns true once the guest has stopped. */
 static bool all_parked(struct vm *vm, int *consecutive)
 {
+	uint64_t now = monotonic_ns();
 	bool parked = true;
 
 	if (atomic_load(&vm->pause_requested)) {
@@ -530,13 +588,18 @@ static bool all_parked(struct vm *vm, int *consecutive)
 		*consecutive = 0;
 		return false;
 	}
-	for (int i = 0; i < vm->nr_vcpus; i++)
-		parked = parked && atomic_load(&vm->vcpus[i].parked);
-	*consecutive = parked ? *consecutive + 1 : 0;
 	for (int i = 0; i < vm->nr_vcpus; i++) {
-		atomic_store(&vm->vcpus[i].inspect, true);
-		kick(&vm->vcpus[i], SIGNAL_KICK);
+		struct vcpu *v = &vm->vcpus[i];
+		bool sample = needs_sample(v, now);
+
+		/* The last samples count, before this look's kicks. */
+		parked = parked && atomic_load(&v->parked);
+		if (sample) {
+			atomic_store(&v->inspect, true);
+			kick(v, SIGNAL_KICK);
+		}
 	}
+	*consecutive = parked ? *consecutive + 1 : 0;
 	return *consecutive >= PARKED_SAMPLES_TO_STOP;
 }
 
@@ -609,6 +672,7 @@ void vm_destroy(struct vm *vm)
 	for (int i = 0; i < VM_MAX_VCPUS; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 
+		vcpu_stats_close(&v->stats);
 		if (v->run)
 			munmap(v->run, v->run_size);
 		if (v->fd >= 0)
