@@ -326,7 +326,7 @@ Test(config, token_file_first_line_is_the_token)
 
 Test(config, token_file_missing_is_named)
 {
-	char text[128], want[128];
+	char text[128], want[256];
 
 	snprintf(token_path, sizeof(token_path), "/tmp/thaw-config-none-%d",
 		 getpid());
