@@ -8,6 +8,8 @@
  *			settings
  *	config.c	the config file and its embedded default (config.h)
  *	pools.c		warm pools and every sandbox's life, below
+ *	admission.c	whether to admit new sandboxes, from the host's
+ *			pressure, memory and restore times (admission.h)
  *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
  *			says which file serves what)
  *
@@ -43,6 +45,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "admission.h"
 #include "catalog.h"
 #include "cgroup.h"
 #include "config.h"
@@ -93,6 +96,8 @@ struct pool {
 	uint32_t failures_in_a_row;
 	char last_error[256];
 	uint64_t handouts, rejections, expired;
+	uint64_t overload_rejections; /* creates refused: not admitting */
+	struct restore_latency latency;
 	pthread_cond_t ready_cond; /* its waiters: a clone or a failure */
 	struct histogram handout_s, restore_s;
 	pthread_t *workers;
@@ -126,6 +131,7 @@ struct daemon {
 	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;
 	int64_t started_ms;
+	struct admission admission;
 	uint64_t http_count[HTTP_CODES];
 	pthread_t reaper;
 
@@ -147,6 +153,7 @@ enum pool_error {
 	POOL_STOPPING,	     /* the daemon is shutting down */
 	POOL_TIMED_OUT,	     /* no clone ready within restore_timeout_s */
 	POOL_RESTORE_FAILED, /* restores fail in a row: waiting will not help */
+	POOL_OVERLOADED,     /* not admitting, and no clone is ready */
 };
 
 /*
@@ -163,5 +170,10 @@ void sandbox_put(struct daemon *d, struct sandbox *c);
 
 /* Releases leased sandbox @id (DELETE); false when there is none. */
 bool sandbox_release(struct daemon *d, const char *id);
+
+/* admission.c: the first reading, before the pool workers start; then
+ * one a second at most, from the reaper (no lock held for either). */
+void admission_start(struct daemon *d);
+void admission_update(struct daemon *d);
 
 #endif

@@ -10,16 +10,20 @@
  * handout never restores by itself: it takes a ready clone, or waits for a
  * worker, or - when every clone the limits allow exists and none is
  * unclaimed - fails at once with POOL_FULL (the API's 429 "capacity").
+ * While the daemon does not admit (admission.h: the host is overloaded)
+ * workers start no restore, and a handout that would wait for a new one
+ * fails at once with POOL_OVERLOADED (503 "overloaded").
  *
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
  * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
  *
- * The reaper thread expires leases and notices VMMs that died.  Every
- * ready or leased sandbox's VMM has its pidfd in one epoll set (one-shot:
- * a pidfd stays readable once its process ended), so the reaper learns of
- * an exit by waiting on that set, REAP_INTERVAL_MS at most, and asks
- * waitpid about those VMMs only: the daemon's cost does not grow with the
- * number of idle sandboxes.  Restoring ones are waited for by their worker.
+ * The reaper thread expires leases, notices VMMs that died and, once a
+ * second, has admission.c look at the host.  Every ready or leased
+ * sandbox's VMM has its pidfd in one epoll set (one-shot: a pidfd stays
+ * readable once its process ended), so the reaper learns of an exit by
+ * waiting on that set, REAP_INTERVAL_MS at most, and asks waitpid about
+ * those VMMs only: the daemon's cost does not grow with the number of idle
+ * sandboxes.  Restoring ones are waited for by their worker.
  */
 #include "daemon.h"
 
@@ -228,7 +232,7 @@ static bool worker_needed(const struct pool *pl)
 
 	return pl->ready + pl->restoring < pl->t->min_ready + pl->waiters &&
 	       pool_total(pl) < pl->t->max_total &&
-	       d->total < d->cfg.max_sandboxes;
+	       d->total < d->cfg.max_sandboxes && d->admission.admitting;
 }
 
 static void *pool_worker(void *arg)
@@ -266,6 +270,8 @@ static void *pool_worker(void *arg)
 			pl->ready_tail = c;
 			pl->ready++;
 			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
+			restore_latency_add(&pl->latency, c->restore_ms,
+					    monotonic_ms());
 			pthread_cond_broadcast(&pl->ready_cond);
 			continue;
 		}
@@ -352,6 +358,15 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				d->total, d->cfg.max_sandboxes);
 			pl->rejections++;
 			error = POOL_FULL;
+			break;
+		}
+		if (!waiting && !unclaimed && !d->admission.admitting) {
+			snprintf(
+				err, errlen,
+				"the host is overloaded: %s; no clone of template %s is ready, and none is restored until the host recovers",
+				d->admission.reason, pl->t->name);
+			pl->overload_rejections++;
+			error = POOL_OVERLOADED;
 			break;
 		}
 		if (!waiting) { /* one more clone wanted: a worker's job */
@@ -553,6 +568,7 @@ static void *reaper(void *arg)
 			dead = c->next;
 			sandbox_destroy(d, c);
 		}
+		admission_update(d);
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -566,6 +582,7 @@ int pools_start(struct daemon *d)
 	d->vmm_exits = epoll_create1(EPOLL_CLOEXEC);
 	if (d->vmm_exits < 0)
 		return -errno;
+	admission_start(d);
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
 
