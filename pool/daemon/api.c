@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "clock.h"
 #include "log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -83,7 +84,7 @@ enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 
 /* Firecracker-style: the pools say what went wrong, the edge says which
  * status that is. */
-unsigned api_pool_status(enum pool_error e)
+static unsigned pool_status(enum pool_error e)
 {
 	switch (e) {
 	case POOL_OK:
@@ -91,6 +92,7 @@ unsigned api_pool_status(enum pool_error e)
 	case POOL_FULL:
 		return 429;
 	case POOL_STOPPING:
+	case POOL_OVERLOADED:
 		return 503;
 	case POOL_TIMED_OUT:
 		return 504;
@@ -129,13 +131,17 @@ static const char *error_code(unsigned status)
 	}
 }
 
-/* The error object of API.md, with an Allow header for a 405. */
-static enum MHD_Result reply_error_allow(struct MHD_Connection *conn,
-					 struct request *r, unsigned status,
-					 const char *allow, const char *message)
+/*
+ * The error object of API.md with @code, and the header @header: @value
+ * unless @header is NULL (a 405's Allow, an overload's Retry-After).
+ */
+static enum MHD_Result reply_error_with(struct MHD_Connection *conn,
+					struct request *r, unsigned status,
+					const char *code, const char *header,
+					const char *value, const char *message)
 {
-	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code",
-			      error_code(status), "message", message);
+	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
+			      message);
 	char *text = j ? json_dumps(j, JSON_FLAGS) : NULL;
 	char *line = text ? malloc(strlen(text) + 2) : NULL;
 
@@ -153,8 +159,8 @@ static enum MHD_Result reply_error_allow(struct MHD_Connection *conn,
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"application/json");
-	if (allow)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	if (header)
+		MHD_add_response_header(resp, header, value);
 	return api_reply(conn, r, status, resp);
 }
 
@@ -167,7 +173,33 @@ enum MHD_Result api_reply_error(struct MHD_Connection *conn, struct request *r,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	return reply_error_allow(conn, r, status, NULL, message);
+	return reply_error_with(conn, r, status, error_code(status), NULL, NULL,
+				message);
+}
+
+/*
+ * A pool error: its status, and for an overload its own code and a
+ * Retry-After (admission.h), so a client tells "try again soon" from the
+ * daemon shutting down, the other 503.
+ */
+enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
+				     struct request *r, enum pool_error e,
+				     const char *message)
+{
+	unsigned status = pool_status(e);
+	char retry_after[16];
+
+	if (e != POOL_OVERLOADED)
+		return reply_error_with(conn, r, status, error_code(status),
+					NULL, NULL, message);
+	pthread_mutex_lock(&r->d->lock);
+	double overloaded_ms = monotonic_ms() - r->d->admission.since_ms;
+	pthread_mutex_unlock(&r->d->lock);
+	snprintf(retry_after, sizeof(retry_after), "%u",
+		 admission_retry_after_s(overloaded_ms));
+	return reply_error_with(conn, r, status, "overloaded",
+				MHD_HTTP_HEADER_RETRY_AFTER, retry_after,
+				message);
 }
 
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r)
@@ -434,7 +466,8 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
 		allowed_methods(r->route, allow, sizeof(allow));
 		snprintf(msg, sizeof(msg), "%s takes %s, not %s", url, allow,
 			 method);
-		return reply_error_allow(conn, r, 405, allow, msg);
+		return reply_error_with(conn, r, 405, error_code(405),
+					MHD_HTTP_HEADER_ALLOW, allow, msg);
 	}
 	if (r->route->put_begin && !strcmp(method, "PUT")) {
 		r->streamed = true;

@@ -19,8 +19,8 @@
  * is in: it answers through api_reply*() and returns what libmicrohttpd
  * expects.  Statuses are chosen here, at the edge, and only here: the
  * daemon's other parts return their own errors (pool_handout() a pool
- * error), which api_pool_status() maps, as Firecracker's API server maps
- * its VMM's errors.
+ * error), which api_reply_pool_error() maps, as Firecracker's API server
+ * maps its VMM's errors.
  */
 #ifndef THAW_POOL_DAEMON_API_INTERNAL_H
 #define THAW_POOL_DAEMON_API_INTERNAL_H
@@ -79,8 +79,11 @@ api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
 /* 404 for the request's sandbox id. */
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
 
-/* The HTTP status of a pool error (daemon.h). */
-unsigned api_pool_status(enum pool_error e);
+/* Answers pool error @e (daemon.h) with its status and @message; an
+ * overload with a Retry-After. */
+enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
+				     struct request *r, enum pool_error e,
+				     const char *message);
 
 /* ---- api.c: request bodies --------------------------------------------- */
 

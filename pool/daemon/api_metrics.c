@@ -5,9 +5,12 @@
  *
  * Both are read under the daemon's lock in one pass, so a scrape sees one
  * consistent state: the pools' gauges and counters, their latency
- * histograms (a count per bucket in daemon.h, cumulative on output), and the
- * requests answered so far.  Every reply passes through api_count_status
- * (from api_reply), so no route can forget to be counted.
+ * histograms (a count per bucket in daemon.h, cumulative on output), the
+ * requests answered so far, and admission (admission.h): whether the
+ * daemon admits, why not, and the host readings it decided from - the
+ * last ones, taken once a second, not fresh ones per scrape.  Every
+ * reply passes through api_count_status (from api_reply), so no route can
+ * forget to be counted.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -36,9 +39,13 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 {
 	pthread_mutex_lock(&d->lock);
 	json_t *j = json_pack(
-		"{s:s,s:i,s:I}", "status", d->stopping ? "stopping" : "ok",
+		"{s:s,s:i,s:I,s:b}", "status", d->stopping ? "stopping" : "ok",
 		"sandboxes", (int)d->total, "uptime_s",
-		(json_int_t)((realtime_ms() - d->started_ms) / 1000));
+		(json_int_t)((realtime_ms() - d->started_ms) / 1000),
+		"admitting", d->admission.admitting);
+	if (j && !d->admission.admitting)
+		json_object_set_new(j, "overload",
+				    json_string(d->admission.reason));
 	pthread_mutex_unlock(&d->lock);
 	return api_reply_json(conn, r, d->stopping ? 503 : 200, j);
 }
@@ -133,6 +140,46 @@ static void put_pool_histograms(struct text *t, const struct daemon *d)
 		}                                                              \
 	} while (0)
 
+/* Admission's state and what it read; call locked. */
+static void put_admission(struct text *t, const struct daemon *d)
+{
+	const struct host_reading *h = &d->admission.host;
+	double now_ms = monotonic_ms();
+
+	put(t,
+	    "# HELP thaw_admitting 1 while the daemon admits new sandboxes, "
+	    "0 while the host is overloaded.\n"
+	    "# TYPE thaw_admitting gauge\n"
+	    "thaw_admitting %d\n",
+	    d->admission.admitting);
+	put(t, "# HELP thaw_host_pressure_avg10_percent PSI avg10 of each "
+	       "watched line.\n"
+	       "# TYPE thaw_host_pressure_avg10_percent gauge\n");
+	for (int i = 0; i < PRESSURE_NR; i++)
+		if (h->pressure_known[i])
+			put(t,
+			    "thaw_host_pressure_avg10_percent{resource=\"%s\","
+			    "line=\"%s\"} %.2f\n",
+			    pressure_sources[i].resource,
+			    pressure_sources[i].line, h->pressure[i]);
+	put(t, "# HELP thaw_host_memory_available_bytes MemAvailable.\n"
+	       "# TYPE thaw_host_memory_available_bytes gauge\n");
+	if (h->memory_known)
+		put(t, "thaw_host_memory_available_bytes %" PRIu64 "\n",
+		    h->mem_available_kib * 1024);
+	put(t, "# HELP thaw_restore_slowdown Recent restores' median over the "
+	       "first ones' (0: not known yet).\n"
+	       "# TYPE thaw_restore_slowdown gauge\n");
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		struct restore_slowdown s;
+
+		restore_latency_slowdown(&d->pools[i].latency,
+					 d->pools[i].t->name, now_ms, &s);
+		put(t, "thaw_restore_slowdown{template=\"%s\"} %.2f\n",
+		    s.template, s.factor);
+	}
+}
+
 enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 				struct daemon *d)
 {
@@ -154,6 +201,10 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 		    pl->rejections);
 	POOL_METRIC(&t, d, "thaw_sandboxes_expired_total", "counter",
 		    "Sandboxes killed when their timeout passed.", pl->expired);
+	POOL_METRIC(&t, d, "thaw_overload_rejections_total", "counter",
+		    "Creates refused while the host was overloaded.",
+		    pl->overload_rejections);
+	put_admission(&t, d);
 	put_pool_histograms(&t, d);
 	put(&t, "# HELP thaw_http_requests_total Answered requests by status.\n"
 		"# TYPE thaw_http_requests_total counter\n");

@@ -6,7 +6,7 @@
  *
  * Each works on the daemon's state under its lock, briefly: the one slow
  * step, waiting for a clone, is pool_handout()'s, whose pool error
- * api_pool_status() turns into a status.  A sandbox a route looks up is
+ * api_reply_pool_error() turns into a status.  A sandbox a route looks up is
  * held (sandbox_get) until its answer is built, so a concurrent delete or
  * expiry cannot free it under us; deleting kills its VMM at once even
  * while an exec holds it.
@@ -159,7 +159,7 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	enum pool_error e =
 		pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
 	if (e != POOL_OK)
-		return api_reply_error(conn, r, api_pool_status(e), "%s", err);
+		return api_reply_pool_error(conn, r, e, err);
 	return send_sandbox(conn, r, c, 201, false);
 }
 

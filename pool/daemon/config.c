@@ -84,6 +84,38 @@ const char config_default_text[] =
 	"; text: a line for people; json: a JSON object a line, for collectors.\n"
 	"; `thaw daemon --log-format` overrides it.\n"
 	"log_format = text\n"
+	";\n"
+	"; Admission.  While its host is overloaded the daemon starts no restore\n"
+	"; (the warm pools are not refilled) and answers a create that would need\n"
+	"; one 503 \"overloaded\" with Retry-After (so do waiting creates that\n"
+	"; no restore under way serves); a ready clone is still handed out.  It\n"
+	"; stops admitting when a signal below reaches its limit, and admits\n"
+	"; again once each is under 3/4 of its limit (memory: above 4/3 of its\n"
+	"; floor), read once a second.  0 turns a signal off.  Pressure is the\n"
+	"; kernel's PSI\n"
+	"; (/proc/pressure/), avg10: the percentage of the last 10 s spent\n"
+	"; stalled; without PSI (CONFIG_PSI off, psi=0) the daemon says so once\n"
+	"; and the other signals still count.\n"
+	"; CPU, \"some\": runnable tasks waited for a CPU.  At 90 % the CPUs were\n"
+	"; oversubscribed nearly all the time: every guest already runs late and\n"
+	"; another VMM only lengthens the queue.  0..100.\n"
+	"admit_cpu_pressure = 90\n"
+	"; Memory, \"full\": every task stalled on memory (reclaim, swap-in,\n"
+	"; refaults) at once, which a healthy host never sustains: thrashing\n"
+	"; starts here, hence a low limit.  0..100.\n"
+	"admit_memory_pressure = 5\n"
+	"; I/O, \"full\": every task waited for I/O at once.  Restores read their\n"
+	"; snapshot's pages, so a saturated disk slows every one.  0..100.\n"
+	"admit_io_pressure = 20\n"
+	"; MemAvailable (/proc/meminfo) under this percentage of MemTotal: more\n"
+	"; clones would push the host into reclaim before PSI shows it.  0..100.\n"
+	"admit_min_available_percent = 5\n"
+	"; A template's recent restores (the median of its last 8, of those in\n"
+	"; the last 30 s, at least 4) take this many times as long as its first\n"
+	"; 8 since the daemon started: the guests feel the overload.  Restore\n"
+	"; times vary 2-4x with the page cache and concurrency; 10x is beyond\n"
+	"; that.  0..1000.\n"
+	"admit_restore_slowdown = 10\n"
 	"\n"
 	"; One warm pool per [template NAME], NAME being 1 to 63 of A-Z a-z 0-9\n"
 	"; _ . - and what a create request asks for.  A file without any template\n"
@@ -169,6 +201,11 @@ static const struct key daemon_keys[] = {
 	/* common/log.h's levels and formats */
 	DAEMON_CHOICE(log_level, "error", "warning", "info", "debug"),
 	DAEMON_CHOICE(log_format, "text", "json"),
+	DAEMON(admit_cpu_pressure, KEY_U32, 0, 100),
+	DAEMON(admit_memory_pressure, KEY_U32, 0, 100),
+	DAEMON(admit_io_pressure, KEY_U32, 0, 100),
+	DAEMON(admit_min_available_percent, KEY_U32, 0, 100),
+	DAEMON(admit_restore_slowdown, KEY_U32, 0, 1000),
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -191,7 +228,7 @@ static const struct key template_keys[] = {
 };
 
 /* Where each key of one section was set: 0 for not in this file. */
-#define SECTION_KEYS_MAX 16
+#define SECTION_KEYS_MAX 24
 struct section_src {
 	unsigned header, key[SECTION_KEYS_MAX];
 };

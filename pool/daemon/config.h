@@ -9,7 +9,10 @@
  *				token_file, max_sandboxes, max_connections,
  *				max_request_bytes, max_file_bytes,
  *				max_exec_output_bytes, restore_timeout_s,
- *				cgroup_parent, log_level, log_format
+ *				cgroup_parent, log_level, log_format,
+ *				admit_cpu_pressure, admit_memory_pressure,
+ *				admit_io_pressure, admit_min_available_percent,
+ *				admit_restore_slowdown
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -62,6 +65,9 @@ struct daemon_config {
 	char log_level[8];  /* error, warning, info or debug (log.h) */
 	char log_format[8]; /* text or json */
 	uint32_t max_sandboxes, max_connections, restore_timeout_s;
+	/* admission.h's limits; 0 turns one off */
+	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;
+	uint32_t admit_min_available_percent, admit_restore_slowdown;
 	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
 	struct template_config *templates;
 	size_t nr_templates;

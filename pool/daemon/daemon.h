@@ -8,6 +8,8 @@
  *			settings
  *	config.c	the config file and its embedded default (config.h)
  *	pools.c		warm pools and every sandbox's life, below
+ *	admission.c	whether to admit new sandboxes, from the host's
+ *			pressure, memory and restore times (admission.h)
  *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
  *			says which file serves what)
  *
@@ -45,6 +47,7 @@
 #include <time.h>
 
 #include "agent_client.h"
+#include "admission.h"
 #include "catalog.h"
 #include "cgroup.h"
 #include "config.h"
@@ -121,6 +124,8 @@ struct pool {
 	uint64_t handouts, rejections, expired;
 	/* creates waiting for a clone, oldest first; `waiters` of them */
 	struct pool_waiter *waiting_head, *waiting_tail;
+	uint64_t overload_rejections; /* creates refused: not admitting */
+	struct restore_latency latency;
 	struct histogram handout_s, restore_s;
 	/* restore_s's two sides, of each clone restore() finished */
 	struct histogram restore_host_s, restore_guest_s;
@@ -155,6 +160,7 @@ struct daemon {
 	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;
 	int64_t started_ms;
+	struct admission admission;
 	uint64_t http_count[HTTP_CODES];
 	pthread_t reaper;
 
@@ -168,6 +174,9 @@ int pools_start(struct daemon *d);
 void pools_stopping(struct daemon *d);
 void pools_stop(struct daemon *d);
 struct pool *pool_find(struct daemon *d, const char *template);
+/* Every waiting create looks again (under d->lock): the host overloaded,
+ * those that no restore under way serves answer 503. */
+void pools_wake_waiters(struct daemon *d);
 
 /* Why a handout failed; the API maps each to its HTTP status. */
 enum pool_error {
@@ -176,6 +185,7 @@ enum pool_error {
 	POOL_STOPPING,	     /* the daemon is shutting down */
 	POOL_TIMED_OUT,	     /* no clone ready within restore_timeout_s */
 	POOL_RESTORE_FAILED, /* restores fail in a row: waiting will not help */
+	POOL_OVERLOADED,     /* not admitting, and no clone is ready */
 };
 
 /*
@@ -192,5 +202,10 @@ void sandbox_put(struct daemon *d, struct sandbox *c);
 
 /* Releases leased sandbox @id (DELETE); false when there is none. */
 bool sandbox_release(struct daemon *d, const char *id);
+
+/* admission.c: the first reading, before the pool workers start; then
+ * one a second at most, from the reaper (no lock held for either). */
+void admission_start(struct daemon *d);
+void admission_update(struct daemon *d);
 
 #endif

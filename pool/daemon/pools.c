@@ -14,6 +14,9 @@
  * worker leases the clone it restored to the oldest and wakes that one
  * alone, so 50 waiting creates cost nothing while they wait and one
  * wakeup each when served.
+ * While the daemon does not admit (admission.h: the host is overloaded)
+ * workers start no restore, and a handout that would wait for a new one
+ * fails at once with POOL_OVERLOADED (503 "overloaded").
  *
  * Workers fork the VMMs, and they live as long as the daemon: a VMM's
  * PR_SET_PDEATHSIG follows the thread that forked it (vmm_process.h).
@@ -24,7 +27,8 @@
  * side), the rest until the agent answered is the guest's, and so is
  * pushing the identity.  /metrics keeps a histogram of each side.
  *
- * The reaper thread expires leases and notices VMMs that died.  Every
+ * The reaper thread expires leases, notices VMMs that died and, once a
+ * second, has admission.c look at the host.  Every
  * ready or leased sandbox's VMM has its pidfd in one epoll set (one-shot:
  * a pidfd stays readable once its process ended), so the reaper learns of
  * an exit by waiting on that set, REAP_INTERVAL_MS at most, and asks
@@ -336,11 +340,33 @@ static void ready(struct pool *pl, struct sandbox *c)
 	pl->ready++;
 }
 
-/* Every waiter of @pl looks again: a failure, or the daemon stopping. */
+/* Every waiter of @pl looks again: a failure, the daemon stopping or the
+ * host overloaded. */
 static void wake_waiters(struct pool *pl)
 {
 	for (struct pool_waiter *w = pl->waiting_head; w; w = w->next)
 		pthread_cond_signal(&w->wake);
+}
+
+void pools_wake_waiters(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nr_pools; i++)
+		wake_waiters(&d->pools[i]);
+}
+
+/* How many waiters are served before @w: all of them if it is not queued
+ * yet. */
+static uint32_t queue_position(const struct pool *pl,
+			       const struct pool_waiter *w)
+{
+	uint32_t ahead = 0;
+
+	if (!w->queued)
+		return pl->waiters;
+	for (const struct pool_waiter *o = pl->waiting_head; o != w;
+	     o = o->next)
+		ahead++;
+	return ahead;
 }
 
 static bool worker_needed(const struct pool *pl)
@@ -349,7 +375,7 @@ static bool worker_needed(const struct pool *pl)
 
 	return pl->ready + pl->restoring < pl->t->min_ready + pl->waiters &&
 	       pool_total(pl) < pl->t->max_total &&
-	       d->total < d->cfg.max_sandboxes;
+	       d->total < d->cfg.max_sandboxes && d->admission.admitting;
 }
 
 static void *pool_worker(void *arg)
@@ -385,6 +411,8 @@ static void *pool_worker(void *arg)
 				      c->restore_host_ms / 1e3);
 			histogram_add(&pl->restore_guest_s,
 				      c->restore_guest_ms / 1e3);
+			restore_latency_add(&pl->latency, c->restore_ms,
+					    monotonic_ms());
 			watch_vmm(d, c);
 			ready(pl, c);
 			continue;
@@ -524,6 +552,18 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 				d->total, d->cfg.max_sandboxes);
 			pl->rejections++;
 			error = POOL_FULL;
+			break;
+		}
+		/* Overloaded: served only by a restore already under way
+		 * for us, restores going to waiters in turn. */
+		if (!d->admission.admitting &&
+		    pl->restoring <= queue_position(pl, &w)) {
+			snprintf(
+				err, errlen,
+				"the host is overloaded: %s; no clone of template %s is ready, and none is restored until the host recovers",
+				d->admission.reason, pl->t->name);
+			pl->overload_rejections++;
+			error = POOL_OVERLOADED;
 			break;
 		}
 		if (!w.queued) { /* one more clone wanted: a worker's job */
@@ -748,6 +788,7 @@ static void *reaper(void *arg)
 		reap(d, &ev, &dead);
 		pthread_mutex_unlock(&d->lock);
 		destroy_all(d, dead);
+		admission_update(d);
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -761,6 +802,7 @@ int pools_start(struct daemon *d)
 	d->vmm_exits = epoll_create1(EPOLL_CLOEXEC);
 	if (d->vmm_exits < 0)
 		return -errno;
+	admission_start(d);
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
 
@@ -785,8 +827,7 @@ void pools_stopping(struct daemon *d)
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
 	pthread_cond_broadcast(&d->work);
-	for (size_t i = 0; i < d->nr_pools; i++)
-		wake_waiters(&d->pools[i]);
+	pools_wake_waiters(d);
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -2,9 +2,10 @@
 /*
  * test_daemon.c - thawd (`thaw daemon`) on real KVM, driven through its
  * HTTP API (pool/API.md) the way clients drive it: fifty handouts at once,
- * the warm pool refilling, capacity and time-outs, guest memory and fork
- * bombs against the cgroup limits, kill -9 and restart, bad requests and
- * clients that stall or vanish, exec streams and file round trips.
+ * the warm pool refilling, capacity and time-outs, an overloaded host
+ * refused at once, guest memory and fork bombs against the cgroup limits,
+ * kill -9 and restart, bad requests and clients that stall or vanish, exec
+ * streams and file round trips.
  *
  * daemon-in-vm.sh runs this on a KVM host with a fresh THAW_STATE_DIR and
  * THAW_TEST_THAW, THAW_TEST_KERNEL and THAW_TEST_INITRD, and with
@@ -195,6 +196,7 @@ struct reply {
 	json_t *json; /* the body, when it is a JSON object */
 	char type[128];
 	char allow[128];
+	char retry_after[32];
 	double seconds;
 };
 
@@ -242,6 +244,8 @@ static void request(const struct call *q, struct reply *r)
 		thaw_reply_header(&got, "Content-Type", r->type,
 				  sizeof(r->type));
 		thaw_reply_header(&got, "Allow", r->allow, sizeof(r->allow));
+		thaw_reply_header(&got, "Retry-After", r->retry_after,
+				  sizeof(r->retry_after));
 		r->json = json_loadb(r->body, r->len, 0, NULL);
 	} else {
 		r->body = strdup(err);
@@ -1040,7 +1044,18 @@ static int run_dirs(const char *base, const char *sock)
 
 /* ---- the daemon process ---- */
 
-static void write_config(void)
+/*
+ * The suite's daemon does not watch CPU pressure or restore slowdown:
+ * the suite's own guests (50 at once, bombs) load this host for tens of
+ * seconds, and on a host whose guest kernel is emulated that is enough
+ * for admission to refuse the next test's creates, which would then test
+ * the host's load, not what they are about.  Admission has its own test
+ * (overloaded_host_refuses_new_restores).
+ */
+#define SUITE_DAEMON_KEYS "admit_cpu_pressure = 0\nadmit_restore_slowdown = 0\n"
+
+/* The suite's config, with @daemon_keys (lines) added to its [daemon]. */
+static void write_config(const char *daemon_keys)
 {
 	const char *kernel = getenv("THAW_TEST_KERNEL"),
 		   *initrd = getenv("THAW_TEST_INITRD");
@@ -1061,9 +1076,10 @@ static void write_config(void)
 		"max_request_bytes = %d\n"
 		"max_file_bytes = %d\n"
 		"max_exec_output_bytes = %d\n"
-		"restore_timeout_s = %d\n",
+		"restore_timeout_s = %d\n"
+		"%s",
 		MAX_REQUEST_BYTES, 4 * FILE_BYTES, MAX_EXEC_OUTPUT,
-		scaled_s(RESTORE_TIMEOUT_S));
+		scaled_s(RESTORE_TIMEOUT_S), daemon_keys);
 	for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++) {
 		fprintf(f,
 			"\n[template %s]\n"
@@ -1286,7 +1302,7 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
 	if (!find_files() || !getenv("THAW_TEST_THAW") ||
 	    !getenv("THAW_TEST_KERNEL") || !getenv("THAW_TEST_INITRD"))
 		return; /* the tests say how to run them */
-	write_config();
+	write_config(SUITE_DAEMON_KEYS);
 	if (daemon_start(false, err, sizeof(err)) < 0) {
 		FILE *f = fopen(start_failure_file(path, sizeof(path)), "w");
 
@@ -1578,6 +1594,115 @@ Test(pool, capacity_is_refused_at_once, .timeout = 900)
 	create(body, c);
 	delete_sandbox(b);
 	delete_sandbox(c);
+}
+
+/* The overloaded daemon overloaded_host_refuses_new_restores starts in
+ * place of the suite's, and whether the suite's was stopped for it. */
+static pid_t overloaded_daemon = -1;
+static bool suite_daemon_stopped;
+
+/* The suite's daemon again, for the tests after this one, even when the
+ * test failed half-way. */
+static void restart_suite_daemon(void)
+{
+	char err[4096];
+	int status;
+
+	if (overloaded_daemon > 0) {
+		kill(overloaded_daemon, SIGTERM);
+		cr_expect_eq(
+			wait_exit(overloaded_daemon, scaled_s(120), &status), 1,
+			"the overloaded daemon ignores SIGTERM");
+		unlink(files.pid);
+	}
+	if (!suite_daemon_stopped)
+		return;
+	write_config(SUITE_DAEMON_KEYS);
+	cr_expect_gt(daemon_start(false, err, sizeof(err)), 0,
+		     "the suite's daemon: %s", err);
+}
+
+/*
+ * A daemon whose host is overloaded starts no restore, answers a create
+ * at once with 503 "overloaded" and a Retry-After, and says why in
+ * /health, /metrics and its log.  The overload is real as far as the
+ * daemon can tell, without faking /proc: a floor of 100 % of the host's
+ * memory, which MemAvailable never reaches, every other signal off.
+ */
+Test(pool, overloaded_host_refuses_new_restores, .timeout = 900,
+     .fini = restart_suite_daemon)
+{
+	char err[4096], *end;
+	pid_t suite = daemon_pid();
+	struct pool_counts c;
+	struct reply r;
+	struct stat st;
+	int status;
+
+	cr_assert_eq(kill(suite, SIGTERM), 0);
+	suite_daemon_stopped = true;
+	cr_assert_geq(wait_exit(suite, scaled_s(120), &status), 0,
+		      "the suite's daemon ignores SIGTERM");
+	unlink(files.pid);
+	write_config("admit_cpu_pressure = 0\n"
+		     "admit_memory_pressure = 0\n"
+		     "admit_io_pressure = 0\n"
+		     "admit_restore_slowdown = 0\n"
+		     "admit_min_available_percent = 100\n");
+	off_t log_from = stat(files.log, &st) == 0 ? st.st_size : 0;
+	overloaded_daemon = daemon_start(true, err, sizeof(err));
+	cr_assert_gt(overloaded_daemon, 0, "%s", err);
+
+	cr_assert_eq(api(&r, "GET", NULL, "/health"), 200, "%s", r.body);
+	cr_expect_str_eq(jstr(r.json, "status"), "ok", "%s", r.body);
+	cr_expect(json_is_false(json_object_get(r.json, "admitting")), "%s",
+		  r.body);
+	cr_expect_not_null(
+		strstr(jstr(r.json, "overload"), "memory available "), "%s",
+		r.body);
+	reply_free(&r);
+
+	cr_expect_eq(api(&r, "POST", "{}", "/sandboxes"), 503, "%s", r.body);
+	json_t *error = json_object_get(r.json, "error");
+	cr_expect_str_eq(jstr(error, "code"), "overloaded", "%s", r.body);
+	cr_expect_not_null(strstr(jstr(error, "message"), "memory available "),
+			   "%s", r.body);
+	long retry_after = strtol(r.retry_after, &end, 10);
+	cr_expect(r.retry_after[0] && !*end && retry_after >= 1 &&
+			  retry_after <= 5,
+		  "Retry-After: \"%s\"", r.retry_after);
+	fprintf(stderr,
+		"test_daemon: overload refusal in %.3f s, Retry-After %s\n",
+		r.seconds, r.retry_after);
+	cr_expect_lt(r.seconds, 2.0 * guest_slowness());
+	reply_free(&r);
+
+	cr_assert_eq(api(&r, "GET", NULL, "/metrics"), 200, "%s", r.body);
+	cr_expect_not_null(strstr(r.body, "\nthaw_admitting 0\n"), "%s",
+			   r.body);
+	cr_expect_not_null(strstr(r.body, "\nthaw_overload_rejections_total{"
+					  "template=\"default\"} 1\n"),
+			   "%s", r.body);
+	cr_expect_not_null(
+		strstr(r.body, "\nthaw_host_memory_available_bytes "), "%s",
+		r.body);
+	cr_expect_null(strstr(r.body, "thaw_host_pressure_avg10_percent{"),
+		       "pressure is not watched, so not read: %s", r.body);
+	reply_free(&r);
+
+	/* Not even the first fill of the warm pool. */
+	pool_counts("default", &c);
+	cr_expect(c.ready == 0 && c.restoring == 0 && c.leased == 0,
+		  "ready %.0f restoring %.0f leased %.0f", c.ready, c.restoring,
+		  c.leased);
+	cr_expect_eq(live_vmms(NULL, 0), 0);
+	char *log = slurp(files.log, NULL);
+	cr_expect(log && strlen(log) >= (size_t)log_from &&
+			  strstr(log + log_from,
+				 "not admitting new sandboxes: the host is "
+				 "overloaded: memory available "),
+		  "no warning in the daemon's log");
+	free(log);
 }
 
 /*

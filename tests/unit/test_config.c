@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_config.c - thawd's configuration: the embedded default and its
- * documented values, files overriding them (the log settings too),
- * templates, token_file, and one case per kind of error, each of which must
- * name the file, the line and the key, and leave nothing loaded.
+ * documented values, files overriding them (the log settings and the
+ * admission limits too), templates, token_file, and one case per kind of
+ * error, each of which must name the file, the line and the key, and leave
+ * nothing loaded.
  *
  * The expected values are written out here rather than taken from
  * config_default_text, so a changed default fails a test.
@@ -89,6 +90,11 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->restore_timeout_s, 60);
 	cr_expect_str_eq(d->log_level, "info");
 	cr_expect_str_eq(d->log_format, "text");
+	cr_expect_eq(d->admit_cpu_pressure, 90);
+	cr_expect_eq(d->admit_memory_pressure, 5);
+	cr_expect_eq(d->admit_io_pressure, 20);
+	cr_expect_eq(d->admit_min_available_percent, 5);
+	cr_expect_eq(d->admit_restore_slowdown, 10);
 }
 
 static void expect_default_template(const struct template_config *t,
@@ -139,6 +145,11 @@ Test(config, default_text_documents_every_key)
 		"cgroup_parent",
 		"log_level",
 		"log_format",
+		"admit_cpu_pressure",
+		"admit_memory_pressure",
+		"admit_io_pressure",
+		"admit_min_available_percent",
+		"admit_restore_slowdown",
 		"kernel",
 		"initrd",
 		"cmdline",
@@ -201,6 +212,11 @@ Test(config, file_overrides_values)
 		"cgroup_parent = thaw-test.1\n"
 		"log_level = debug\n"
 		"log_format = json\n"
+		"admit_cpu_pressure = 0\n"
+		"admit_memory_pressure = 100\n"
+		"admit_io_pressure = 50\n"
+		"admit_min_available_percent = 10\n"
+		"admit_restore_slowdown = 1000\n"
 		"\n"
 		"[template default]\n"
 		"kernel = /boot/vmlinux\n"
@@ -229,6 +245,11 @@ Test(config, file_overrides_values)
 	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
 	cr_expect_str_eq(c.log_level, "debug");
 	cr_expect_str_eq(c.log_format, "json");
+	cr_expect_eq(c.admit_cpu_pressure, 0, "0: not watched");
+	cr_expect_eq(c.admit_memory_pressure, 100);
+	cr_expect_eq(c.admit_io_pressure, 50);
+	cr_expect_eq(c.admit_min_available_percent, 10);
+	cr_expect_eq(c.admit_restore_slowdown, 1000);
 
 	cr_assert_eq(c.nr_templates, 1);
 	const struct template_config *t = config_template(&c, "default");
@@ -440,6 +461,18 @@ static const struct bad_case bad_cases[] = {
 	  "timeout_s = \"0\": out of range" },
 	{ "[daemon]\nmax_request_bytes = 100\n", 2,
 	  "max_request_bytes = \"100\": out of range 1024.." },
+	{ "[daemon]\nadmit_cpu_pressure = 101\n", 2,
+	  "[daemon] admit_cpu_pressure = \"101\": out of range 0..100" },
+	{ "[daemon]\nadmit_memory_pressure = 101\n", 2,
+	  "admit_memory_pressure = \"101\": out of range 0..100" },
+	{ "[daemon]\nadmit_io_pressure = 2.5\n", 2,
+	  "admit_io_pressure = \"2.5\": not a number" },
+	{ "[daemon]\nadmit_min_available_percent = 101\n", 2,
+	  "admit_min_available_percent = \"101\": out of range 0..100" },
+	{ "[daemon]\nadmit_restore_slowdown = 1001\n", 2,
+	  "admit_restore_slowdown = \"1001\": out of range 0..1000" },
+	{ "[template a]\nadmit_cpu_pressure = 50\n", 2,
+	  "[template a] admit_cpu_pressure = \"50\": unknown key" },
 	/* Other values. */
 	{ "[template a]\npage_in = eager\n", 2,
 	  "page_in = \"eager\": neither prefetch nor lazy" },
