@@ -8,7 +8,9 @@
  * host's used-memory delta divided by the clones up.  Density fills until
  * something gives (the limit, no progress, a failed restore, or the host
  * down to a tenth of its memory) and reports what stopped it and whether
- * the daemon cleaned up after itself.
+ * the daemon cleaned up after itself: above all the daemon's own
+ * admission (pool/API.md), so the figure is the count it stopped at and
+ * its reason, not the configured cap.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -81,6 +83,7 @@ static long used_kib(void)
 
 /*
  * Fills @name's pool towards @want ready clones; stops when it has them,
+ * when the daemon stops admitting (its host overloaded: /health says why),
  * when no clone was added for 60 s, when the daemon reports a failed
  * restore, or when the host is down to a tenth of its memory.  Returns the
  * count ready, with @why saying what stopped it short.
@@ -107,6 +110,13 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 		}
 		if (p.ready >= want)
 			break;
+		struct thaw_health health;
+		if (thaw_client_health(c, &health, err, sizeof(err)) == 0 &&
+		    !health.admitting) {
+			snprintf(why, len, "the daemon stopped admitting: %s",
+				 health.overload);
+			break;
+		}
 		if (p.ready != last) {
 			last = p.ready;
 			since = monotonic_ms();

@@ -185,6 +185,15 @@ int thaw_client_get(struct thaw_client *c, const char *id,
 int thaw_client_delete(struct thaw_client *c, const char *id, char *err,
 		       size_t errlen);
 
+/* GET /health: whether the daemon admits new sandboxes, and when it does
+ * not, why (API.md, *Admission*). */
+struct thaw_health {
+	bool admitting;
+	char overload[256]; /* "" while admitting */
+};
+int thaw_client_health(struct thaw_client *c, struct thaw_health *h, char *err,
+		       size_t errlen);
+
 /* POST /sandboxes/@id/ping; @agent_ms (or NULL) the daemon's round trip. */
 int thaw_client_ping(struct thaw_client *c, const char *id, double *agent_ms,
 		     char *err, size_t errlen);

@@ -302,6 +302,24 @@ int thaw_client_delete(struct thaw_client *c, const char *id, char *err,
 	return ret;
 }
 
+int thaw_client_health(struct thaw_client *c, struct thaw_health *h, char *err,
+		       size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = json_call(c, "GET", "/health", NULL, &answer, err, errlen);
+
+	if (ret == 0) {
+		/* A daemon from before admission has no field: it admits. */
+		const json_t *admitting = json_object_get(answer, "admitting");
+
+		h->admitting = !json_is_false(admitting);
+		take_string(h->overload, sizeof(h->overload), answer,
+			    "overload");
+	}
+	json_decref(answer);
+	return ret;
+}
+
 int thaw_client_ping(struct thaw_client *c, const char *id, double *agent_ms,
 		     char *err, size_t errlen)
 {

@@ -981,6 +981,36 @@ Test(client, library_reads_the_daemons_state)
 	cr_expect_null(strstr(f.requests[0], "Authorization"));
 }
 
+/* /health says whether the daemon admits and why not; a daemon that
+ * says nothing of admission admits. */
+Test(client, library_reads_admission)
+{
+	struct fake_daemon f = {
+		.answers = {
+			{ json_answer("200 OK",
+				      "{\"status\":\"ok\",\"admitting\":false,"
+				      "\"overload\":\"cpu pressure 93 %\"}") },
+			{ json_answer("200 OK", "{\"status\":\"ok\"}") },
+		},
+		.nr_answers = 2,
+	};
+	struct thaw_health h;
+	char err[256];
+
+	fake_start(&f);
+	struct thaw_client *c = library_open(NULL, NULL);
+	cr_assert_eq(thaw_client_health(c, &h, err, sizeof(err)), 0, "%s", err);
+	cr_expect_not(h.admitting);
+	cr_expect_str_eq(h.overload, "cpu pressure 93 %");
+	cr_assert_eq(thaw_client_health(c, &h, err, sizeof(err)), 0, "%s", err);
+	cr_expect(h.admitting);
+	cr_expect_str_empty(h.overload);
+	thaw_client_close(c);
+	fake_stop(&f);
+	cr_expect(!strncmp(f.requests[0], "GET /health HTTP/1.1\r\n", 22),
+		  "request: %s", f.requests[0]);
+}
+
 Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
 {
 	static const char stopped[] =
