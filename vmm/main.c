@@ -284,7 +284,9 @@ int main(int argc, char **argv)
 		case 'R':
 			if (parse_number("--ready-fd", optarg, 0, INT_MAX, &n))
 				return VM_USAGE;
-			if (fcntl((int)n, F_GETFD) < 0)
+			/* Not inherited: a helper we spawn (the kernel
+			 * build) must not hold the supervisor's EOF back. */
+			if (fcntl((int)n, F_SETFD, FD_CLOEXEC) < 0)
 				return usage_error("--ready-fd %ld is not an "
 						   "open file descriptor",
 						   n);

@@ -51,10 +51,14 @@ static int find_values(const struct kvm_stats_header *h, const char *table,
 	size_t desc_size = sizeof(struct kvm_stats_desc) + h->name_size;
 
 	for (uint32_t i = 0; i < h->num_desc; i++) {
-		const struct kvm_stats_desc *d =
-			(const void *)(table + i * desc_size);
+		const char *at = table + i * desc_size;
+		/* Copied out: an odd name_size leaves the descriptors
+		 * misaligned, and nothing in the file is trusted. */
+		struct kvm_stats_desc desc, *d = &desc;
+		const char *name = at + sizeof(desc);
 
-		if (strnlen(d->name, h->name_size) == h->name_size) {
+		memcpy(&desc, at, sizeof(desc));
+		if (strnlen(name, h->name_size) == h->name_size) {
 			errbuf_set(err, errlen,
 				   "KVM vCPU statistics: descriptor %u: name "
 				   "without its NUL in %u bytes",
@@ -62,7 +66,7 @@ static int find_values(const struct kvm_stats_header *h, const char *table,
 			return -EINVAL;
 		}
 		for (size_t j = 0; j < nr_wanted; j++) {
-			if (strcmp(d->name, wanted[j].name))
+			if (strcmp(name, wanted[j].name))
 				continue;
 			if ((d->flags & KVM_STATS_TYPE_MASK) !=
 				    wanted[j].type ||
@@ -71,7 +75,7 @@ static int find_values(const struct kvm_stats_header *h, const char *table,
 					   "KVM vCPU statistics: \"%s\": "
 					   "flags 0x%x size %u, not one value "
 					   "of type 0x%x",
-					   d->name, d->flags, d->size,
+					   name, d->flags, d->size,
 					   wanted[j].type);
 				return -EINVAL;
 			}

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,8 @@ int psi_parse(const char *text, const char *line, double *avg10)
 		errno = 0;
 		*avg10 = strtod(v + 7, &after);
 		if (errno || after == v + 7 ||
-		    (*after != ' ' && after != end) || *avg10 < 0 ||
-		    *avg10 > 100)
+		    (*after != ' ' && after != end) || !isfinite(*avg10) ||
+		    *avg10 < 0 || *avg10 > 100)
 			return -EINVAL;
 		return 0;
 	}
@@ -181,17 +182,22 @@ bool admission_decide(const struct admission_limits *lim,
 	}
 	if (lim->min_available_percent && host->memory_known) {
 		double total_mib = host->mem_total_kib / 1024.0;
-		double floor_mib =
-			total_mib * lim->min_available_percent / 100 / share;
+		/* Resuming wants 4/3 of the floor, but never more than
+		 * halfway from it to all of memory: a floor of 75 % would
+		 * otherwise never be left. */
+		double percent = lim->min_available_percent;
+		double resume = percent / share;
+		if (resume > percent + (100 - percent) / 2)
+			resume = percent + (100 - percent) / 2;
+		double floor_mib = total_mib * resume / 100;
 
 		if (host->mem_available_kib / 1024.0 < floor_mib) {
 			snprintf(
 				reason, len,
-				"memory available %.0f MiB < %.0f MiB (%s%u %% "
+				"memory available %.0f MiB < %.0f MiB (%.3g %% "
 				"of %.0f MiB%s)",
 				host->mem_available_kib / 1024.0, floor_mib,
-				overloaded ? "4/3 of " : "",
-				lim->min_available_percent, total_mib,
+				resume, total_mib,
 				overloaded ? ", above which admission resumes"
 					   : "");
 			return true;

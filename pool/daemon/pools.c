@@ -253,7 +253,10 @@ static int restore(struct pool *pl, struct sandbox *c)
 			  err);
 		return -1;
 	}
-	c->agent = agent; /* closed by sandbox_destroy() from here on */
+	/* Closed by sandbox_destroy() from here on; never read again, so it
+	 * keeps no frame buffer (a MiB) for the sandbox's life. */
+	thaw_reader_free(&agent.reader);
+	c->agent = agent;
 	double unique_ms = monotonic_ms();
 	c->restore_ms = unique_ms - c->vmm.started_ms;
 	c->identity_ms = unique_ms - agent_ready_ms;

@@ -30,6 +30,7 @@
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
+#define STATUS_REPLY_TIMEOUT_MS 10000
 #define MAX_VMM_ARGS 32
 /* How often a wait for the VMM's readiness looks at thaw_interrupted. */
 #define READY_CHECK_MS 250
@@ -408,7 +409,8 @@ static int connect_control(const struct vmm_process *vmm)
  * Reads one line into @reply; polls so a dying VMM cannot hang us.
  * -ECHILD when the VMM died, -EINTR when interrupted.
  */
-static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len)
+static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len,
+		     int timeout_ms)
 {
 	size_t used = 0;
 	int waited_ms = 0;
@@ -425,7 +427,7 @@ static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len)
 			if (ready < 0 && errno != EINTR)
 				return -errno;
 			waited_ms += 100;
-			if (waited_ms > CONTROL_REPLY_TIMEOUT_MS)
+			if (waited_ms > timeout_ms)
 				return -ETIMEDOUT;
 			continue;
 		}
@@ -440,8 +442,10 @@ static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len)
 	return 0;
 }
 
-int vmm_process_control(struct vmm_process *vmm, const char *command,
-			char *reply, size_t len, char *err, size_t errlen)
+/* vmm_process_control(), the answer awaited at most @timeout_ms. */
+static int control_within(struct vmm_process *vmm, const char *command,
+			  char *reply, size_t len, int timeout_ms, char *err,
+			  size_t errlen)
 {
 	int fd = connect_control(vmm);
 	int ret;
@@ -456,7 +460,7 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 	if (ret == 0)
 		ret = write_full(fd, "\n", 1);
 	if (ret == 0)
-		ret = read_line(vmm, fd, reply, len);
+		ret = read_line(vmm, fd, reply, len, timeout_ms);
 	close(fd);
 	if (ret < 0) {
 		char what[PATH_MAX + 64];
@@ -475,6 +479,13 @@ int vmm_process_control(struct vmm_process *vmm, const char *command,
 		return -EPROTO;
 	}
 	return 0;
+}
+
+int vmm_process_control(struct vmm_process *vmm, const char *command,
+			char *reply, size_t len, char *err, size_t errlen)
+{
+	return control_within(vmm, command, reply, len,
+			      CONTROL_REPLY_TIMEOUT_MS, err, errlen);
 }
 
 int vmm_control_number(const char *reply, const char *key, double *out)
@@ -550,8 +561,10 @@ int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
 			       size_t errlen)
 {
 	char status[256];
-	int ret = vmm_process_control(vmm, "status", status, sizeof(status),
-				      err, errlen);
+	/* "status" is answered at once: a VMM that takes longer holds up
+	 * its clone's restore, and whoever waits on it, for no reason. */
+	int ret = control_within(vmm, "status", status, sizeof(status),
+				 STATUS_REPLY_TIMEOUT_MS, err, errlen);
 
 	if (ret < 0)
 		return ret;

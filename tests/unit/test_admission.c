@@ -48,6 +48,8 @@ Test(psi, refuses_what_the_kernel_does_not_write)
 		     -EINVAL, "avg10 of the next line is not this one's");
 	cr_expect_eq(psi_parse("some avg10= avg60=0.00\n", "some", &v),
 		     -EINVAL);
+	cr_expect_eq(psi_parse("some avg10=nan avg60=0.00\n", "some", &v),
+		     -EINVAL);
 	cr_expect_eq(psi_parse("some avg10=1.5x avg60=0.00\n", "some", &v),
 		     -EINVAL);
 	cr_expect_eq(psi_parse("some avg10=-1.00 avg60=0.00\n", "some", &v),
@@ -249,7 +251,7 @@ Test(decide, memory_floor_and_its_hysteresis)
 	h = host(60);
 	cr_expect_not(decide(&defaults, &h, NULL, false));
 	cr_expect(decide(&defaults, &h, NULL, true));
-	cr_expect_not_null(strstr(reason, "4/3 of 5 %"), "%s", reason);
+	cr_expect_not_null(strstr(reason, "(6.67 % of 1000 MiB"), "%s", reason);
 	h = host(67);
 	cr_expect_not(decide(&defaults, &h, NULL, true), "%s", reason);
 }
@@ -262,6 +264,21 @@ Test(decide, a_floor_of_all_memory_is_never_met)
 
 	cr_expect(decide(&lim, &h, NULL, false));
 	cr_expect(decide(&lim, &h, NULL, true));
+}
+
+/* A high floor is still left: resuming wants at most halfway from it to
+ * all of memory (75 %: 87.5 %, not 4/3 of it, 100 %). */
+Test(decide, a_high_floor_can_be_left)
+{
+	struct admission_limits lim = { .min_available_percent = 75 };
+	struct host_reading h = host(700);
+
+	cr_expect(decide(&lim, &h, NULL, false));
+	h = host(880);
+	cr_expect_not(decide(&lim, &h, NULL, true), "%s", reason);
+	h = host(870);
+	cr_expect(decide(&lim, &h, NULL, true));
+	cr_expect_not_null(strstr(reason, "(87.5 % of 1000 MiB"), "%s", reason);
 }
 
 Test(decide, restore_slowdown_and_its_hysteresis)
