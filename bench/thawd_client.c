@@ -138,7 +138,9 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 	for (;;) {
 		const struct thaw_call health = { .method = "GET",
 						  .path = "/health" };
-		struct thaw_reply r;
+		struct thaw_reply r = {
+			0
+		}; /* freed even when no call was made */
 		char why[256];
 		int status;
 
