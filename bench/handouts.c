@@ -202,7 +202,7 @@ void bench_handouts(struct bench *b, bool warm,
 		snprintf(name, sizeof(name), "%s, concurrency %d",
 			 warm ? "warm pool" : "on demand (pool empty)", n);
 		progress("%s: %s, %d handouts", group, name, b->size->handouts);
-		if (start_daemon(b, &d, &t, 1, (unsigned)n * 2 + 8, why,
+		if (start_daemon(b, &d, &t, 1, (unsigned)n * 2 + 8, false, why,
 				 sizeof(why))) {
 			fail(b, group, name, why);
 			continue;
@@ -280,7 +280,8 @@ void bench_sustained(struct bench *b)
 
 	progress("sustained: %d s of create+ping+delete, %d at a time",
 		 b->size->sustained_s, WORKERS);
-	if (start_daemon(b, &d, &t, 1, WORKERS * 2 + 4, why, sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, WORKERS * 2 + 4, false, why,
+			 sizeof(why))) {
 		fail(b, "sustained", name, why);
 		return;
 	}

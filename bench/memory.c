@@ -83,8 +83,8 @@ static long used_kib(void)
 
 /*
  * Fills @name's pool towards @want ready clones; stops when it has them,
- * when the daemon stops admitting (its host overloaded: /health says why),
- * when no clone was added for 60 s, when the daemon reports a failed
+ * when no clone was added for 60 s (saying the daemon stopped admitting,
+ * and why, when /health says so), when the daemon reports a failed
  * restore, or when the host is down to a tenth of its memory.  Returns the
  * count ready, with @why saying what stopped it short.
  */
@@ -110,13 +110,12 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 		}
 		if (p.ready >= want)
 			break;
+		/* A pause in admission is not the end: it is once the
+		 * pool has not grown for a while. */
 		struct thaw_health health;
-		if (thaw_client_health(c, &health, err, sizeof(err)) == 0 &&
-		    !health.admitting) {
-			snprintf(why, len, "the daemon stopped admitting: %s",
-				 health.overload);
-			break;
-		}
+		bool admitting =
+			thaw_client_health(c, &health, err, sizeof(err)) ||
+			health.admitting;
 		if (p.ready != last) {
 			last = p.ready;
 			since = monotonic_ms();
@@ -129,7 +128,12 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 			break;
 		}
 		if (monotonic_ms() - since > 60e3) {
-			snprintf(why, len, "no new clone for 60 s");
+			if (admitting)
+				snprintf(why, len, "no new clone for 60 s");
+			else
+				snprintf(why, len,
+					 "the daemon stopped admitting: %s",
+					 health.overload);
 			break;
 		}
 		if (!thaw_client_metric(c, "thaw_restore_failures_total", name,
@@ -165,7 +169,7 @@ void bench_memory(struct bench *b)
 		snprintf(name, sizeof(name), "%ld idle clones", want);
 		progress("memory: %s", name);
 		long before = used_kib();
-		if (start_daemon(b, &d, &t, 1, (unsigned)want + 8, why,
+		if (start_daemon(b, &d, &t, 1, (unsigned)want + 8, true, why,
 				 sizeof(why))) {
 			fail(b, "memory", name, why);
 			continue;
@@ -227,7 +231,8 @@ void bench_density(struct bench *b)
 	struct thawd d;
 
 	progress("density: up to %ld idle clones", want);
-	if (start_daemon(b, &d, &t, 1, (unsigned)want, why, sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, (unsigned)want, true, why,
+			 sizeof(why))) {
 		fail(b, "density", name, why);
 		return;
 	}

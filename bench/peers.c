@@ -313,7 +313,7 @@ void bench_peers(struct bench *b)
 
 	progress("peers: `true` in a fresh sandbox, %d runs each",
 		 b->size->peer_runs);
-	if (start_daemon(b, &d, &t, 1, 8, why, sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, 8, false, why, sizeof(why))) {
 		fail(b, "peers", name, why);
 	} else {
 		struct thaw_client *c = thawd_connect(&d, why, sizeof(why));

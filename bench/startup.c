@@ -92,7 +92,7 @@ static int find_snapshot(struct bench *b, char *err, size_t errlen)
 
 	if (b->snapshot[0])
 		return 0;
-	if (start_daemon(b, &d, &t, 1, 8, err, errlen))
+	if (start_daemon(b, &d, &t, 1, 8, false, err, errlen))
 		return -1;
 	stop_daemon(&d);
 	if (!b->snapshot[0])
@@ -195,7 +195,7 @@ void bench_first_exec(struct bench *b)
 		 b->size->first_execs);
 	/* The daemon records the snapshot's working set before its pools
 	 * fill, so every prefetching restore has it. */
-	if (start_daemon(b, &d, t, 2, 16, why, sizeof(why))) {
+	if (start_daemon(b, &d, t, 2, 16, false, why, sizeof(why))) {
 		fail(b, "first_exec", "first exec after handout", why);
 		return;
 	}
