@@ -28,12 +28,12 @@
  * pushing the identity.  /metrics keeps a histogram of each side.
  *
  * The reaper thread expires leases, notices VMMs that died and, once a
- * second, has admission.c look at the host.  Every
- * ready or leased sandbox's VMM has its pidfd in one epoll set (one-shot:
- * a pidfd stays readable once its process ended), so the reaper learns of
- * an exit by waiting on that set, REAP_INTERVAL_MS at most, and asks
- * waitpid about those VMMs only: the daemon's cost does not grow with the
- * number of idle sandboxes.  Restoring ones are waited for by their worker.
+ * second, has admission.c look at the host.  Every ready or leased
+ * sandbox's VMM has its pidfd in one epoll set (one-shot: a pidfd stays
+ * readable once its process ended), so the reaper learns of an exit by
+ * waiting on that set, REAP_INTERVAL_MS at most, and asks waitpid about
+ * those VMMs only: the daemon's cost does not grow with the number of
+ * idle sandboxes.  Restoring ones are waited for by their worker.
  * The same set holds each sandbox's idle agent connection, kept from its
  * restore: a guest whose agent or vsock device drops it is noticed at
  * once, and a ready clone that did so is replaced, never handed out.
