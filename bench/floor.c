@@ -151,6 +151,9 @@ int main(int argc, char **argv)
 		.console_fd = -1,
 		.console_log_fd = -1,
 		.page_in = PAGE_IN_PREFETCH,
+		.vsock_fd = -1,
+		.control_fd = -1,
+		.pagemap_fd = -1,
 	};
 	char socket_dir[] = "/tmp/" PROGRAM ".XXXXXX";
 	char socket_path[sizeof(socket_dir) + sizeof("/vsock.sock")];

@@ -6,6 +6,9 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 enum io_op { IO_WRITE, IO_PWRITE, IO_PREAD };
@@ -49,4 +52,24 @@ int pwrite_full(int fd, const void *buf, size_t len, off_t off)
 int pread_full(int fd, void *buf, size_t len, off_t off)
 {
 	return io_full(IO_PREAD, fd, buf, len, off);
+}
+
+int unix_listen(const char *path, int backlog, int flags)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd, ret;
+
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(addr.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    listen(fd, backlog) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
 }

@@ -2,7 +2,8 @@
 /*
  * io.h - moving a whole buffer to or from a descriptor, the one I/O loop
  * the VMM (console copies), the CLI (agent frames, relayed output) and the
- * snapshot files share.
+ * snapshot files share; and a listening Unix socket, which the VMM's
+ * devices and its jail (bound before it is entered) both make.
  */
 #ifndef THAW_COMMON_IO_H
 #define THAW_COMMON_IO_H
@@ -21,5 +22,12 @@ int pwrite_full(int fd, const void *buf, size_t len, off_t off);
  * when the file ends first, or a negative errno.
  */
 int pread_full(int fd, void *buf, size_t len, off_t off);
+
+/*
+ * A SOCK_STREAM socket bound to @path and listening with @backlog;
+ * @flags adds SOCK_NONBLOCK.  The descriptor (close-on-exec), or a negative
+ * errno with nothing left behind but, after a failed listen, @path.
+ */
+int unix_listen(const char *path, int backlog, int flags);
 
 #endif

@@ -82,20 +82,21 @@ static int range_add(struct range_list *l, uint64_t page)
 	return 0;
 }
 
-static int scan_pagemap(const void *mem, uint64_t nr_pages,
+static int scan_pagemap(const void *mem, uint64_t nr_pages, int pagemap_fd,
 			struct range_list *l, uint64_t *pages, const char *path,
 			char *err, size_t errlen)
 {
 	off_t base = (uintptr_t)mem / WS_PAGE_SIZE * sizeof(uint64_t);
 	uint64_t *entries, done, n, i;
-	int fd, ret;
+	int fd = pagemap_fd, ret;
 
 	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
 	if (!entries) {
 		errbuf_set(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
 		errbuf_set(err, errlen,
@@ -128,7 +129,7 @@ static int scan_pagemap(const void *mem, uint64_t nr_pages,
 	}
 	ret = 0;
 out:
-	if (fd >= 0)
+	if (fd >= 0 && fd != pagemap_fd)
 		close(fd);
 	free(entries);
 	return ret;
@@ -217,7 +218,8 @@ fail:
 }
 
 int workingset_record(const void *mem, uint64_t size, const char *path,
-		      uint64_t *pages, char *err, size_t errlen)
+		      int pagemap_fd, uint64_t *pages, char *err,
+		      size_t errlen)
 {
 	struct workingset_header h = {
 		.version = WORKINGSET_VERSION,
@@ -236,7 +238,8 @@ int workingset_record(const void *mem, uint64_t size, const char *path,
 			   path, mem, size, WS_PAGE_SIZE);
 		return -EINVAL;
 	}
-	ret = scan_pagemap(mem, h.page_count, &l, pages, path, err, errlen);
+	ret = scan_pagemap(mem, h.page_count, pagemap_fd, &l, pages, path, err,
+			   errlen);
 	if (!ret) {
 		h.nr_ranges = l.nr;
 		ret = write_file(path, &h, l.r, err, errlen);

@@ -46,11 +46,14 @@ struct workingset_range {
 
 /*
  * Records the pages of [@mem, @mem + @size) that are mapped in this
- * process and writes them to @path.  *pages gets their number.  -EINVAL
- * when @mem and @size are not whole pages.
+ * process and writes them to @path.  @pagemap_fd is this process's
+ * /proc/self/pagemap, opened before a jail hid /proc (-1: open it now).
+ * *pages gets their number.  -EINVAL when @mem and @size are not whole
+ * pages.
  */
 int workingset_record(const void *mem, uint64_t size, const char *path,
-		      uint64_t *pages, char *err, size_t errlen);
+		      int pagemap_fd, uint64_t *pages, char *err,
+		      size_t errlen);
 
 /*
  * Reads @path (it must describe a memory file of @size bytes), reads those

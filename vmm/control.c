@@ -17,34 +17,40 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "log.h"
 #include "vm.h"
 
-int control_init(struct control *c, struct vm *vm, const char *path)
+int control_init(struct control *c, struct vm *vm, const char *path,
+		 int listen_fd)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-
 	memset(c, 0, sizeof(*c));
 	c->vm = vm;
 	c->listen_fd = c->wake_fd = -1;
 	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++)
 		c->clients[i].fd = -1;
-	if (strlen(path) >= sizeof(addr.sun_path)) {
+	if (strlen(path) >= sizeof(c->path)) {
 		log_error("control socket %s: path longer than %zu bytes", path,
-			  sizeof(addr.sun_path) - 1);
+			  sizeof(c->path) - 1);
 		return -1;
 	}
-	strcpy(addr.sun_path, path);
-	strcpy(c->path, path);
 	c->wake_fd = eventfd(0, EFD_CLOEXEC);
-	c->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->wake_fd < 0 || c->listen_fd < 0 ||
-	    bind(c->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    listen(c->listen_fd, CONTROL_MAX_CLIENTS) < 0) {
-		log_error("control socket %s: %s", path, strerror(errno));
-		c->path[0] = '\0'; /* not ours to remove */
+	if (c->wake_fd < 0) {
+		log_error("control socket %s: eventfd: %s", path,
+			  strerror(errno));
 		return -1;
 	}
+	if (listen_fd >= 0) {
+		c->listen_fd = listen_fd; /* c->path empty: not ours */
+		return 0;
+	}
+	c->listen_fd = unix_listen(path, CONTROL_MAX_CLIENTS, 0);
+	if (c->listen_fd < 0) {
+		log_error("control socket %s: %s", path,
+			  strerror(-c->listen_fd));
+		return -1;
+	}
+	strcpy(c->path, path);
 	return 0;
 }
 

@@ -58,8 +58,14 @@ struct control {
 	struct control_client clients[CONTROL_MAX_CLIENTS];
 };
 
-/* Binds and listens on @path (which must not exist); 0 or -1 + message. */
-int control_init(struct control *c, struct vm *vm, const char *path);
+/*
+ * Binds and listens on @path (which must not exist), or serves @listen_fd,
+ * already listening on @path, when it is not -1 (a jailed VMM's, which
+ * cannot reach @path): then @path is only named in messages and stays
+ * for whoever bound it to remove.  0 or -1 + message.
+ */
+int control_init(struct control *c, struct vm *vm, const char *path,
+		 int listen_fd);
 int control_start(struct control *c);
 /* Stops the thread, closes every socket and removes @path. */
 void control_stop(struct control *c);

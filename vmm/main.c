@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "default_kernel.h"
+#include "jail.h"
 #include "log.h"
 #include "vm.h"
 
@@ -33,10 +34,10 @@ static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
-	"                [--ready-fd FD] [LOGGING]\n"
+	"                [--ready-fd FD] [JAIL] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
 	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
-	"                [--pvm auto|on|off] [--ready-fd FD] [LOGGING]\n"
+	"                [--pvm auto|on|off] [--ready-fd FD] [JAIL] [LOGGING]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, or restores one from a snapshot, copies\n"
 	"its serial console to stdout and exits when the guest stops.\n"
@@ -63,6 +64,15 @@ static const char usage[] =
 	"  --ready-fd FD       write \"ready\\n\" to FD and close it once the\n"
 	"                      VM is built and its sockets listen, so that a\n"
 	"                      supervisor connects once instead of polling\n"
+	"\n"
+	"JAIL: as root, lock the VMM in before it reads any file (thaw's\n"
+	"supervisors always do; its PID namespace is theirs to make).\n"
+	"  --jail DIR          an empty directory to become its root: only\n"
+	"                      dev/kvm and, read-only, the kernel, initrd or\n"
+	"                      snapshot it needs; then no capabilities\n"
+	"  --uid N --gid N     whom it runs as there (not 0)\n"
+	"  --writable DIR      the one directory it may write (a snapshot's,\n"
+	"                      a working set's); seen as " JAIL_OUT_DIR " inside\n"
 	"\n"
 	"LOGGING: thaw-vmm's own lines go to stderr, one per event.\n"
 	"  --log-level LEVEL   the least severe kept: error, warning, info\n"
@@ -190,6 +200,10 @@ int main(int argc, char **argv)
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "sandbox-id", required_argument, NULL, 'S' },
 		{ "ready-fd", required_argument, NULL, 'R' },
+		{ "jail", required_argument, NULL, 'J' },
+		{ "uid", required_argument, NULL, 'U' },
+		{ "gid", required_argument, NULL, 'G' },
+		{ "writable", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -201,7 +215,11 @@ int main(int argc, char **argv)
 		.console_fd = STDOUT_FILENO,
 		.console_log_fd = -1,
 		.page_in = PAGE_IN_PREFETCH,
+		.vsock_fd = -1,
+		.control_fd = -1,
+		.pagemap_fd = -1,
 	};
+	struct jail jail = { 0 };
 	bool boot_flags = false; /* flags that only make sense for a boot */
 	const char *console_log = NULL;
 	int ready_fd = -1;
@@ -292,6 +310,22 @@ int main(int argc, char **argv)
 						   n);
 			ready_fd = (int)n;
 			break;
+		case 'J':
+			jail.root = optarg;
+			break;
+		case 'U':
+			if (parse_number("--uid", optarg, 1, JAIL_ID_MAX, &n))
+				return VM_USAGE;
+			jail.uid = (uid_t)n;
+			break;
+		case 'G':
+			if (parse_number("--gid", optarg, 1, JAIL_ID_MAX, &n))
+				return VM_USAGE;
+			jail.gid = (gid_t)n;
+			break;
+		case 'W':
+			jail.writable = optarg;
+			break;
 		case 'h':
 			print_usage(stdout);
 			return 0;
@@ -311,6 +345,13 @@ int main(int argc, char **argv)
 				   "--cmdline, --mem and --vcpus");
 	if (!cfg.restore_dir && !cfg.initrd_path)
 		return usage_error("--initrd is required");
+	if ((jail.root || jail.writable) && (!jail.uid || !jail.gid))
+		return usage_error("--jail needs --uid and --gid");
+	if ((jail.uid || jail.gid || jail.writable) && !jail.root)
+		return usage_error("--uid, --gid and --writable need --jail");
+	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
+		return usage_error("--jail needs --kernel: the default kernel "
+				   "is built outside the jail");
 
 	if (console_log) {
 		cfg.console_log_fd =
@@ -335,6 +376,9 @@ int main(int argc, char **argv)
 	}
 	/* A reader that goes away must not kill the VMM mid-guest. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Half in a jail, exit handlers would find no /proc (below). */
+	if (jail.root && jail_enter(&jail, &cfg, ready_fd) < 0)
+		_exit(VM_ERROR);
 
 	struct vm *vm = malloc(sizeof(*vm));
 	if (!vm) {
@@ -342,7 +386,8 @@ int main(int argc, char **argv)
 		return VM_ERROR;
 	}
 	int status;
-	if (vm_create(vm, &cfg, start_ns) < 0) {
+	if (vm_create(vm, &cfg, start_ns) < 0 ||
+	    (jail.root && jail_limit_file_size(vm->mem.size) < 0)) {
 		status = VM_ERROR;
 	} else {
 		say_ready(ready_fd);
@@ -354,5 +399,9 @@ int main(int argc, char **argv)
 	free(vm);
 	if (cfg.console_log_fd >= 0)
 		close(cfg.console_log_fd);
+	/* Exit handlers (a sanitizer's leak check) need /proc: a jail has
+	 * none, and nothing left to flush. */
+	if (jail.root)
+		_exit(status);
 	return status;
 }

@@ -344,6 +344,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->created_ns = start_ns;
 	vm->nr_vcpus = cfg->nr_vcpus;
+	vm->pagemap_fd = cfg->pagemap_fd;
+	vm->writable_dir = cfg->writable_dir;
 	vm->pvm = cfg->pvm == PVM_ON ||
 		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
 
@@ -351,7 +353,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
 			      : boot_machine(vm, cfg)) < 0)
 		return -1;
 	if (cfg->control_path) {
-		if (control_init(&vm->control, vm, cfg->control_path) < 0)
+		if (control_init(&vm->control, vm, cfg->control_path,
+				 cfg->control_fd) < 0)
 			return -1;
 		vm->control_ready = true;
 	}

@@ -94,6 +94,11 @@ struct vm_config {
 	int console_log_fd;
 	const char *restore_dir; /* restore this snapshot instead of booting */
 	enum page_in_mode page_in;
+	/* Opened before a jail (jail.h) hid what they name; -1: not yet,
+	 * vm_create() opens vsock_path and control_path itself and
+	 * recording a working set opens /proc/self/pagemap. */
+	int vsock_fd, control_fd, pagemap_fd;
+	const char *writable_dir; /* the jail's JAIL_OUT_DIR, host path */
 };
 
 struct vcpu {
@@ -152,6 +157,9 @@ struct vm {
 	uint64_t restored_ns;
 	uint64_t prefetch_ns; /* duration, inside setup */
 	uint64_t prefetched_pages;
+
+	int pagemap_fd;		  /* cfg's, or -1 */
+	const char *writable_dir; /* cfg's: snapshots only go there */
 };
 
 /*

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "host_cpu.h"
+#include "jail.h"
 #include "log.h"
 #include "memfile.h"
 #include "state.h"
@@ -240,13 +241,18 @@ static int sync_directory(const char *dir)
 	return 0;
 }
 
-int vm_snapshot(struct vm *vm, const char *dir)
+int vm_snapshot(struct vm *vm, const char *host_dir)
 {
 	char state[PATH_MAX], memory[PATH_MAX], hashes[PATH_MAX];
-	char err[512];
+	char dir[PATH_MAX], err[PATH_MAX + 128];
 	bool was_paused;
 	uint64_t root;
 
+	if (jail_inside_path(vm->writable_dir, host_dir, dir, sizeof(dir), err,
+			     sizeof(err)) < 0) {
+		log_error("snapshot: %s", err);
+		return -1;
+	}
 	if (snapshot_path(state, dir, "state.bin") < 0 ||
 	    snapshot_path(memory, dir, "memory.img") < 0 ||
 	    snapshot_path(hashes, dir, "pages.xxh3") < 0)
@@ -275,9 +281,14 @@ int vm_snapshot(struct vm *vm, const char *dir)
 
 int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages)
 {
-	char err[512];
-	int ret = workingset_record(vm->mem.host, vm->mem.size, path, pages,
-				    err, sizeof(err));
+	char inside[PATH_MAX], err[PATH_MAX + 128];
+	int ret = jail_inside_path(vm->writable_dir, path, inside,
+				   sizeof(inside), err, sizeof(err));
+
+	if (ret == 0)
+		ret = workingset_record(vm->mem.host, vm->mem.size, inside,
+					vm->pagemap_fd, pages, err,
+					sizeof(err));
 
 	if (ret < 0)
 		log_error("%s", err);

@@ -10,15 +10,20 @@
  * directory removed, on every path out, including ^C.
  *
  * The guest is the default one unless --kernel/--initrd say otherwise:
- * thaw's kernel (thaw-vmm builds it on first use) and an initramfs whose
- * PID 1 is thaw-agent, packed and cached by thaw-mkinitramfs.
+ * thaw's kernel (built and cached on first use) and an initramfs whose
+ * PID 1 is thaw-agent, packed and cached by thaw-mkinitramfs.  Both are
+ * found here, not by thaw-vmm: the VMM runs jailed (vmm_process.h) and
+ * sees only the files it is handed.
  *
  * With --from SNAPSHOT the VM is a clone restored from a snapshot in the
  * catalog (snapshot_command.c) instead: registered as a live clone of it while
  * it runs, given its own entropy, clock and hostname (the agent's CLONE) before
  * the command, and the timing line breaks the restore down into its host
  * side (process start, VMM setup with the prefetch, state restore) and its
- * guest side (the agent's first answer), as the daemon's API does.
+ * guest side (the agent's first answer), as the daemon's API does.  The
+ * first clones record the snapshot's working set: the jailed VMM writes it
+ * into a directory of its own beside the snapshot's files, which stay
+ * read-only to it, and it is moved in place after the VMM is gone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,12 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent_client.h"
 #include "catalog.h"
 #include "clock.h"
 #include "clone.h"
+#include "default_kernel.h"
 #include "interrupt.h"
 #include "io.h"
 #include "paths.h"
@@ -112,19 +119,20 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 static int run_booted(const struct run_options *o, char **cmd)
 {
 	const struct machine_options *m = &o->machine;
-	char initrd[PATH_MAX];
+	/* Found (and built) here: a jailed VMM sees only what it is given. */
+	char initrd[PATH_MAX], kernel[PATH_MAX];
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
 		"--initrd",
 		m->initrd ? m->initrd : initrd,
+		"--kernel",
+		m->kernel ? m->kernel : kernel,
 		"--mem",
 		m->mem,
 		"--vcpus",
 		m->vcpus,
-		m->kernel ? "--kernel" : NULL,
-		m->kernel,
-		NULL,
-		NULL,
+		m->cmdline ? "--cmdline" : NULL,
+		m->cmdline,
 		NULL,
 	};
 	struct agent_conn agent = { .fd = -1 };
@@ -132,18 +140,14 @@ static int run_booted(const struct run_options *o, char **cmd)
 	int status = EXIT_THAW_ERROR;
 	char err[PATH_MAX + 128];
 
-	if (!m->initrd &&
-	    thaw_default_initrd(initrd, sizeof(initrd), err, sizeof(err)) < 0) {
+	if ((!m->initrd && thaw_default_initrd(initrd, sizeof(initrd), err,
+					       sizeof(err)) < 0) ||
+	    (!m->kernel &&
+	     default_kernel_path(kernel, sizeof(kernel), err, sizeof(err)) < 0)) {
 		fprintf(stderr, "thaw run: %s\n", err);
 		return EXIT_THAW_ERROR;
 	}
-	if (m->cmdline) { /* after --kernel, or in its place */
-		int at = m->kernel ? 9 : 7;
-
-		vmm_args[at] = "--cmdline";
-		vmm_args[at + 1] = m->cmdline;
-	}
-	if (machine_start(&vmm, "thaw run", vmm_args, &agent,
+	if (machine_start(&vmm, "thaw run", m, vmm_args, NULL, &agent,
 			  o->boot_timeout_s) == 0) {
 		double ready = monotonic_ms();
 
@@ -170,6 +174,7 @@ static int run_clone(const struct run_options *o, char **cmd)
 {
 	char clone_id[CATALOG_ID_LEN + 1], hostname[32], err[PATH_MAX + 128];
 	char working_set[CATALOG_PATH_MAX + 32];
+	char recording[CATALOG_PATH_MAX + 32], recorded[CATALOG_PATH_MAX + 64];
 	struct vmm_restore_phases phases;
 	struct snapshot_record snap;
 	struct agent_conn agent = { .fd = -1 };
@@ -187,6 +192,11 @@ static int run_clone(const struct run_options *o, char **cmd)
 	}
 	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
 		 snap.dir);
+	snprintf(recording, sizeof(recording), "%s/.recording-%d", snap.dir,
+		 (int)getpid());
+	snprintf(recorded, sizeof(recorded), "%s/workingset.bin", recording);
+	bool record = access(working_set, F_OK) < 0 &&
+		      mkdir(recording, 0700) == 0;
 	snprintf(hostname, sizeof(hostname), "thaw-%.8s", clone_id);
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
@@ -196,7 +206,8 @@ static int run_clone(const struct run_options *o, char **cmd)
 		o->page_in,
 		NULL,
 	};
-	if (machine_start(&vmm, "thaw run", vmm_args, &agent,
+	if (machine_start(&vmm, "thaw run", &o->machine, vmm_args,
+			  record ? recording : NULL, &agent,
 			  o->boot_timeout_s) < 0)
 		goto out;
 	double ready = monotonic_ms();
@@ -216,11 +227,10 @@ static int run_clone(const struct run_options *o, char **cmd)
 	status = relay_exec(&agent, cmd, o->timeout_s * 1000);
 	double done = monotonic_ms();
 	agent_close(&agent);
-	if (access(working_set, F_OK) < 0) {
-		char command[sizeof(working_set) + 16], reply[128];
+	if (record) {
+		char command[sizeof(recorded) + 16], reply[128];
 
-		snprintf(command, sizeof(command), "working-set %s",
-			 working_set);
+		snprintf(command, sizeof(command), "working-set %s", recorded);
 		/* Not fatal: later restores only go without a working set. */
 		if (vmm_process_control(&vmm, command, reply, sizeof(reply),
 					err, sizeof(err)) < 0)
@@ -237,6 +247,14 @@ static int run_clone(const struct run_options *o, char **cmd)
 out:
 	agent_close(&agent);
 	vmm_process_remove(&vmm);
+	if (record) {
+		/* Whoever records first wins; a rename never shows half. */
+		if (rename(recorded, working_set) < 0 && errno != ENOENT)
+			fprintf(stderr, "thaw run: %s: %s\n", working_set,
+				strerror(errno));
+		unlink(recorded);
+		rmdir(recording);
+	}
 	if (clone_unregister(o->machine.from, clone_id, err, sizeof(err)) < 0)
 		fprintf(stderr, "thaw run: %s\n", err);
 	return status;
@@ -244,12 +262,14 @@ out:
 
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
-	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
-	"                [--timeout S] [--boot-timeout S] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
 	"Boots a microVM (or restores a clone of SNAPSHOT, see thaw snapshot),\n"
 	"runs CMD in it, copies its stdout and stderr, exits with its exit\n"
-	"status (128+signal if killed; 125 if thaw failed).\n";
+	"status (128+signal if killed; 125 if thaw failed).  Its VMM runs\n"
+	"jailed: a uid of its own, its own namespaces, a root holding only\n"
+	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n";
 
 int thaw_run(int argc, char **argv)
 {

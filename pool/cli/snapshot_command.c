@@ -208,7 +208,8 @@ static int describe_template(const struct machine_options *o,
  * Starts a VMM with @vmm_args, waits for its agent, and has it write a
  * snapshot into @tmp.  The VM is gone afterwards either way.
  */
-static int snapshot_vm(const char *const vmm_args[], const char *tmp)
+static int snapshot_vm(const struct machine_options *m,
+		       const char *const vmm_args[], const char *tmp)
 {
 	const char *who = "thaw snapshot create";
 	/* err: a control error quotes the command and the VM's reason. */
@@ -217,7 +218,7 @@ static int snapshot_vm(const char *const vmm_args[], const char *tmp)
 	struct vmm_process vmm;
 	int ret = -1;
 
-	if (machine_start(&vmm, who, vmm_args, &agent,
+	if (machine_start(&vmm, who, m, vmm_args, tmp, &agent,
 			  SNAPSHOT_BOOT_TIMEOUT_S) < 0)
 		goto out;
 	double ready = monotonic_ms();
@@ -240,11 +241,13 @@ out:
 
 static const char create_usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
-	"                            [--cmdline EXTRA]\n"
-	"       thaw snapshot create --from ID\n"
+	"                            [--cmdline EXTRA] [--no-jail]\n"
+	"       thaw snapshot create --from ID [--no-jail]\n"
 	"Boots the guest (or restores a clone of snapshot ID), snapshots it once\n"
 	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
-	"--from ID is ID's child: ID cannot be removed before it.\n";
+	"--from ID is ID's child: ID cannot be removed before it.  The VMM runs\n"
+	"jailed, writing only the new snapshot's directory; --no-jail\n"
+	"(debugging only) drops the jail.\n";
 
 static int parse_create(int argc, char **argv, struct machine_options *o)
 {
@@ -388,7 +391,7 @@ static int create(int argc, char **argv)
 	const char *restore[] = { vmm_path, "--restore", from.parent.dir,
 				  NULL };
 	thaw_catch_signals();
-	if (snapshot_vm(o.from ? restore : boot, tmp) < 0 ||
+	if (snapshot_vm(&o, o.from ? restore : boot, tmp) < 0 ||
 	    describe_files(tmp, final, &s) < 0 ||
 	    (!o.from &&
 	     describe_template(&o, from.kernel, from.initrd, &t, &s) < 0))
@@ -521,8 +524,8 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 
 static const char usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
-	"                            [--cmdline EXTRA]\n"
-	"       thaw snapshot create --from ID\n"
+	"                            [--cmdline EXTRA] [--no-jail]\n"
+	"       thaw snapshot create --from ID [--no-jail]\n"
 	"       thaw snapshot ls\n"
 	"       thaw snapshot verify ID\n"
 	"       thaw snapshot rm ID\n"

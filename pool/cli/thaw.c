@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "thaw.h"
 #include "thawd.h"
@@ -38,6 +39,9 @@ bool machine_option(struct machine_options *m, int opt, const char *arg)
 	case 'f':
 		m->from = arg;
 		return true;
+	case 'J':
+		m->no_jail = true;
+		return true;
 	default:
 		return false;
 	}
@@ -56,12 +60,21 @@ int machine_options_check(const struct machine_options *m, const char *who)
 }
 
 int machine_start(struct vmm_process *vmm, const char *who,
-		  const char *const vmm_args[], struct agent_conn *agent,
-		  int timeout_s)
+		  const struct machine_options *m,
+		  const char *const vmm_args[], const char *out_dir,
+		  struct agent_conn *agent, int timeout_s)
 {
+	struct vmm_place place = { .no_jail = m->no_jail, .out_dir = out_dir };
 	/* vmm_process's messages quote the VMM's 512-byte reason. */
 	char err[PATH_MAX + 1024], console[4096];
-	int ret = vmm_process_start(vmm, vmm_args, NULL, err, sizeof(err));
+
+	if (m->no_jail)
+		fprintf(stderr,
+			"%s: WARNING: --no-jail: the VMM runs as %s with every "
+			"capability and the whole host in view; a guest that "
+			"breaks it owns this machine (debugging only)\n",
+			who, geteuid() ? "this user" : "root");
+	int ret = vmm_process_start(vmm, vmm_args, &place, err, sizeof(err));
 
 	if (ret == 0)
 		ret = vmm_process_wait_agent(vmm, agent, timeout_s, err,

@@ -25,6 +25,7 @@ struct machine_options {
 	const char *cmdline; /* extra kernel command line */
 	const char *from;
 	bool boot_flags; /* one of the five boot options was given */
+	bool no_jail;	 /* --no-jail: debugging only (vmm_process.h) */
 };
 
 /* clang-format off */
@@ -37,7 +38,8 @@ struct machine_options {
 	{ "kernel", required_argument, NULL, 'k' }, \
 	{ "initrd", required_argument, NULL, 'i' }, \
 	{ "cmdline", required_argument, NULL, 'c' }, \
-	{ "from", required_argument, NULL, 'f' }
+	{ "from", required_argument, NULL, 'f' },   \
+	{ "no-jail", no_argument, NULL, 'J' }
 /* clang-format on */
 
 /* Takes option @opt with @arg; false when @opt is not a machine option. */
@@ -51,14 +53,17 @@ struct vmm_process;
 struct agent_conn;
 
 /*
- * Starts a VMM with @vmm_args and waits up to @timeout_s for its agent
- * (vmm_process.h).  0, or -1 after saying why in lines starting with @who,
- * the guest console's last output first when the agent never answered; an
- * interruption is left for the caller to report.
+ * Starts a VMM with @vmm_args, jailed unless @m says --no-jail and
+ * allowed to write to @out_dir only (NULL: nowhere), and waits up to
+ * @timeout_s for its agent (vmm_process.h).  0, or -1 after saying why in
+ * lines starting with @who, the guest console's last output first when
+ * the agent never answered; an interruption is left for the caller to
+ * report.
  */
 int machine_start(struct vmm_process *vmm, const char *who,
-		  const char *const vmm_args[], struct agent_conn *agent,
-		  int timeout_s);
+		  const struct machine_options *m,
+		  const char *const vmm_args[], const char *out_dir,
+		  struct agent_conn *agent, int timeout_s);
 
 /* The subcommands: run.c, snapshot_command.c, sandbox_commands.c (the
  * last three); `thaw daemon` is pool/daemon/thawd.h's. */

@@ -39,10 +39,11 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 {
 	pthread_mutex_lock(&d->lock);
 	json_t *j = json_pack(
-		"{s:s,s:i,s:I,s:b}", "status", d->stopping ? "stopping" : "ok",
-		"sandboxes", (int)d->total, "uptime_s",
+		"{s:s,s:i,s:I,s:b,s:b}", "status",
+		d->stopping ? "stopping" : "ok", "sandboxes", (int)d->total,
+		"uptime_s",
 		(json_int_t)((realtime_ms() - d->started_ms) / 1000),
-		"admitting", d->admission.admitting);
+		"admitting", d->admission.admitting, "jail", d->cfg.jail);
 	if (j && !d->admission.admitting)
 		json_object_set_new(j, "overload",
 				    json_string(d->admission.reason));

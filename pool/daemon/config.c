@@ -84,6 +84,16 @@ const char config_default_text[] =
 	"; text: a line for people; json: a JSON object a line, for collectors.\n"
 	"; `thaw daemon --log-format` overrides it.\n"
 	"log_format = text\n"
+	"; Every sandbox's VMM runs jailed: a uid and gid of its own from\n"
+	"; jail_ids, its own mount, PID, IPC, UTS and cgroup namespaces, a root\n"
+	"; holding only /dev/kvm and its snapshot, no capabilities, a seccomp\n"
+	"; allow-list.  false is for debugging only: a guest that breaks its VMM\n"
+	"; then owns the host, and the daemon warns about it.  true or false.\n"
+	"jail = true\n"
+	"; The uids and gids jailed VMMs take, one each while it lives, FIRST-LAST;\n"
+	"; no user or group of the host may have one.  Shared with `thaw run`\n"
+	"; and other daemons (each takes only free ids).\n"
+	"jail_ids = " JAIL_IDS_DEFAULT "\n"
 	";\n"
 	"; Admission.  While its host is overloaded the daemon starts no restore\n"
 	"; (the warm pools are not refilled) and answers a create that would need\n"
@@ -163,6 +173,8 @@ enum key_type {
 	KEY_BYTES, /* uint64_t; K, M, G suffixes */
 	KEY_PAGE_IN,
 	KEY_CHOICE, /* a string, one of key->choices */
+	KEY_BOOL,   /* true or false */
+	KEY_ID_RANGE, /* struct jail_ids, "FIRST-LAST" */
 };
 
 struct key {
@@ -206,6 +218,8 @@ static const struct key daemon_keys[] = {
 	DAEMON(admit_io_pressure, KEY_U32, 0, 100),
 	DAEMON(admit_min_available_percent, KEY_U32, 0, 100),
 	DAEMON(admit_restore_slowdown, KEY_U32, 0, 1000),
+	DAEMON(jail, KEY_BOOL, 0, 0),
+	DAEMON(jail_ids, KEY_ID_RANGE, 0, 0),
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -473,6 +487,21 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 		return 0;
 	case KEY_CHOICE:
 		return set_choice(p, k, t, value, field);
+	case KEY_BOOL:
+		if (strcmp(value, "true") && strcmp(value, "false"))
+			return fail_key(p, p->line, t, k->name, value, -EINVAL,
+					"expected true or false");
+		*(bool *)field = !strcmp(value, "true");
+		return 0;
+	case KEY_ID_RANGE: {
+		char why[256];
+
+		if (jail_ids_parse(value, (struct jail_ids *)field, why,
+				   sizeof(why)) < 0)
+			return fail_key(p, p->line, t, k->name, value, -EINVAL,
+					"%s", why);
+		return 0;
+	}
 	case KEY_PAGE_IN:
 		break;
 	}

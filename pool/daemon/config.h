@@ -12,7 +12,7 @@
  *				cgroup_parent, log_level, log_format,
  *				admit_cpu_pressure, admit_memory_pressure,
  *				admit_io_pressure, admit_min_available_percent,
- *				admit_restore_slowdown
+ *				admit_restore_slowdown, jail, jail_ids
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -37,6 +37,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "jail.h"
 
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
 
@@ -69,6 +71,8 @@ struct daemon_config {
 	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;
 	uint32_t admit_min_available_percent, admit_restore_slowdown;
 	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
+	bool jail; /* false: every VMM runs as the daemon does (debugging) */
+	struct jail_ids jail_ids;
 	struct template_config *templates;
 	size_t nr_templates;
 };

@@ -196,7 +196,7 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 /* Descriptors a sandbox holds in the daemon (its VMM's pidfd, its idle
  * agent connection) and those an API request may hold besides its own
  * socket (an agent connection, a file being streamed). */
-#define FDS_PER_SANDBOX 2
+#define FDS_PER_SANDBOX 3
 #define FDS_PER_CONNECTION 3
 #define FDS_SPARE 64
 
@@ -348,9 +348,10 @@ static void record_working_set(const struct pool *pl)
 			 "run",
 			 "--from",
 			 (char *)pl->snapshot_id,
-			 "--",
-			 "echo",
-			 "warmed up",
+			 pl->d->cfg.jail ? "--" : "--no-jail",
+			 pl->d->cfg.jail ? "echo" : "--",
+			 pl->d->cfg.jail ? "warmed up" : "echo",
+			 pl->d->cfg.jail ? NULL : "warmed up",
 			 NULL };
 	double started_ms = monotonic_ms();
 
@@ -415,12 +416,16 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 				 vcpus,
 				 NULL,
 				 NULL,
+				 NULL,
 				 NULL };
 		double started_ms;
+		int n = 11;
 
+		if (!d->cfg.jail)
+			argv[n++] = "--no-jail";
 		if (t->cmdline[0]) {
-			argv[11] = "--cmdline";
-			argv[12] = (char *)t->cmdline;
+			argv[n++] = "--cmdline";
+			argv[n++] = (char *)t->cmdline;
 		}
 		log_info("template %s: booting it to take its snapshot",
 			 t->name);
@@ -511,6 +516,17 @@ int thaw_daemon(int argc, char **argv)
 		return 2;
 	}
 	apply_log_config(&d.cfg, &o);
+	if (!d.cfg.jail)
+		log_warning("jail = false: every sandbox's VMM runs as this "
+			    "daemon's user with every capability and the whole "
+			    "host in view; a guest that breaks its VMM owns "
+			    "this machine (debugging only)");
+	/* The `thaw run` and `thaw snapshot create` it starts take theirs
+	 * from the same range. */
+	char ids[32];
+	snprintf(ids, sizeof(ids), "%u-%u", d.cfg.jail_ids.first,
+		 d.cfg.jail_ids.last);
+	setenv(JAIL_IDS_ENV, ids, 1);
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
 	pthread_cond_init(&d.work, NULL);

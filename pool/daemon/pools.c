@@ -230,7 +230,12 @@ static int restore(struct pool *pl, struct sandbox *c)
 	}
 	c->cgroup_made = true;
 	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
-	struct vmm_place place = { .run_dir = run_dir, .cgroup = &c->cg };
+	struct vmm_place place = {
+		.run_dir = run_dir,
+		.cgroup = &c->cg,
+		.no_jail = !d->cfg.jail,
+		.jail_ids = &d->cfg.jail_ids,
+	};
 	ret = vmm_process_start(&c->vmm, vmm_args, &place, err, sizeof(err));
 	if (ret == 0)
 		ret = vmm_process_wait_agent(&c->vmm, &agent,

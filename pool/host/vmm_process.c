@@ -13,7 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 #include "clock.h"
 #include "interrupt.h"
 #include "io.h"
+#include "log.h"
 
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
@@ -82,17 +84,68 @@ static int make_run_dir(struct vmm_process *vmm, const char *run_dir, char *err,
 	return 0;
 }
 
+/*
+ * Claims the jail's id and makes its empty root; appends their flags to
+ * @argv at *@n.  0, or a negative errno with @err.
+ */
+static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
+		     const char **argv, int *n, char ids[2][16], char *err,
+		     size_t errlen)
+{
+	int ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail,
+				err, errlen);
+
+	if (ret < 0)
+		return ret;
+	snprintf(vmm->root, sizeof(vmm->root), "%s/root", vmm->dir);
+	if (mkdir(vmm->root, 0755) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", vmm->root,
+			 strerror(-ret));
+		vmm->root[0] = '\0';
+		jail_id_release(&vmm->jail);
+		return ret;
+	}
+	snprintf(ids[0], sizeof(ids[0]), "%u", vmm->jail.id);
+	argv[(*n)++] = "--jail";
+	argv[(*n)++] = vmm->root;
+	argv[(*n)++] = "--uid";
+	argv[(*n)++] = ids[0];
+	argv[(*n)++] = "--gid";
+	argv[(*n)++] = ids[0];
+	if (place && place->out_dir) {
+		vmm->out_dir = strdup(place->out_dir);
+		if (!vmm->out_dir) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		argv[(*n)++] = "--writable";
+		argv[(*n)++] = vmm->out_dir;
+	}
+	return 0;
+}
+
+/* A pipe's writer sees POLLERR once every reader is gone. */
+static bool reader_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		      const struct vmm_place *place, char *err, size_t errlen)
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
-	const char *argv[MAX_VMM_ARGS + 9];
-	pid_t parent = getpid();
-	char ready_arg[16];
+	bool jailed = !(place && place->no_jail);
+	const char *argv[MAX_VMM_ARGS + 17];
+	char ready_arg[16], ids[2][16];
 	int n = 0, ret, ready[2];
 
 	memset(vmm, 0, sizeof(*vmm));
 	vmm->ready_fd = -1;
+	vmm->pidfd = -1;
+	vmm->jail.lock_fd = -1;
 	while (vmm_args[n] && n < MAX_VMM_ARGS) {
 		argv[n] = vmm_args[n];
 		n++;
@@ -100,6 +153,13 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	ret = make_run_dir(vmm, place ? place->run_dir : NULL, err, errlen);
 	if (ret < 0)
 		return ret;
+	if (jailed) {
+		ret = plan_jail(vmm, place, argv, &n, ids, err, errlen);
+		if (ret < 0) {
+			vmm_process_remove(vmm);
+			return ret;
+		}
+	}
 	argv[n++] = "--vsock";
 	argv[n++] = vmm->vsock;
 	argv[n++] = "--control";
@@ -118,13 +178,22 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	argv[n] = NULL;
 
 	vmm->started_ms = monotonic_ms();
-	vmm->pid = fork();
+	/* A jailed VMM is PID 1 of its own namespace: it sees no other
+	 * process, and all of its own die with it. */
+	struct clone_args clone = {
+		.flags = CLONE_PIDFD | (jailed ? CLONE_NEWPID : 0),
+		.pidfd = (uintptr_t)&vmm->pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	vmm->pid = syscall(SYS_clone3, &clone, sizeof(clone));
 	if (vmm->pid < 0) {
 		ret = -errno;
-		snprintf(err, errlen, "fork: %s", strerror(-ret));
+		snprintf(err, errlen, "clone3: %s", strerror(-ret));
 		vmm->pid = 0;
+		vmm->pidfd = -1;
 		close(ready[0]);
 		close(ready[1]);
+		vmm_process_remove(vmm);
 		return ret;
 	}
 	if (vmm->pid == 0) {
@@ -138,7 +207,8 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		/* The daemon's threads block its stop signals (interrupt.h). */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (getppid() != parent || log < 0 || null < 0)
+		/* Our parent may have died before PDEATHSIG was set. */
+		if (reader_gone(ready[1]) || log < 0 || null < 0)
 			_exit(VMM_EXEC_FAILED);
 		if (cgroup && cgroup_enter(cgroup) < 0) {
 			dprintf(log, "cannot enter the sandbox's cgroup\n");
@@ -154,15 +224,6 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	}
 	close(ready[1]);
 	vmm->ready_fd = ready[0];
-	vmm->pidfd = pidfd_open(vmm->pid, 0);
-	if (vmm->pidfd < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "pidfd_open: %s", strerror(-ret));
-		vmm_process_kill(vmm);
-		close(vmm->ready_fd);
-		vmm->ready_fd = -1;
-		return ret;
-	}
 	return 0;
 }
 
@@ -272,7 +333,7 @@ double vmm_process_setup_ms(const struct vmm_process *vmm)
 static void forget(struct vmm_process *vmm)
 {
 	vmm->pid = 0;
-	if (vmm->pidfd >= 0) /* -1 after a failed pidfd_open */
+	if (vmm->pidfd >= 0)
 		close(vmm->pidfd);
 	vmm->pidfd = -1;
 }
@@ -612,6 +673,19 @@ void vmm_process_remove(struct vmm_process *vmm)
 	unlink(vmm->control);
 	unlink(vmm->vmm_log);
 	unlink(vmm->console_log);
+	/* Its mounts were in its own namespace, gone with it. */
+	if (vmm->root[0]) {
+		rmdir(vmm->root);
+		jail_id_release(&vmm->jail);
+	}
 	rmdir(vmm->dir);
-	vmm->dir[0] = '\0';
+	vmm->dir[0] = vmm->root[0] = '\0';
+	if (vmm->out_dir) {
+		char err[PATH_MAX + 64];
+
+		if (jail_reclaim(vmm->out_dir, err, sizeof(err)) < 0)
+			log_warning("%s", err);
+		free(vmm->out_dir);
+		vmm->out_dir = NULL;
+	}
 }

@@ -6,6 +6,10 @@
  * its vsock socket.  (The daemon's sandbox, what its API hands out, is one
  * of these plus a lease: daemon.h.)
  *
+ * Each VMM is jailed (vmm/jail.h) unless its place says no_jail: it runs
+ * in a PID namespace of its own as a uid of its own (jail.h), locked in
+ * `root` in its run directory, which only it sees filled.
+ *
  * The VMM is started with PR_SET_PDEATHSIG, so it dies with its supervisor
  * even on SIGKILL; vmm_process_stop() asks it to stop through the control
  * socket and kills it after STOP_GRACE; vmm_process_remove() leaves nothing
@@ -24,6 +28,7 @@
 #include <sys/types.h>
 
 #include "agent_client.h"
+#include "jail.h"
 
 struct cgroup;
 
@@ -37,6 +42,9 @@ struct vmm_process {
 	char control[96];
 	char vmm_log[96];
 	char console_log[96];
+	char root[96];	/* the jail's root, "" when not jailed */
+	struct jail_id jail; /* its uid and gid while it lives */
+	char *out_dir;	     /* place->out_dir, handed back at the end */
 	pid_t pid;
 	/* Polls readable once the VMM has ended (pidfd_open): a supervisor
 	 * of many VMMs learns of an exit without asking each one.  Open
@@ -53,17 +61,24 @@ struct vmm_process {
 /*
  * Where a VMM lives: its run directory is @run_dir (created; NULL: a
  * fresh one in $XDG_RUNTIME_DIR or /tmp) and its VMM runs in @cgroup
- * (NULL: ours).  The VMM enters the cgroup before exec.
+ * (NULL: ours).  The VMM enters the cgroup before exec.  It is jailed with
+ * an id of @jail_ids (NULL: jail_ids_from_env()'s) unless @no_jail, and
+ * may write to @out_dir only (NULL: nowhere), which vmm_process_remove()
+ * hands back to us.
  */
 struct vmm_place {
 	const char *run_dir;
 	const struct cgroup *cgroup;
+	bool no_jail; /* debugging only: the VMM runs as we do */
+	const struct jail_ids *jail_ids;
+	const char *out_dir;
 };
 
 /*
  * Creates the run directory and starts thaw-vmm with @vmm_args (NULL
  * terminated; the VMM path first) plus the run directory's --vsock,
- * --control and --console-log.  @place may be NULL.  A VMM that cannot be
+ * --control and --console-log, and its jail's --jail, --uid, --gid and
+ * --writable.  @place may be NULL.  A VMM that cannot be
  * run or put in its cgroup exits with VMM_EXEC_FAILED and says why in its
  * log.
  *
@@ -170,7 +185,8 @@ void vmm_process_stop(struct vmm_process *vmm);
 /* SIGKILLs the VMM and reaps it: a disposable clone needs no goodbye. */
 void vmm_process_kill(struct vmm_process *vmm);
 
-/* Stops the VMM if needed and removes the run directory. */
+/* Stops the VMM if needed, removes the run directory, frees its jail id
+ * and takes back what it wrote in out_dir. */
 void vmm_process_remove(struct vmm_process *vmm);
 
 #endif

@@ -39,7 +39,7 @@ static void setup(void)
 	pthread_cond_init(&vm.pause_cond, NULL);
 	snprintf(path, sizeof(path), "/tmp/thaw-control-test-%d.sock",
 		 (int)getpid());
-	cr_assert_eq(control_init(&control, &vm, path), 0);
+	cr_assert_eq(control_init(&control, &vm, path, -1), 0);
 	cr_assert_eq(control_start(&control), 0);
 }
 

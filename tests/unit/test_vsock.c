@@ -457,7 +457,7 @@ static void start_device(void)
 	guest = mem.host;
 	guest_buf_alloc = BUF_ALLOC;
 	guest_fwd_cnt = 0;
-	cr_assert_eq(vsock_init(&dev, GUEST_CID, path, &mem, irq), 0);
+	cr_assert_eq(vsock_init(&dev, GUEST_CID, path, -1, &mem, irq), 0);
 	cr_assert_eq(dev.request_timeout_ms, VSOCK_REQUEST_TIMEOUT_MS);
 	dev.request_timeout_ms = REQUEST_TIMEOUT_MS;
 	cr_assert_eq(vsock_start(&dev), 0);
@@ -514,17 +514,17 @@ Test(vsock_lifecycle, init_rejects_bad_arguments, .init = make_paths,
 	char long_path[200];
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
-	cr_assert_eq(vsock_init(&other, 2, path, &mem, (struct irq_line){ 0 }),
+	cr_assert_eq(vsock_init(&other, 2, path, -1, &mem, (struct irq_line){ 0 }),
 		     -1);
-	cr_assert_eq(vsock_init(&other, 0xffffffffULL, path, &mem,
+	cr_assert_eq(vsock_init(&other, 0xffffffffULL, path, -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1);
 	memset(long_path, 'a', sizeof(long_path) - 1);
 	long_path[sizeof(long_path) - 1] = '\0';
 	cr_assert_eq(
-		vsock_init(&other, 3, long_path, &mem, (struct irq_line){ 0 }),
+		vsock_init(&other, 3, long_path, -1, &mem, (struct irq_line){ 0 }),
 		-1);
-	cr_assert_eq(vsock_init(&other, 3, "/nonexistent/dir/sock", &mem,
+	cr_assert_eq(vsock_init(&other, 3, "/nonexistent/dir/sock", -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1);
 	guest_memory_destroy(&mem);
@@ -1087,9 +1087,9 @@ Test(vsock_lifecycle, stop_without_start, .init = make_paths,
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
 	cr_assert_eq(
-		vsock_init(&dev, GUEST_CID, path, &mem, (struct irq_line){ 0 }),
+		vsock_init(&dev, GUEST_CID, path, -1, &mem, (struct irq_line){ 0 }),
 		0);
-	cr_assert_eq(vsock_init(&(struct vsock){ 0 }, GUEST_CID, path, &mem,
+	cr_assert_eq(vsock_init(&(struct vsock){ 0 }, GUEST_CID, path, -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1, "a second device on the same path");
 	vsock_stop(&dev);
@@ -1140,7 +1140,7 @@ static void snapshot_and_restore(void)
 	vsock_save(&dev, &w);
 	state_file_through(&w, &r);
 	vsock_stop(&dev);
-	cr_assert_eq(vsock_init(&dev, GUEST_CID + 4, path, &mem, irq), 0);
+	cr_assert_eq(vsock_init(&dev, GUEST_CID + 4, path, -1, &mem, irq), 0);
 	cr_assert_eq(vsock_restore(&dev, &r), 0);
 	state_reader_close(&r);
 	cr_assert_eq(vsock_start(&dev), 0);
@@ -1243,7 +1243,7 @@ static void expect_rejected(const struct vsock_state *vsock,
 			  sizeof(*transport));
 	state_file_through(&w, &r);
 	snprintf(other_path, sizeof(other_path), "%s/other.sock", dir);
-	cr_assert_eq(vsock_init(&other, GUEST_CID + 4, other_path, &mem, irq),
+	cr_assert_eq(vsock_init(&other, GUEST_CID + 4, other_path, -1, &mem, irq),
 		     0);
 	memcpy(&before, &other.transport.state, sizeof(before));
 	cr_assert_eq(vsock_restore(&other, &r), -1);
@@ -1283,7 +1283,7 @@ Test(vsock_lifecycle, pause_and_save_without_thread, .init = make_paths,
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
 	cr_assert_eq(
-		vsock_init(&dev, GUEST_CID, path, &mem, (struct irq_line){ 0 }),
+		vsock_init(&dev, GUEST_CID, path, -1, &mem, (struct irq_line){ 0 }),
 		0);
 	vsock_pause(&dev);
 	state_writer_init(&w);

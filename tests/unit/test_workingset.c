@@ -225,7 +225,7 @@ Test(workingset, record_coalesces_present_pages)
 	in_dir(path, "workingset.bin");
 	write_raw(path, "stale", 5);
 	cr_assert_eq(
-		workingset_record(mem, size, path, &pages, err, sizeof(err)), 0,
+		workingset_record(mem, size, path, -1, &pages, err, sizeof(err)), 0,
 		"%s", err);
 	cr_assert_eq(pages, 5);
 	check_ws_file(path, size / PAGE, want, 3);
@@ -245,7 +245,7 @@ Test(workingset, record_untouched_memory_is_empty)
 	cr_assert_neq(mem, MAP_FAILED);
 	in_dir(path, "workingset.bin");
 	cr_assert_eq(
-		workingset_record(mem, size, path, &pages, err, sizeof(err)), 0,
+		workingset_record(mem, size, path, -1, &pages, err, sizeof(err)), 0,
 		"%s", err);
 	cr_assert_eq(pages, 0);
 	check_ws_file(path, 64, NULL, 0);
@@ -262,7 +262,7 @@ Test(workingset, record_rejects_partial_pages)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
 	in_dir(path, "workingset.bin");
-	cr_assert_eq(workingset_record(mem, PAGE + 1, path, &pages, err,
+	cr_assert_eq(workingset_record(mem, PAGE + 1, path, -1, &pages, err,
 				       sizeof(err)),
 		     -EINVAL);
 	cr_assert_eq(dir_entries(), 0);
@@ -299,7 +299,7 @@ Test(workingset, prefetch_maps_exactly_the_recorded_pages)
 		if (in_ws[p])
 			(void)*(volatile char *)(mem + p * PAGE);
 	cr_assert_eq(
-		workingset_record(mem, size, ws_path, &pages, err, sizeof(err)),
+		workingset_record(mem, size, ws_path, -1, &pages, err, sizeof(err)),
 		0, "%s", err);
 	cr_assert_eq(pages, total);
 	check_ws_file(ws_path, nr_pages, want, 4);

@@ -24,6 +24,7 @@
 #include "devices/vsock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "io.h"
 #include "log.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
@@ -1008,27 +1010,29 @@ static int epoll_add(struct vsock *v, int fd, uint32_t events, uint64_t tag)
 	return 0;
 }
 
-/* On success listen_fd >= 0 means we created uds_path and must unlink it. */
-static int open_listener(struct vsock *v)
+/*
+ * Binds uds_path, or adopts @listen_fd already listening there (a jailed
+ * VMM's: then uds_path is someone else's to remove, and owns_path false).
+ */
+static int open_listener(struct vsock *v, int listen_fd)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	if (fd < 0) {
-		log_error("vsock %s: socket: %s", v->uds_path, strerror(errno));
+	if (listen_fd >= 0) {
+		if (fcntl(listen_fd, F_SETFL, O_NONBLOCK) < 0) {
+			log_error("vsock %s: fcntl: %s", v->uds_path,
+				  strerror(errno));
+			return -1;
+		}
+		v->listen_fd = listen_fd;
+		return 0;
+	}
+	v->listen_fd = unix_listen(v->uds_path, SOMAXCONN, SOCK_NONBLOCK);
+	if (v->listen_fd < 0) {
+		log_error("vsock %s: %s", v->uds_path,
+			  strerror(-v->listen_fd));
+		v->listen_fd = -1;
 		return -1;
 	}
-	memcpy(addr.sun_path, v->uds_path, sizeof(v->uds_path));
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		log_error("vsock %s: bind: %s", v->uds_path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	v->listen_fd = fd;
-	if (listen(fd, SOMAXCONN) < 0) {
-		log_error("vsock %s: listen: %s", v->uds_path, strerror(errno));
-		return -1;
-	}
+	v->owns_path = true;
 	return 0;
 }
 
@@ -1058,7 +1062,8 @@ static void close_host_side(struct vsock *v)
 			vsock_conn_close(&v->conns[i]);
 	if (v->listen_fd >= 0) {
 		close(v->listen_fd);
-		unlink(v->uds_path);
+		if (v->owns_path)
+			unlink(v->uds_path);
 	}
 	if (v->epoll_fd >= 0)
 		close(v->epoll_fd);
@@ -1068,7 +1073,8 @@ static void close_host_side(struct vsock *v)
 }
 
 int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
-	       const struct guest_memory *mem, struct irq_line irq)
+	       int listen_fd, const struct guest_memory *mem,
+	       struct irq_line irq)
 {
 	memset(v, 0, sizeof(*v));
 	v->listen_fd = v->epoll_fd = v->kick_fd = -1;
@@ -1093,7 +1099,7 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	atomic_init(&v->reset_requested, false);
 	atomic_init(&v->dropped, 0);
 
-	if (open_listener(v) < 0)
+	if (open_listener(v, listen_fd) < 0)
 		goto fail;
 	v->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	v->epoll_fd = epoll_create1(EPOLL_CLOEXEC);

@@ -170,6 +170,7 @@ struct vsock {
 
 	char uds_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
+	bool owns_path; /* we bound uds_path: ours to remove */
 	int epoll_fd;
 	int kick_fd; /* eventfd: vCPU threads -> device thread */
 	pthread_t thread;
@@ -189,12 +190,15 @@ struct vsock {
 
 /*
  * Prepares the device: binds and listens on @uds_path (which must not exist
- * yet), and sets up the transport with @mem and @irq.  Returns 0, or -1 with
- * a message naming the path or CID.  After success call vsock_stop() once,
- * whether or not the thread was started.
+ * yet), or serves @listen_fd when it is not -1, a socket already listening
+ * there (a jailed VMM's, which cannot reach the path); and sets up the
+ * transport with @mem and @irq.  Returns 0, or -1 with a message naming
+ * the path or CID.  After success call vsock_stop() once, whether or not
+ * the thread was started.
  */
 int vsock_init(struct vsock *vsock, uint64_t guest_cid, const char *uds_path,
-	       const struct guest_memory *mem, struct irq_line irq);
+	       int listen_fd, const struct guest_memory *mem,
+	       struct irq_line irq);
 
 /* Starts the device thread.  Returns 0, or -1 with a message. */
 int vsock_start(struct vsock *vsock);

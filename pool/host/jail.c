@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * jail.c - see jail.h.  Claims start where the last one of this process
+ * left off, so a freed id is not handed out again at once and a busy range
+ * costs one lock attempt per claim, not a scan from its start.
+ */
+#include "jail.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "paths.h"
+
+static _Atomic uint32_t next_offset;
+
+static int parse_id(const char *s, char **end, uint32_t *out)
+{
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, end, 10);
+	if (errno || v < 1 || v >= UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int jail_ids_parse(const char *text, struct jail_ids *ids, char *err,
+		   size_t errlen)
+{
+	char *end;
+
+	if (parse_id(text, &end, &ids->first) < 0 || *end != '-' ||
+	    parse_id(end + 1, &end, &ids->last) < 0 || *end ||
+	    ids->last < ids->first) {
+		snprintf(err, errlen,
+			 "jail ids '%s': want FIRST-LAST, two ids from 1 to "
+			 "%u with FIRST <= LAST (default " JAIL_IDS_DEFAULT ")",
+			 text, UINT32_MAX - 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int jail_ids_from_env(struct jail_ids *ids, char *err, size_t errlen)
+{
+	const char *env = getenv(JAIL_IDS_ENV);
+	int ret = jail_ids_parse(env ? env : JAIL_IDS_DEFAULT, ids, err,
+				 errlen);
+
+	if (ret < 0 && env) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " (from $" JAIL_IDS_ENV ")");
+	}
+	return ret;
+}
+
+static int open_lock_file(char *err, size_t errlen)
+{
+	char dir[] = JAIL_IDS_LOCK_FILE;
+	int fd;
+
+	*strrchr(dir, '/') = '\0';
+	fd = thaw_make_dirs(dir, err, errlen);
+	if (fd < 0)
+		return fd;
+	fd = open(JAIL_IDS_LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "%s: %s", JAIL_IDS_LOCK_FILE,
+			 strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+int jail_id_claim(const struct jail_ids *ids, struct jail_id *out, char *err,
+		  size_t errlen)
+{
+	struct jail_ids from_env;
+	uint64_t count, start;
+	int ret;
+
+	out->lock_fd = -1;
+	if (!ids) {
+		ret = jail_ids_from_env(&from_env, err, errlen);
+		if (ret < 0)
+			return ret;
+		ids = &from_env;
+	}
+	count = (uint64_t)ids->last - ids->first + 1;
+	start = atomic_fetch_add(&next_offset, 1);
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t id = ids->first + (uint32_t)((start + i) % count);
+		struct flock lock = {
+			.l_type = F_WRLCK,
+			.l_whence = SEEK_SET,
+			.l_start = id,
+			.l_len = 1,
+		};
+		/* One open file description per id: its lock is its own. */
+		int fd = open_lock_file(err, errlen);
+
+		if (fd < 0)
+			return fd;
+		if (fcntl(fd, F_OFD_SETLK, &lock) == 0) {
+			atomic_store(&next_offset, (uint32_t)((start + i + 1) %
+							      count));
+			out->id = id;
+			out->lock_fd = fd;
+			return 0;
+		}
+		ret = errno;
+		close(fd);
+		if (ret != EAGAIN && ret != EACCES) {
+			snprintf(err, errlen, "%s: locking id %u: %s",
+				 JAIL_IDS_LOCK_FILE, id, strerror(ret));
+			return -ret;
+		}
+	}
+	snprintf(err, errlen,
+		 "every jail id of %u-%u is taken: %llu VMMs run (a larger "
+		 "range: jail_ids in the daemon's config, or $" JAIL_IDS_ENV
+		 ")",
+		 ids->first, ids->last, (unsigned long long)count);
+	return -EAGAIN;
+}
+
+void jail_id_release(struct jail_id *id)
+{
+	if (id->lock_fd >= 0)
+		close(id->lock_fd);
+	id->lock_fd = -1;
+}
+
+int jail_reclaim(const char *dir, char *err, size_t errlen)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	struct dirent *e;
+	DIR *d;
+	int ret = 0;
+
+	if (dfd < 0 || fchown(dfd, getuid(), getgid()) < 0 ||
+	    !(d = fdopendir(dfd))) {
+		ret = -errno;
+		snprintf(err, errlen, "taking back %s: %s", dir,
+			 strerror(-ret));
+		if (dfd >= 0)
+			close(dfd);
+		return ret;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		/* Not through a link the VMM may have planted. */
+		if (fchownat(dfd, e->d_name, getuid(), getgid(),
+			     AT_SYMLINK_NOFOLLOW) < 0 &&
+		    !ret) {
+			ret = -errno;
+			snprintf(err, errlen, "taking back %s/%s: %s", dir,
+				 e->d_name, strerror(-ret));
+		}
+	}
+	closedir(d);
+	return ret;
+}
