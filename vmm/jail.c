@@ -60,11 +60,11 @@ static int inside(char *out, size_t size, const char *root, const char *name)
 }
 
 /*
- * Binds host @source at @name in the jail, read-only unless @writable,
- * never with devices, set-uid programs or executables.
+ * Binds host @source, the VM's @what, at @name in the jail, read-only
+ * unless @writable, never with devices, set-uid programs or executables.
  */
-static int bind_into(const char *root, const char *source, const char *name,
-		     bool writable)
+static int bind_into(const char *root, const char *what, const char *source,
+		     const char *name, bool writable)
 {
 	unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV |
 			      MS_NOEXEC | (writable ? 0 : MS_RDONLY);
@@ -74,8 +74,11 @@ static int bind_into(const char *root, const char *source, const char *name,
 
 	if (inside(target, sizeof(target), root, name) < 0)
 		return -1;
-	if (stat(source, &st) < 0)
-		return fail("cannot bind", source);
+	/* As the VM would have said it without a jail. */
+	if (stat(source, &st) < 0) {
+		log_error("%s %s: %s", what, source, strerror(errno));
+		return -1;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		if (mkdir(target, 0755) < 0)
 			return fail("mkdir", target);
@@ -125,32 +128,33 @@ static int build_root(const struct jail *j, struct vm_config *cfg)
 	if (mount("thaw-jail", j->root, "tmpfs", MS_NOSUID | MS_NOEXEC,
 		  JAIL_TMPFS_OPTIONS) < 0)
 		return fail("tmpfs on", j->root);
-	if (make_kvm_node(j) < 0)
-		return -1;
 	if (cfg->kernel_path) {
-		if (bind_into(j->root, cfg->kernel_path, "/kernel", false) < 0)
+		if (bind_into(j->root, "kernel", cfg->kernel_path, "/kernel",
+			      false) < 0)
 			return -1;
 		cfg->kernel_path = "/kernel";
 	}
 	if (cfg->initrd_path) {
-		if (bind_into(j->root, cfg->initrd_path, "/initrd", false) < 0)
+		if (bind_into(j->root, "initrd", cfg->initrd_path, "/initrd",
+			      false) < 0)
 			return -1;
 		cfg->initrd_path = "/initrd";
 	}
 	if (cfg->restore_dir) {
-		if (bind_into(j->root, cfg->restore_dir, "/snapshot", false) <
-		    0)
+		if (bind_into(j->root, "snapshot", cfg->restore_dir,
+			      "/snapshot", false) < 0)
 			return -1;
 		cfg->restore_dir = "/snapshot";
 	}
 	if (j->writable) {
 		if (chown(j->writable, j->uid, j->gid) < 0)
 			return fail("chown", j->writable);
-		if (bind_into(j->root, j->writable, JAIL_OUT_DIR, true) < 0)
+		if (bind_into(j->root, "writable directory", j->writable,
+			      JAIL_OUT_DIR, true) < 0)
 			return -1;
 		cfg->writable_dir = j->writable;
 	}
-	return 0;
+	return make_kvm_node(j);
 }
 
 /* What the VMM keeps of the host: bound or opened now, used as fds. */

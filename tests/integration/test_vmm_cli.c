@@ -271,6 +271,46 @@ Test(cli, command_line_too_long)
 			  small_initrd(), "--cmdline", extra));
 }
 
+Test(cli, jail_needs_uid_and_gid)
+{
+	expect_error(EXIT_USAGE, "--jail needs --uid and --gid",
+		     ARGS("--jail", dir, "--uid", "1500000000", "--kernel",
+			  "k", "--initrd", "i"));
+}
+
+Test(cli, uid_needs_jail)
+{
+	expect_error(EXIT_USAGE, "--uid, --gid and --writable need --jail",
+		     ARGS("--uid", "1500000000", "--gid", "1500000000",
+			  "--initrd", "i"));
+}
+
+Test(cli, jail_as_root_is_refused)
+{
+	expect_error(EXIT_USAGE, "--uid 0 is outside 1..4294967294",
+		     ARGS("--jail", dir, "--uid", "0", "--gid", "0",
+			  "--initrd", "i"));
+}
+
+Test(cli, jail_needs_a_kernel_path)
+{
+	expect_error(EXIT_USAGE, "--jail needs --kernel",
+		     ARGS("--jail", dir, "--uid", "1500000000", "--gid",
+			  "1500000000", "--initrd", "i"));
+}
+
+/* The jail binds what the VM reads: a missing file is named as unjailed. */
+Test(cli, jailed_missing_kernel)
+{
+	if (geteuid() != 0)
+		cr_skip_test("a jail needs root");
+	expect_error(EXIT_ERROR,
+		     "kernel /nonexistent/vmlinux: No such file or directory",
+		     ARGS("--jail", dir, "--uid", "1500000000", "--gid",
+			  "1500000000", "--kernel", "/nonexistent/vmlinux",
+			  "--initrd", small_initrd()));
+}
+
 Test(cli, restore_takes_no_boot_flags)
 {
 	expect_error(EXIT_USAGE,
