@@ -95,6 +95,9 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->admit_io_pressure, 20);
 	cr_expect_eq(d->admit_min_available_percent, 5);
 	cr_expect_eq(d->admit_restore_slowdown, 10);
+	cr_expect(d->jail);
+	cr_expect_eq(d->jail_ids.first, 1500000000u);
+	cr_expect_eq(d->jail_ids.last, 1500065535u);
 }
 
 static void expect_default_template(const struct template_config *t,
@@ -150,6 +153,8 @@ Test(config, default_text_documents_every_key)
 		"admit_io_pressure",
 		"admit_min_available_percent",
 		"admit_restore_slowdown",
+		"jail",
+		"jail_ids",
 		"kernel",
 		"initrd",
 		"cmdline",
@@ -212,6 +217,8 @@ Test(config, file_overrides_values)
 		"cgroup_parent = thaw-test.1\n"
 		"log_level = debug\n"
 		"log_format = json\n"
+		"jail = false\n"
+		"jail_ids = 100-199\n"
 		"admit_cpu_pressure = 0\n"
 		"admit_memory_pressure = 100\n"
 		"admit_io_pressure = 50\n"
@@ -245,6 +252,8 @@ Test(config, file_overrides_values)
 	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
 	cr_expect_str_eq(c.log_level, "debug");
 	cr_expect_str_eq(c.log_format, "json");
+	cr_expect_not(c.jail);
+	cr_expect(c.jail_ids.first == 100 && c.jail_ids.last == 199);
 	cr_expect_eq(c.admit_cpu_pressure, 0, "0: not watched");
 	cr_expect_eq(c.admit_memory_pressure, 100);
 	cr_expect_eq(c.admit_io_pressure, 50);
@@ -482,6 +491,11 @@ static const struct bad_case bad_cases[] = {
 	{ "[daemon]\nlog_level =\n", 2, "log_level = \"\": expected" },
 	{ "[daemon]\nlog_format = yaml\n", 2,
 	  "[daemon] log_format = \"yaml\": expected text or json" },
+	{ "[daemon]\njail = no\n", 2,
+	  "[daemon] jail = \"no\": expected true or false" },
+	{ "[daemon]\njail_ids = 10-5\n", 2,
+	  "[daemon] jail_ids = \"10-5\": jail ids '10-5': want FIRST-LAST" },
+	{ "[daemon]\njail_ids = 0-5\n", 2, "jail_ids = \"0-5\": jail ids" },
 	{ "[template a]\nlog_level = info\n", 2,
 	  "[template a] log_level = \"info\": unknown key" },
 	{ "[template a]\nkernel = vmlinux\n", 2,
