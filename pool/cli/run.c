@@ -248,8 +248,11 @@ out:
 	agent_close(&agent);
 	vmm_process_remove(&vmm);
 	if (record) {
-		/* Whoever records first wins; a rename never shows half. */
-		if (rename(recorded, working_set) < 0 && errno != ENOENT)
+		/* Whoever records first wins; a rename never shows half.  The
+		 * file is the jail uid's until reclaimed. */
+		if (jail_reclaim(recording, err, sizeof(err)) < 0)
+			fprintf(stderr, "thaw run: %s\n", err);
+		else if (rename(recorded, working_set) < 0 && errno != ENOENT)
 			fprintf(stderr, "thaw run: %s: %s\n", working_set,
 				strerror(errno));
 		unlink(recorded);

@@ -236,6 +236,11 @@ static int snapshot_vm(const struct machine_options *m,
 	ret = 0;
 out:
 	vmm_process_remove(&vmm);
+	/* The files are the jail uid's until then: it is another VMM's next. */
+	if (jail_reclaim(tmp, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		ret = -1;
+	}
 	return ret;
 }
 

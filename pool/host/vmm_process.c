@@ -27,7 +27,6 @@
 #include "clock.h"
 #include "interrupt.h"
 #include "io.h"
-#include "log.h"
 
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
@@ -114,13 +113,8 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 	argv[(*n)++] = "--gid";
 	argv[(*n)++] = ids[0];
 	if (place && place->out_dir) {
-		vmm->out_dir = strdup(place->out_dir);
-		if (!vmm->out_dir) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
 		argv[(*n)++] = "--writable";
-		argv[(*n)++] = vmm->out_dir;
+		argv[(*n)++] = place->out_dir;
 	}
 	return 0;
 }
@@ -680,12 +674,4 @@ void vmm_process_remove(struct vmm_process *vmm)
 	}
 	rmdir(vmm->dir);
 	vmm->dir[0] = vmm->root[0] = '\0';
-	if (vmm->out_dir) {
-		char err[PATH_MAX + 64];
-
-		if (jail_reclaim(vmm->out_dir, err, sizeof(err)) < 0)
-			log_warning("%s", err);
-		free(vmm->out_dir);
-		vmm->out_dir = NULL;
-	}
 }

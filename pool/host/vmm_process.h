@@ -44,7 +44,6 @@ struct vmm_process {
 	char console_log[96];
 	char root[96];	/* the jail's root, "" when not jailed */
 	struct jail_id jail; /* its uid and gid while it lives */
-	char *out_dir;	     /* place->out_dir, handed back at the end */
 	pid_t pid;
 	/* Polls readable once the VMM has ended (pidfd_open): a supervisor
 	 * of many VMMs learns of an exit without asking each one.  Open
@@ -63,8 +62,8 @@ struct vmm_process {
  * fresh one in $XDG_RUNTIME_DIR or /tmp) and its VMM runs in @cgroup
  * (NULL: ours).  The VMM enters the cgroup before exec.  It is jailed with
  * an id of @jail_ids (NULL: jail_ids_from_env()'s) unless @no_jail, and
- * may write to @out_dir only (NULL: nowhere), which vmm_process_remove()
- * hands back to us.
+ * may write to @out_dir only (NULL: nowhere), which its jail's uid owns
+ * until jail_reclaim() hands it back, after vmm_process_remove().
  */
 struct vmm_place {
 	const char *run_dir;
@@ -185,8 +184,7 @@ void vmm_process_stop(struct vmm_process *vmm);
 /* SIGKILLs the VMM and reaps it: a disposable clone needs no goodbye. */
 void vmm_process_kill(struct vmm_process *vmm);
 
-/* Stops the VMM if needed, removes the run directory, frees its jail id
- * and takes back what it wrote in out_dir. */
+/* Stops the VMM if needed, removes the run directory, frees its jail id. */
 void vmm_process_remove(struct vmm_process *vmm);
 
 #endif
