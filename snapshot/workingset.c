@@ -218,8 +218,7 @@ fail:
 }
 
 int workingset_record(const void *mem, uint64_t size, const char *path,
-		      int pagemap_fd, uint64_t *pages, char *err,
-		      size_t errlen)
+		      int pagemap_fd, uint64_t *pages, char *err, size_t errlen)
 {
 	struct workingset_header h = {
 		.version = WORKINGSET_VERSION,

@@ -201,8 +201,8 @@ static int pivot_into(const char *root)
 	}
 	if (chdir("/") < 0)
 		return fail("chdir", "/");
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-		  NULL) < 0)
+	if (mount(NULL, "/", NULL,
+		  MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
 		return fail("remount / read-only", NULL);
 	return 0;
 }
@@ -231,7 +231,8 @@ static int become(const struct jail *j)
 	if (prctl(PR_SET_SECUREBITS,
 		  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
 			  SECBIT_NO_SETUID_FIXUP |
-			  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+			  SECBIT_NO_SETUID_FIXUP_LOCKED |
+			  SECBIT_KEEP_CAPS_LOCKED |
 			  SECBIT_NO_CAP_AMBIENT_RAISE |
 			  SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
 		  0, 0, 0) < 0)
@@ -311,8 +312,8 @@ int jail_inside_path(const char *writable, const char *host_path, char *out,
 	if (!writable) {
 		if ((size_t)snprintf(out, size, "%s", host_path) < size)
 			return 0;
-	} else if (strncmp(host_path, writable, n) ||
-		   (*rest && *rest != '/') || strstr(rest, "/..")) {
+	} else if (strncmp(host_path, writable, n) || (*rest && *rest != '/') ||
+		   strstr(rest, "/..")) {
 		snprintf(err, errlen,
 			 "%s is outside the jail's writable directory %s",
 			 host_path, writable);

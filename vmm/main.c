@@ -72,7 +72,8 @@ static const char usage[] =
 	"                      snapshot it needs; then no capabilities\n"
 	"  --uid N --gid N     whom it runs as there (not 0)\n"
 	"  --writable DIR      the one directory it may write (a snapshot's,\n"
-	"                      a working set's); seen as " JAIL_OUT_DIR " inside\n"
+	"                      a working set's); seen as " JAIL_OUT_DIR
+	" inside\n"
 	"\n"
 	"LOGGING: thaw-vmm's own lines go to stderr, one per event.\n"
 	"  --log-level LEVEL   the least severe kept: error, warning, info\n"

@@ -142,7 +142,8 @@ static bool vsock_wanted(const struct vm_config *cfg)
 static int vsock_create(struct vm *vm, const struct vm_config *cfg)
 {
 	return vsock_init(&vm->vsock, VSOCK_DEFAULT_GUEST_CID, cfg->vsock_path,
-			  cfg->vsock_fd, &vm->mem, irq_line(vm, VIRTIO_MMIO_FIRST_IRQ));
+			  cfg->vsock_fd, &vm->mem,
+			  irq_line(vm, VIRTIO_MMIO_FIRST_IRQ));
 }
 
 static int vsock_attach(struct vm *vm)

@@ -142,8 +142,8 @@ static int run_booted(const struct run_options *o, char **cmd)
 
 	if ((!m->initrd && thaw_default_initrd(initrd, sizeof(initrd), err,
 					       sizeof(err)) < 0) ||
-	    (!m->kernel &&
-	     default_kernel_path(kernel, sizeof(kernel), err, sizeof(err)) < 0)) {
+	    (!m->kernel && default_kernel_path(kernel, sizeof(kernel), err,
+					       sizeof(err)) < 0)) {
 		fprintf(stderr, "thaw run: %s\n", err);
 		return EXIT_THAW_ERROR;
 	}
@@ -195,8 +195,8 @@ static int run_clone(const struct run_options *o, char **cmd)
 	snprintf(recording, sizeof(recording), "%s/.recording-%d", snap.dir,
 		 (int)getpid());
 	snprintf(recorded, sizeof(recorded), "%s/workingset.bin", recording);
-	bool record = access(working_set, F_OK) < 0 &&
-		      mkdir(recording, 0700) == 0;
+	bool record =
+		access(working_set, F_OK) < 0 && mkdir(recording, 0700) == 0;
 	snprintf(hostname, sizeof(hostname), "thaw-%.8s", clone_id);
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),

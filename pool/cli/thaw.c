@@ -60,9 +60,8 @@ int machine_options_check(const struct machine_options *m, const char *who)
 }
 
 int machine_start(struct vmm_process *vmm, const char *who,
-		  const struct machine_options *m,
-		  const char *const vmm_args[], const char *out_dir,
-		  struct agent_conn *agent, int timeout_s)
+		  const struct machine_options *m, const char *const vmm_args[],
+		  const char *out_dir, struct agent_conn *agent, int timeout_s)
 {
 	struct vmm_place place = { .no_jail = m->no_jail, .out_dir = out_dir };
 	/* vmm_process's messages quote the VMM's 512-byte reason. */

@@ -61,9 +61,8 @@ struct agent_conn;
  * report.
  */
 int machine_start(struct vmm_process *vmm, const char *who,
-		  const struct machine_options *m,
-		  const char *const vmm_args[], const char *out_dir,
-		  struct agent_conn *agent, int timeout_s);
+		  const struct machine_options *m, const char *const vmm_args[],
+		  const char *out_dir, struct agent_conn *agent, int timeout_s);
 
 /* The subcommands: run.c, snapshot_command.c, sandbox_commands.c (the
  * last three); `thaw daemon` is pool/daemon/thawd.h's. */

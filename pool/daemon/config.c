@@ -172,8 +172,8 @@ enum key_type {
 	KEY_U32,
 	KEY_BYTES, /* uint64_t; K, M, G suffixes */
 	KEY_PAGE_IN,
-	KEY_CHOICE, /* a string, one of key->choices */
-	KEY_BOOL,   /* true or false */
+	KEY_CHOICE,   /* a string, one of key->choices */
+	KEY_BOOL,     /* true or false */
 	KEY_ID_RANGE, /* struct jail_ids, "FIRST-LAST" */
 };
 

@@ -54,8 +54,8 @@ int jail_ids_parse(const char *text, struct jail_ids *ids, char *err,
 int jail_ids_from_env(struct jail_ids *ids, char *err, size_t errlen)
 {
 	const char *env = getenv(JAIL_IDS_ENV);
-	int ret = jail_ids_parse(env ? env : JAIL_IDS_DEFAULT, ids, err,
-				 errlen);
+	int ret =
+		jail_ids_parse(env ? env : JAIL_IDS_DEFAULT, ids, err, errlen);
 
 	if (ret < 0 && env) {
 		size_t n = strlen(err);
@@ -115,8 +115,8 @@ int jail_id_claim(const struct jail_ids *ids, struct jail_id *out, char *err,
 		if (fd < 0)
 			return fd;
 		if (fcntl(fd, F_OFD_SETLK, &lock) == 0) {
-			atomic_store(&next_offset, (uint32_t)((start + i + 1) %
-							      count));
+			atomic_store(&next_offset,
+				     (uint32_t)((start + i + 1) % count));
 			out->id = id;
 			out->lock_fd = fd;
 			return 0;

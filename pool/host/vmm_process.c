@@ -91,8 +91,8 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 		     const char **argv, int *n, char ids[2][16], char *err,
 		     size_t errlen)
 {
-	int ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail,
-				err, errlen);
+	int ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail, err,
+				errlen);
 
 	if (ret < 0)
 		return ret;

@@ -42,7 +42,7 @@ struct vmm_process {
 	char control[96];
 	char vmm_log[96];
 	char console_log[96];
-	char root[96];	/* the jail's root, "" when not jailed */
+	char root[96];	     /* the jail's root, "" when not jailed */
 	struct jail_id jail; /* its uid and gid while it lives */
 	pid_t pid;
 	/* Polls readable once the VMM has ended (pidfd_open): a supervisor

@@ -2183,11 +2183,9 @@ static void expect_jailed(pid_t vmm, unsigned long long *uid_out)
 		  "VMM %d: NoNewPrivs not 1", vmm);
 	cr_expect(status_field(vmm, "Seccomp", &v, 10) && v == 2,
 		  "VMM %d: Seccomp not 2 (a filter)", vmm);
-	for (size_t i = 0; i < sizeof(namespaces) / sizeof(namespaces[0]);
-	     i++)
+	for (size_t i = 0; i < sizeof(namespaces) / sizeof(namespaces[0]); i++)
 		cr_expect(!same_namespace(vmm, getpid(), namespaces[i]),
-			  "VMM %d shares our %s namespace", vmm,
-			  namespaces[i]);
+			  "VMM %d shares our %s namespace", vmm, namespaces[i]);
 
 	/* Its root: dev/kvm and its snapshot, nothing of the host's. */
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)vmm);

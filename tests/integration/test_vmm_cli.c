@@ -274,8 +274,8 @@ Test(cli, command_line_too_long)
 Test(cli, jail_needs_uid_and_gid)
 {
 	expect_error(EXIT_USAGE, "--jail needs --uid and --gid",
-		     ARGS("--jail", dir, "--uid", "1500000000", "--kernel",
-			  "k", "--initrd", "i"));
+		     ARGS("--jail", dir, "--uid", "1500000000", "--kernel", "k",
+			  "--initrd", "i"));
 }
 
 Test(cli, uid_needs_jail)
@@ -288,8 +288,8 @@ Test(cli, uid_needs_jail)
 Test(cli, jail_as_root_is_refused)
 {
 	expect_error(EXIT_USAGE, "--uid 0 is outside 1..4294967294",
-		     ARGS("--jail", dir, "--uid", "0", "--gid", "0",
-			  "--initrd", "i"));
+		     ARGS("--jail", dir, "--uid", "0", "--gid", "0", "--initrd",
+			  "i"));
 }
 
 Test(cli, jail_needs_a_kernel_path)

@@ -38,10 +38,10 @@ Test(jail_ids, parses_a_range)
 
 Test(jail_ids, bad_ranges_are_named)
 {
-	static const char *const bad[] = { "",	    "5",      "0-10",
-					   "10-5",  "a-b",    "10-",
-					   "-10",   "1-2x",   "1 -2",
-					   "1-4294967295" };
+	static const char *const bad[] = {
+		"",    "5",   "0-10", "10-5", "a-b",
+		"10-", "-10", "1-2x", "1 -2", "1-4294967295"
+	};
 	struct jail_ids ids;
 	char err[256];
 

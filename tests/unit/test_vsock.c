@@ -514,16 +514,17 @@ Test(vsock_lifecycle, init_rejects_bad_arguments, .init = make_paths,
 	char long_path[200];
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
-	cr_assert_eq(vsock_init(&other, 2, path, -1, &mem, (struct irq_line){ 0 }),
-		     -1);
+	cr_assert_eq(
+		vsock_init(&other, 2, path, -1, &mem, (struct irq_line){ 0 }),
+		-1);
 	cr_assert_eq(vsock_init(&other, 0xffffffffULL, path, -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1);
 	memset(long_path, 'a', sizeof(long_path) - 1);
 	long_path[sizeof(long_path) - 1] = '\0';
-	cr_assert_eq(
-		vsock_init(&other, 3, long_path, -1, &mem, (struct irq_line){ 0 }),
-		-1);
+	cr_assert_eq(vsock_init(&other, 3, long_path, -1, &mem,
+				(struct irq_line){ 0 }),
+		     -1);
 	cr_assert_eq(vsock_init(&other, 3, "/nonexistent/dir/sock", -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1);
@@ -1086,9 +1087,9 @@ Test(vsock_lifecycle, stop_without_start, .init = make_paths,
 	struct stat st;
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
-	cr_assert_eq(
-		vsock_init(&dev, GUEST_CID, path, -1, &mem, (struct irq_line){ 0 }),
-		0);
+	cr_assert_eq(vsock_init(&dev, GUEST_CID, path, -1, &mem,
+				(struct irq_line){ 0 }),
+		     0);
 	cr_assert_eq(vsock_init(&(struct vsock){ 0 }, GUEST_CID, path, -1, &mem,
 				(struct irq_line){ 0 }),
 		     -1, "a second device on the same path");
@@ -1243,8 +1244,9 @@ static void expect_rejected(const struct vsock_state *vsock,
 			  sizeof(*transport));
 	state_file_through(&w, &r);
 	snprintf(other_path, sizeof(other_path), "%s/other.sock", dir);
-	cr_assert_eq(vsock_init(&other, GUEST_CID + 4, other_path, -1, &mem, irq),
-		     0);
+	cr_assert_eq(
+		vsock_init(&other, GUEST_CID + 4, other_path, -1, &mem, irq),
+		0);
 	memcpy(&before, &other.transport.state, sizeof(before));
 	cr_assert_eq(vsock_restore(&other, &r), -1);
 	cr_assert_eq(memcmp(&other.transport.state, &before, sizeof(before)),
@@ -1282,9 +1284,9 @@ Test(vsock_lifecycle, pause_and_save_without_thread, .init = make_paths,
 	struct state_writer w;
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
-	cr_assert_eq(
-		vsock_init(&dev, GUEST_CID, path, -1, &mem, (struct irq_line){ 0 }),
-		0);
+	cr_assert_eq(vsock_init(&dev, GUEST_CID, path, -1, &mem,
+				(struct irq_line){ 0 }),
+		     0);
 	vsock_pause(&dev);
 	state_writer_init(&w);
 	vsock_save(&dev, &w);

@@ -224,9 +224,9 @@ Test(workingset, record_coalesces_present_pages)
 
 	in_dir(path, "workingset.bin");
 	write_raw(path, "stale", 5);
-	cr_assert_eq(
-		workingset_record(mem, size, path, -1, &pages, err, sizeof(err)), 0,
-		"%s", err);
+	cr_assert_eq(workingset_record(mem, size, path, -1, &pages, err,
+				       sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(pages, 5);
 	check_ws_file(path, size / PAGE, want, 3);
 	cr_assert_eq(dir_entries(), 1, "temporary file left behind");
@@ -244,9 +244,9 @@ Test(workingset, record_untouched_memory_is_empty)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(mem, MAP_FAILED);
 	in_dir(path, "workingset.bin");
-	cr_assert_eq(
-		workingset_record(mem, size, path, -1, &pages, err, sizeof(err)), 0,
-		"%s", err);
+	cr_assert_eq(workingset_record(mem, size, path, -1, &pages, err,
+				       sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(pages, 0);
 	check_ws_file(path, 64, NULL, 0);
 	munmap(mem, size);
@@ -298,9 +298,9 @@ Test(workingset, prefetch_maps_exactly_the_recorded_pages)
 	for (uint64_t p = 0; p < nr_pages; p++)
 		if (in_ws[p])
 			(void)*(volatile char *)(mem + p * PAGE);
-	cr_assert_eq(
-		workingset_record(mem, size, ws_path, -1, &pages, err, sizeof(err)),
-		0, "%s", err);
+	cr_assert_eq(workingset_record(mem, size, ws_path, -1, &pages, err,
+				       sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(pages, total);
 	check_ws_file(ws_path, nr_pages, want, 4);
 	munmap(mem, size);

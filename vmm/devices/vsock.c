@@ -1027,8 +1027,7 @@ static int open_listener(struct vsock *v, int listen_fd)
 	}
 	v->listen_fd = unix_listen(v->uds_path, SOMAXCONN, SOCK_NONBLOCK);
 	if (v->listen_fd < 0) {
-		log_error("vsock %s: %s", v->uds_path,
-			  strerror(-v->listen_fd));
+		log_error("vsock %s: %s", v->uds_path, strerror(-v->listen_fd));
 		v->listen_fd = -1;
 		return -1;
 	}
