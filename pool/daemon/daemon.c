@@ -348,13 +348,15 @@ static void record_working_set(const struct pool *pl)
 			 "run",
 			 "--from",
 			 (char *)pl->snapshot_id,
-			 pl->d->cfg.jail ? "--" : "--no-jail",
-			 pl->d->cfg.jail ? "echo" : "--",
-			 pl->d->cfg.jail ? "warmed up" : "echo",
-			 pl->d->cfg.jail ? NULL : "warmed up",
+			 "--no-jail",
+			 "--",
+			 "echo",
+			 "warmed up",
 			 NULL };
 	double started_ms = monotonic_ms();
 
+	if (pl->d->cfg.jail) /* drop "--no-jail" */
+		memmove(&argv[4], &argv[5], 4 * sizeof(*argv));
 	snprintf(path, sizeof(path), "%s/workingset.bin", pl->snapshot_dir);
 	if (pl->t->page_in_lazy || access(path, F_OK) == 0)
 		return;
