@@ -296,7 +296,9 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 
 	*r = NULL;
 	*nr = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Whoever planted something else there gets an error, not a hang
+	 * on a FIFO or a read through a link. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 && errno == ENOENT)
 		return -ENOENT;
 	if (fd < 0) {
@@ -309,6 +311,10 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 		ret = -errno;
 		errbuf_set(err, errlen, "%s: cannot stat: %s", path,
 			   strerror(-ret));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		errbuf_set(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
 	if (st.st_size < (off_t)sizeof(h)) {

@@ -157,6 +157,37 @@ static int build_root(const struct jail *j, struct vm_config *cfg)
 	return make_kvm_node(j);
 }
 
+/*
+ * /proc/self/pagemap, opened without CAP_SYS_ADMIN in effect: the kernel
+ * decides at open whether reads show physical frame numbers, which the
+ * working set does not need and a broken VMM must not learn.
+ */
+static int open_pagemap(struct vm_config *cfg)
+{
+	struct __user_cap_header_struct header = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+	uint32_t effective;
+
+	if (syscall(SYS_capget, &header, caps) < 0)
+		return fail("capget", NULL);
+	effective = caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective;
+	caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &=
+		~CAP_TO_MASK(CAP_SYS_ADMIN);
+	if (syscall(SYS_capset, &header, caps) < 0)
+		return fail("capset", NULL);
+	cfg->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	int open_errno = errno;
+	caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective = effective;
+	if (syscall(SYS_capset, &header, caps) < 0)
+		return fail("capset", NULL);
+	errno = open_errno;
+	if (cfg->pagemap_fd < 0)
+		return fail("", "/proc/self/pagemap");
+	return 0;
+}
+
 /* What the VMM keeps of the host: bound or opened now, used as fds. */
 static int open_outside(struct vm_config *cfg)
 {
@@ -175,9 +206,8 @@ static int open_outside(struct vm_config *cfg)
 			return fail("control socket", cfg->control_path);
 		}
 	}
-	cfg->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (cfg->pagemap_fd < 0)
-		return fail("", "/proc/self/pagemap");
+	if (open_pagemap(cfg) < 0)
+		return -1;
 	if (cfg->pvm == PVM_AUTO)
 		cfg->pvm = pvm_host_detected() ? PVM_ON : PVM_OFF;
 	return 0;

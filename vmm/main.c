@@ -355,9 +355,10 @@ int main(int argc, char **argv)
 				   "is built outside the jail");
 
 	if (console_log) {
-		cfg.console_log_fd =
-			open(console_log,
-			     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		cfg.console_log_fd = open(console_log,
+					  O_WRONLY | O_CREAT | O_TRUNC |
+						  O_CLOEXEC | O_NOFOLLOW,
+					  0644);
 		if (cfg.console_log_fd < 0) {
 			log_error("console log %s: %s", console_log,
 				  strerror(errno));

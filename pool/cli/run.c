@@ -192,7 +192,12 @@ static int run_clone(const struct run_options *o, char **cmd)
 	}
 	snprintf(working_set, sizeof(working_set), "%s/workingset.bin",
 		 snap.dir);
-	snprintf(recording, sizeof(recording), "%s/.recording-%d", snap.dir,
+	/* Beside the snapshot, not in it: other clones see its directory.
+	 * Named as `thaw snapshot`'s garbage collection finds a dead
+	 * writer's leftovers. */
+	const char *slash = strrchr(snap.dir, '/');
+	snprintf(recording, sizeof(recording), "%.*s/.tmp-ws-%s-%d",
+		 slash ? (int)(slash - snap.dir) : 0, snap.dir, snap.id,
 		 (int)getpid());
 	snprintf(recorded, sizeof(recorded), "%s/workingset.bin", recording);
 	bool record =

@@ -144,6 +144,28 @@ void jail_id_release(struct jail_id *id)
 	id->lock_fd = -1;
 }
 
+/* One entry of a reclaimed directory: kept and made ours, or removed. */
+static int reclaim_entry(int dfd, const char *name)
+{
+	struct stat st;
+	int fd, ret = 0;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		if (unlinkat(dfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0))
+			return -errno;
+		return 0;
+	}
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0644) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 int jail_reclaim(const char *dir, char *err, size_t errlen)
 {
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -152,7 +174,7 @@ int jail_reclaim(const char *dir, char *err, size_t errlen)
 	int ret = 0;
 
 	if (dfd < 0 || fchown(dfd, getuid(), getgid()) < 0 ||
-	    !(d = fdopendir(dfd))) {
+	    fchmod(dfd, 0755) < 0 || !(d = fdopendir(dfd))) {
 		ret = -errno;
 		snprintf(err, errlen, "taking back %s: %s", dir,
 			 strerror(-ret));
@@ -161,13 +183,13 @@ int jail_reclaim(const char *dir, char *err, size_t errlen)
 		return ret;
 	}
 	while ((e = readdir(d))) {
+		int r;
+
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		/* Not through a link the VMM may have planted. */
-		if (fchownat(dfd, e->d_name, getuid(), getgid(),
-			     AT_SYMLINK_NOFOLLOW) < 0 &&
-		    !ret) {
-			ret = -errno;
+		r = reclaim_entry(dfd, e->d_name);
+		if (r < 0 && !ret) {
+			ret = r;
 			snprintf(err, errlen, "taking back %s/%s: %s", dir,
 				 e->d_name, strerror(-ret));
 		}

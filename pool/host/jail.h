@@ -18,8 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 65536 ids far above any login's and above systemd's dynamic users. */
-#define JAIL_IDS_DEFAULT "1500000000-1500065535"
+/*
+ * 65536 ids far above any login's, and where systemd allocates none: past
+ * its containers' range (524288-1879048191), below 2^31 (some tools take
+ * ids as signed).
+ */
+#define JAIL_IDS_DEFAULT "1879048192-1879113727"
 #define JAIL_IDS_ENV "THAW_JAIL_IDS"
 #define JAIL_IDS_LOCK_FILE "/run/thaw/jail-ids.lock"
 
@@ -54,8 +58,12 @@ int jail_id_claim(const struct jail_ids *ids, struct jail_id *out, char *err,
 void jail_id_release(struct jail_id *id);
 
 /*
- * Hands the files a jailed VMM wrote into @dir (not below) back to us:
- * its uid is someone else's soon.  0, or a negative errno with @err.
+ * Takes @dir back from the jailed VMM that wrote into it, which must have
+ * ended: @dir becomes ours, mode 0755, and so does each regular file in it
+ * with one link, mode 0644; anything else it may have planted (links,
+ * FIFOs, directories, hard links) is removed.  Its uid is someone else's
+ * soon, and what it leaves is read by root.  0, or a negative errno with
+ * @err naming the entry.
  */
 int jail_reclaim(const char *dir, char *err, size_t errlen);
 

@@ -35,6 +35,11 @@
 #define MAX_VMM_ARGS 32
 /* How often a wait for the VMM's readiness looks at thaw_interrupted. */
 #define READY_CHECK_MS 250
+/* Where root's run directories go (beside jail.h's lock file). */
+#define ROOT_RUN_DIR "/run/thaw"
+/* The descriptor thaw-vmm's --ready-fd names: the one it gets past 2. */
+#define READY_FD 3
+#define READY_FD_ARG "3"
 
 /* After mkdir or mkdtemp failed: nothing for vmm_process_remove(). */
 static int no_run_dir(struct vmm_process *vmm, char *err, size_t errlen)
@@ -50,6 +55,16 @@ static int make_run_dir(struct vmm_process *vmm, const char *run_dir, char *err,
 			size_t errlen)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
+	bool root = geteuid() == 0;
+	struct stat st;
+
+	/* Never in a directory someone else may change, as another user's
+	 * $XDG_RUNTIME_DIR kept through su or sudo -E would be. */
+	if (base && (stat(base, &st) < 0 || !S_ISDIR(st.st_mode) ||
+		     st.st_uid != geteuid() || (st.st_mode & 022)))
+		base = NULL;
+	if (!base && root)
+		base = ROOT_RUN_DIR;
 
 	if (run_dir) {
 		/* Room for the longest file name in it, "/console.log". */
@@ -66,7 +81,9 @@ static int make_run_dir(struct vmm_process *vmm, const char *run_dir, char *err,
 		if (mkdir(vmm->dir, 0700) < 0)
 			return no_run_dir(vmm, err, errlen);
 	} else if (!base ||
-		   strlen(base) > sizeof(vmm->dir) - sizeof("/thaw-run-XXXXXX"))
+		   strlen(base) >
+			   sizeof(vmm->dir) - sizeof("/thaw-run-XXXXXX") ||
+		   (root && mkdir(base, 0755) < 0 && errno != EEXIST))
 		base = "/tmp";
 	if (!run_dir) {
 		snprintf(vmm->dir, sizeof(vmm->dir), "%s/thaw-run-XXXXXX",
@@ -119,6 +136,23 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 	return 0;
 }
 
+/*
+ * The sanitizer options of our environment, at most @max - 1 of them,
+ * into @env (NULL-terminated): all a jailed VMM inherits.
+ */
+static const char **sanitizer_environment(const char **env, int max)
+{
+	int n = 0;
+
+	for (char **e = environ; *e && n < max - 1; e++)
+		if (!strncmp(*e, "ASAN_OPTIONS=", 13) ||
+		    !strncmp(*e, "UBSAN_OPTIONS=", 14) ||
+		    !strncmp(*e, "LSAN_OPTIONS=", 13))
+			env[n++] = *e;
+	env[n] = NULL;
+	return env;
+}
+
 /* A pipe's writer sees POLLERR once every reader is gone. */
 static bool reader_gone(int fd)
 {
@@ -133,7 +167,7 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	bool jailed = !(place && place->no_jail);
 	const char *argv[MAX_VMM_ARGS + 17];
-	char ready_arg[16], ids[2][16];
+	char ids[2][16];
 	int n = 0, ret, ready[2];
 
 	memset(vmm, 0, sizeof(*vmm));
@@ -164,12 +198,18 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	if (pipe2(ready, O_CLOEXEC) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "pipe: %s", strerror(-ret));
+		vmm_process_remove(vmm);
 		return ret;
 	}
-	snprintf(ready_arg, sizeof(ready_arg), "%d", ready[1]);
 	argv[n++] = "--ready-fd";
-	argv[n++] = ready_arg;
+	argv[n++] = READY_FD_ARG;
 	argv[n] = NULL;
+	/* A jailed VMM gets nothing of ours it does not need: not our
+	 * environment either (tokens, paths), but its sanitizer's options. */
+	char *const *env = environ;
+	const char *jail_env[4] = { NULL };
+	if (jailed)
+		env = (char *const *)sanitizer_environment(jail_env, 4);
 
 	vmm->started_ms = monotonic_ms();
 	/* A jailed VMM is PID 1 of its own namespace: it sees no other
@@ -192,9 +232,11 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	}
 	if (vmm->pid == 0) {
 		sigset_t none;
-		int log =
-			open(vmm->vmm_log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int null = open("/dev/null", O_RDWR);
+		int log = open(vmm->vmm_log,
+			       O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+				       O_CLOEXEC,
+			       0600);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 		/* The VMM dies with us even if we are killed outright. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -211,8 +253,13 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log, STDERR_FILENO);
-		fcntl(ready[1], F_SETFD, 0);
-		execv(argv[0], (char *const *)argv);
+		/* Its ready pipe at READY_FD, then no other descriptor of
+		 * ours (whatever our own caller left open) goes along. */
+		if (dup2(ready[1], READY_FD) < 0 ||
+		    fcntl(READY_FD, F_SETFD, 0) < 0 ||
+		    close_range(READY_FD + 1, ~0U, 0) < 0)
+			_exit(VMM_EXEC_FAILED);
+		execve(argv[0], (char *const *)argv, env);
 		dprintf(log, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(VMM_EXEC_FAILED);
 	}

@@ -274,14 +274,14 @@ Test(cli, command_line_too_long)
 Test(cli, jail_needs_uid_and_gid)
 {
 	expect_error(EXIT_USAGE, "--jail needs --uid and --gid",
-		     ARGS("--jail", dir, "--uid", "1500000000", "--kernel", "k",
+		     ARGS("--jail", dir, "--uid", "1879048192", "--kernel", "k",
 			  "--initrd", "i"));
 }
 
 Test(cli, uid_needs_jail)
 {
 	expect_error(EXIT_USAGE, "--uid, --gid and --writable need --jail",
-		     ARGS("--uid", "1500000000", "--gid", "1500000000",
+		     ARGS("--uid", "1879048192", "--gid", "1879048192",
 			  "--initrd", "i"));
 }
 
@@ -295,8 +295,8 @@ Test(cli, jail_as_root_is_refused)
 Test(cli, jail_needs_a_kernel_path)
 {
 	expect_error(EXIT_USAGE, "--jail needs --kernel",
-		     ARGS("--jail", dir, "--uid", "1500000000", "--gid",
-			  "1500000000", "--initrd", "i"));
+		     ARGS("--jail", dir, "--uid", "1879048192", "--gid",
+			  "1879048192", "--initrd", "i"));
 }
 
 /* The jail binds what the VM reads: a missing file is named as unjailed. */
@@ -306,8 +306,8 @@ Test(cli, jailed_missing_kernel)
 		cr_skip_test("a jail needs root");
 	expect_error(EXIT_ERROR,
 		     "kernel /nonexistent/vmlinux: No such file or directory",
-		     ARGS("--jail", dir, "--uid", "1500000000", "--gid",
-			  "1500000000", "--kernel", "/nonexistent/vmlinux",
+		     ARGS("--jail", dir, "--uid", "1879048192", "--gid",
+			  "1879048192", "--kernel", "/nonexistent/vmlinux",
 			  "--initrd", small_initrd()));
 }
 

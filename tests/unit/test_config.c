@@ -96,8 +96,8 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->admit_min_available_percent, 5);
 	cr_expect_eq(d->admit_restore_slowdown, 10);
 	cr_expect(d->jail);
-	cr_expect_eq(d->jail_ids.first, 1500000000u);
-	cr_expect_eq(d->jail_ids.last, 1500065535u);
+	cr_expect_eq(d->jail_ids.first, 1879048192u);
+	cr_expect_eq(d->jail_ids.last, 1879113727u);
 }
 
 static void expect_default_template(const struct template_config *t,

@@ -20,7 +20,7 @@
 #include "vmm/jail.h"
 
 /* Three ids no other test or thaw on this host takes. */
-static const struct jail_ids three = { 1700000000u, 1700000002u };
+static const struct jail_ids three = { 1879114728u, 1879114730u };
 
 Test(jail_ids, parses_a_range)
 {
@@ -86,7 +86,7 @@ Test(jail_ids, each_id_once_until_released)
 				      "id %u handed out twice", held[i].id);
 	}
 	cr_assert_eq(jail_id_claim(&three, &extra, err, sizeof(err)), -EAGAIN);
-	cr_expect_not_null(strstr(err, "every jail id of 1700000000-1700000002 "
+	cr_expect_not_null(strstr(err, "every jail id of 1879114728-1879114730 "
 				       "is taken"),
 			   "%s", err);
 	uint32_t freed = held[1].id;
@@ -122,38 +122,75 @@ Test(jail_ids, a_claim_holds_against_other_processes)
 	jail_id_release(&mine);
 }
 
-Test(jail_reclaim, takes_back_files_not_links)
+/* @name in @dir: its owner and mode, or -1 when it is not there. */
+static long owner_of(const char *dir, const char *name, mode_t *mode)
 {
-	char dir[] = "/tmp/thaw-jail-test-XXXXXX", file[64], link[64];
-	char err[256] = "";
+	char path[128];
 	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (lstat(path, &st) < 0)
+		return -1;
+	*mode = st.st_mode;
+	return st.st_uid;
+}
+
+/* What a broken VMM may leave in its writable directory, made as root
+ * and handed to its uid: reclaim keeps plain files only, ours and 0644. */
+Test(jail_reclaim, keeps_plain_files_removes_the_rest)
+{
+	char dir[] = "/tmp/thaw-jail-test-XXXXXX", path[128], err[256] = "";
+	const uid_t jail = 1879114729;
+	mode_t mode;
 
 	if (geteuid() != 0)
 		cr_skip_test("chown needs root");
 	cr_assert_not_null(mkdtemp(dir));
-	snprintf(file, sizeof(file), "%s/memory.img", dir);
-	snprintf(link, sizeof(link), "%s/planted", dir);
-	int fd = open(file, O_WRONLY | O_CREAT, 0644);
+	snprintf(path, sizeof(path), "%s/memory.img", dir);
+	int fd = open(path, O_WRONLY | O_CREAT, 0666);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fchmod(fd, 04777), 0);
+	cr_assert_eq(fchown(fd, jail, jail), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	cr_assert_eq(symlink("/etc/hostname", path), 0);
+	snprintf(path, sizeof(path), "%s/workingset.bin", dir);
+	cr_assert_eq(mkfifo(path, 0666), 0);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	cr_assert_eq(mkdir(path, 0777), 0);
+	/* A root file elsewhere on the same file system, linked in. */
+	char victim[64];
+	snprintf(victim, sizeof(victim), "%s.victim", dir);
+	fd = open(victim, O_WRONLY | O_CREAT, 0600);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	cr_assert_eq(symlink("/etc/hostname", link), 0);
-	cr_assert_eq(lchown(dir, 1700000001, 1700000001), 0);
-	cr_assert_eq(lchown(file, 1700000001, 1700000001), 0);
-	cr_assert_eq(lchown(link, 1700000001, 1700000001), 0);
-	cr_assert_eq(stat("/etc/hostname", &st), 0);
-	uid_t target_owner = st.st_uid;
+	snprintf(path, sizeof(path), "%s/pages.xxh3", dir);
+	cr_assert_eq(link(victim, path), 0);
+	cr_assert_eq(chown(dir, jail, jail), 0);
+	cr_assert_eq(chmod(dir, 0777), 0);
+	struct stat target;
+	cr_assert_eq(stat(victim, &target), 0);
 
 	cr_assert_eq(jail_reclaim(dir, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(stat(dir, &st), 0);
-	cr_expect_eq(st.st_uid, getuid());
-	cr_assert_eq(stat(file, &st), 0);
-	cr_expect_eq(st.st_uid, getuid());
-	cr_assert_eq(lstat(link, &st), 0);
-	cr_expect_eq(st.st_uid, getuid());
-	cr_assert_eq(stat("/etc/hostname", &st), 0);
-	cr_expect_eq(st.st_uid, target_owner, "followed the link");
-	unlink(link);
-	unlink(file);
+	cr_expect_eq(owner_of(dir, ".", &mode), (long)getuid());
+	cr_expect_eq(mode & 07777, 0755, "the directory is %o", mode);
+	cr_expect_eq(owner_of(dir, "memory.img", &mode), (long)getuid());
+	cr_expect_eq(mode & 07777, 0644, "memory.img is %o", mode);
+	cr_expect_eq(owner_of(dir, "state.bin", &mode), -1, "a link is left");
+	cr_expect_eq(owner_of(dir, "workingset.bin", &mode), -1,
+		     "a FIFO is left");
+	cr_expect_eq(owner_of(dir, "sub", &mode), -1, "a directory is left");
+	cr_expect_eq(owner_of(dir, "pages.xxh3", &mode), -1,
+		     "a hard link to another file is left");
+	struct stat after;
+	cr_assert_eq(stat(victim, &after), 0);
+	cr_expect(after.st_uid == target.st_uid &&
+			  after.st_mode == target.st_mode,
+		  "reclaim changed what a link pointed at");
+	unlink(victim);
+
+	snprintf(path, sizeof(path), "%s/memory.img", dir);
+	unlink(path);
 	rmdir(dir);
 	cr_expect_lt(jail_reclaim(dir, err, sizeof(err)), 0);
 	cr_expect_not_null(strstr(err, dir), "%s", err);
