@@ -117,11 +117,13 @@ static int make_kvm_node(const struct jail *j)
 }
 
 /* The jail's tree, still seen from the host's root. */
-static int build_root(const struct jail *j, struct vm_config *cfg)
+static int build_root(const struct jail *j, struct vm_config *cfg, int netns_fd)
 {
 	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-		    CLONE_NEWCGROUP) < 0)
+		    CLONE_NEWCGROUP | (netns_fd < 0 ? CLONE_NEWNET : 0)) < 0)
 		return fail("unshare", NULL);
+	if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
+		return fail("setns", j->netns);
 	/* Nothing we mount may show up in the host's namespace. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail("make / private", NULL);
@@ -318,11 +320,20 @@ int jail_enter(const struct jail *j, struct vm_config *cfg, int supervisor_fd)
 		return fail("setting up a jail needs root (--no-jail to debug)",
 			    NULL);
 	}
-	if (open_outside(cfg) < 0 || build_root(j, cfg) < 0 ||
-	    pivot_into(j->root) < 0 || become(j) < 0 ||
-	    keep_dying_with(supervisor_fd) < 0)
-		return -1;
-	return 0;
+	int netns_fd = -1, ret = -1;
+
+	if (j->netns) {
+		netns_fd = open(j->netns, O_RDONLY | O_CLOEXEC);
+		if (netns_fd < 0)
+			return fail("", j->netns);
+	}
+	if (open_outside(cfg) == 0 && build_root(j, cfg, netns_fd) == 0 &&
+	    pivot_into(j->root) == 0 && become(j) == 0 &&
+	    keep_dying_with(supervisor_fd) == 0)
+		ret = 0;
+	if (netns_fd >= 0)
+		close(netns_fd);
+	return ret;
 }
 
 int jail_limit_file_size(uint64_t guest_bytes)

@@ -5,7 +5,8 @@
  *
  * thaw-vmm starts as root, in a PID namespace and cgroup its supervisor
  * made (pool/host/jail.h picks the uid and gid).  jail_enter() then, still
- * able to: unshares mount, IPC, UTS and cgroup namespaces; mounts a tiny
+ * able to: joins the empty network namespace it is given (or makes one);
+ * unshares mount, IPC, UTS and cgroup namespaces; mounts a tiny
  * tmpfs on the empty directory @root; gives it dev/kvm (a device node of
  * its own, owned by the jail's uid, mode 0600) and binds read-only the
  * files this VM reads: /kernel and /initrd for a boot, /snapshot for a
@@ -47,6 +48,7 @@ struct jail {
 	uid_t uid;	      /* not 0 */
 	gid_t gid;	      /* not 0 */
 	const char *writable; /* host directory seen as JAIL_OUT_DIR, or NULL */
+	const char *netns;    /* network namespace to join; NULL: a new one */
 };
 
 /*

@@ -74,6 +74,8 @@ static const char usage[] =
 	"  --writable DIR      the one directory it may write (a snapshot's,\n"
 	"                      a working set's); seen as " JAIL_OUT_DIR
 	" inside\n"
+	"  --netns FILE        the (empty) network namespace to join, as\n"
+	"                      `ip netns` keeps them (default: a new one)\n"
 	"\n"
 	"LOGGING: thaw-vmm's own lines go to stderr, one per event.\n"
 	"  --log-level LEVEL   the least severe kept: error, warning, info\n"
@@ -205,6 +207,7 @@ int main(int argc, char **argv)
 		{ "uid", required_argument, NULL, 'U' },
 		{ "gid", required_argument, NULL, 'G' },
 		{ "writable", required_argument, NULL, 'W' },
+		{ "netns", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -327,6 +330,9 @@ int main(int argc, char **argv)
 		case 'W':
 			jail.writable = optarg;
 			break;
+		case 'N':
+			jail.netns = optarg;
+			break;
 		case 'h':
 			print_usage(stdout);
 			return 0;
@@ -348,8 +354,9 @@ int main(int argc, char **argv)
 		return usage_error("--initrd is required");
 	if ((jail.root || jail.writable) && (!jail.uid || !jail.gid))
 		return usage_error("--jail needs --uid and --gid");
-	if ((jail.uid || jail.gid || jail.writable) && !jail.root)
-		return usage_error("--uid, --gid and --writable need --jail");
+	if ((jail.uid || jail.gid || jail.writable || jail.netns) && !jail.root)
+		return usage_error(
+			"--uid, --gid, --writable and --netns need --jail");
 	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
 		return usage_error("--jail needs --kernel: the default kernel "
 				   "is built outside the jail");

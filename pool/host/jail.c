@@ -9,11 +9,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -83,6 +90,73 @@ static int open_lock_file(char *err, size_t errlen)
 		return -e;
 	}
 	return fd;
+}
+
+static bool is_netns(const char *path)
+{
+	struct statfs fs;
+
+	return statfs(path, &fs) == 0 && fs.f_type == NSFS_MAGIC;
+}
+
+/* Mounts a new, empty network namespace on JAIL_NETNS_FILE. */
+static int make_empty_netns(char *err, size_t errlen)
+{
+	int fd = open(JAIL_NETNS_FILE, O_RDONLY | O_CREAT | O_CLOEXEC, 0444);
+	int status;
+	pid_t pid;
+
+	if (fd < 0) {
+		status = errno;
+		snprintf(err, errlen, "%s: %s", JAIL_NETNS_FILE,
+			 strerror(status));
+		return -status;
+	}
+	close(fd);
+	/* A child's: ours stays the host's. */
+	pid = fork();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNET) < 0 ||
+		    mount("/proc/self/ns/net", JAIL_NETNS_FILE, NULL, MS_BIND,
+			  NULL) < 0)
+			_exit(errno);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		status = errno;
+		snprintf(err, errlen, "making %s: %s", JAIL_NETNS_FILE,
+			 strerror(status));
+		return -status;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		int e = WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+
+		snprintf(err, errlen, "making %s: %s", JAIL_NETNS_FILE,
+			 strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int jail_empty_netns(char *err, size_t errlen)
+{
+	int lock, ret = 0;
+
+	if (is_netns(JAIL_NETNS_FILE))
+		return 0;
+	/* flock, not the ids' byte locks: the two kinds never meet. */
+	lock = open_lock_file(err, errlen);
+	if (lock < 0)
+		return lock;
+	if (flock(lock, LOCK_EX) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: flock: %s", JAIL_IDS_LOCK_FILE,
+			 strerror(-ret));
+	} else if (!is_netns(JAIL_NETNS_FILE)) {
+		ret = make_empty_netns(err, errlen);
+	}
+	close(lock);
+	return ret;
 }
 
 int jail_id_claim(const struct jail_ids *ids, struct jail_id *out, char *err,

@@ -26,6 +26,7 @@
 #define JAIL_IDS_DEFAULT "1879048192-1879113727"
 #define JAIL_IDS_ENV "THAW_JAIL_IDS"
 #define JAIL_IDS_LOCK_FILE "/run/thaw/jail-ids.lock"
+#define JAIL_NETNS_FILE "/run/thaw/empty-netns"
 
 struct jail_ids {
 	uint32_t first, last;
@@ -56,6 +57,16 @@ int jail_id_claim(const struct jail_ids *ids, struct jail_id *out, char *err,
 
 /* Frees the id for another VMM; its VMM must have exited. */
 void jail_id_release(struct jail_id *id);
+
+/*
+ * The network namespace every jail joins until sandboxes get networks of
+ * their own: empty (a loopback device, down), made once and kept, as
+ * `ip netns add` keeps one, on JAIL_NETNS_FILE.  One shared namespace
+ * costs a jail a setns(), where a new one per VMM costs ~1 ms to make and
+ * more to tear down; sharing it lets no jail reach another, for none may
+ * bind or listen (their seccomp filters).  0, or a negative errno with @err.
+ */
+int jail_empty_netns(char *err, size_t errlen);
 
 /*
  * Takes @dir back from the jailed VMM that wrote into it, which must have

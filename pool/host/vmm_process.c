@@ -108,9 +108,11 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 		     const char **argv, int *n, char ids[2][16], char *err,
 		     size_t errlen)
 {
-	int ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail, err,
-				errlen);
+	int ret = jail_empty_netns(err, errlen);
 
+	if (ret == 0)
+		ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail,
+				    err, errlen);
 	if (ret < 0)
 		return ret;
 	snprintf(vmm->root, sizeof(vmm->root), "%s/root", vmm->dir);
@@ -129,6 +131,8 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 	argv[(*n)++] = ids[0];
 	argv[(*n)++] = "--gid";
 	argv[(*n)++] = ids[0];
+	argv[(*n)++] = "--netns";
+	argv[(*n)++] = JAIL_NETNS_FILE;
 	if (place && place->out_dir) {
 		argv[(*n)++] = "--writable";
 		argv[(*n)++] = place->out_dir;

@@ -2159,13 +2159,68 @@ static bool same_namespace(pid_t a, pid_t b, const char *ns)
 	return !strcmp(la, lb);
 }
 
+/*
+ * A jailed VMM holds only what it opened for itself (KVM's objects, its
+ * sockets, eventfds, its snapshot's files, /proc/self/pagemap) and its
+ * two logs, and has no environment (but sanitizer options): nothing its
+ * supervisor or the supervisor's caller had open or set.
+ */
+static void expect_nothing_inherited(pid_t vmm)
+{
+	static const char *const own[] = { "/dev/null", "/dev/kvm",
+					   "anon_inode:", "socket:[",
+					   "/snapshot/" };
+	char path[PATH_MAX], link[PATH_MAX], run[PATH_MAX], sock[64];
+	char pagemap[64];
+	struct dirent *e;
+	size_t len;
+
+	cr_assert(vmm_run_dir(vmm, run, sizeof(run), sock, sizeof(sock)));
+	snprintf(pagemap, sizeof(pagemap), "/proc/%d/pagemap", (int)vmm);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)vmm);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((e = readdir(d))) {
+		ssize_t n;
+		bool known = false;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)vmm,
+			 e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n < 0) /* closed meanwhile */
+			continue;
+		link[n] = '\0';
+		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+			known |= !strncmp(link, own[i], strlen(own[i]));
+		len = strlen(run);
+		known |= !strncmp(link, run, len) &&
+			 (!strcmp(link + len, "/vmm.log") ||
+			  !strcmp(link + len, "/console.log"));
+		known |= !strcmp(link, pagemap);
+		cr_expect(known, "VMM %d holds fd %s -> %s", vmm, e->d_name,
+			  link);
+	}
+	closedir(d);
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)vmm);
+	char *env = slurp(path, &len);
+	for (size_t i = 0; env && i < len; i += strlen(env + i) + 1)
+		cr_expect(!strncmp(env + i, "ASAN_OPTIONS=", 13) ||
+				  !strncmp(env + i, "UBSAN_OPTIONS=", 14) ||
+				  !strncmp(env + i, "LSAN_OPTIONS=", 13),
+			  "VMM %d inherited %.40s", vmm, env + i);
+	free(env);
+}
+
 /* What issue 13 asks of every jailed VMM, read from the host. */
 static void expect_jailed(pid_t vmm, unsigned long long *uid_out)
 {
 	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff",
 					    "CapBnd", "CapAmb" };
-	static const char *const namespaces[] = { "mnt", "pid", "ipc", "uts",
-						  "cgroup" };
+	static const char *const namespaces[] = { "mnt", "pid",	   "ipc",
+						  "uts", "cgroup", "net" };
 	unsigned long long uid, gid, v;
 	char path[PATH_MAX], list[512];
 	struct stat st;
@@ -2212,6 +2267,7 @@ static void expect_jailed(pid_t vmm, unsigned long long *uid_out)
 		 (int)vmm);
 	cr_expect_lt(open(path, O_WRONLY | O_CREAT, 0600), 0,
 		     "%s could be created", path);
+	expect_nothing_inherited(vmm);
 	*uid_out = uid;
 }
 
