@@ -62,6 +62,13 @@ bool pvm_host_detected(void)
  *	  295 SMEP, 308 SMAP - with SMAP cleared the kernel patches out its
  *	      clac/stac (the handler below still copes with stray ones)
  *
+ * rcupdate.rcu_cpu_stall_suppress=1 - with the guest kernel emulated, a
+ *	loaded host lets one vCPU wait tens of seconds for another; RCU
+ *	calls that a stall and NMIs every CPU for a backtrace, whose
+ *	paranoid entry reads the CPU number with lsl (GET_PERCPU_BASE),
+ *	which the emulator cannot run: the VM died of its own diagnostics
+ *	(2 vCPUs, 2026-12-02).
+ *
  * thaw_pvm_syscall - enables thaw's guest kernel patch that completes user
  *	space system calls: on PVM, syscall jumps to LSTAR without entering
  *	kernel mode and faults there (section 4).  The patch acts only with
@@ -70,7 +77,8 @@ bool pvm_host_detected(void)
 const char *pvm_kernel_cmdline(void)
 {
 	return "nopv clearcpuid=129,137,140,141,147,148,151,153,154,156,157,"
-	       "293,295,304,308,317,520,521,522 thaw_pvm_syscall";
+	       "293,295,304,308,317,520,521,522 "
+	       "rcupdate.rcu_cpu_stall_suppress=1 thaw_pvm_syscall";
 }
 
 #define VCPU_IOCTL(fd, request, arg) \
