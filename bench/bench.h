@@ -60,14 +60,13 @@ void fail(struct bench *b, const char *group, const char *name,
 	  const char *why);
 
 /*
- * thawd on the run's guest with templates @t[@n], admitting as
- * thawd_start() says; the first daemon started also learns the template's
+ * thawd on the run's guest with templates @t[@n] and @spec's settings (see
+ * thawd_start()); the first daemon started also learns the template's
  * snapshot id into b->snapshot.  0, or -1 with @err saying why.
  */
 int start_daemon(struct bench *b, struct thawd *d,
 		 const struct template_spec *t, size_t n,
-		 unsigned max_sandboxes, bool admit_on_load, char *err,
-		 size_t errlen);
+		 const struct daemon_spec *spec, char *err, size_t errlen);
 
 /* Stops @d; a failure to stop is only said, the figures stand. */
 void stop_daemon(struct thawd *d);

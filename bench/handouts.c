@@ -197,13 +197,14 @@ void bench_handouts(struct bench *b, bool warm,
 		char name[96], why[1024], text[1024];
 		struct samples s = { 0 };
 		struct restore_samples daemon_restores = { 0 };
+		const struct daemon_spec spec = { .max_sandboxes =
+							  (unsigned)n * 2 + 8 };
 		struct thawd d;
 
 		snprintf(name, sizeof(name), "%s, concurrency %d",
 			 warm ? "warm pool" : "on demand (pool empty)", n);
 		progress("%s: %s, %d handouts", group, name, b->size->handouts);
-		if (start_daemon(b, &d, &t, 1, (unsigned)n * 2 + 8, false, why,
-				 sizeof(why))) {
+		if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 			fail(b, group, name, why);
 			continue;
 		}
@@ -276,12 +277,12 @@ void bench_sustained(struct bench *b)
 	struct churn w[WORKERS];
 	pthread_t threads[WORKERS];
 	char why[1024], text[512];
+	const struct daemon_spec spec = { .max_sandboxes = WORKERS * 2 + 4 };
 	struct thawd d;
 
 	progress("sustained: %d s of create+ping+delete, %d at a time",
 		 b->size->sustained_s, WORKERS);
-	if (start_daemon(b, &d, &t, 1, WORKERS * 2 + 4, false, why,
-			 sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 		fail(b, "sustained", name, why);
 		return;
 	}
