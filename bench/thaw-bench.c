@@ -75,9 +75,9 @@ static const char usage[] =
 	"Measures thaw on this host and writes OUT/results.json, OUT/results.md\n"
 	"and PNG plots, then prints the table.  Scenarios: handout (warm\n"
 	"pool), restore (on demand), boot (cold, and the ratio to a handout),\n"
-	"floor (VMM setup without running), jail (restores and warm handouts,\n"
-	"jailed and --no-jail), first-exec, memory, density, sustained, peers.\n"
-	"Needs /dev/kvm and root (drop_caches, cgroups).\n"
+	"floor (VMM setup without running), first-exec, memory, density,\n"
+	"sustained, jail (restores and warm handouts, jailed and --no-jail),\n"
+	"peers.  Needs /dev/kvm and root (drop_caches, cgroups).\n"
 	"\n"
 	"  --kernel FILE   guest kernel (required)\n"
 	"  --initrd FILE   initramfs with thaw-agent (required)\n"
@@ -97,9 +97,8 @@ static bool wanted(char **names, int n, const char *scenario)
 int main(int argc, char **argv)
 {
 	static const char *const scenarios[] = {
-		"all",	   "handout",	"restore",    "boot",
-		"floor",   "jail",	"first-exec", "memory",
-		"density", "sustained", "peers",
+		"all",	  "handout", "restore",	  "boot", "floor", "first-exec",
+		"memory", "density", "sustained", "jail", "peers",
 	};
 	static const struct option options[] = {
 		{ "kernel", required_argument, NULL, 'k' },
@@ -211,8 +210,6 @@ int main(int argc, char **argv)
 		bench_boot(&b, &restores);
 	if (wanted(names, n, "floor"))
 		bench_floor(&b, &restores);
-	if (wanted(names, n, "jail"))
-		bench_jail(&b);
 	if (wanted(names, n, "first-exec"))
 		bench_first_exec(&b);
 	if (wanted(names, n, "memory"))
@@ -221,6 +218,8 @@ int main(int argc, char **argv)
 		bench_density(&b);
 	if (wanted(names, n, "sustained"))
 		bench_sustained(&b);
+	if (wanted(names, n, "jail"))
+		bench_jail(&b);
 	if (wanted(names, n, "peers"))
 		bench_peers(&b);
 
