@@ -139,25 +139,28 @@ static void jail_difference(struct bench *b, const char *name,
 
 void bench_jail(struct bench *b)
 {
-	struct jail_mode modes[] = {
-		{ .label = "jailed", .config = "jail = true (the default)" },
-		{ .label = "--no-jail",
-		  .config = "jail = false",
-		  .no_jail = true },
+	enum { JAILED, NO_JAIL, MODES };
+	struct jail_mode modes[MODES] = {
+		[JAILED] = { .label = "jailed",
+			     .config = "jail = true (the default)" },
+		[NO_JAIL] = { .label = "--no-jail",
+			      .config = "jail = false",
+			      .no_jail = true },
 	};
 
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < MODES; i++)
 		jail_measure(b, &modes[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < MODES; i++)
 		jail_report_restores(b, &modes[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < MODES; i++)
 		jail_report_warm(b, &modes[i]);
 	jail_difference(b, "jailed - --no-jail: restore host side (P50)",
-			&modes[0].restores.host, &modes[1].restores.host,
-			"< 2 ms");
+			&modes[JAILED].restores.host,
+			&modes[NO_JAIL].restores.host, "< 2 ms");
 	jail_difference(b, "jailed - --no-jail: warm handout (P50)",
-			&modes[0].warm, &modes[1].warm, "nothing added");
-	for (int i = 0; i < 2; i++) {
+			&modes[JAILED].warm, &modes[NO_JAIL].warm,
+			"nothing added");
+	for (int i = 0; i < MODES; i++) {
 		restore_samples_free(&modes[i].restores);
 		samples_free(&modes[i].warm);
 	}
