@@ -47,11 +47,10 @@ void fail(struct bench *b, const char *group, const char *name, const char *why)
 
 int start_daemon(struct bench *b, struct thawd *d,
 		 const struct template_spec *t, size_t n,
-		 unsigned max_sandboxes, bool admit_on_load, char *err,
-		 size_t errlen)
+		 const struct daemon_spec *spec, char *err, size_t errlen)
 {
 	if (thawd_start(d, b->thaw, b->state_dir, b->kernel, b->initrd, t, n,
-			max_sandboxes, admit_on_load, err, errlen))
+			spec, err, errlen))
 		return -1;
 	if (!b->snapshot[0]) {
 		struct thaw_client *c = thawd_connect(d, err, errlen);

@@ -4,10 +4,10 @@
  * figure is noted or failed, a daemon's lifetime, running a program.
  *
  * thaw-bench.c reads the command line and calls the scenarios in README's
- * order; each scenario lives with its kin (handouts.c, startup.c,
- * memory.c, peers.c), gets the struct bench of the run, and adds its figures
- * to b->report itself.  A scenario never stops the run: what it cannot
- * measure it reports through fail(), with the reason, and returns.
+ * order; each scenario lives with its kin (handouts.c, startup.c, jail.c,
+ * memory.c, peers.c), gets the struct bench of the run, and adds its
+ * figures to b->report itself.  A scenario never stops the run: what it
+ * cannot measure it reports through fail(), with the reason, and returns.
  */
 #ifndef THAW_BENCH_BENCH_H
 #define THAW_BENCH_BENCH_H
@@ -60,14 +60,13 @@ void fail(struct bench *b, const char *group, const char *name,
 	  const char *why);
 
 /*
- * thawd on the run's guest with templates @t[@n], admitting as
- * thawd_start() says; the first daemon started also learns the template's
+ * thawd on the run's guest with templates @t[@n] and @spec's settings (see
+ * thawd_start()); the first daemon started also learns the template's
  * snapshot id into b->snapshot.  0, or -1 with @err saying why.
  */
 int start_daemon(struct bench *b, struct thawd *d,
 		 const struct template_spec *t, size_t n,
-		 unsigned max_sandboxes, bool admit_on_load, char *err,
-		 size_t errlen);
+		 const struct daemon_spec *spec, char *err, size_t errlen);
 
 /* Stops @d; a failure to stop is only said, the figures stand. */
 void stop_daemon(struct thawd *d);
@@ -96,6 +95,24 @@ void restore_samples_add(struct restore_samples *r, const struct handout *h);
 void restore_samples_free(struct restore_samples *r);
 
 /*
+ * @r as three figures of @group: @label (the whole restore), then its host
+ * side and its guest side, each note saying what it covers, then @context.
+ */
+void report_restores(struct bench *b, const char *group, const char *label,
+		     const struct restore_samples *r, const char *context);
+
+/*
+ * @handouts handouts of @template, @concurrency at a time: each round waits
+ * for @warm clones ready (0: for the pool to be idle), then starts its
+ * requests together, then releases what it got.  @s gets each handout's
+ * time, @restores the daemon's restore of each clone handed out.  The
+ * first failure ends the figure, with its reason.
+ */
+int handout_rounds(const struct thawd *d, const char *template, int concurrency,
+		   int handouts, long warm, struct samples *s,
+		   struct restore_samples *restores, char *err, size_t errlen);
+
+/*
  * The scenarios, each adding its figures (or failures) to b->report.  A
  * @restores of bench_handouts() on demand gets the daemon's restores at
  * concurrency 1, which bench_boot() (their totals) and bench_floor() (their
@@ -106,6 +123,7 @@ void bench_handouts(struct bench *b, bool warm,
 void bench_sustained(struct bench *b);
 void bench_boot(struct bench *b, const struct restore_samples *restore);
 void bench_floor(struct bench *b, const struct restore_samples *restore);
+void bench_jail(struct bench *b);
 void bench_first_exec(struct bench *b);
 void bench_memory(struct bench *b);
 void bench_density(struct bench *b);

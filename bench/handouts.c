@@ -59,13 +59,8 @@ void restore_samples_free(struct restore_samples *r)
 	samples_free(&r->prefetched_pages);
 }
 
-/*
- * @r as three figures of @group: @label (the whole restore), then its host
- * side and its guest side, each note saying what it covers, then @context.
- */
-static void report_restores(struct bench *b, const char *group,
-			    const char *label, const struct restore_samples *r,
-			    const char *context)
+void report_restores(struct bench *b, const char *group, const char *label,
+		     const struct restore_samples *r, const char *context)
 {
 	struct summary pages;
 	char name[160], text[1024];
@@ -115,17 +110,9 @@ static void *handout_once(void *arg)
 	return NULL;
 }
 
-/*
- * @handouts handouts of @template, @concurrency at a time: each round waits
- * for @warm clones ready (0: for the pool to be idle), then starts its
- * requests together, then releases what it got.  @s gets each handout's
- * time, @restores the daemon's restore of each clone handed out.  The
- * first failure ends the figure, with its reason.
- */
-static int handout_rounds(const struct thawd *d, const char *template,
-			  int concurrency, int handouts, long warm,
-			  struct samples *s, struct restore_samples *restores,
-			  char *err, size_t errlen)
+int handout_rounds(const struct thawd *d, const char *template, int concurrency,
+		   int handouts, long warm, struct samples *s,
+		   struct restore_samples *restores, char *err, size_t errlen)
 {
 	struct round *r = calloc((size_t)concurrency, sizeof(*r));
 	pthread_t *threads = calloc((size_t)concurrency, sizeof(*threads));
@@ -197,13 +184,14 @@ void bench_handouts(struct bench *b, bool warm,
 		char name[96], why[1024], text[1024];
 		struct samples s = { 0 };
 		struct restore_samples daemon_restores = { 0 };
+		const struct daemon_spec spec = { .max_sandboxes =
+							  (unsigned)n * 2 + 8 };
 		struct thawd d;
 
 		snprintf(name, sizeof(name), "%s, concurrency %d",
 			 warm ? "warm pool" : "on demand (pool empty)", n);
 		progress("%s: %s, %d handouts", group, name, b->size->handouts);
-		if (start_daemon(b, &d, &t, 1, (unsigned)n * 2 + 8, false, why,
-				 sizeof(why))) {
+		if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 			fail(b, group, name, why);
 			continue;
 		}
@@ -276,12 +264,12 @@ void bench_sustained(struct bench *b)
 	struct churn w[WORKERS];
 	pthread_t threads[WORKERS];
 	char why[1024], text[512];
+	const struct daemon_spec spec = { .max_sandboxes = WORKERS * 2 + 4 };
 	struct thawd d;
 
 	progress("sustained: %d s of create+ping+delete, %d at a time",
 		 b->size->sustained_s, WORKERS);
-	if (start_daemon(b, &d, &t, 1, WORKERS * 2 + 4, false, why,
-			 sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 		fail(b, "sustained", name, why);
 		return;
 	}

@@ -164,13 +164,15 @@ void bench_memory(struct bench *b)
 					   .min_ready = (unsigned)want,
 					   .max_total = (unsigned)want };
 		char name[96], why[1024], text[512];
+		const struct daemon_spec spec = { .max_sandboxes =
+							  (unsigned)want + 8,
+						  .admit_on_load = true };
 		struct thawd d;
 
 		snprintf(name, sizeof(name), "%ld idle clones", want);
 		progress("memory: %s", name);
 		long before = used_kib();
-		if (start_daemon(b, &d, &t, 1, (unsigned)want + 8, true, why,
-				 sizeof(why))) {
+		if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 			fail(b, "memory", name, why);
 			continue;
 		}
@@ -228,11 +230,12 @@ void bench_density(struct bench *b)
 				   .restore_parallel = 8 };
 	char why[1024], text[1024];
 	const char *name = "idle 256 MiB clones started";
+	const struct daemon_spec spec = { .max_sandboxes = (unsigned)want,
+					  .admit_on_load = true };
 	struct thawd d;
 
 	progress("density: up to %ld idle clones", want);
-	if (start_daemon(b, &d, &t, 1, (unsigned)want, true, why,
-			 sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 		fail(b, "density", name, why);
 		return;
 	}

@@ -309,11 +309,12 @@ void bench_peers(struct bench *b)
 	const char *name = "thaw: handout + `true` + release";
 	char why[1024], text[512];
 	struct samples s = { 0 };
+	const struct daemon_spec spec = { .max_sandboxes = 8 };
 	struct thawd d;
 
 	progress("peers: `true` in a fresh sandbox, %d runs each",
 		 b->size->peer_runs);
-	if (start_daemon(b, &d, &t, 1, 8, false, why, sizeof(why))) {
+	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 		fail(b, "peers", name, why);
 	} else {
 		struct thaw_client *c = thawd_connect(&d, why, sizeof(why));

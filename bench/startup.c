@@ -88,11 +88,12 @@ static int find_snapshot(struct bench *b, char *err, size_t errlen)
 {
 	struct template_spec t = { .name = "bench",
 				   .mem_mib = TEMPLATE_MEM_MIB };
+	const struct daemon_spec spec = { .max_sandboxes = 8 };
 	struct thawd d;
 
 	if (b->snapshot[0])
 		return 0;
-	if (start_daemon(b, &d, &t, 1, 8, false, err, errlen))
+	if (start_daemon(b, &d, &t, 1, &spec, err, errlen))
 		return -1;
 	stop_daemon(&d);
 	if (!b->snapshot[0])
@@ -183,6 +184,7 @@ void bench_first_exec(struct bench *b)
 	static const char *const modes[] = { "lazy", "prefetch" };
 	struct template_spec t[2];
 	char why[1024], text[512];
+	const struct daemon_spec spec = { .max_sandboxes = 16 };
 	struct thawd d;
 
 	for (int m = 0; m < 2; m++)
@@ -195,7 +197,7 @@ void bench_first_exec(struct bench *b)
 		 b->size->first_execs);
 	/* The daemon records the snapshot's working set before its pools
 	 * fill, so every prefetching restore has it. */
-	if (start_daemon(b, &d, t, 2, 16, false, why, sizeof(why))) {
+	if (start_daemon(b, &d, t, 2, &spec, why, sizeof(why))) {
 		fail(b, "first_exec", "first exec after handout", why);
 		return;
 	}

@@ -8,11 +8,13 @@
  * handout with lazy and prefetched memory and a dropped or warm page cache,
  * memory per idle clone, density until something gives, sustained restores.
  * Beside those: cold boots of the same guest (`thaw run`), the VMM's floor
- * (thaw-bench-floor: KVM objects and state without running the guest), and
- * peers (gVisor, bubblewrap) running the same `true`.  Every figure keeps its
- * raw samples; bench/report.c turns them into results.json, a markdown table
- * and plots.  A scenario that fails is a row saying why, never a silent gap,
- * and never a failed build: the bench exits 0 once it wrote its report.
+ * (thaw-bench-floor: KVM objects and state without running the guest), the
+ * jail's cost (restores and warm handouts with jail = false beside the
+ * default), and peers (gVisor, bubblewrap) running the same `true`.  Every
+ * figure keeps its raw samples; bench/report.c turns them into results.json, a
+ * markdown table and plots.  A scenario that fails is a row saying why, never a
+ * silent gap, and never a failed build: the bench exits 0 once it wrote its
+ * report.
  *
  * Sizes: the issue's (500 handouts per concurrency, up to 1000 idle clones,
  * density to 2000) on a real KVM host; --quick, and nested-kvm.sh's emulated
@@ -22,8 +24,9 @@
  * options, picks the sizes, calls each scenario asked for and writes the
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
- * VMM floor, first exec), memory.c (memory per idle clone, density) and
- * peers.c (thaw against gVisor and bubblewrap).
+ * VMM floor, first exec), jail.c (jailed against --no-jail), memory.c
+ * (memory per idle clone, density) and peers.c (thaw against gVisor and
+ * bubblewrap).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -73,7 +76,8 @@ static const char usage[] =
 	"and PNG plots, then prints the table.  Scenarios: handout (warm\n"
 	"pool), restore (on demand), boot (cold, and the ratio to a handout),\n"
 	"floor (VMM setup without running), first-exec, memory, density,\n"
-	"sustained, peers.  Needs /dev/kvm and root (drop_caches, cgroups).\n"
+	"sustained, jail (restores and warm handouts, jailed and --no-jail),\n"
+	"peers.  Needs /dev/kvm and root (drop_caches, cgroups).\n"
 	"\n"
 	"  --kernel FILE   guest kernel (required)\n"
 	"  --initrd FILE   initramfs with thaw-agent (required)\n"
@@ -93,8 +97,8 @@ static bool wanted(char **names, int n, const char *scenario)
 int main(int argc, char **argv)
 {
 	static const char *const scenarios[] = {
-		"all",	      "handout", "restore", "boot",	 "floor",
-		"first-exec", "memory",	 "density", "sustained", "peers",
+		"all",	  "handout", "restore",	  "boot", "floor", "first-exec",
+		"memory", "density", "sustained", "jail", "peers",
 	};
 	static const struct option options[] = {
 		{ "kernel", required_argument, NULL, 'k' },
@@ -214,6 +218,8 @@ int main(int argc, char **argv)
 		bench_density(&b);
 	if (wanted(names, n, "sustained"))
 		bench_sustained(&b);
+	if (wanted(names, n, "jail"))
+		bench_jail(&b);
 	if (wanted(names, n, "peers"))
 		bench_peers(&b);
 

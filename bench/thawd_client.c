@@ -54,7 +54,7 @@ void thawd_log_tail(const struct thawd *d, char *out, size_t len)
 static int write_config(const struct thawd *d, const char *kernel,
 			const char *initrd,
 			const struct template_spec *templates, size_t n,
-			unsigned max_sandboxes, bool admit_on_load, char *err,
+			const struct daemon_spec *spec, char *err,
 			size_t errlen)
 {
 	FILE *f = fopen(d->config, "w");
@@ -66,10 +66,12 @@ static int write_config(const struct thawd *d, const char *kernel,
 	fprintf(f, "[daemon]\nstate_dir = %s\nsocket = %s\n", d->state_dir,
 		d->socket);
 	fprintf(f, "max_sandboxes = %u\nrestore_timeout_s = 600\n",
-		max_sandboxes);
-	if (!admit_on_load)
+		spec->max_sandboxes);
+	if (!spec->admit_on_load)
 		fprintf(f,
 			"admit_cpu_pressure = 0\nadmit_restore_slowdown = 0\n");
+	if (spec->no_jail)
+		fprintf(f, "jail = false\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct template_spec *t = &templates[i];
 
@@ -98,16 +100,14 @@ static int write_config(const struct thawd *d, const char *kernel,
 int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		const char *kernel, const char *initrd,
 		const struct template_spec *templates, size_t n,
-		unsigned max_sandboxes, bool admit_on_load, char *err,
-		size_t errlen)
+		const struct daemon_spec *spec, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
 	snprintf(d->state_dir, sizeof(d->state_dir), "%s", state_dir);
 	snprintf(d->socket, sizeof(d->socket), "%s/thawd.sock", state_dir);
 	snprintf(d->config, sizeof(d->config), "%s/bench.ini", state_dir);
 	snprintf(d->log, sizeof(d->log), "%s/thawd.log", state_dir);
-	if (write_config(d, kernel, initrd, templates, n, max_sandboxes,
-			 admit_on_load, err, errlen))
+	if (write_config(d, kernel, initrd, templates, n, spec, err, errlen))
 		return -1;
 	int log = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (log < 0) {

@@ -39,21 +39,31 @@ struct thawd {
 	char log[PATH_MAX + 16];
 };
 
+/* The [daemon] settings a scenario picks; zero fields are the usual run. */
+struct daemon_spec {
+	unsigned max_sandboxes;
+	/*
+	 * true: the daemon's default admission; false: it does not watch CPU
+	 * pressure or restore slowdown, so that a latency figure measures the
+	 * concurrency the bench drives rather than the daemon refusing it
+	 * (pool/API.md, *Admission*).
+	 */
+	bool admit_on_load;
+	/* jail = false: VMMs unjailed, to measure what the jail costs. */
+	bool no_jail;
+};
+
 /*
  * Writes a config with @templates (@n of them, all on @kernel and @initrd)
- * and @max_sandboxes into @state_dir, starts `@thaw daemon` on it (its
- * stderr goes to @state_dir/thawd.log) and waits until it serves.  With
- * @admit_on_load the daemon's admission is its default; without, it does
- * not watch CPU pressure or restore slowdown, so that a latency figure
- * measures the concurrency the bench drives rather than the daemon
- * refusing it (pool/API.md, *Admission*).  Returns 0, or -1 with @err
- * saying why (the log's last lines when the daemon died).
+ * and @spec's settings into @state_dir, starts `@thaw daemon` on it (its
+ * stderr goes to @state_dir/thawd.log) and waits until it serves.  Returns
+ * 0, or -1 with @err saying why (the log's last lines when the daemon
+ * died).
  */
 int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		const char *kernel, const char *initrd,
 		const struct template_spec *templates, size_t n,
-		unsigned max_sandboxes, bool admit_on_load, char *err,
-		size_t errlen);
+		const struct daemon_spec *spec, char *err, size_t errlen);
 
 /* SIGTERM, then waits (SIGKILL after 120 s).  0, or -1 with @err. */
 int thawd_stop(struct thawd *d, char *err, size_t errlen);
