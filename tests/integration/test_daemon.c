@@ -2294,6 +2294,80 @@ Test(jail, every_vmm_is_jailed_alone, .timeout = 900)
 	}
 }
 
+/*
+ * Sends @line to VMM @vmm's control socket (test builds have the
+ * forbidden-syscall command); its answer, if any, into @reply.
+ */
+static void control_line(pid_t vmm, const char *line, char *reply, size_t len)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char dir[PATH_MAX], sock[64];
+	ssize_t n;
+
+	cr_assert(vmm_run_dir(vmm, dir, sizeof(dir), sock, sizeof(sock)));
+	cr_assert_lt(strlen(dir) + strlen(sock) + 1, sizeof(a.sun_path));
+	memcpy(a.sun_path, dir, strlen(dir));
+	a.sun_path[strlen(dir)] = '/';
+	memcpy(a.sun_path + strlen(dir) + 1, sock, strlen(sock));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0,
+		  "%s: %s", a.sun_path, strerror(errno));
+	cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	n = read(fd, reply, len - 1);
+	reply[n > 0 ? n : 0] = '\0';
+	close(fd);
+}
+
+/*
+ * Issue 13: a VMM that makes a system call outside its filter dies by
+ * SIGSYS; the daemon says which call and fails that sandbox alone.
+ */
+Test(jail, a_forbidden_system_call_fails_only_its_sandbox, .timeout = 900)
+{
+	char victim[SB_ID_MAX], bystander[SB_ID_MAX], reply[256];
+	const char *reason = "";
+	double start;
+	struct reply r;
+
+	create("{}", victim);
+	create("{}", bystander);
+	control_line(sandbox_vmm(victim), "forbidden-syscall\n", reply,
+		     sizeof(reply));
+	cr_expect_str_empty(reply, "the VMM answered: %s", reply);
+
+	start = now_s();
+	for (;;) {
+		cr_assert_eq(api(&r, "GET", NULL, "/sandboxes/%s", victim),
+			     200, "%s", r.body);
+		if (!strcmp(jstr(r.json, "state"), "stopped"))
+			break;
+		reply_free(&r);
+		cr_assert_lt(now_s() - start, scaled_s(60),
+			     "%s still running after its forbidden call",
+			     victim);
+		sleep_s(0.2);
+	}
+	reason = jstr(r.json, "stop_reason");
+	cr_expect_not_null(
+		strstr(reason, "killed by its seccomp filter: forbidden "
+			       "system call 41 (socket)"),
+		"stop_reason: %s", reason);
+	reply_free(&r);
+
+	char *log = slurp(files.log, NULL);
+	char *line = log ? strstr(log, victim) : NULL;
+	while (line && !strstr(line, "forbidden system call"))
+		line = strstr(line + 1, victim);
+	cr_expect_not_null(line, "the daemon's log names no forbidden call "
+				 "for %s",
+			   victim);
+	free(log);
+
+	expect_echo(bystander, "unharmed");
+	delete_sandbox(victim);
+	delete_sandbox(bystander);
+}
+
 /* ---- api ---- */
 
 /*
