@@ -137,6 +137,8 @@ struct vm {
 	int paused_vcpus;
 	bool paused;
 	atomic_bool vcpus_started; /* every vCPU thread is running */
+	/* Every thread's seccomp filter is loaded: vCPUs may enter KVM_RUN. */
+	bool vcpus_may_run;
 
 	pthread_t main_thread;
 	bool main_thread_known;
