@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "errbuf.h"
@@ -422,6 +423,9 @@ int vmm_seccomp_prepare(char *err, size_t errlen)
 			return -1;
 	}
 	fill_name_table();
+	/* The logger's strftime() calls tzset(), whose first call opens
+	 * /etc/localtime: open it now, while open is allowed. */
+	tzset();
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		errbuf_set(err, errlen, "seccomp: SIGSYS handler: %s",
