@@ -370,7 +370,7 @@ static void remove_idle_vm(struct idle_vm *vm)
 	cr_expect_eq(system(path), 0);
 }
 
-Test(seccomp, every_thread_is_filtered_and_a_forbidden_call_kills_by_sigsys,
+Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
      .timeout = 120)
 {
 	struct idle_vm vm;
@@ -399,7 +399,7 @@ Test(seccomp, every_thread_is_filtered_and_a_forbidden_call_kills_by_sigsys,
 	remove_idle_vm(&vm);
 }
 
-Test(seccomp, no_seccomp_filters_nothing_and_says_so, .timeout = 120)
+Test(boot, no_seccomp_filters_nothing_and_says_so, .timeout = 120)
 {
 	struct idle_vm vm;
 	char answer[256];
