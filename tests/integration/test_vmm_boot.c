@@ -371,7 +371,7 @@ static void remove_idle_vm(struct idle_vm *vm)
 }
 
 Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
-     .timeout = 120)
+     .timeout = BOOT_TIMEOUT_S + 60)
 {
 	struct idle_vm vm;
 	char answer[256];
@@ -399,7 +399,8 @@ Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
 	remove_idle_vm(&vm);
 }
 
-Test(boot, no_seccomp_filters_nothing_and_says_so, .timeout = 120)
+Test(boot, no_seccomp_filters_nothing_and_says_so,
+     .timeout = BOOT_TIMEOUT_S + 60)
 {
 	struct idle_vm vm;
 	char answer[256];
