@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "sandbox-id", required_argument, NULL, 'S' },
 		{ "ready-fd", required_argument, NULL, 'R' },
-		{ "no-seccomp", no_argument, NULL, 'N' },
+		{ "no-seccomp", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 						   n);
 			ready_fd = (int)n;
 			break;
-		case 'N':
+		case 's':
 			seccomp = false;
 			break;
 		case 'h':
