@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -428,6 +429,12 @@ int vmm_seccomp_prepare(char *err, size_t errlen)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		errbuf_set(err, errlen, "seccomp: SIGSYS handler: %s",
+			   strerror(errno));
+		return -1;
+	}
+	/* SIGSYS's default action dumps core: not guest memory, anywhere. */
+	if (setrlimit(RLIMIT_CORE, &(struct rlimit){ 0, 0 }) < 0) {
+		errbuf_set(err, errlen, "seccomp: RLIMIT_CORE: %s",
 			   strerror(errno));
 		return -1;
 	}

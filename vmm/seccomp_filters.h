@@ -53,7 +53,8 @@ const char *vmm_thread_role_name(enum vmm_thread_role role);
 /*
  * Builds every role's filter and the system call name table, sets
  * PR_SET_NO_NEW_PRIVS (which loading a filter without CAP_SYS_ADMIN needs,
- * and which threads created later inherit) and installs the SIGSYS handler.
+ * and which threads created later inherit), turns core dumps off (a death
+ * by SIGSYS would write one) and installs the SIGSYS handler.
  * Call once, on the main thread, before any other thread exists.  Returns
  * 0, or -1 with a message in @err.
  */

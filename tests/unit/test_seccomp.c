@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -284,4 +286,32 @@ Test(seccomp, main_forbids_ioctl_and_new_threads_or_processes)
 		      "thaw-vmm: seccomp: forbidden system call 16 (ioctl)\n");
 	expect_killed(VMM_THREAD_MAIN, start_process,
 		      "thaw-vmm: seccomp: forbidden system call 56 (clone)\n");
+}
+
+/* --- What preparing sets for the whole process ------------------------- */
+
+Test(seccomp, prepare_sets_no_new_privs_and_no_core_dumps)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct rlimit core;
+		char err[256];
+
+		if (vmm_seccomp_prepare(err, sizeof(err)) < 0 ||
+		    !vmm_seccomp_enabled())
+			_exit(2);
+		if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+			_exit(3);
+		if (getrlimit(RLIMIT_CORE, &core) < 0 || core.rlim_cur ||
+		    core.rlim_max)
+			_exit(4);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "status 0x%x (2 prepare, 3 no_new_privs, 4 RLIMIT_CORE)",
+		  status);
 }
