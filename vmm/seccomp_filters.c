@@ -152,6 +152,7 @@ static const struct rule control_thread[] = {
 };
 /* clang-format on */
 
+/* clang-format off */
 /* KVM requests by role; every other ioctl request number is forbidden. */
 static const unsigned long vcpu_ioctls[] = {
 	KVM_RUN,
@@ -175,14 +176,25 @@ static const unsigned long vsock_ioctls[] = {
 
 /* A snapshot reads every vCPU's and the VM's state (x86/kvm_state.c). */
 static const unsigned long control_ioctls[] = {
-	KVM_CHECK_EXTENSION, KVM_GET_MSR_INDEX_LIST, KVM_GET_CPUID2,
-	KVM_GET_TSC_KHZ,     KVM_GET_MSRS,	     KVM_GET_MP_STATE,
-	KVM_GET_REGS,	     KVM_GET_SREGS,	     KVM_GET_FPU,
-	KVM_GET_XSAVE,	     KVM_GET_XSAVE2,	     KVM_GET_XCRS,
-	KVM_GET_DEBUGREGS,   KVM_GET_LAPIC,	     KVM_GET_VCPU_EVENTS,
-	KVM_GET_IRQCHIP,     KVM_GET_PIT2,	     KVM_GET_CLOCK,
-	KVM_IRQ_LINE,
+	KVM_CHECK_EXTENSION,
+	KVM_GET_MSR_INDEX_LIST,
+	KVM_GET_CPUID2,
+	KVM_GET_TSC_KHZ,
+	KVM_GET_MSRS,
+	KVM_GET_MP_STATE,
+	KVM_GET_REGS,
+	KVM_GET_SREGS,
+	KVM_GET_XSAVE,
+	KVM_GET_XSAVE2,
+	KVM_GET_XCRS,
+	KVM_GET_DEBUGREGS,
+	KVM_GET_LAPIC,
+	KVM_GET_VCPU_EVENTS,
+	KVM_GET_IRQCHIP,
+	KVM_GET_PIT2,
+	KVM_GET_CLOCK,
 };
+/* clang-format on */
 
 struct role_list {
 	const char *name;
