@@ -19,6 +19,7 @@
 
 #include "io.h"
 #include "log.h"
+#include "seccomp_filters.h"
 #include "vm.h"
 
 int control_init(struct control *c, struct vm *vm, const char *path,
@@ -115,6 +116,22 @@ static const char *argument(const char *line, const char *command)
 	return line + n + 1;
 }
 
+#ifdef THAW_TEST_HOOKS
+/*
+ * Test builds only (THAW_TEST_HOOKS): a system call outside the control
+ * thread's seccomp list, so tests can watch the filter kill the VMM.  A
+ * reply means it was allowed.
+ */
+static void forbidden_syscall(struct control_client *cl)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		close(fd);
+	reply(cl, "error socket(AF_INET) was allowed: no seccomp filter");
+}
+#endif
+
 /*
  * Commands run on the control thread; a snapshot blocks it for as long as
  * writing guest memory takes, which is fine: the guest is paused meanwhile
@@ -155,6 +172,10 @@ static void handle_line(struct control *c, struct control_client *cl)
 			reply(cl,
 			      "error working set to %s failed (see the VMM log)",
 			      arg);
+#ifdef THAW_TEST_HOOKS
+	} else if (!strcmp(cl->line, "forbidden-syscall")) {
+		forbidden_syscall(cl);
+#endif
 	} else if (!strcmp(cl->line, "stop")) {
 		vm_stop(vm, VM_GUEST_STOPPED,
 			"stopped through the control socket");
@@ -226,6 +247,8 @@ static void *control_thread(void *arg)
 	struct control *c = arg;
 	struct pollfd fds[CONTROL_MAX_CLIENTS + 2];
 
+	if (vmm_seccomp_enter(VMM_THREAD_CONTROL) < 0)
+		return NULL;
 	for (;;) {
 		fds[0] = (struct pollfd){ c->wake_fd, POLLIN, 0 };
 		fds[1] = (struct pollfd){ c->listen_fd, POLLIN, 0 };

@@ -28,16 +28,18 @@
 #include "default_kernel.h"
 #include "jail.h"
 #include "log.h"
+#include "seccomp_filters.h"
 #include "vm.h"
 
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
-	"                [--ready-fd FD] [JAIL] [LOGGING]\n"
+	"                [--ready-fd FD] [--no-seccomp] [JAIL] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
 	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
-	"                [--pvm auto|on|off] [--ready-fd FD] [JAIL] [LOGGING]\n"
+	"                [--pvm auto|on|off] [--ready-fd FD] [--no-seccomp]\n"
+	"                [JAIL] [LOGGING]\n"
 	"\n"
 	"Boots Linux in a KVM microVM, or restores one from a snapshot, copies\n"
 	"its serial console to stdout and exits when the guest stops.\n"
@@ -64,6 +66,11 @@ static const char usage[] =
 	"  --ready-fd FD       write \"ready\\n\" to FD and close it once the\n"
 	"                      VM is built and its sockets listen, so that a\n"
 	"                      supervisor connects once instead of polling\n"
+	"  --no-seccomp        no system call filters (debugging only: by\n"
+	"                      default each thread may make only the system\n"
+	"                      calls it needs, and any other one kills the VMM\n"
+	"                      by SIGSYS after a \"seccomp: forbidden system\n"
+	"                      call\" line)\n"
 	"\n"
 	"JAIL: as root, lock the VMM in before it reads any file (thaw's\n"
 	"supervisors always do; its PID namespace is theirs to make).\n"
@@ -185,6 +192,27 @@ static void say_ready(int fd)
 	close(fd);
 }
 
+/*
+ * Builds the threads' seccomp filters (seccomp_filters.h), which vm_run()
+ * loads, or says loudly that there will be none.  0, or -1 after a message.
+ */
+static int start_filtering(bool seccomp)
+{
+	char err[256];
+
+	if (!seccomp) {
+		log_warning("--no-seccomp: NO SYSTEM CALL FILTERS; a guest "
+			    "that breaks this VMM may make any system call "
+			    "(debugging only)");
+		return 0;
+	}
+	if (vmm_seccomp_prepare(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -203,6 +231,7 @@ int main(int argc, char **argv)
 		{ "log-format", required_argument, NULL, 'F' },
 		{ "sandbox-id", required_argument, NULL, 'S' },
 		{ "ready-fd", required_argument, NULL, 'R' },
+		{ "no-seccomp", no_argument, NULL, 's' },
 		{ "jail", required_argument, NULL, 'J' },
 		{ "uid", required_argument, NULL, 'U' },
 		{ "gid", required_argument, NULL, 'G' },
@@ -225,6 +254,7 @@ int main(int argc, char **argv)
 	};
 	struct jail jail = { 0 };
 	bool boot_flags = false; /* flags that only make sense for a boot */
+	bool seccomp = true;
 	const char *console_log = NULL;
 	int ready_fd = -1;
 	char kernel[PATH_MAX], err[256];
@@ -314,6 +344,9 @@ int main(int argc, char **argv)
 						   n);
 			ready_fd = (int)n;
 			break;
+		case 's':
+			seccomp = false;
+			break;
 		case 'J':
 			jail.root = optarg;
 			break;
@@ -396,7 +429,8 @@ int main(int argc, char **argv)
 	}
 	int status;
 	if (vm_create(vm, &cfg, start_ns) < 0 ||
-	    (jail.root && jail_limit_file_size(vm->mem.size) < 0)) {
+	    (jail.root && jail_limit_file_size(vm->mem.size) < 0) ||
+	    start_filtering(seccomp) < 0) {
 		status = VM_ERROR;
 	} else {
 		say_ready(ready_fd);
@@ -408,9 +442,9 @@ int main(int argc, char **argv)
 	free(vm);
 	if (cfg.console_log_fd >= 0)
 		close(cfg.console_log_fd);
-	/* Exit handlers (a sanitizer's leak check) need /proc: a jail has
-	 * none, and nothing left to flush. */
-	if (jail.root)
+	/* Exit handlers (a sanitizer's leak check) need /proc, which a jail
+	 * lacks, and calls no seccomp list has; nothing is left to flush. */
+	if (jail.root || vmm_seccomp_enabled())
 		_exit(status);
 	return status;
 }

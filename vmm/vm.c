@@ -22,6 +22,7 @@
 
 #include "kvm_ioctl.h"
 #include "log.h"
+#include "seccomp_filters.h"
 #include "vm_devices.h"
 #include "vm_internal.h"
 #include "x86/cpu.h"
@@ -526,6 +527,14 @@ static void *vcpu_thread(void *arg)
 	sigaddset(&kick_set, SIGNAL_KICK);
 	pthread_sigmask(SIG_UNBLOCK, &kick_set, NULL);
 
+	/* No guest instruction before every thread is filtered (vm_run);
+	 * a failure reaches the main thread through the same barrier. */
+	vmm_seccomp_enter(VMM_THREAD_VCPU);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (!vm->vcpus_may_run && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	pthread_mutex_unlock(&vm->pause_lock);
+
 	while (!atomic_load(&vm->stopping)) {
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno != EINTR && errno != EAGAIN) {
@@ -623,10 +632,14 @@ int vm_run(struct vm *vm)
 	vm->main_thread = pthread_self();
 	vm->main_thread_known = true;
 
-	vm_devices_start(vm);
-	if (vm->control_ready && control_start(&vm->control) < 0)
-		vm_stop(vm, VM_ERROR,
-			"control socket: cannot start its thread");
+	int threads = vm_devices_start(vm);
+	if (vm->control_ready) {
+		if (control_start(&vm->control) == 0)
+			threads++;
+		else
+			vm_stop(vm, VM_ERROR,
+				"control socket: cannot start its thread");
+	}
 
 	vm->running_ns = monotonic_ns();
 	vm->console.boot_ns = vm->running_ns;
@@ -644,6 +657,21 @@ int vm_run(struct vm *vm)
 				strerror(err));
 			break;
 		}
+		threads++;
+	}
+	/*
+	 * The threads above were created unfiltered and load their own
+	 * filters; the main thread's comes last, so none inherits it.
+	 */
+	if (vmm_seccomp_wait_threads(threads) < 0 ||
+	    vmm_seccomp_enter(VMM_THREAD_MAIN) < 0) {
+		vm_stop(vm, VM_ERROR,
+			"seccomp: a thread could not load its filter");
+	} else {
+		pthread_mutex_lock(&vm->pause_lock);
+		vm->vcpus_may_run = true;
+		pthread_cond_broadcast(&vm->pause_cond);
+		pthread_mutex_unlock(&vm->pause_lock);
 	}
 
 	atomic_store(&vm->vcpus_started, !atomic_load(&vm->stopping));

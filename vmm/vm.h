@@ -8,7 +8,9 @@
  * because PVM hosts make the other order 15x slower); vm_run() starts one
  * thread per vCPU (plus the vsock device's and the control socket's threads
  * when configured) and blocks until the VM stops; vm_destroy() releases
- * everything.
+ * everything.  Each of those threads loads its seccomp filter before its
+ * work, the main thread last, and no vCPU enters KVM_RUN before every
+ * filter is in place (seccomp_filters.h).
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all
@@ -142,6 +144,8 @@ struct vm {
 	int paused_vcpus;
 	bool paused;
 	atomic_bool vcpus_started; /* every vCPU thread is running */
+	/* Every thread's seccomp filter is loaded: vCPUs may enter KVM_RUN. */
+	bool vcpus_may_run;
 
 	pthread_t main_thread;
 	bool main_thread_known;

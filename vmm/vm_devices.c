@@ -266,14 +266,21 @@ int vm_devices_restore(struct vm *vm, const struct state_reader *r)
 	return 0;
 }
 
-void vm_devices_start(struct vm *vm)
+int vm_devices_start(struct vm *vm)
 {
-	for (size_t i = 0; i < NR_DEVICES; i++)
-		if (created(vm, i) && devices[i].start &&
-		    devices[i].start(vm) < 0)
+	int started = 0;
+
+	for (size_t i = 0; i < NR_DEVICES; i++) {
+		if (!created(vm, i) || !devices[i].start)
+			continue;
+		if (devices[i].start(vm) == 0)
+			started++;
+		else
 			vm_stop(vm, VM_ERROR,
 				"%s: cannot start the device thread",
 				state_tag_name(devices[i].state_tag));
+	}
+	return started;
 }
 
 void vm_devices_pause(struct vm *vm)

@@ -49,8 +49,11 @@ void vm_devices_save(struct vm *vm, struct state_writer *w);
  */
 int vm_devices_restore(struct vm *vm, const struct state_reader *r);
 
-/* Starts device threads; a failure stops the VM (vm_stop) with the reason. */
-void vm_devices_start(struct vm *vm);
+/*
+ * Starts device threads; a failure stops the VM (vm_stop) with the reason.
+ * Returns how many started (each loads its seccomp filter, seccomp_filters.h).
+ */
+int vm_devices_start(struct vm *vm);
 
 /* Device threads stop and resume touching guest memory (snapshots). */
 void vm_devices_pause(struct vm *vm);

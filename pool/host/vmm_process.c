@@ -191,6 +191,9 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 			vmm_process_remove(vmm);
 			return ret;
 		}
+	} else {
+		/* Debugging: nothing in the way of gdb or strace either. */
+		argv[n++] = "--no-seccomp";
 	}
 	argv[n++] = "--vsock";
 	argv[n++] = vmm->vsock;
@@ -334,20 +337,35 @@ static const char *vmm_log_message(const char *line)
  */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 {
-	const char *last = NULL, *verdict = NULL;
+	const char *last = NULL, *verdict = NULL, *trapped = NULL;
 	char buf[8192], *save;
 
 	read_tail(vmm->vmm_log, buf, sizeof(buf));
 	for (char *line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		const char *msg = vmm_log_message(line);
+		const char *call =
+			strstr(line, "seccomp: forbidden system call ");
 
+		if (call)
+			trapped = call + strlen("seccomp: ");
 		if (skip(msg, "timings: "))
 			verdict = last;
 		else
 			last = msg;
 	}
-	if (verdict || last)
+	/*
+	 * A filtered VMM dies by SIGSYS after its handler's line, "thaw-vmm:
+	 * seccomp: forbidden system call 41 (socket)" (vmm/seccomp_filters.h):
+	 * that line is the verdict, whatever was logged before it.
+	 */
+	if (WIFSIGNALED(vmm->wait_status) &&
+	    WTERMSIG(vmm->wait_status) == SIGSYS)
+		snprintf(
+			out, size, "killed by its seccomp filter: %s",
+			trapped ? trapped
+				: "SIGSYS, and no line says which system call");
+	else if (verdict || last)
 		snprintf(out, size, "%s", verdict ? verdict : last);
 	else if (WIFSIGNALED(vmm->wait_status)) /* it had no say */
 		snprintf(out, size, "killed by signal %d (%s)",

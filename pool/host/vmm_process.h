@@ -160,7 +160,10 @@ int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
  * The VMM's reason for stopping, its verdict: the line of its log before
  * its final "timings:" line (else its last line), without the logger's
  * time, name, level and sandbox prefix; when it wrote none (killed
- * outright), what vmm_process_reap() saw: the signal or exit status.
+ * outright), what vmm_process_reap() saw: the signal or exit status.  A
+ * VMM its seccomp filter killed (reaped, dead by SIGSYS) is "killed by its
+ * seccomp filter: forbidden system call 41 (socket)", from the line its
+ * SIGSYS handler wrote.
  */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 

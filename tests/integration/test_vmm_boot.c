@@ -10,12 +10,26 @@
  * triple fault, and a CPU halted for good with interrupts off.
  *
  * thaw-vmm runs through nested-kvm.sh: on this machine's /dev/kvm when it
- * has one, else on the real KVM of a Linux VM emulated by QEMU.
+ * has one, else on the real KVM of a Linux VM emulated by QEMU.  The
+ * seccomp tests read the VMM's /proc entries, so they run only on this
+ * machine's own /dev/kvm: a VM whose tiny kernel idles with interrupts on,
+ * its main, vCPU, vsock and control threads each under a filter of its own,
+ * killed by SIGSYS through the test builds' "forbidden-syscall" control
+ * command.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -161,4 +175,251 @@ Test(boot, cpu_halted_with_interrupts_off_ends_the_vm,
 		     r.err);
 	cr_expect_not_null(strstr(r.err, "guest halted"), "stderr: %s", r.err);
 	run_result_free(&r);
+}
+
+/* --- seccomp -------------------------------------------------------------- */
+
+/*
+ * main, 2 vCPUs, the vsock device's and the control socket's threads; KVM's
+ * own workers (kvm-nx-lpage-recovery, ...) are listed too but make no
+ * system calls, so they do not count.
+ */
+#define IDLE_VM_THREADS 5
+
+struct idle_vm {
+	pid_t pid;
+	char dir[64];
+	char control[96];
+	char log[96];
+};
+
+/*
+ * Starts thaw-vmm on a kernel that idles (sti; hlt; jmp back) with
+ * interrupts on, which the VMM never takes for a stopped guest, with a
+ * vsock device and a control socket; @extra is one more flag or NULL.
+ * Returns once the VMM says its sockets listen.
+ */
+static void start_idle_vm(struct idle_vm *vm, const char *extra)
+{
+	static const uint8_t idle[] = { 0xfb, 0xf4, 0xeb, 0xfd };
+	const char *kernel = tiny_kernel("idle-kernel", idle, sizeof(idle));
+	char vsock[96], ready_fd[16];
+	int ready[2];
+
+	snprintf(vm->dir, sizeof(vm->dir), "/tmp/thaw-seccomp-XXXXXX");
+	cr_assert_not_null(mkdtemp(vm->dir));
+	snprintf(vm->control, sizeof(vm->control), "%s/control", vm->dir);
+	snprintf(vsock, sizeof(vsock), "%s/vsock", vm->dir);
+	snprintf(vm->log, sizeof(vm->log), "%s/vmm.log", vm->dir);
+	cr_assert_eq(pipe(ready), 0);
+	snprintf(ready_fd, sizeof(ready_fd), "%d", ready[1]);
+	vm->pid = fork();
+	cr_assert_geq(vm->pid, 0);
+	if (vm->pid == 0) {
+		char *argv[] = { THAW_VMM,
+				 "--kernel",
+				 (char *)kernel,
+				 "--initrd",
+				 THAW_TEST_IMAGES "/panic-test.cpio",
+				 "--vcpus",
+				 "2",
+				 "--mem",
+				 "64",
+				 "--vsock",
+				 vsock,
+				 "--control",
+				 vm->control,
+				 "--ready-fd",
+				 ready_fd,
+				 (char *)extra,
+				 NULL };
+		int log = open(vm->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		close(ready[0]);
+		dup2(log, STDERR_FILENO);
+		dup2(log, STDOUT_FILENO);
+		execv(THAW_VMM, argv);
+		_exit(125);
+	}
+	close(ready[1]);
+	char line[8] = "";
+	cr_assert_gt(read(ready[0], line, sizeof(line)), 0,
+		     "thaw-vmm never said ready (log %s)", vm->log);
+	close(ready[0]);
+}
+
+/* The value of "Seccomp:" (the mode) or "Seccomp_filters:" in @status. */
+static int status_field(const char *status, const char *key)
+{
+	FILE *f = fopen(status, "r");
+	char line[256];
+	int value = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			value = atoi(line + strlen(key));
+	fclose(f);
+	return value;
+}
+
+static bool kvm_worker(const struct idle_vm *vm, const char *tid)
+{
+	char path[320], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)vm->pid,
+		 tid);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+	return !strncmp(comm, "kvm-", 4);
+}
+
+/*
+ * Waits (up to 10 s) until the VMM has IDLE_VM_THREADS threads and each
+ * shows Seccomp mode @mode with @filters filters; fails saying which not.
+ */
+static void expect_every_thread(const struct idle_vm *vm, int mode, int filters)
+{
+	char path[320], why[384] = "";
+	time_t deadline = time(NULL) + 10;
+
+	for (;;) {
+		int threads = 0;
+		DIR *d;
+		struct dirent *e;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)vm->pid);
+		cr_assert_not_null(d = opendir(path));
+		why[0] = '\0';
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.' || kvm_worker(vm, e->d_name))
+				continue;
+			threads++;
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
+				 (int)vm->pid, e->d_name);
+			int m = status_field(path, "Seccomp:");
+			int n = status_field(path, "Seccomp_filters:");
+			if (m != mode || n != filters)
+				snprintf(why, sizeof(why),
+					 "thread %s: Seccomp %d, "
+					 "Seccomp_filters %d",
+					 e->d_name, m, n);
+		}
+		closedir(d);
+		if (threads != IDLE_VM_THREADS && !why[0])
+			snprintf(why, sizeof(why), "%d threads, not %d",
+				 threads, IDLE_VM_THREADS);
+		if (!why[0] || time(NULL) > deadline)
+			break;
+		usleep(50000);
+	}
+	cr_expect_str_eq(why, "",
+			 "want Seccomp %d with %d filter(s) on each "
+			 "thread: %s",
+			 mode, filters, why);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)vm->pid);
+	cr_expect_eq(status_field(path, "Seccomp:"), mode);
+}
+
+/* Sends @command on the control socket; the answer, "" when it hung up. */
+static void control(const struct idle_vm *vm, const char *command, char *answer,
+		    size_t size)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t len = 0;
+	ssize_t n;
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", vm->control);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	cr_assert_eq(write(fd, command, strlen(command)),
+		     (ssize_t)strlen(command));
+	while (len < size - 1 &&
+	       (n = read(fd, answer + len, size - 1 - len)) > 0) {
+		len += n;
+		if (answer[len - 1] == '\n')
+			break;
+	}
+	answer[len] = '\0';
+	close(fd);
+}
+
+static char *read_log(const struct idle_vm *vm)
+{
+	static char text[16384];
+	int fd = open(vm->log, O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+
+	text[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	return text;
+}
+
+static void remove_idle_vm(struct idle_vm *vm)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "rm -rf %s", vm->dir);
+	cr_expect_eq(system(path), 0);
+}
+
+Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	struct idle_vm vm;
+	char answer[256];
+	int status;
+
+	if (!kvm_usable())
+		cr_skip_test("reads the VMM's /proc entries: needs this "
+			     "machine's own /dev/kvm");
+	start_idle_vm(&vm, NULL);
+	/* One filter each: none inherited the main thread's (it loads
+	 * last), none runs unfiltered. */
+	expect_every_thread(&vm, 2, 1);
+	control(&vm, "ping\n", answer, sizeof(answer));
+	cr_expect_str_eq(answer, "ok pong\n");
+	control(&vm, "forbidden-syscall\n", answer, sizeof(answer));
+	cr_expect_str_eq(answer, "", "the VMM answered: %s", answer);
+	cr_assert_eq(waitpid(vm.pid, &status, 0), vm.pid);
+	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
+		  "want death by SIGSYS, status 0x%x; log: %s", status,
+		  read_log(&vm));
+	cr_expect_not_null(strstr(read_log(&vm),
+				  "thaw-vmm: seccomp: forbidden system call "
+				  "41 (socket)\n"),
+			   "log: %s", read_log(&vm));
+	remove_idle_vm(&vm);
+}
+
+Test(boot, no_seccomp_filters_nothing_and_says_so,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	struct idle_vm vm;
+	char answer[256];
+	int status;
+
+	if (!kvm_usable())
+		cr_skip_test("reads the VMM's /proc entries: needs this "
+			     "machine's own /dev/kvm");
+	start_idle_vm(&vm, "--no-seccomp");
+	expect_every_thread(&vm, 0, 0);
+	control(&vm, "forbidden-syscall\n", answer, sizeof(answer));
+	cr_expect_str_eq(answer, "error socket(AF_INET) was allowed: no "
+				 "seccomp filter\n");
+	control(&vm, "stop\n", answer, sizeof(answer));
+	cr_assert_eq(waitpid(vm.pid, &status, 0), vm.pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "status 0x%x; log: %s", status, read_log(&vm));
+	cr_expect_not_null(strstr(read_log(&vm), "--no-seccomp: NO SYSTEM "
+						 "CALL FILTERS"),
+			   "log: %s", read_log(&vm));
+	remove_idle_vm(&vm);
 }

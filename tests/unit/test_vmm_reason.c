@@ -88,3 +88,23 @@ Test(reason, a_vmm_with_nothing_to_say_gets_its_wait_status)
 	vmm.wait_status = 3 << 8; /* exit(3) */
 	expect_reason("exited with status 3, no message");
 }
+
+Test(reason, a_vmm_its_seccomp_filter_killed_says_which_call)
+{
+	/* The SIGSYS handler's line has no logger prefix; lines after it
+	 * (none are written, but a supervisor's could be) do not hide it. */
+	write_log(T "thaw-vmm: sandbox 5f3a9c1e2b7d4a60: restored\n"
+		    "thaw-vmm: seccomp: forbidden system call 41 (socket)\n");
+	vmm.wait_status = SIGSYS; /* as waitpid() reports it */
+	expect_reason("killed by its seccomp filter: forbidden system call "
+		      "41 (socket)");
+	write_log(T "thaw-vmm: sandbox 5f3a9c1e2b7d4a60: restored\n");
+	expect_reason("killed by its seccomp filter: SIGSYS, and no line "
+		      "says which system call");
+	/* Only death by SIGSYS makes the line the verdict. */
+	write_log("thaw-vmm: seccomp: forbidden system call 41 (socket)\n" T
+		  "thaw-vmm: guest rebooted\n" T
+		  "thaw-vmm: timings: vmm setup 1.0 ms\n");
+	vmm.wait_status = 0;
+	expect_reason("guest rebooted");
+}

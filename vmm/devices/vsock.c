@@ -36,6 +36,7 @@
 #include "clock.h"
 #include "io.h"
 #include "log.h"
+#include "seccomp_filters.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
 #define EPOLL_BATCH 32
@@ -913,6 +914,10 @@ static void *vsock_thread(void *arg)
 	struct epoll_event events[EPOLL_BATCH];
 	int n;
 
+	if (vmm_seccomp_enter(VMM_THREAD_VSOCK) < 0) {
+		thread_exits(v);
+		return NULL;
+	}
 	while (!atomic_load(&v->stop)) {
 		n = epoll_wait(v->epoll_fd, events, EPOLL_BATCH,
 			       next_timeout(v));
