@@ -370,6 +370,15 @@ static void remove_idle_vm(struct idle_vm *vm)
 	cr_expect_eq(system(path), 0);
 }
 
+/* An idle VM whose /proc entries we read: this machine's /dev/kvm only. */
+static void start_watched_vm(struct idle_vm *vm, const char *flag)
+{
+	if (!kvm_usable())
+		cr_skip_test("reads the VMM's /proc entries: needs this "
+			     "machine's own /dev/kvm");
+	start_idle_vm(vm, flag);
+}
+
 Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
      .timeout = BOOT_TIMEOUT_S + 60)
 {
@@ -377,10 +386,7 @@ Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
 	char answer[256];
 	int status;
 
-	if (!kvm_usable())
-		cr_skip_test("reads the VMM's /proc entries: needs this "
-			     "machine's own /dev/kvm");
-	start_idle_vm(&vm, NULL);
+	start_watched_vm(&vm, NULL);
 	/* One filter each: none inherited the main thread's (it loads
 	 * last), none runs unfiltered. */
 	expect_every_thread(&vm, 2, 1);
@@ -406,10 +412,7 @@ Test(boot, no_seccomp_filters_nothing_and_says_so,
 	char answer[256];
 	int status;
 
-	if (!kvm_usable())
-		cr_skip_test("reads the VMM's /proc entries: needs this "
-			     "machine's own /dev/kvm");
-	start_idle_vm(&vm, "--no-seccomp");
+	start_watched_vm(&vm, "--no-seccomp");
 	expect_every_thread(&vm, 0, 0);
 	control(&vm, "forbidden-syscall\n", answer, sizeof(answer));
 	cr_expect_str_eq(answer, "error socket(AF_INET) was allowed: no "
