@@ -1,0 +1,28 @@
+# thaw-bench plots: one CDF per figure, one PNG per group.
+# Run from this directory: gnuplot plots.gp
+if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
+	set terminal pngcairo size 1000,600 noenhanced
+} else {
+	set terminal png size 1000,600 noenhanced
+}
+set ylabel 'fraction of samples <= x'
+set yrange [0:1.05]
+set ytics 0,0.1,1
+set grid
+set key below
+set arrow from graph 0, first 0.5 to graph 1, first 0.5 nohead dt 3
+set arrow from graph 0, first 0.95 to graph 1, first 0.95 nohead dt 3
+set arrow from graph 0, first 0.99 to graph 1, first 0.99 nohead dt 3
+
+set output 'jail.png'
+set title 'jail'
+set xlabel 'ms'
+set logscale x
+plot 'jail.dat' index 0 with steps lw 2 title 'restore on demand, jailed', \
+	 'jail.dat' index 1 with steps lw 2 title 'restore on demand, jailed: host side', \
+	 'jail.dat' index 2 with steps lw 2 title 'restore on demand, jailed: guest side', \
+	 'jail.dat' index 3 with steps lw 2 title 'restore on demand, --no-jail', \
+	 'jail.dat' index 4 with steps lw 2 title 'restore on demand, --no-jail: host side', \
+	 'jail.dat' index 5 with steps lw 2 title 'restore on demand, --no-jail: guest side', \
+	 'jail.dat' index 6 with steps lw 2 title 'warm handout, jailed', \
+	 'jail.dat' index 7 with steps lw 2 title 'warm handout, --no-jail'
