@@ -247,7 +247,10 @@ static int lock_state_dir(const struct daemon *d)
 	return fd;
 }
 
-/* Removes the files of @dir (a sandbox's run directory), then @dir. */
+/*
+ * Removes the files of @dir (a sandbox's run directory) and its jail's
+ * empty root (its mounts were the dead VMM's own), then @dir.
+ */
 static void remove_run_dir(const char *dir)
 {
 	DIR *dp = opendir(dir);
@@ -259,8 +262,9 @@ static void remove_run_dir(const char *dir)
 		if (e->d_name[0] == '.')
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) <
-		    (int)sizeof(path))
-			unlink(path);
+			    (int)sizeof(path) &&
+		    unlink(path) < 0 && errno == EISDIR)
+			rmdir(path);
 	}
 	if (dp)
 		closedir(dp);
