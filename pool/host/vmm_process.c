@@ -105,7 +105,7 @@ static int make_run_dir(struct vmm_process *vmm, const char *run_dir, char *err,
  * @argv at *@n.  0, or a negative errno with @err.
  */
 static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
-		     const char **argv, int *n, char ids[2][16], char *err,
+		     const char **argv, int *n, char id[16], char *err,
 		     size_t errlen)
 {
 	int ret = jail_empty_netns(err, errlen);
@@ -124,13 +124,13 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 		jail_id_release(&vmm->jail);
 		return ret;
 	}
-	snprintf(ids[0], sizeof(ids[0]), "%u", vmm->jail.id);
+	snprintf(id, 16, "%u", vmm->jail.id);
 	argv[(*n)++] = "--jail";
 	argv[(*n)++] = vmm->root;
 	argv[(*n)++] = "--uid";
-	argv[(*n)++] = ids[0];
+	argv[(*n)++] = id;
 	argv[(*n)++] = "--gid";
-	argv[(*n)++] = ids[0];
+	argv[(*n)++] = id;
 	argv[(*n)++] = "--netns";
 	argv[(*n)++] = JAIL_NETNS_FILE;
 	if (place && place->out_dir) {
@@ -171,7 +171,7 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	bool jailed = !(place && place->no_jail);
 	const char *argv[MAX_VMM_ARGS + 17];
-	char ids[2][16];
+	char id[16]; /* the jail's uid and gid */
 	int n = 0, ret, ready[2];
 
 	memset(vmm, 0, sizeof(*vmm));
@@ -186,7 +186,7 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	if (ret < 0)
 		return ret;
 	if (jailed) {
-		ret = plan_jail(vmm, place, argv, &n, ids, err, errlen);
+		ret = plan_jail(vmm, place, argv, &n, id, err, errlen);
 		if (ret < 0) {
 			vmm_process_remove(vmm);
 			return ret;
