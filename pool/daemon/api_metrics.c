@@ -42,7 +42,7 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 		"{s:s,s:i,s:I,s:b,s:b}", "status",
 		d->stopping ? "stopping" : "ok", "sandboxes", (int)d->total,
 		"uptime_s",
-		(json_int_t)((realtime_ms() - d->started_ms) / 1000),
+		(json_int_t)((monotonic_ns() - d->started_ns) / 1000000000),
 		"admitting", d->admission.admitting, "jail", d->cfg.jail);
 	if (j && !d->admission.admitting)
 		json_object_set_new(j, "overload",

@@ -535,9 +535,9 @@ int thaw_daemon(int argc, char **argv)
 	setenv(JAIL_IDS_ENV, ids, 1);
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
-	pthread_cond_init(&d.work, NULL);
+	monotonic_cond_init(&d.work);
 	d.vmm_exits = -1;
-	d.started_ms = realtime_ms();
+	d.started_ns = monotonic_ns();
 	thaw_catch_signals();
 	raise_open_file_limit(&d.cfg);
 	run_set_stderr_sink(log_helper_line);
