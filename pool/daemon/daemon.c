@@ -271,6 +271,30 @@ static void remove_run_dir(const char *dir)
 	rmdir(dir);
 }
 
+/*
+ * The cgroups of this state directory's daemon (cgroup.h): named after the
+ * directory's real path, so two spellings of one directory are one group.
+ */
+static int init_cgroups(struct daemon *d)
+{
+	char owner[PATH_MAX], err[PATH_MAX * 2 + 256];
+
+	if (!realpath(d->state_dir, owner)) {
+		log_error("cannot resolve state directory %s: %s", d->state_dir,
+			  strerror(errno));
+		return -1;
+	}
+	if (cgroup_init(&d->cgroups, d->cfg.cgroup_parent, owner, err,
+			sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (d->cgroups.missing[c][0])
+			log_warning("%s", d->cgroups.missing[c]);
+	return 0;
+}
+
 /* What a dead daemon left: run directories, cgroups (and their VMMs). */
 static int clean_leftovers(struct daemon *d)
 {
@@ -493,13 +517,6 @@ fail:
 	return -1;
 }
 
-static void remove_cgroup_parent(const struct cgroup_root *root)
-{
-	for (int i = 0; i < CGROUP_NR; i++)
-		if (root->dir[i][0])
-			rmdir(root->dir[i]); /* v2: the same dir thrice */
-}
-
 int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
@@ -543,15 +560,7 @@ int thaw_daemon(int argc, char **argv)
 	run_set_stderr_sink(log_helper_line);
 	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
 		goto out;
-	if (cgroup_init(&d.cgroups, d.cfg.cgroup_parent, err, sizeof(err)) <
-	    0) {
-		log_error("%s", err);
-		goto out;
-	}
-	for (int c = 0; c < CGROUP_NR; c++)
-		if (d.cgroups.missing[c][0])
-			log_warning("%s", d.cgroups.missing[c]);
-	if (clean_leftovers(&d) < 0)
+	if (init_cgroups(&d) < 0 || clean_leftovers(&d) < 0)
 		goto out;
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
 	if (!d.pools)
@@ -589,7 +598,7 @@ stop:
 	pools_stop(&d);
 	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
 		log_error("%s", err);
-	remove_cgroup_parent(&d.cgroups);
+	cgroup_release(&d.cgroups);
 	rmdir(d.run_dir);
 out:
 	free(d.pools);
