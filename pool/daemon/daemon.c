@@ -289,9 +289,51 @@ static int init_cgroups(struct daemon *d)
 		log_error("%s", err);
 		return -1;
 	}
-	for (int c = 0; c < CGROUP_NR; c++)
-		if (d->cgroups.missing[c][0])
-			log_warning("%s", d->cgroups.missing[c]);
+	return 0;
+}
+
+/* The controllers the config's limits need: memory and pids always, cpu
+ * for a template with a quota. */
+static unsigned needed_controllers(const struct daemon_config *cfg)
+{
+	unsigned needed = CGROUP_BIT(CGROUP_MEMORY) | CGROUP_BIT(CGROUP_PIDS);
+
+	for (size_t i = 0; i < cfg->nr_templates; i++)
+		if (cfg->templates[i].cpu_percent)
+			needed |= CGROUP_BIT(CGROUP_CPU);
+	return needed;
+}
+
+/*
+ * Limits fail closed: without a controller they need, no sandbox is handed
+ * out at all, unless the config says require_limits = false.
+ */
+static int check_limits(const struct daemon *d)
+{
+	unsigned needed = needed_controllers(&d->cfg);
+	char err[PATH_MAX + 256];
+
+	for (int c = 0; c < CGROUP_NR; c++) {
+		if (cgroup_require(&d->cgroups, CGROUP_BIT(c), err,
+				   sizeof(err)) == 0)
+			continue;
+		if (!(needed & CGROUP_BIT(c))) {
+			log_info("%s (no template asks for its limit)", err);
+			continue;
+		}
+		if (d->cfg.require_limits) {
+			log_error("%s: refusing to start, as its sandboxes' "
+				  "limits would not apply (require_limits = "
+				  "false in the config starts without them)",
+				  err);
+			return -1;
+		}
+		log_warning("require_limits = false: %s: sandboxes "
+			    "run without that limit; a guest can take "
+			    "this host's memory, processes or CPUs "
+			    "(debugging only)",
+			    err);
+	}
 	return 0;
 }
 
@@ -560,8 +602,12 @@ int thaw_daemon(int argc, char **argv)
 	run_set_stderr_sink(log_helper_line);
 	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
 		goto out;
-	if (init_cgroups(&d) < 0 || clean_leftovers(&d) < 0)
+	if (init_cgroups(&d) < 0)
 		goto out;
+	if (check_limits(&d) < 0 || clean_leftovers(&d) < 0) {
+		cgroup_release(&d.cgroups);
+		goto out;
+	}
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
 	if (!d.pools)
 		goto out;

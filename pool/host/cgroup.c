@@ -57,6 +57,11 @@
 static const char *const controller_name[CGROUP_NR] = { "cpu", "memory",
 							"pids" };
 
+const char *cgroup_controller_name(enum cgroup_controller c)
+{
+	return controller_name[c];
+}
+
 /* @dir[@c] is a directory an earlier controller already stands for. */
 static bool same_as_earlier(const char (*dir)[PATH_MAX], int c)
 {

@@ -51,6 +51,9 @@ struct cgroup_root {
 	char missing[CGROUP_NR][PATH_MAX + 160];
 };
 
+/* "cpu", "memory", "pids": the kernel's name of controller @c. */
+const char *cgroup_controller_name(enum cgroup_controller c);
+
 /* Bits of cgroup_require()'s @required. */
 #define CGROUP_BIT(c) (1u << (c))
 
