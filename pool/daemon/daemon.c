@@ -404,12 +404,13 @@ static bool catalog_snapshot(struct daemon *d, const char *template_id,
 
 /*
  * Records @pl's working set, the pages a restored clone touches first,
- * unless its snapshot has one: `thaw run --from` restores a clone, gives
- * it its identity, runs a fixed warm-up command and has the VMM write the
- * pages it touched to workingset.bin, which every later restore with
- * page_in = prefetch reads ahead with io_uring.  Recorded now, before any
- * user code, so that it holds what every clone needs and nothing a user
- * did.  A failure costs only speed: restores then page in lazily.
+ * unless its snapshot has one: `thaw run --from --record-working-set`
+ * restores a clone, gives it its identity, runs a fixed warm-up command
+ * and has the VMM write the pages it touched to workingset.bin, which every
+ * later restore with page_in = prefetch reads ahead with io_uring.  Recorded
+ * now, before any user code, so that it holds what every clone needs and
+ * nothing a user did.  A failure costs only speed: restores then page in
+ * lazily.
  */
 static void record_working_set(const struct pool *pl)
 {
@@ -418,15 +419,13 @@ static void record_working_set(const struct pool *pl)
 			 "run",
 			 "--from",
 			 (char *)pl->snapshot_id,
+			 "--record-working-set",
 			 "--no-jail",
-			 "--",
-			 "echo",
-			 "warmed up",
 			 NULL };
 	double started_ms = monotonic_ms();
 
 	if (pl->d->cfg.jail) /* drop "--no-jail" */
-		memmove(&argv[4], &argv[5], 4 * sizeof(*argv));
+		argv[5] = NULL;
 	snprintf(path, sizeof(path), "%s/workingset.bin", pl->snapshot_dir);
 	if (pl->t->page_in_lazy || access(path, F_OK) == 0)
 		return;
