@@ -227,6 +227,7 @@ static int make_own_dir(const char *top, const char *parent, const char *owner,
 			char *own, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
+	const char *const dirs[] = { dir, own };
 	int r;
 
 	if (!make_path(dir, top, parent) || !make_path(own, dir, owner)) {
@@ -234,11 +235,11 @@ static int make_own_dir(const char *top, const char *parent, const char *owner,
 			 parent, owner);
 		return -ENAMETOOLONG;
 	}
-	for (const char *d = dir; d; d = d == dir ? own : NULL)
-		if (mkdir(d, 0755) && errno != EEXIST) {
+	for (size_t i = 0; i < 2; i++)
+		if (mkdir(dirs[i], 0755) && errno != EEXIST) {
 			r = -errno;
-			snprintf(err, errlen, "cgroup: cannot create %s: %s", d,
-				 strerror(-r));
+			snprintf(err, errlen, "cgroup: cannot create %s: %s",
+				 dirs[i], strerror(-r));
 			return r;
 		}
 	return 0;

@@ -2808,6 +2808,13 @@ Test(api, health_and_metrics, .timeout = 600)
 	cr_expect(!isnan(jnum(r.json, "sandboxes")) &&
 			  !isnan(jnum(r.json, "uptime_s")),
 		  "%s", r.body);
+	/* Limits fail closed: a daemon that runs has them all (the
+	 * templates' CPU quota is the default, one CPU per vCPU). */
+	json_t *limits = json_object_get(r.json, "limits");
+	cr_expect(json_is_true(json_object_get(limits, "memory")) &&
+			  json_is_true(json_object_get(limits, "pids")) &&
+			  json_is_true(json_object_get(limits, "cpu")),
+		  "%s", r.body);
 	reply_free(&r);
 
 	double before = handouts();
