@@ -4,11 +4,14 @@
  *
  * Start: load the config, take the state directory's lock (one daemon per
  * state directory, so cleaning up after a dead one can never hit a live
- * one), remove what a dead daemon left (its sandboxes' cgroups and run
- * directories; its VMMs died with it through PR_SET_PDEATHSIG, and a
- * cgroup's leftovers are killed with it), find each template's snapshot in
- * the catalog or build it with `thaw snapshot create`, start the pools,
- * and only then bind the socket: a client that can connect gets served.
+ * one), make the state directory's cgroup (cgroup.h: other daemons' are
+ * never touched) and refuse to go on without the controllers the limits
+ * need (limits fail closed), remove what a dead daemon left (its
+ * sandboxes' cgroups and run directories; its VMMs died with it through
+ * PR_SET_PDEATHSIG, and a cgroup's leftovers are killed with it), find
+ * each template's snapshot in the catalog or build it with `thaw snapshot
+ * create`, start the pools, and only then bind the socket: a client that
+ * can connect gets served.
  *
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
  * connection finish (waits give up when they see the daemon stopping),
@@ -306,12 +309,14 @@ static unsigned needed_controllers(const struct daemon_config *cfg)
 
 /*
  * Limits fail closed: without a controller they need, no sandbox is handed
- * out at all, unless the config says require_limits = false.
+ * out at all, unless the config says require_limits = false.  Each one
+ * missing is named, so that one start says all there is to fix.
  */
 static int check_limits(const struct daemon *d)
 {
 	unsigned needed = needed_controllers(&d->cfg);
 	char err[PATH_MAX + 256];
+	int ret = 0;
 
 	for (int c = 0; c < CGROUP_NR; c++) {
 		if (cgroup_require(&d->cgroups, CGROUP_BIT(c), err,
@@ -326,15 +331,15 @@ static int check_limits(const struct daemon *d)
 				  "limits would not apply (require_limits = "
 				  "false in the config starts without them)",
 				  err);
-			return -1;
+			ret = -1;
+			continue;
 		}
-		log_warning("require_limits = false: %s: sandboxes "
-			    "run without that limit; a guest can take "
-			    "this host's memory, processes or CPUs "
-			    "(debugging only)",
+		log_warning("require_limits = false: %s: sandboxes run without "
+			    "that limit; a guest can take this host's memory, "
+			    "processes or CPUs (debugging only)",
 			    err);
 	}
-	return 0;
+	return ret;
 }
 
 /* What a dead daemon left: run directories, cgroups (and their VMMs). */

@@ -9,8 +9,8 @@
  *
  * A controller is taken away in a mount namespace of the test's own: on
  * cgroup v1 the pids hierarchy is unmounted; on v2 a tmpfs hides
- * /sys/fs/cgroup, which leaves no hierarchy at all, memory the first one
- * missing.  Needs root; skips without it.
+ * /sys/fs/cgroup, which leaves no hierarchy at all (each missing one is
+ * named; memory is checked).  Needs root; skips without it.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -111,7 +111,8 @@ static void write_config(const char *daemon_keys)
 		"cgroup_parent = %s\n"
 		"%s"
 		"[template default]\n"
-		"kernel = /nonexistent/vmlinux\n",
+		"kernel = /nonexistent/vmlinux\n"
+		"initrd = /nonexistent/initrd.cpio\n",
 		parent, daemon_keys);
 	cr_assert_eq(fclose(f), 0);
 }
