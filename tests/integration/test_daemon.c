@@ -707,9 +707,11 @@ static bool wait_gone(pid_t pid, double limit_s)
  * code: v2 when /sys/fs/cgroup is a cgroup2 mount that offers any of the
  * controllers, where one directory holds them all; otherwise v1, where
  * each controller has a hierarchy of its own (/proc/self/mountinfo says
- * where), possibly shared with others ("cpu,cpuacct").  The daemon's
- * parent cgroup is CGROUP_PARENT directly below each hierarchy's root,
- * and a sandbox is one directory of the same name below it in each.
+ * where), possibly shared with others ("cpu,cpuacct").  The daemons'
+ * parent cgroup is CGROUP_PARENT directly below each hierarchy's root, this
+ * daemon's group "state-<FNV-1a 64 of its state directory's real path>"
+ * below that, and a sandbox is one directory of the same name below the
+ * group in each.
  */
 enum { CG_CPU, CG_MEMORY, CG_PIDS, CG_NR };
 static const char *const cg_name[CG_NR] = { "cpu", "memory", "pids" };
@@ -727,8 +729,21 @@ static struct {
 	char root[CG_NR][PATH_MAX];
 } hier;
 
-/* CGROUP_PARENT in each hierarchy (connect_daemon() fills it in). */
+/* The daemon's group in each hierarchy (connect_daemon() fills it in). */
 static struct cg_dirs parent;
+
+/* CGROUP_PARENT/state-<hash> of the state directory, as cgroup.h says. */
+static void daemon_group(char *out, size_t len)
+{
+	char state[PATH_MAX];
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	cr_assert_not_null(realpath(files.state, state), "%s: %s", files.state,
+			   strerror(errno));
+	for (const char *p = state; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	snprintf(out, len, CGROUP_PARENT "/state-%016" PRIx64, h);
+}
 
 /* Whether controller @c's directory is one an earlier controller has. */
 static bool cg_repeat(const struct cg_dirs *d, int c)
@@ -1343,7 +1358,7 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 /* Each test's start: the suite's daemon must be up. */
 static void connect_daemon(void)
 {
-	char path[PATH_MAX + 32], *failure;
+	char path[PATH_MAX + 32], group[64], *failure;
 	struct reply r;
 
 	cr_assert(find_files() && getenv("THAW_TEST_THAW") &&
@@ -1358,13 +1373,14 @@ static void connect_daemon(void)
 		     "the daemon does not answer: %s", r.body);
 	reply_free(&r);
 	find_hierarchies();
+	daemon_group(group, sizeof(group));
 	memset(&parent, 0, sizeof(parent));
 	for (int c = 0; c < CG_NR; c++) {
 		if (!hier.mount[c][0])
 			continue;
-		snprintf(parent.dir[c], PATH_MAX, "%.*s/" CGROUP_PARENT,
-			 PATH_MAX - (int)sizeof("/" CGROUP_PARENT),
-			 hier.mount[c]);
+		snprintf(parent.dir[c], PATH_MAX, "%.*s/%s",
+			 PATH_MAX - (int)sizeof(group) - 1, hier.mount[c],
+			 group);
 		cr_assert_eq(access(parent.dir[c], F_OK), 0,
 			     "cgroup %s: %s (the daemon makes it)",
 			     parent.dir[c], strerror(errno));
@@ -2791,6 +2807,13 @@ Test(api, health_and_metrics, .timeout = 600)
 	cr_expect_str_eq(jstr(r.json, "status"), "ok", "%s", r.body);
 	cr_expect(!isnan(jnum(r.json, "sandboxes")) &&
 			  !isnan(jnum(r.json, "uptime_s")),
+		  "%s", r.body);
+	/* Limits fail closed: a daemon that runs has them all (the
+	 * templates' CPU quota is the default, one CPU per vCPU). */
+	json_t *limits = json_object_get(r.json, "limits");
+	cr_expect(json_is_true(json_object_get(limits, "memory")) &&
+			  json_is_true(json_object_get(limits, "pids")) &&
+			  json_is_true(json_object_get(limits, "cpu")),
 		  "%s", r.body);
 	reply_free(&r);
 

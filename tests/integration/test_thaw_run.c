@@ -127,6 +127,13 @@ Test(thaw_run, bad_flags_are_one_line_errors)
 	expect_usage_error(WORDS("run", "--from", "0123456789abcdef",
 				 "--page-in", "eager", "--", "true"),
 			   "--page-in takes prefetch or lazy, not 'eager'");
+	/* Only a fixed warm-up records a working set, never a command. */
+	expect_usage_error(WORDS("run", "--from", "0123456789abcdef",
+				 "--record-working-set", "--", "true"),
+			   "--record-working-set takes --from SNAPSHOT and no "
+			   "command");
+	expect_usage_error(WORDS("run", "--record-working-set"),
+			   "--record-working-set takes --from SNAPSHOT");
 }
 
 Test(thaw_run, missing_kernel_is_one_line_and_leaves_nothing)

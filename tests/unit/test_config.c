@@ -96,6 +96,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->admit_min_available_percent, 5);
 	cr_expect_eq(d->admit_restore_slowdown, 10);
 	cr_expect(d->jail);
+	cr_expect(d->require_limits);
 	cr_expect_eq(d->jail_ids.first, 1879048192u);
 	cr_expect_eq(d->jail_ids.last, 1879113727u);
 }
@@ -114,7 +115,7 @@ static void expect_default_template(const struct template_config *t,
 	cr_expect_eq(t->max_total, 32);
 	cr_expect_eq(t->timeout_s, 600);
 	cr_expect_eq(t->max_timeout_s, 86400);
-	cr_expect_eq(t->cpu_percent, 0);
+	cr_expect_eq(t->cpu_percent, 100, "auto: 100 per vCPU");
 	cr_expect_eq(t->memory_limit_mib, 256 + 256);
 	cr_expect_eq(t->pids_limit, 256);
 	cr_expect_eq(t->restore_parallel, 4);
@@ -155,6 +156,7 @@ Test(config, default_text_documents_every_key)
 		"admit_restore_slowdown",
 		"jail",
 		"jail_ids",
+		"require_limits",
 		"kernel",
 		"initrd",
 		"cmdline",
@@ -219,6 +221,7 @@ Test(config, file_overrides_values)
 		"log_format = json\n"
 		"jail = false\n"
 		"jail_ids = 100-199\n"
+		"require_limits = false\n"
 		"admit_cpu_pressure = 0\n"
 		"admit_memory_pressure = 100\n"
 		"admit_io_pressure = 50\n"
@@ -254,6 +257,7 @@ Test(config, file_overrides_values)
 	cr_expect_str_eq(c.log_format, "json");
 	cr_expect_not(c.jail);
 	cr_expect(c.jail_ids.first == 100 && c.jail_ids.last == 199);
+	cr_expect_not(c.require_limits);
 	cr_expect_eq(c.admit_cpu_pressure, 0, "0: not watched");
 	cr_expect_eq(c.admit_memory_pressure, 100);
 	cr_expect_eq(c.admit_io_pressure, 50);
@@ -305,6 +309,8 @@ Test(config, templates_each_start_from_the_defaults)
 	cr_expect_eq(node->mem_mib, 256);
 	cr_expect_eq(node->memory_limit_mib, 512);
 	cr_expect_eq(node->vcpus, 2);
+	cr_expect_eq(py->cpu_percent, 100, "auto, 1 vCPU");
+	cr_expect_eq(node->cpu_percent, 200, "auto, 2 vCPUs");
 	/* A section without keys is a template all the same. */
 	expect_default_template(config_template(&c, "empty"), "empty");
 	cr_expect_null(config_template(&c, "default"),
@@ -318,6 +324,51 @@ Test(config, file_without_template_gets_default)
 	cr_expect_eq(c.max_sandboxes, 8);
 	cr_assert_eq(c.nr_templates, 1);
 	expect_default_template(&c.templates[0], "default");
+}
+
+/* A CPU quota by default, of the template's own vCPUs; 0 only when said. */
+Test(config, cpu_percent_is_auto_unless_set)
+{
+	load_ok("[template four]\n"
+		"vcpus = 4\n"
+		"[template auto]\n"
+		"vcpus = 64\n"
+		"cpu_percent = auto\n"
+		"[template unlimited]\n"
+		"vcpus = 2\n"
+		"cpu_percent = 0\n"
+		"[template half]\n"
+		"vcpus = 2\n"
+		"cpu_percent = 50\n");
+	cr_expect_eq(config_template(&c, "four")->cpu_percent, 400);
+	cr_expect_eq(config_template(&c, "auto")->cpu_percent, 6400);
+	cr_expect_eq(config_template(&c, "unlimited")->cpu_percent, 0);
+	cr_expect_eq(config_template(&c, "half")->cpu_percent, 50);
+}
+
+/*
+ * config_load() leaks nothing on any path, good or bad, called over and
+ * over (as the fuzz harness does): LeakSanitizer checks at exit.
+ */
+Test(config, loads_in_a_loop_leak_nothing)
+{
+	static const char *const texts[] = {
+		"",
+		"[template a]\n[template b]\nvcpus = 2\n[template c]\n",
+		"[template a]\n[template a]\n",
+		"[template a]\nvcpus = 65\n",
+		"[daemon]\nmax_sandboxes = 1\n[template a]\n[template b]\n",
+		"[template a]\ncpu_percent = autox\n",
+		"[daemon]\ntoken_file = /nonexistent/token\n",
+		"\xEF\xBB\xBF[daemon]\r\njail = true\r\n",
+	};
+
+	for (int round = 0; round < 50; round++)
+		for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+			load(texts[i]);
+			config_free(&c);
+			cr_assert(is_zero(&c));
+		}
 }
 
 /* Longer than the 49 characters inih keeps of a section name. */
@@ -462,6 +513,12 @@ static const struct bad_case bad_cases[] = {
 	  "vcpus = \"65\": out of range 1..64" },
 	{ "[template a]\ncpu_percent = 102401\n", 2,
 	  "cpu_percent = \"102401\": out of range 0..102400" },
+	{ "[template a]\ncpu_percent = automatic\n", 2,
+	  "[template a] cpu_percent = \"automatic\": not a number or auto" },
+	{ "[template a]\ncpu_percent = -1\n", 2,
+	  "cpu_percent = \"-1\": not a number or auto" },
+	{ "[daemon]\nrequire_limits = off\n", 2,
+	  "[daemon] require_limits = \"off\": expected true or false" },
 	{ "[template a]\nrestore_parallel = 0\n", 2,
 	  "restore_parallel = \"0\": out of range 1..64" },
 	{ "[template a]\nmax_total = 0\n", 2,
