@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capfile.h"
 #include "default_kernel.h"
 #include "jail.h"
 #include "log.h"
@@ -34,10 +35,12 @@
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
+	"                [--log-max BYTES]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
 	"                [--ready-fd FD] [--no-seccomp] [JAIL] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
-	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
+	"                [--console-log PATH] [--log-max BYTES]\n"
+	"                [--vsock PATH] [--control PATH]\n"
 	"                [--pvm auto|on|off] [--ready-fd FD] [--no-seccomp]\n"
 	"                [JAIL] [LOGGING]\n"
 	"\n"
@@ -51,6 +54,10 @@ static const char usage[] =
 	"  --mem MiB           guest memory, %u..%u (default %u)\n"
 	"  --vcpus N           1..%d (default 1)\n"
 	"  --console-log PATH  also write the console to PATH\n"
+	"  --log-max BYTES     the most the console log, and stderr when it\n"
+	"                      is a file, may hold (suffix K, M, G; default\n"
+	"                      3M): the first third, a \"[thaw: N bytes\n"
+	"                      dropped]\" line, and the latest bytes\n"
 	"  --vsock PATH        add a virtio-vsock device (guest CID 3); host\n"
 	"                      programs reach guest ports through the Unix\n"
 	"                      socket PATH (\"CONNECT <port>\\n\")\n"
@@ -222,6 +229,7 @@ int main(int argc, char **argv)
 		{ "mem", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "console-log", required_argument, NULL, 'l' },
+		{ "log-max", required_argument, NULL, 'X' },
 		{ "pvm", required_argument, NULL, 'p' },
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "control", required_argument, NULL, 'C' },
@@ -247,6 +255,7 @@ int main(int argc, char **argv)
 		.pvm = PVM_AUTO,
 		.console_fd = STDOUT_FILENO,
 		.console_log_fd = -1,
+		.log_max = CAPFILE_DEFAULT_MAX,
 		.page_in = PAGE_IN_PREFETCH,
 		.vsock_fd = -1,
 		.control_fd = -1,
@@ -293,6 +302,11 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			console_log = optarg;
+			break;
+		case 'X':
+			if (capfile_parse_max(optarg, &cfg.log_max, err,
+					      sizeof(err)) < 0)
+				return usage_error("--log-max: %s", err);
 			break;
 		case 'p':
 			if (!strcmp(optarg, "auto"))
@@ -393,6 +407,11 @@ int main(int argc, char **argv)
 	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
 		return usage_error("--jail needs --kernel: the default kernel "
 				   "is built outside the jail");
+	/* A guest's device errors lengthen the log: bounded, from here. */
+	if (log_set_max(cfg.log_max, err, sizeof(err)) < 0) {
+		log_error("stderr: %s", err);
+		return VM_ERROR;
+	}
 
 	if (console_log) {
 		cfg.console_log_fd = open(console_log,

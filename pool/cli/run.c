@@ -270,14 +270,17 @@ out:
 
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
 	"Boots a microVM (or restores a clone of SNAPSHOT, see thaw snapshot),\n"
 	"runs CMD in it, copies its stdout and stderr, exits with its exit\n"
 	"status (128+signal if killed; 125 if thaw failed).  Its VMM runs\n"
 	"jailed: a uid of its own, its own namespaces, a root holding only\n"
-	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n";
+	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n"
+	"--log-max bounds each of the VMM's logs (default 3M, see thaw-vmm).\n";
 
 int thaw_run(int argc, char **argv)
 {
