@@ -710,6 +710,45 @@ Test(catalog, foreign_record_versions_are_refused)
 		"%s", err);
 }
 
+/* A record whose strings have no end (a bad disk, another program's
+ * write) is refused by name, on every way of reading it. */
+Test(catalog, records_with_unterminated_strings_are_refused)
+{
+	struct snapshot_record s, *list;
+	struct template_record t;
+	size_t count;
+
+	make_records(&t, &s, "00000000000000ee", "", 1);
+	memset(s.dir, 'x', sizeof(s.dir));
+	put_raw(cat.snapshots, s.id, &s, sizeof(s));
+	cr_assert_eq(catalog_get_snapshot(&cat, "00000000000000ee", &s, err,
+					  sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "snapshot 00000000000000ee has a "
+				       "record whose dir is not a string"),
+			   "%s", err);
+	cr_assert_eq(catalog_list_snapshots(&cat, &list, NULL, &count, err,
+					    sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "whose dir"), "%s", err);
+
+	make_records(&t, &s, "00000000000000ee", "", 1);
+	memset(s.template_id, '7', sizeof(s.template_id));
+	put_raw(cat.snapshots, s.id, &s, sizeof(s));
+	cr_assert_eq(catalog_get_snapshot(&cat, "00000000000000ee", &s, err,
+					  sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "whose template_id"), "%s", err);
+
+	memset(t.kernel_hash, 'a', sizeof(t.kernel_hash));
+	put_raw(cat.templates, TMPL, &t, sizeof(t));
+	cr_assert_eq(catalog_get_template(&cat, TMPL, &t, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "template " TMPL " has a record whose "
+				       "kernel_hash is not a string"),
+			   "%s", err);
+}
+
 /*
  * Adds, removes and registers clones in a loop, one transaction each, until
  * killed; writes a byte to @ready after its first commit.
