@@ -374,7 +374,7 @@ static int mkdir_p(const char *dir)
 			continue;
 		saved = *p;
 		*p = '\0';
-		if (mkdir(path, 0755) && errno != EEXIST)
+		if (mkdir(path, 0700) && errno != EEXIST)
 			return -errno;
 		if (!saved)
 			return 0;
@@ -431,7 +431,7 @@ int catalog_open(struct catalog *c, const char *dir, char *err, size_t errlen)
 	 * not the thread, as several threads of one process share this env.
 	 */
 	if (!rc)
-		rc = mdb_env_open(c->env, dir, MDB_NOTLS, 0644);
+		rc = mdb_env_open(c->env, dir, MDB_NOTLS, 0600);
 	/*
 	 * A reader killed with -9 leaves its slot taken, pinning old pages
 	 * (the file would only grow); clear those of dead processes.

@@ -29,6 +29,7 @@
 #include "default_kernel.h"
 #include "jail.h"
 #include "log.h"
+#include "preopen.h"
 #include "seccomp_filters.h"
 #include "vm.h"
 
@@ -82,8 +83,9 @@ static const char usage[] =
 	"JAIL: as root, lock the VMM in before it reads any file (thaw's\n"
 	"supervisors always do; its PID namespace is theirs to make).\n"
 	"  --jail DIR          an empty directory to become its root: only\n"
-	"                      dev/kvm and, read-only, the kernel, initrd or\n"
-	"                      snapshot it needs; then no capabilities\n"
+	"                      dev/kvm and, read-only, the kernel and initrd\n"
+	"                      it needs (a snapshot's files are opened\n"
+	"                      before); then no capabilities\n"
 	"  --uid N --gid N     whom it runs as there (not 0)\n"
 	"  --writable DIR      the one directory it may write (a snapshot's,\n"
 	"                      a working set's); seen as " JAIL_OUT_DIR
@@ -413,11 +415,19 @@ int main(int argc, char **argv)
 		return VM_ERROR;
 	}
 
+	/* The snapshot's files are their owner's alone (0600): a jailed VMM
+	 * reads them through descriptors opened now (preopen.h). */
+	if (cfg.restore_dir &&
+	    snapshot_files_preopen(cfg.restore_dir, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return VM_ERROR;
+	}
 	if (console_log) {
+		/* The guest's output: its secrets too, for its owner only. */
 		cfg.console_log_fd = open(console_log,
 					  O_WRONLY | O_CREAT | O_TRUNC |
 						  O_CLOEXEC | O_NOFOLLOW,
-					  0644);
+					  0600);
 		if (cfg.console_log_fd < 0) {
 			log_error("console log %s: %s", console_log,
 				  strerror(errno));
@@ -459,6 +469,7 @@ int main(int argc, char **argv)
 	}
 	vm_destroy(vm);
 	free(vm);
+	snapshot_files_forget();
 	if (cfg.console_log_fd >= 0)
 		close(cfg.console_log_fd);
 	/* Exit handlers (a sanitizer's leak check) need /proc, which a jail

@@ -143,9 +143,11 @@ Test(catalog, open_creates_the_directory)
 
 	cr_assert_eq(stat(dir, &st), 0);
 	cr_assert(S_ISDIR(st.st_mode));
-	cr_assert_eq(st.st_mode & 0777, 0755);
+	cr_assert_eq(st.st_mode & 0777, 0700);
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
-	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 0777, 0600, "data.mdb is %o",
+		     st.st_mode & 0777);
 }
 
 Test(catalog, open_failure_names_the_directory)
