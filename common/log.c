@@ -104,8 +104,13 @@ int log_set_max(uint64_t max, char *err, size_t errlen)
 		return ret;
 	if (logger.bounded)
 		capfile_destroy(&logger.file);
-	logger.file = file;
-	logger.bounded = true;
+	/* A pipe or a terminal has no size to bound: lines go as before,
+	 * each on its own (a failed one does not silence the next). */
+	logger.bounded = file.capped;
+	if (file.capped)
+		logger.file = file;
+	else
+		capfile_destroy(&file);
 	return 0;
 }
 
