@@ -712,6 +712,18 @@ Test(catalog, foreign_record_versions_are_refused)
 		"%s", err);
 }
 
+/* Stores @s raw; reading it back must fail with @needle in the message. */
+static void expect_raw_snapshot_refused(struct snapshot_record *s,
+					const char *needle)
+{
+	struct snapshot_record got;
+
+	put_raw(cat.snapshots, s->id, s, sizeof(*s));
+	cr_assert_eq(catalog_get_snapshot(&cat, s->id, &got, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, needle), "%s", err);
+}
+
 /* A record whose strings have no end (a bad disk, another program's
  * write) is refused by name, on every way of reading it. */
 Test(catalog, records_with_unterminated_strings_are_refused)
@@ -722,13 +734,8 @@ Test(catalog, records_with_unterminated_strings_are_refused)
 
 	make_records(&t, &s, "00000000000000ee", "", 1);
 	memset(s.dir, 'x', sizeof(s.dir));
-	put_raw(cat.snapshots, s.id, &s, sizeof(s));
-	cr_assert_eq(catalog_get_snapshot(&cat, "00000000000000ee", &s, err,
-					  sizeof(err)),
-		     -EINVAL);
-	cr_assert_not_null(strstr(err, "snapshot 00000000000000ee has a "
-				       "record whose dir is not a string"),
-			   "%s", err);
+	expect_raw_snapshot_refused(&s, "snapshot 00000000000000ee has a "
+					"record whose dir is not a string");
 	cr_assert_eq(catalog_list_snapshots(&cat, &list, NULL, &count, err,
 					    sizeof(err)),
 		     -EINVAL);
@@ -736,11 +743,7 @@ Test(catalog, records_with_unterminated_strings_are_refused)
 
 	make_records(&t, &s, "00000000000000ee", "", 1);
 	memset(s.template_id, '7', sizeof(s.template_id));
-	put_raw(cat.snapshots, s.id, &s, sizeof(s));
-	cr_assert_eq(catalog_get_snapshot(&cat, "00000000000000ee", &s, err,
-					  sizeof(err)),
-		     -EINVAL);
-	cr_assert_not_null(strstr(err, "whose template_id"), "%s", err);
+	expect_raw_snapshot_refused(&s, "whose template_id");
 
 	memset(t.kernel_hash, 'a', sizeof(t.kernel_hash));
 	put_raw(cat.templates, TMPL, &t, sizeof(t));
