@@ -469,7 +469,6 @@ int main(int argc, char **argv)
 	}
 	vm_destroy(vm);
 	free(vm);
-	snapshot_files_forget();
 	if (cfg.console_log_fd >= 0)
 		close(cfg.console_log_fd);
 	/* Exit handlers (a sanitizer's leak check) need /proc, which a jail

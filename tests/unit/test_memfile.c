@@ -6,6 +6,7 @@
  * hash file format fails even when writer and reader agree with each other.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -358,6 +359,19 @@ Test(memfile, verify_cannot_read_missing_files)
 	expect_in(msg, "cannot open");
 }
 
+/* Descriptors this process holds. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 /*
  * A jailed VMM may not open its snapshot's files (0600, another uid's):
  * they are opened ahead and read through those descriptors, once; a
@@ -366,9 +380,11 @@ Test(memfile, verify_cannot_read_missing_files)
 Test(memfile, preopened_files_are_read_through_their_descriptors)
 {
 	uint64_t root = write_guest();
-	char moved[160], ws[160];
-	int fd = -1;
+	char moved[160], ws[160], state[160];
+	int fd = -1, fds = open_fds();
 
+	snprintf(state, sizeof(state), "%s/state.bin", dir);
+	close(open(state, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
 	snprintf(ws, sizeof(ws), "%s/workingset.bin", dir);
 	cr_assert_eq(mkfifo(ws, 0600), 0);
 	cr_assert_eq(snapshot_files_preopen(dir, err, sizeof(err)), -EINVAL);
@@ -390,5 +406,7 @@ Test(memfile, preopened_files_are_read_through_their_descriptors)
 	cr_expect_null(memfile_map(mem_path, hashes_path, SIZE, root, &fd, err,
 				   sizeof(err)));
 	expect_in(err, "cannot open");
+	/* What no reader took (state.bin) is closed, not kept. */
 	snapshot_files_forget();
+	cr_expect_eq(open_fds(), fds);
 }
