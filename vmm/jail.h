@@ -10,10 +10,11 @@
  * tmpfs on the empty directory @root; gives it dev/kvm (a device node of
  * its own, owned by the jail's uid, mode 0600) and binds read-only the
  * files this VM reads: /kernel and /initrd for a boot, and read-write
- * /out, the one directory a snapshot or a working set may be written to; pivots into it and detaches the host's tree;
- * makes the tmpfs read-only; and becomes the jail's uid and gid with no
- * capability in any set (bounding set included), securebits locked, no
- * new privileges, no core dumps, few files and processes.
+ * /out, the one directory a snapshot or a working set may be written to;
+ * pivots into it and detaches the host's tree; makes the tmpfs read-only;
+ * and becomes the jail's uid and gid with no capability in any set
+ * (bounding set included), securebits locked, no new privileges, no core
+ * dumps, few files and processes.
  *
  * What the VMM needs of the host beyond that is opened first and kept as
  * descriptors: its log and console log, a restore's snapshot files (their
