@@ -281,10 +281,12 @@ out:
 
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
-	"       thaw run --from SNAPSHOT --record-working-set [--no-jail]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
+	"       thaw run --from SNAPSHOT --record-working-set [--no-jail] [--log-max BYTES]\n"
 	"Boots a microVM (or restores a clone of SNAPSHOT, see thaw snapshot),\n"
 	"runs CMD in it, copies its stdout and stderr, exits with its exit\n"
 	"status (128+signal if killed; 125 if thaw failed).  Its VMM runs\n"
@@ -292,7 +294,8 @@ static const char run_usage[] =
 	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n"
 	"--record-working-set runs a fixed warm-up instead of CMD in a clone of\n"
 	"SNAPSHOT and records the pages it touched, which later restores read\n"
-	"ahead (--page-in prefetch); no other run records them.\n";
+	"ahead (--page-in prefetch); no other run records them.\n"
+	"--log-max bounds each of the VMM's logs (default 3M, see thaw-vmm).\n";
 
 int thaw_run(int argc, char **argv)
 {
