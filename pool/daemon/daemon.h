@@ -162,6 +162,7 @@ struct daemon {
 	int64_t started_ms;
 	struct admission admission;
 	uint64_t http_count[HTTP_CODES];
+	uint64_t api_memory_used; /* of cfg.api_memory_budget_bytes */
 	pthread_t reaper;
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
