@@ -33,25 +33,25 @@ uint64_t api_guest_patience_ns(const struct daemon *d)
 	return d->cfg.restore_timeout_s * 1000ull * NS_PER_MS;
 }
 
-static bool sandbox_stopped(void *arg)
+/* @flag, one the daemon's lock guards. */
+static bool flag_of(struct daemon *d, const bool *flag)
 {
-	struct sandbox *c = arg;
-	struct daemon *d = c->pool->d;
-
 	pthread_mutex_lock(&d->lock);
-	bool stopped = c->stopped;
+	bool set = *flag;
 	pthread_mutex_unlock(&d->lock);
-	return stopped;
+	return set;
+}
+
+static bool sandbox_stopped(struct sandbox *c)
+{
+	return flag_of(c->pool->d, &c->stopped);
 }
 
 static bool daemon_stopping(void *arg)
 {
 	struct daemon *d = arg;
 
-	pthread_mutex_lock(&d->lock);
-	bool stopping = d->stopping;
-	pthread_mutex_unlock(&d->lock);
-	return stopping;
+	return flag_of(d, &d->stopping);
 }
 
 /* Retrying a connection is pointless: the VMM died or we stop. */

@@ -135,7 +135,8 @@ static void serve(int fd)
 	begin(0, THAW_HELLO);
 	thaw_put_u32(&out, THAW_T_VERSION, THAW_PROTOCOL_VERSION);
 	thaw_put_str(&out, THAW_T_AGENT_VERSION, "hostile");
-	thaw_put_str(&out, THAW_T_BOOT_ID, "00000000-0000-0000-0000-000000000000");
+	thaw_put_str(&out, THAW_T_BOOT_ID,
+		     "00000000-0000-0000-0000-000000000000");
 	send_frame(fd);
 	while (read_full(fd, header, sizeof(header)) == 0) {
 		thaw_header_decode(header, &h);

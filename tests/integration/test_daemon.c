@@ -2865,10 +2865,9 @@ Test(api, health_and_metrics, .timeout = 600)
  */
 #define HOSTILE_CGROUP_PARENT "thaw-test-hostile"
 #define HOSTILE_PATIENCE_S 10
-#define HOSTILE_FILE_BYTES (2 << 20)
+#define HOSTILE_FILE_BYTES (4 << 20)
 #define HOSTILE_EXEC_OUTPUT (64 << 20)
 #define HOSTILE_BUDGET (16 << 20)
-#define HOSTILE_UPLOAD (6 << 20)
 /* A hostile request ends by its deadline plus this (scheduling, a
  * kill's round trip). */
 #define HOSTILE_SLACK_S 5
@@ -2974,8 +2973,7 @@ static void call_in_thread(struct timed_call *t, const char *method,
 			      .body = body,
 			      .len = len,
 			      .limit_s = limit_s };
-	cr_assert_eq(pthread_create(&t->thread, NULL, timed_call_thread, t),
-		     0);
+	cr_assert_eq(pthread_create(&t->thread, NULL, timed_call_thread, t), 0);
 }
 
 static void timed_call(struct timed_call *t, const char *method,
@@ -3036,7 +3034,7 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	char list[3 * PATH_MAX];
 	struct timed_call half, upload, down, flood;
 	struct reply r;
-	char *big = calloc(1, HOSTILE_UPLOAD);
+	char *big = calloc(1, HOSTILE_FILE_BYTES);
 
 	cr_assert_not_null(big);
 	create("{\"template\":\"normal\"}", normal);
@@ -3047,7 +3045,7 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	call_in_thread(&half, "POST", collected_exec("half-frame"),
 		       strlen(collected_exec("half-frame")), hang,
 		       "/sandboxes/%s/exec", hostile);
-	call_in_thread(&upload, "PUT", big, HOSTILE_UPLOAD, hang,
+	call_in_thread(&upload, "PUT", big, HOSTILE_FILE_BYTES, hang,
 		       "/sandboxes/%s/files?path=/tmp/big", hostile);
 	for (int i = 0; i < 3; i++)
 		expect_echo(normal, "served");
@@ -3059,8 +3057,7 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 		half.r.status, half.seconds, upload.r.status, upload.seconds);
 	cr_expect_eq(half.r.status, 504, "half a frame: %s", half.r.body);
 	cr_expect_lt(half.seconds, deadline);
-	cr_expect_eq(upload.r.status, 504, "unread upload: %s",
-		     upload.r.body);
+	cr_expect_eq(upload.r.status, 504, "unread upload: %s", upload.r.body);
 	cr_expect_lt(upload.seconds, deadline);
 	reply_free(&half.r);
 	reply_free(&upload.r);
@@ -3075,7 +3072,10 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	cr_expect_lt(down.seconds, hang - 1, "the endless download went on");
 	cr_expect_neq(down.r.status, 200, "an endless file was answered whole");
 	reply_free(&down.r);
-	print_log_lines("max_file_bytes");
+	char *log = slurp(files.log, NULL);
+	cr_expect(log && strstr(log, "the guest sent more than max_file_bytes"),
+		  "the daemon did not cut the download at max_file_bytes");
+	free(log);
 
 	/* Endless output collected: past the budget, 503 with Retry-After. */
 	timed_call(&flood, "POST", collected_exec("flood"),
@@ -3111,7 +3111,7 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	call_in_thread(&half, "POST", collected_exec("half-frame"),
 		       strlen(collected_exec("half-frame")), hang,
 		       "/sandboxes/%s/exec", hostile);
-	call_in_thread(&upload, "PUT", big, HOSTILE_UPLOAD, hang,
+	call_in_thread(&upload, "PUT", big, HOSTILE_FILE_BYTES, hang,
 		       "/sandboxes/%s/files?path=/tmp/big", hostile);
 	sleep_s(2);
 	double start = now_s();
