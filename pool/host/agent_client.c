@@ -47,10 +47,10 @@ static uint64_t deadline_after(uint64_t ms)
 }
 
 /*
- * poll() is never restarted, so ^C reaches the caller even mid-wait.  A
- * signal interrupts only the thread it lands on, so the others (the
- * daemon's workers and API threads) see thaw_interrupted at the next
- * slice, as they see the watch's stopping().
+ * A signal that interrupts poll() is looked at at once (^C reaches the
+ * caller mid-wait); one that lands on another thread is seen at the next
+ * slice, as the watch's stopping() is, by the daemon's workers and API
+ * threads.
  */
 int agent_wait(struct agent_conn *c, short events, uint64_t deadline_ns)
 {
@@ -86,8 +86,6 @@ int agent_wait(struct agent_conn *c, short events, uint64_t deadline_ns)
 		 * or write that follows to report. */
 		if (ready > 0 && p[0].revents)
 			return 0;
-		if (ready < 0)
-			return -EINTR;
 	}
 }
 
