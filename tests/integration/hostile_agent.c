@@ -11,9 +11,9 @@
  *	EXEC flood		endless STDOUT
  *	EXEC anything else	exits 0 at once
  *	READ_FILE		endless DATA
- *	a frame over 128 KiB	(a WRITE_FILE chunk, an EXEC with large
- *				stdin) never read: the connection stops
- *				reading, the host's writes fill its buffers
+ *	WRITE_FILE, or a frame	the connection stops reading: the host's
+ *	over 128 KiB (an EXEC	writes fill its buffers
+ *	with large stdin)
  *	KILL			ignored
  *
  * One process per connection (forked), so a connection stuck on purpose
@@ -161,6 +161,9 @@ static void serve(int fd)
 			break;
 		case THAW_READ_FILE:
 			endless(fd, h.request_id, THAW_DATA);
+			break;
+		case THAW_WRITE_FILE:
+			silence();
 			break;
 		case THAW_KILL:
 			break;
