@@ -5,7 +5,8 @@
  * the warm pool refilling, capacity and time-outs, an overloaded host
  * refused at once, guest memory and fork bombs against the cgroup limits,
  * kill -9 and restart, bad requests and clients that stall or vanish, exec
- * streams and file round trips.
+ * streams and file round trips; and a hostile guest (hostile_agent.c) that
+ * stalls nothing and keeps no SIGTERM waiting, in a daemon of its own.
  *
  * daemon-in-vm.sh runs this on a KVM host with a fresh THAW_STATE_DIR and
  * THAW_TEST_THAW, THAW_TEST_KERNEL and THAW_TEST_INITRD, and with
