@@ -59,7 +59,7 @@ static int file_args(struct MHD_Connection *conn, const char **path,
 	return 0;
 }
 
-/* An agent ERROR for a file as an HTTP status. */
+/* An agent ERROR, or a failed wait on the agent, as an HTTP status. */
 static int file_status(int e)
 {
 	switch (e) {
@@ -79,6 +79,9 @@ static int file_status(int e)
 		return 413;
 	case ETIMEDOUT: /* the guest did not answer in time */
 		return 504;
+	case ESHUTDOWN: /* the daemon stops */
+	case EINTR:
+		return 503;
 	default:
 		return 500;
 	}
@@ -107,9 +110,7 @@ void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 					   !r->write_open, path, mode, data, n,
 					   false);
 		if (ret < 0) {
-			r->upload_status = ret == -ETIMEDOUT   ? 504
-					   : ret == -ESHUTDOWN ? 503
-							       : 500;
+			r->upload_status = file_status(-ret);
 			snprintf(r->upload_err, sizeof(r->upload_err),
 				 "sending the file to the guest: %s",
 				 ret == -ETIMEDOUT ? "the guest stopped reading"
@@ -227,9 +228,7 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 				 : ret == -ETIMEDOUT
 					 ? "the guest stopped sending the file"
 					 : "the sandbox's agent went away");
-			*status = ret == -ETIMEDOUT   ? 504
-				  : ret == -ESHUTDOWN ? 503
-						      : 500;
+			*status = file_status(-ret);
 			return -1;
 		}
 	} while (f.h.request_id != FILE_REQUEST_ID);

@@ -27,7 +27,7 @@
 /* A CLONE frame with the longest fields the protocol allows, and slack. */
 #define CLONE_FRAME_MAX 512
 
-/* How often a wait looks at thaw_interrupted. */
+/* How often a wait looks at thaw_interrupted and the watch's stopping(). */
 #define INTERRUPT_CHECK_MS 250
 /* agent_connect_until()'s pauses between attempts: doubling, capped. */
 #define CONNECT_RETRY_FIRST_NS 1000000L
