@@ -153,28 +153,26 @@ static int read_line(struct agent_conn *c, char *line, size_t size,
 /*
  * The next frame, by @deadline_ns (0: none); a frame begun must also end
  * within the patience, so a guest that stops mid-frame is caught even
- * when nothing else bounds the wait.
+ * when nothing else bounds the wait.  The watch is looked at before every
+ * read, not only when there is nothing to read: a guest that floods us
+ * must not keep a stop, a hang-up or a deadline from being seen.
  */
 static int next_frame(struct agent_conn *c, struct thaw_frame *f,
 		      uint64_t deadline_ns)
 {
 	for (;;) {
-		int ret = thaw_reader_read(&c->reader, c->fd, f);
-
+		if (!thaw_reader_idle(&c->reader) && !c->frame_deadline_ns)
+			c->frame_deadline_ns = deadline_after(c->patience_ms);
+		int ret = agent_wait(
+			c, POLLIN, earliest(deadline_ns, c->frame_deadline_ns));
+		if (ret < 0)
+			return ret;
+		ret = thaw_reader_read(&c->reader, c->fd, f);
 		switch (ret) {
 		case THAW_READ_FRAME:
 			c->frame_deadline_ns = 0;
 			return 0;
 		case THAW_READ_AGAIN:
-			if (!thaw_reader_idle(&c->reader) &&
-			    !c->frame_deadline_ns)
-				c->frame_deadline_ns =
-					deadline_after(c->patience_ms);
-			ret = agent_wait(
-				c, POLLIN,
-				earliest(deadline_ns, c->frame_deadline_ns));
-			if (ret < 0)
-				return ret;
 			continue;
 		case THAW_READ_EOF:
 			return -EPIPE;

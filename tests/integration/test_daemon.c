@@ -3114,7 +3114,9 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 		       "/sandboxes/%s/exec", hostile);
 	call_in_thread(&upload, "PUT", big, HOSTILE_FILE_BYTES, hang,
 		       "/sandboxes/%s/files?path=/tmp/big", hostile);
-	sleep_s(2);
+	/* Until both are surely stuck on the guest (well before they time
+	 * out). */
+	sleep_s(HOSTILE_PATIENCE_S / 2);
 	double start = now_s();
 	int status = 0;
 	cr_assert_eq(kill(hostile_pid, SIGTERM), 0);

@@ -93,7 +93,11 @@ Test(agent_client, a_silent_guest_times_out_at_the_watch_deadline,
 	conn_on_pair(&c);
 	c.watch.deadline_ns = after_ms(WAIT_MS);
 	cr_expect_eq(agent_next_frame(&c, &f), -ETIMEDOUT);
+	write_frame(THAW_PONG, 1);
+	cr_expect_eq(agent_next_frame(&c, &f), -ETIMEDOUT,
+		     "a frame ready does not extend a deadline passed");
 	c.watch.deadline_ns = 0;
+	cr_expect_eq(agent_next_frame(&c, &f), 0, "without one it is read");
 	cr_expect_eq(agent_wait_answer(&c, 1, err, sizeof(err)), -ETIMEDOUT,
 		     "an answer is waited for only as long as the patience");
 	agent_close(&c);
@@ -142,6 +146,8 @@ Test(agent_client, stopping_ends_reads_and_writes, .timeout = 10)
 	c.patience_ms = 3600 * 1000; /* only the stop may end these */
 	c.watch.stopping = stopping;
 	atomic_store(&stop, true);
+	/* A guest with a frame always ready (a flood) must not hide it. */
+	write_frame(THAW_PONG, 1);
 	cr_expect_eq(agent_next_frame(&c, &f), -ESHUTDOWN);
 	cr_expect_eq(upload_until_stuck(&c), -ESHUTDOWN);
 	agent_close(&c);
