@@ -3125,6 +3125,8 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	fprintf(stderr, "test_daemon: SIGTERM to exit %.1f s\n", took);
 	cr_expect_eq(how, 1, "the daemon outlived SIGTERM by %d s",
 		     HOSTILE_STOP_S);
+	cr_expect(how != 1 || (WIFEXITED(status) && !WEXITSTATUS(status)),
+		  "SIGTERM: status %#x", status);
 	if (how == 1)
 		hostile_pid = -1;
 	pthread_join(half.thread, NULL);
