@@ -219,6 +219,15 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 	for (int i = 0; i < HTTP_CODES; i++)
 		put(&t, "thaw_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
 		    counted_codes[i], d->http_count[i]);
+	put(&t,
+	    "# HELP thaw_api_memory_bytes Memory requests hold, of "
+	    "api_memory_budget_bytes.\n"
+	    "# TYPE thaw_api_memory_bytes gauge\n"
+	    "thaw_api_memory_bytes %" PRIu64 "\n"
+	    "# HELP thaw_api_memory_budget_bytes api_memory_budget_bytes.\n"
+	    "# TYPE thaw_api_memory_budget_bytes gauge\n"
+	    "thaw_api_memory_budget_bytes %" PRIu64 "\n",
+	    d->api_memory_used, d->cfg.api_memory_budget_bytes);
 	pthread_mutex_unlock(&d->lock);
 	if (t.failed) {
 		free(t.buf);

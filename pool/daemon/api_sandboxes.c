@@ -241,7 +241,8 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	uint64_t start = monotonic_ns();
-	int status = api_connect_agent(c, &agent, err, sizeof(err));
+	int status = api_connect_agent(c, &agent, api_client_fd(conn), err,
+				       sizeof(err));
 	if (!status) {
 		char why[256];
 
@@ -252,7 +253,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 				 c->id, why);
 			status = 500;
 		}
-		agent_close(&agent);
+		api_close_agent(d, &agent);
 	}
 	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
 	sandbox_put(d, c);

@@ -71,6 +71,10 @@ const char config_default_text[] =
 	"max_file_bytes = 256M\n"
 	"; Output of one exec kept; the rest is cut off.\n"
 	"max_exec_output_bytes = 16M\n"
+	"; Memory the API's requests may hold at once: 3M per request talking to\n"
+	"; a guest (frames on their way), and the output execs collect.  A request\n"
+	"; that does not fit is answered 503 with Retry-After.  At least 8M.\n"
+	"api_memory_budget_bytes = 1G\n"
 	"; How long a request waits for a sandbox to be restored, 1..86400; also\n"
 	"; how long the daemon waits for a guest's agent to answer, and for a\n"
 	"; timed-out exec's end to be reported.\n"
@@ -219,6 +223,7 @@ static const struct key daemon_keys[] = {
 	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(api_memory_budget_bytes, KEY_BYTES, 8 << 20, 1ull << 40),
 	DAEMON(restore_timeout_s, KEY_U32, 1, 86400),
 	DAEMON(cgroup_parent, KEY_NAME, 0, 0),
 	/* common/log.h's levels and formats */

@@ -8,7 +8,8 @@
  *	[daemon]		socket, socket_group, state_dir, token,
  *				token_file, max_sandboxes, max_connections,
  *				max_request_bytes, max_file_bytes,
- *				max_exec_output_bytes, restore_timeout_s,
+ *				max_exec_output_bytes, api_memory_budget_bytes,
+ *				restore_timeout_s,
  *				cgroup_parent, log_level, log_format,
  *				admit_cpu_pressure, admit_memory_pressure,
  *				admit_io_pressure, admit_min_available_percent,
@@ -75,6 +76,7 @@ struct daemon_config {
 	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;
 	uint32_t admit_min_available_percent, admit_restore_slowdown;
 	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
+	uint64_t api_memory_budget_bytes; /* what requests may hold at once */
 	bool jail; /* false: every VMM runs as the daemon does (debugging) */
 	/* false: start even without the memory, pids (or a template's cpu)
 	 * cgroup controller (debugging) */

@@ -14,9 +14,12 @@
  * can connect gets served.
  *
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
- * connection finish (waits give up when they see the daemon stopping),
- * destroy every sandbox, remove the cgroups, the run directory and the
- * socket.
+ * connection finish, destroy every sandbox, remove the cgroups, the run
+ * directory and the socket.  Connections finish at once whatever their
+ * guests do: every wait on a guest (agent_wait(), agent_client.h) looks at
+ * the stop flag at least every 250 ms, and no read or write to a guest
+ * blocks outside it, so libmicrohttpd's stop never waits for a guest and
+ * the VMMs die within seconds of the signal.
  *
  * The log (common/log.h) is thawd's from the first line: --log-level and
  * --log-format apply as they are parsed, the config's log_level and

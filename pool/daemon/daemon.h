@@ -163,6 +163,7 @@ struct daemon {
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
 	struct admission admission;
 	uint64_t http_count[HTTP_CODES];
+	uint64_t api_memory_used; /* of cfg.api_memory_budget_bytes */
 	pthread_t reaper;
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */

@@ -87,6 +87,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->max_request_bytes, 16ull << 20);
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
+	cr_expect_eq(d->api_memory_budget_bytes, 1ull << 30);
 	cr_expect_eq(d->restore_timeout_s, 60);
 	cr_expect_str_eq(d->log_level, "info");
 	cr_expect_str_eq(d->log_format, "text");
@@ -145,6 +146,7 @@ Test(config, default_text_documents_every_key)
 		"max_request_bytes",
 		"max_file_bytes",
 		"max_exec_output_bytes",
+		"api_memory_budget_bytes",
 		"restore_timeout_s",
 		"cgroup_parent",
 		"log_level",
@@ -215,6 +217,7 @@ Test(config, file_overrides_values)
 		"max_request_bytes = 1M\n"
 		"max_file_bytes = 1073741824\n"
 		"max_exec_output_bytes = 64K\n"
+		"api_memory_budget_bytes = 8M\n"
 		"restore_timeout_s = 5\n"
 		"cgroup_parent = thaw-test.1\n"
 		"log_level = debug\n"
@@ -251,6 +254,7 @@ Test(config, file_overrides_values)
 	cr_expect_eq(c.max_request_bytes, 1 << 20);
 	cr_expect_eq(c.max_file_bytes, 1 << 30);
 	cr_expect_eq(c.max_exec_output_bytes, 64 << 10);
+	cr_expect_eq(c.api_memory_budget_bytes, 8 << 20);
 	cr_expect_eq(c.restore_timeout_s, 5);
 	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
 	cr_expect_str_eq(c.log_level, "debug");
