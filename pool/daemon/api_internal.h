@@ -48,6 +48,8 @@ struct request {
 	char *body;
 	size_t len;
 	bool too_large;
+	bool over_budget; /* the body's budget (api.c) was not there */
+	uint64_t budget_held;
 	bool streamed; /* the body goes to route->put_piece */
 	/* PUT files: the upload goes straight on to the agent */
 	struct sandbox *sandbox;
