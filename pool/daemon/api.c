@@ -57,38 +57,87 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 	return ret;
 }
 
+/* A reply's text, and the budget it holds until libmicrohttpd is done
+ * with it. */
+struct held_text {
+	struct daemon *d;
+	char *text;
+	uint64_t budget;
+};
+
+static void free_held_text(void *cls)
+{
+	struct held_text *h = cls;
+
+	api_budget_give(h->d, h->budget);
+	free(h->text);
+	free(h);
+}
+
+/* api_reply_text() whose @budget (taken from the daemon's) is given back
+ * when the reply is freed, sent or not. */
+static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
+				       struct request *r, unsigned status,
+				       const char *type, char *text,
+				       uint64_t budget)
+{
+	struct held_text *h = malloc(sizeof(*h));
+	struct MHD_Response *resp =
+		h ? MHD_create_response_from_buffer_with_free_callback_cls(
+			    strlen(text), text, free_held_text, h)
+		  : NULL;
+
+	if (!resp) {
+		api_budget_give(r->d, budget);
+		free(text);
+		free(h);
+		return MHD_NO;
+	}
+	*h = (struct held_text){ .d = r->d, .text = text, .budget = budget };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return api_reply(conn, r, status, resp);
+}
+
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	return reply_text_held(conn, r, status, type, text, 0);
+}
 
-	if (!resp) {
+enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
+				    struct request *r, unsigned status,
+				    json_t *json, uint64_t budget)
+{
+	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+
+	json_decref(json);
+	if (!text) {
+		api_budget_give(r->d, budget);
+		return MHD_NO;
+	}
+	/* One line: curl users see the prompt on its own line. */
+	size_t n = strlen(text);
+	char *line = realloc(text, n + 2);
+	if (!line) {
+		api_budget_give(r->d, budget);
 		free(text);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	return api_reply(conn, r, status, resp);
+	memcpy(line + n, "\n", 2);
+	/* Only the text stays: what its making took goes back now. */
+	if (budget > n + 2) {
+		api_budget_give(r->d, budget - (n + 2));
+		budget = n + 2;
+	}
+	return reply_text_held(conn, r, status, "application/json", line,
+			       budget);
 }
 
 /* Answers with @json (taken over). */
 enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, json_t *json)
 {
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
-
-	json_decref(json);
-	if (!text)
-		return MHD_NO;
-	/* One line: curl users see the prompt on its own line. */
-	size_t n = strlen(text);
-	char *line = realloc(text, n + 2);
-	if (!line) {
-		free(text);
-		return MHD_NO;
-	}
-	memcpy(line + n, "\n", 2);
-	return api_reply_text(conn, r, status, "application/json", line);
+	return api_reply_json_held(conn, r, status, json, 0);
 }
 
 /* Firecracker-style: the pools say what went wrong, the edge says which

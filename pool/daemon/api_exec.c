@@ -8,11 +8,11 @@
  * stdout, stderr (base64), then exit or error.  Collected (stream:false),
  * the request's thread runs the command to its end and answers once, its
  * output cut at max_exec_output_bytes and taken from the daemon's memory
- * budget (a 503 once that is spent).  Either way the wait watches the
- * client too: a client that goes away mid-exec has its command killed at
- * once (one that only half-closed its side still gets its answer), and a
- * guest that stays silent past the command's timeout (plus the daemon's
- * patience for a guest) ends the exec with a 504.
+ * budget (a 503 once that is spent), as is its reply until it is sent.  Either
+ * way the wait watches the client too: a client that goes away mid-exec has its
+ * command killed at once (one that only half-closed its side still gets its
+ * answer), and a guest that stays silent past the command's timeout (plus the
+ * daemon's patience for a guest) ends the exec with a 504.
  */
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +29,9 @@
 #define KILL_REQUEST_ID 2
 /* The most timeout_s can be: the agent's TIMEOUT_MS is a u32. */
 #define MAX_EXEC_TIMEOUT_S (UINT32_MAX / 1000)
+/* Base64's length for @n bytes, and a collected reply's other fields. */
+#define BASE64_LEN(n) (((uint64_t)(n) + 2) / 3 * 4)
+#define REPLY_FIELDS_BYTES 256
 /* The agent's PATH, used whenever we send an environment of our own. */
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -399,6 +402,18 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 		exec_run_free(x);
 		return ret;
 	}
+	/* The reply is made and held from the budget too: base64 of the
+	 * output, its copy in the JSON, the JSON's text. */
+	uint64_t reply_budget =
+		3 * (BASE64_LEN(x->out.len) + BASE64_LEN(x->err.len)) +
+		REPLY_FIELDS_BYTES;
+	if (!api_budget_take(x->d, reply_budget)) {
+		char why[256];
+
+		exec_run_free(x);
+		api_budget_spent(r->d, why, sizeof(why));
+		return api_reply_error(conn, r, 503, "exec: %s", why);
+	}
 	char *out = base64_encode(x->out.buf, x->out.len);
 	char *errs = base64_encode(x->err.buf, x->err.len);
 	json_t *j = json_pack("{s:s,s:s,s:O}", "stdout", out ? out : "",
@@ -412,7 +427,7 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 	if (x->truncated)
 		json_object_set_new(j, "truncated", json_true());
 	exec_run_free(x);
-	return api_reply_json(conn, r, 200, j);
+	return api_reply_json_held(conn, r, 200, j, reply_budget);
 }
 
 enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,

@@ -100,6 +100,12 @@ enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 /* Answers with @json (taken over) on one line. */
 enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, json_t *json);
+/* api_reply_json() of a reply that took @budget from the daemon's memory
+ * budget to make: all but its text's length goes back once it is made,
+ * that much once libmicrohttpd frees it (sent, or the client gone). */
+enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
+				    struct request *r, unsigned status,
+				    json_t *json, uint64_t budget);
 /* The error object of API.md. */
 __attribute__((format(printf, 4, 5))) enum MHD_Result
 api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,

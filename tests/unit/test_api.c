@@ -148,7 +148,7 @@ static void serve(int fd)
 	send_all(fd, "OK 1\n", 5);
 	send_frame(fd, 0, THAW_HELLO, NULL, 0, 0);
 	cr_assert_eq(thaw_reader_init(&rd), 0);
-	while (thaw_reader_read(&rd, fd, &f) > 0) {
+	while (thaw_reader_read(&rd, fd, &f) == THAW_READ_FRAME) {
 		if (f.h.type == THAW_EXEC)
 			serve_exec(fd, f.h.request_id);
 		else if (f.h.type == THAW_READ_FILE)
@@ -366,6 +366,41 @@ Test(api, json_bodies_stop_at_max_request_bytes, .timeout = 30)
 		     text);
 	free(text);
 	free(body);
+	expect_budget_all_back();
+	stop();
+}
+
+/* Waits until the daemon closed its connection to the fake agent. */
+static void wait_agent_closed(void)
+{
+	uint64_t until = monotonic_ns() + 10000 * NS_PER_MS;
+
+	while (!atomic_load(&agent_closed) && monotonic_ns() < until)
+		usleep(10000);
+	cr_assert(atomic_load(&agent_closed), "the agent connection stayed");
+}
+
+Test(api, a_collected_exec_holds_its_budget_until_its_reply_is_sent,
+     .timeout = 60)
+{
+	static const char body[] = "{\"argv\":[\"x\"],\"stream\":false}";
+	char *text;
+	size_t len;
+
+	start("");
+	guest_mode = GUEST_EXEC_OUTPUT;
+	guest_output = 4 << 20;
+	/* The reply (5.3 MB of base64) waits for a client that reads
+	 * nothing yet: it must still count. */
+	int fd = request("POST", EXEC_PATH, body, sizeof(body) - 1);
+	wait_agent_closed();
+	usleep(200000);
+	cr_expect_geq(budget_used(), guest_output * 4 / 3,
+		      "an unsent reply of %zu bytes holds %llu of the budget",
+		      guest_output * 4 / 3, (unsigned long long)budget_used());
+	cr_expect_eq(answer(fd, &text, &len), 200);
+	cr_expect_gt(len, guest_output * 4 / 3);
+	free(text);
 	expect_budget_all_back();
 	stop();
 }
