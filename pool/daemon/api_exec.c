@@ -65,6 +65,7 @@ struct exec_run {
 	struct text out, err;
 	uint64_t max_output;
 	bool truncated;
+	uint64_t wire;	  /* whole frames read, padding included */
 	bool over_budget; /* collecting more would pass the budget */
 	json_t *result;	  /* the exit or error event */
 	int error_status; /* the HTTP status an error event stands for */
@@ -164,6 +165,28 @@ static json_t *wait_failed(struct exec_run *x, int ret)
 	return json_pack("{s:s,s:s}", "type", "error", "message", why);
 }
 
+/* The error event ending an exec whose guest broke the protocol (@why);
+ * closing the connection then ends the command. */
+static json_t *protocol_error(struct exec_run *x, const char *why)
+{
+	x->done = true;
+	x->error_status = 500;
+	return json_pack("{s:s,s:s}", "type", "error", "message", why);
+}
+
+/*
+ * The end of a collected exec whose output passed its limit: nobody would
+ * see more, so the command is killed and the guest no longer read (one
+ * flooding forever kept a daemon thread busy forever).
+ */
+static json_t *output_cut(struct exec_run *x)
+{
+	x->done = true;
+	kill_exec(x);
+	return json_pack("{s:s,s:b,s:i}", "type", "exit", "timed_out", 0,
+			 "signal", SIGKILL);
+}
+
 /*
  * Waits for the exec's next frame and turns it into an event: started,
  * stdout, stderr, exit or error (the last two end the exec, with x->done).
@@ -182,13 +205,25 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	int ret = agent_next_frame(&x->agent, &f);
 	if (ret < 0)
 		return wait_failed(x, ret);
-	if (f.h.request_id != EXEC_REQUEST_ID)
-		return NULL;
+	/* The connection is this EXEC's alone (nothing is read after a
+	 * KILL): a frame of another request is a guest stalling. */
+	if (f.h.request_id != EXEC_REQUEST_ID) {
+		snprintf(why, sizeof(why),
+			 "the agent sent %s of request %u to EXEC",
+			 thaw_type_name(f.h.type), f.h.request_id);
+		return protocol_error(x, why);
+	}
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
-			    sizeof(why)) < 0) {
-		x->done = true;
-		x->error_status = 500;
-		return json_pack("{s:s,s:s}", "type", "error", "message", why);
+			    sizeof(why)) < 0)
+		return protocol_error(x, why);
+	/* Collected, every frame counts toward the output's limit, padding
+	 * and empty ones included; past it the command ends. */
+	if (collecting) {
+		x->wire += THAW_HEADER_SIZE + f.payload_len;
+		if (x->wire > api_frames_allowance(2 * x->max_output, 1))
+			x->truncated = true;
+		if (x->truncated)
+			return output_cut(x);
 	}
 	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
 	switch (f.h.type) {
@@ -200,6 +235,8 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		if (collecting) {
 			collect(x, f.h.type == THAW_STDOUT ? &x->out : &x->err,
 				data->data, data->len);
+			if (x->truncated)
+				return output_cut(x);
 			if (!x->over_budget)
 				return NULL;
 			x->done = true;
@@ -234,7 +271,9 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		agent_error_of(&m, why, sizeof(why));
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	default:
-		return NULL;
+		snprintf(why, sizeof(why), "the agent sent %s to EXEC",
+			 thaw_type_name(f.h.type));
+		return protocol_error(x, why);
 	}
 }
 

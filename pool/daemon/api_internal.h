@@ -156,6 +156,14 @@ uint64_t api_guest_patience_ns(const struct daemon *d);
  */
 #define API_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
 
+/*
+ * What the frames carrying @data bytes of a guest's data (a file, an
+ * exec's output) may take, whole, if an honest agent puts at least
+ * @min_frame_data bytes in each but the last: a guest that pads its frames
+ * or sends empty ones reaches the data's limit as one sending data does.
+ */
+uint64_t api_frames_allowance(uint64_t data, uint32_t min_frame_data);
+
 /* Takes @bytes from the daemon's memory budget; false when they do not
  * fit.  api_budget_give() returns them. */
 bool api_budget_take(struct daemon *d, uint64_t bytes);

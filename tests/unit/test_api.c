@@ -404,3 +404,49 @@ Test(api, a_collected_exec_holds_its_budget_until_its_reply_is_sent,
 	expect_budget_all_back();
 	stop();
 }
+
+/* A download the guest never ends: the request ends all the same, its
+ * body cut (a 200's headers went out with the first frame) or refused. */
+static void expect_download_ends(enum guest_mode mode)
+{
+	char *text;
+
+	start("max_file_bytes = 1M\n");
+	guest_mode = mode;
+	unsigned status = call("GET", FILE_PATH, NULL, 0, &text);
+	cr_expect(status == 200 || status == 500, "%s", text);
+	free(text);
+	wait_agent_closed();
+	expect_budget_all_back();
+	stop();
+}
+
+Test(api, a_download_of_padded_empty_frames_ends_at_max_file_bytes,
+     .timeout = 60)
+{
+	expect_download_ends(GUEST_READ_PADDED);
+}
+
+Test(api, a_download_answered_with_another_requests_frames_ends, .timeout = 60)
+{
+	expect_download_ends(GUEST_READ_FOREIGN_IDS);
+}
+
+Test(api, a_collected_exec_past_its_output_limit_is_killed_and_answered,
+     .timeout = 60)
+{
+	static const char body[] = "{\"argv\":[\"x\"],\"stream\":false}";
+	char *text;
+
+	start("max_exec_output_bytes = 1M\n");
+	guest_mode = GUEST_EXEC_FLOOD;
+	unsigned status =
+		call("POST", EXEC_PATH, body, sizeof(body) - 1, &text);
+	cr_expect_eq(status, 200, "%.300s", text);
+	cr_expect(strstr(text, "\"truncated\":true"), "%.300s", text);
+	cr_expect(strstr(text, "\"signal\":9"), "%.300s", text);
+	free(text);
+	wait_agent_closed();
+	expect_budget_all_back();
+	stop();
+}
