@@ -114,6 +114,28 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 
 /* ---- sandboxes --------------------------------------------------------- */
 
+/*
+ * A sandbox's env is kept for its whole lease and sent with every exec, in
+ * one agent frame (1 MiB) with the command: it is bounded well below that.
+ */
+#define MAX_ENV_ENTRIES 256
+#define MAX_ENV_BYTES (64u << 10)
+
+static bool env_fits(char *const *env, size_t n, char *err, size_t errlen)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(env[i]) + 1;
+	if (n <= MAX_ENV_ENTRIES && bytes <= MAX_ENV_BYTES)
+		return true;
+	snprintf(err, errlen,
+		 "\"env\" has %zu entries of %zu bytes (as KEY=VALUE): at "
+		 "most %d entries and %u bytes",
+		 n, bytes, MAX_ENV_ENTRIES, MAX_ENV_BYTES);
+	return false;
+}
+
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 				   struct request *r, struct daemon *d)
 {
@@ -147,6 +169,11 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 		json_decref(body);
 		api_free_strv(env);
 		return api_reply_error(conn, r, 400, "%s", err);
+	}
+	if (!env_fits(env, nr_env, err, sizeof(err))) {
+		json_decref(body);
+		api_free_strv(env);
+		return api_reply_error(conn, r, 413, "%s", err);
 	}
 	if (!pl) {
 		enum MHD_Result ret = api_reply_error(

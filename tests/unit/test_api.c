@@ -450,3 +450,36 @@ Test(api, a_collected_exec_past_its_output_limit_is_killed_and_answered,
 	expect_budget_all_back();
 	stop();
 }
+
+/* POST /sandboxes with an env of @n entries of @value_len bytes each: the
+ * status.  No template is built here: an env that fits gets a 404 for
+ * the template, one that does not a 413 before. */
+static unsigned create_with_env(size_t n, size_t value_len)
+{
+	size_t cap = n * (value_len + 32) + 64, len;
+	char *body = malloc(cap), *text;
+
+	len = (size_t)sprintf(body, "{\"template\":\"none\",\"env\":{");
+	for (size_t i = 0; i < n; i++) {
+		len += (size_t)sprintf(body + len, "%s\"K%zu\":\"",
+				       i ? "," : "", i);
+		memset(body + len, 'v', value_len);
+		len += value_len;
+		body[len++] = '"';
+	}
+	len += (size_t)sprintf(body + len, "}}");
+	unsigned status = call("POST", "/sandboxes", body, len, &text);
+	free(text);
+	free(body);
+	return status;
+}
+
+Test(api, a_sandboxs_env_is_bounded_at_create, .timeout = 30)
+{
+	start("");
+	cr_expect_eq(create_with_env(256, 200), 404);
+	cr_expect_eq(create_with_env(257, 1), 413);
+	cr_expect_eq(create_with_env(2, 40 << 10), 413);
+	expect_budget_all_back();
+	stop();
+}
