@@ -9,8 +9,8 @@
  * memfile_verify()), bit 2 whether the hash root is fixed up to match the
  * hashes that follow (a fuzzer cannot forge XXH3, and without it nothing
  * past the root check would run), the high bits the memory file's size (1
- * to 32 pages, sparse: it reads as zeros).  Both files live in one
- * temporary directory, removed at exit: workingset.c opens with
+ * to 32 pages, sparse: it reads as zeros).  Both files live in the
+ * harness's scratch directory (fuzz_support.h): workingset.c opens with
  * O_NOFOLLOW, so a memfd's /proc/self/fd link would not do.
  */
 #include <errno.h>
@@ -22,31 +22,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fuzz_support.h"
 #include "memfile.h"
 #include "workingset.h"
 
 enum reader { PREFETCH, MAP, VERIFY, NR_READERS };
 #define FIX_ROOT 0x4
-
-static char dir[] = "/tmp/thaw-fuzz-headers-XXXXXX";
-static char memory_path[64], input_path[64];
-
-static void remove_dir(void)
-{
-	unlink(memory_path);
-	unlink(input_path);
-	rmdir(dir);
-}
-
-static void write_file(const char *path, const uint8_t *data, size_t size,
-		       uint64_t length)
-{
-	FILE *f = fopen(path, "we");
-
-	if (!f || fwrite(data, 1, size, f) != size ||
-	    ftruncate(fileno(f), (off_t)length) || fclose(f))
-		abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -56,14 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!size)
 		return -1;
-	if (!memory_path[0]) {
-		if (!mkdtemp(dir))
-			abort();
-		snprintf(memory_path, sizeof(memory_path), "%s/memory.img",
-			 dir);
-		snprintf(input_path, sizeof(input_path), "%s/input", dir);
-		atexit(remove_dir);
-	}
+	const char *memory_path = fuzz_path("memory.img");
+	const char *input_path = fuzz_path("input");
 	uint8_t choice = data[0];
 	uint64_t mem_size = ((choice >> 3) + 1ull) * MEMFILE_PAGE_SIZE;
 	uint8_t *file = malloc(size);
@@ -81,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		h.root = 0;
 	}
-	write_file(memory_path, NULL, 0, mem_size);
-	write_file(input_path, file, size, size);
+	fuzz_write_file(memory_path, NULL, 0, mem_size);
+	fuzz_write_file(input_path, file, size, size);
 	free(file);
 
 	switch ((choice & 3) % NR_READERS) {
