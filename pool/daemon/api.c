@@ -336,21 +336,6 @@ bool api_text_reserve(struct text *t, size_t cap)
 
 /* ---- routing ----------------------------------------------------------- */
 
-/*
- * A route: a path, or a sub-path of /sandboxes/ID, and a handler per
- * method it takes.  A PUT with put_begin streams its body: put_begin runs
- * at the headers, put_piece per piece, put once the body is in; every
- * other body is collected first (take_body).
- */
-struct api_route {
-	const char *path;
-	bool sandbox; /* @path follows /sandboxes/ID */
-	api_handler *get, *post, *put, *del;
-	api_handler *put_begin;
-	void (*put_piece)(struct MHD_Connection *conn, struct request *r,
-			  struct daemon *d, const char *data, size_t len);
-};
-
 static const struct api_route routes[] = {
 	{ "/sandboxes", false, .get = api_list_sandboxes,
 	  .post = api_create_sandbox },
@@ -391,29 +376,46 @@ static void allowed_methods(const struct api_route *rt, char *out, size_t len)
 				      methods[i]);
 }
 
-/* @url's route (NULL: none), and its sandbox id in @id. */
-static const struct api_route *find_route(const char *url, char *id,
-					  size_t idlen)
+#define SANDBOXES_PREFIX "/sandboxes/"
+#define ID_CHARS "0123456789abcdef"
+
+/*
+ * No byte past @url's end is read, whatever it holds: the fuzz harness
+ * calls this on arbitrary strings.  An id is the whole segment or nothing,
+ * never a prefix of it: a copy cut to the id's length made
+ * "/sandboxes/<id>junk/exec" act on <id>.
+ */
+const struct api_route *api_parse_route(const char *url,
+					char id[SANDBOX_ID_LEN + 1])
 {
-	const char *sub = NULL;
+	const size_t prefix = strlen(SANDBOXES_PREFIX);
+	size_t len = strlen(url), n;
+	bool sandbox = false;
+	const char *sub = url;
 
-	/* An id too long to be one is still a sandbox route: 404 there. */
-	if (!strncmp(url, "/sandboxes/", 11) && url[11] != '/' && url[11]) {
-		size_t n = strcspn(url + 11, "/");
-
-		snprintf(id, idlen, "%.*s", (int)n, url + 11);
-		sub = url + 11 + n;
+	id[0] = '\0';
+	/* One trailing slash names the same route: "/health/". */
+	if (len > 1 && url[len - 1] == '/')
+		len--;
+	if (len > prefix && !strncmp(url, SANDBOXES_PREFIX, prefix)) {
+		n = strcspn(url + prefix, "/");
+		if (n > len - prefix)
+			n = len - prefix;
+		if (!n || n > SANDBOX_ID_LEN ||
+		    strspn(url + prefix, ID_CHARS) < n)
+			return NULL;
+		memcpy(id, url + prefix, n);
+		id[n] = '\0';
+		sandbox = true;
+		sub = url + prefix + n;
+		len -= prefix + n;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		const char *path = routes[i].path;
-		size_t n = strlen(path);
-
-		if (routes[i].sandbox ? sub && !strcmp(sub, path)
-				      : !strncmp(url, path, n) &&
-						(!url[n] || (url[n] == '/' &&
-							     !url[n + 1])))
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (routes[i].sandbox == sandbox &&
+		    strlen(routes[i].path) == len &&
+		    !memcmp(routes[i].path, sub, len))
 			return &routes[i];
-	}
+	id[0] = '\0';
 	return NULL;
 }
 
@@ -452,7 +454,7 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
 			     struct daemon *d, const char *url,
 			     const char *method)
 {
-	r->route = find_route(url, r->id, sizeof(r->id));
+	r->route = api_parse_route(url, r->id);
 	if (!authorized(conn, d))
 		return api_reply_error(
 			conn, r, 401,

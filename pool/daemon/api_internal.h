@@ -61,6 +61,32 @@ struct request {
 typedef enum MHD_Result api_handler(struct MHD_Connection *conn,
 				    struct request *r, struct daemon *d);
 
+/* ---- api.c: routes ---------------------------------------------------- */
+
+/*
+ * A route: a path, or a sub-path of /sandboxes/ID, and a handler per
+ * method it takes.  A PUT with put_begin streams its body: put_begin runs
+ * at the headers, put_piece per piece, put once the body is in; every
+ * other body is collected first.
+ */
+struct api_route {
+	const char *path;
+	bool sandbox; /* @path follows /sandboxes/ID */
+	api_handler *get, *post, *put, *del;
+	api_handler *put_begin;
+	void (*put_piece)(struct MHD_Connection *conn, struct request *r,
+			  struct daemon *d, const char *data, size_t len);
+};
+
+/*
+ * The route @url (an unescaped path, as libmicrohttpd passes it) names, and
+ * for a sandbox's route its ID in @id; NULL (a 404) for anything else.  ID
+ * is a whole path segment of 1 to SANDBOX_ID_LEN lowercase hex digits; one
+ * trailing slash is allowed.  A pure function: no server, no daemon needed.
+ */
+const struct api_route *api_parse_route(const char *url,
+					char id[SANDBOX_ID_LEN + 1]);
+
 /* ---- api.c: replies ---------------------------------------------------- */
 
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
