@@ -20,15 +20,21 @@ names=
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	--runs) limit=-runs=$2; shift 2 ;;
-	--seconds) limit=-max_total_time=$2; shift 2 ;;
-	--build) build=$2; shift 2 ;;
+	--runs) limit=-runs=${2:?--runs needs a number}; shift 2 ;;
+	--seconds) limit=-max_total_time=${2:?--seconds needs a number}; shift 2 ;;
+	--build) build=${2:?--build needs a directory}; shift 2 ;;
 	-h | --help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "run-all.sh: unknown option $1" >&2; exit 2 ;;
 	*) names="$names $1"; shift ;;
 	esac
 done
 [ -n "$names" ] || names=$(cd "$src/tests/fuzz/corpus" && ls)
+for name in $names; do
+	if [ ! -d "$src/tests/fuzz/corpus/$name" ]; then
+		echo "run-all.sh: no harness called $name (tests/fuzz/corpus/$name)" >&2
+		exit 2
+	fi
+done
 
 if ! command -v clang >/dev/null 2>&1; then
 	echo "run-all.sh: clang is not installed (.ci/install-deps installs it); skipped" >&2
@@ -57,8 +63,8 @@ for name in $names; do
 	work=$out/work/$name
 	crashes=$out/crashes/$name
 	log=$out/logs/$name.log
-	if [ ! -x "$out/$name" ] || [ ! -d "$corpus" ]; then
-		echo "run-all.sh: no harness or corpus called $name" >&2
+	if [ ! -x "$out/$name" ]; then
+		echo "run-all.sh: $out/$name was not built" >&2
 		exit 2
 	fi
 	mkdir -p "$work" "$crashes" "$(dirname "$log")"
