@@ -25,6 +25,8 @@
 
 #define EXEC_REQUEST_ID 1
 #define KILL_REQUEST_ID 2
+/* The most timeout_s can be: the agent's TIMEOUT_MS is a u32. */
+#define MAX_EXEC_TIMEOUT_S (UINT32_MAX / 1000)
 /* The agent's PATH, used whenever we send an environment of our own. */
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -262,8 +264,8 @@ int api_parse_exec(json_t *body, const struct sandbox *c,
 	size_t n = 0;
 
 	if (!api_known_fields(body, fields, err, errlen) ||
-	    !api_get_uint(body, "timeout_s", 0, 86400 * 365, 0, &timeout_s, err,
-			  errlen))
+	    !api_get_uint(body, "timeout_s", 0, MAX_EXEC_TIMEOUT_S, 0,
+			  &timeout_s, err, errlen))
 		return 400;
 	if (!argv == !cmd) {
 		snprintf(err, errlen,
