@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * log.c - see log.h.  Settings are process-wide and set once at start, by
- * main(), before threads exist; writing reads them without a lock.
+ * main(), before threads exist; writing reads them without a lock.  A
+ * bounded log file and the rate limits are shared by every thread: one
+ * lock, taken only for them, serialises them.
  */
 #include "log.h"
 
+#include "capfile.h"
+#include "clock.h"
 #include "io.h"
 #include "printable.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +43,11 @@ static struct {
 	enum log_format format;
 	char sandbox[64];
 	int fd;
+	bool bounded; /* lines go through file */
+	struct capfile file;
 } logger = { .program = "thaw", .level = LOG_LEVEL_INFO, .fd = 2 };
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void log_set_program(const char *program)
 {
@@ -80,7 +89,29 @@ void log_set_sandbox(const char *id)
 
 void log_set_fd(int fd)
 {
+	if (logger.bounded)
+		capfile_destroy(&logger.file);
+	logger.bounded = false;
 	logger.fd = fd;
+}
+
+int log_set_max(uint64_t max, char *err, size_t errlen)
+{
+	struct capfile file;
+	int ret = capfile_init(&file, logger.fd, max, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	if (logger.bounded)
+		capfile_destroy(&logger.file);
+	/* A pipe or a terminal has no size to bound: lines go as before,
+	 * each on its own (a failed one does not silence the next). */
+	logger.bounded = file.capped;
+	if (file.capped)
+		logger.file = file;
+	else
+		capfile_destroy(&file);
+	return 0;
 }
 
 bool log_enabled(enum log_level level)
@@ -209,6 +240,63 @@ void log_write(enum log_level level, const char *sandbox, const char *fmt, ...)
 		len = sizeof(line) - 1;
 		line[len - 1] = '\n';
 	}
-	(void)write_full(logger.fd, line, (size_t)len);
+	if (logger.bounded) {
+		pthread_mutex_lock(&shared_lock);
+		(void)capfile_write(&logger.file, line, (size_t)len);
+		pthread_mutex_unlock(&shared_lock);
+	} else {
+		(void)write_full(logger.fd, line, (size_t)len);
+	}
 	errno = saved_errno;
+}
+
+bool log_limit_pass(struct log_limit *limit, uint64_t now_ns,
+		    unsigned int *suppressed)
+{
+	bool pass;
+
+	pthread_mutex_lock(&shared_lock);
+	if (!limit->started) {
+		limit->started = true;
+		limit->tokens = LOG_LIMIT_BURST;
+		limit->refilled_ns = now_ns;
+	}
+	/* A token a second, up to the burst: a quiet site may speak again. */
+	while (limit->tokens < LOG_LIMIT_BURST &&
+	       now_ns - limit->refilled_ns >= LOG_LIMIT_INTERVAL_NS) {
+		limit->tokens++;
+		limit->refilled_ns += LOG_LIMIT_INTERVAL_NS;
+	}
+	if (limit->tokens == LOG_LIMIT_BURST)
+		limit->refilled_ns = now_ns;
+	pass = limit->tokens > 0;
+	if (pass) {
+		limit->tokens--;
+		*suppressed = limit->suppressed;
+		limit->suppressed = 0;
+	} else {
+		limit->suppressed++;
+	}
+	pthread_mutex_unlock(&shared_lock);
+	return pass;
+}
+
+void log_write_limited(struct log_limit *limit, enum log_level level,
+		       const char *fmt, ...)
+{
+	char msg[LINE_MAX_BYTES];
+	unsigned int suppressed;
+	va_list ap;
+
+	if (!log_enabled(level) ||
+	    !log_limit_pass(limit, monotonic_ns(), &suppressed))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (suppressed)
+		log_write(level, NULL, "%s (%u similar suppressed)", msg,
+			  suppressed);
+	else
+		log_write(level, NULL, "%s", msg);
 }

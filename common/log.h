@@ -31,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_LEVEL_ERROR,
@@ -57,8 +58,15 @@ int log_set_format(const char *format, char *err, size_t errlen);
  * one); NULL: none. */
 void log_set_sandbox(const char *id);
 
-/* Lines go to @fd instead of 2 (tests). */
+/* Lines go to @fd instead of 2 (tests), unbounded. */
 void log_set_fd(int fd);
+
+/*
+ * From now on the log, when it is a regular file (a supervisor's vmm.log),
+ * holds at most @max bytes from where it is: its first lines, a mark, its
+ * latest lines (capfile.h).  0, or a negative errno with @err.
+ */
+int log_set_max(uint64_t max, char *err, size_t errlen);
 
 bool log_enabled(enum log_level level);
 
@@ -69,6 +77,42 @@ const char *log_level_setting(void);
 /* One line at @level about sandbox @sandbox (NULL: the process's). */
 __attribute__((format(printf, 3, 4))) void
 log_write(enum log_level level, const char *sandbox, const char *fmt, ...);
+
+/*
+ * Rate limits, for lines a guest can trigger at will (a device told
+ * garbage): each call site has its own limit, which lets LOG_LIMIT_BURST
+ * lines through, then one per LOG_LIMIT_INTERVAL_NS; the next line to pass
+ * ends in "(N similar suppressed)".  A quiet site earns its burst back, a
+ * line a second.  Zero-initialised is ready.
+ */
+#define LOG_LIMIT_BURST 10
+#define LOG_LIMIT_INTERVAL_NS 1000000000ULL
+
+struct log_limit {
+	bool started;
+	unsigned int tokens;
+	unsigned int suppressed;
+	uint64_t refilled_ns;
+};
+
+/*
+ * Whether a line at @now_ns passes @limit; when it does, *@suppressed is
+ * how many did not since the last one that did.
+ */
+bool log_limit_pass(struct log_limit *limit, uint64_t now_ns,
+		    unsigned int *suppressed);
+
+/* log_write() about the process's sandbox, if @limit lets it pass. */
+__attribute__((format(printf, 3, 4))) void
+log_write_limited(struct log_limit *limit, enum log_level level,
+		  const char *fmt, ...);
+
+/* A line at @level, limited per call site. */
+#define log_limited(level, ...)                                       \
+	do {                                                          \
+		static struct log_limit site_limit;                   \
+		log_write_limited(&site_limit, (level), __VA_ARGS__); \
+	} while (0)
 
 #define log_error(...) log_write(LOG_LEVEL_ERROR, NULL, __VA_ARGS__)
 #define log_warning(...) log_write(LOG_LEVEL_WARNING, NULL, __VA_ARGS__)

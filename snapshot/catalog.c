@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,9 +154,67 @@ static bool clone_alive(const struct clone_record *rec)
 	return !ret && start == rec->pid_start_time;
 }
 
+/* A string in a record: its NUL is checked on write and on read. */
+struct string_field {
+	const char *name;
+	size_t offset, size;
+};
+
+#define STRING_FIELD(type, field)                                         \
+	{                                                                 \
+#field, offsetof(type, field), sizeof(((type *)0)->field) \
+	}
+
+static const struct string_field template_strings[] = {
+	STRING_FIELD(struct template_record, id),
+	STRING_FIELD(struct template_record, kernel_hash),
+	STRING_FIELD(struct template_record, initrd_hash),
+	STRING_FIELD(struct template_record, latest_snapshot),
+};
+
+static const struct string_field snapshot_strings[] = {
+	STRING_FIELD(struct snapshot_record, id),
+	STRING_FIELD(struct snapshot_record, template_id),
+	STRING_FIELD(struct snapshot_record, parent),
+	STRING_FIELD(struct snapshot_record, dir),
+};
+
 /*
- * Copies @val into @out if it is a record of this thaw's version; LMDB
- * values are not aligned for the struct, hence the copy.
+ * A corrupted record (a bad disk, another program's write) must not hand
+ * its callers a string without an end: 0, or -EINVAL naming the field.
+ */
+static int check_strings(const struct catalog *c, const char *what,
+			 const MDB_val *key, const void *rec, char *err,
+			 size_t errlen)
+{
+	const struct string_field *fields = NULL;
+	size_t n = 0;
+
+	if (!strcmp(what, "template")) {
+		fields = template_strings;
+		n = sizeof(template_strings) / sizeof(template_strings[0]);
+	} else if (!strcmp(what, "snapshot")) {
+		fields = snapshot_strings;
+		n = sizeof(snapshot_strings) / sizeof(snapshot_strings[0]);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!memchr((const char *)rec + fields[i].offset, '\0',
+			    fields[i].size)) {
+			errbuf_set(err, errlen,
+				   "catalog %s: %s %.*s has a record whose %s "
+				   "is not a string of at most %zu bytes "
+				   "(corrupted)",
+				   c->dir, what, (int)key->mv_size,
+				   (const char *)key->mv_data, fields[i].name,
+				   fields[i].size - 1);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/*
+ * Copies @val into @out if it is a record of this thaw's version whose
+ * strings end; LMDB values are not aligned for the struct, hence the copy.
  */
 static int read_record(const struct catalog *c, const char *what,
 		       const MDB_val *key, const MDB_val *val, void *out,
@@ -184,7 +243,7 @@ static int read_record(const struct catalog *c, const char *what,
 		return -EINVAL;
 	}
 	memcpy(out, val->mv_data, size);
-	return 0;
+	return check_strings(c, what, key, out, err, errlen);
 }
 
 /* -ENOENT without a message: the callers know what absence means. */
@@ -315,7 +374,7 @@ static int mkdir_p(const char *dir)
 			continue;
 		saved = *p;
 		*p = '\0';
-		if (mkdir(path, 0755) && errno != EEXIST)
+		if (mkdir(path, 0700) && errno != EEXIST)
 			return -errno;
 		if (!saved)
 			return 0;
@@ -372,7 +431,7 @@ int catalog_open(struct catalog *c, const char *dir, char *err, size_t errlen)
 	 * not the thread, as several threads of one process share this env.
 	 */
 	if (!rc)
-		rc = mdb_env_open(c->env, dir, MDB_NOTLS, 0644);
+		rc = mdb_env_open(c->env, dir, MDB_NOTLS, 0600);
 	/*
 	 * A reader killed with -9 leaves its slot taken, pinning old pages
 	 * (the file would only grow); clear those of dead processes.

@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "errbuf.h"
+#include "preopen.h"
 #include "io.h"
 
 #define CHUNK_PAGES 256
@@ -165,14 +166,15 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 			   path, size, MEMFILE_PAGE_SIZE);
 		return -EINVAL;
 	}
-	fd = open(path, flags, 0644);
+	/* Guest memory, its secrets included: the owner's alone. */
+	fd = open(path, flags, 0600);
 	if (fd < 0) {
 		ret = -errno;
 		errbuf_set(err, errlen, "memory file %s: cannot create: %s",
 			   path, strerror(-ret));
 		return ret;
 	}
-	hfd = open(hashes_path, flags, 0644);
+	hfd = open(hashes_path, flags, 0600);
 	if (hfd < 0) {
 		ret = -errno;
 		errbuf_set(err, errlen, "page hashes %s: cannot create: %s",
@@ -229,7 +231,7 @@ fail:
 static int open_stat(const char *what, const char *path, struct stat *st,
 		     char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = snapshot_file_open(path, O_RDONLY | O_CLOEXEC);
 	int e;
 
 	if (fd < 0) {

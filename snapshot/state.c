@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "errbuf.h"
+#include "preopen.h"
 #include "io.h"
 
 #define SECTION_ALIGN 8
@@ -254,7 +255,8 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 	header->body_hash = XXH3_64bits(w->buf, w->len);
 	header->flags = 0;
 
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	/* Guest state, keys in registers included: the owner's alone. */
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 
 	if (fd < 0) {
 		ret = -errno;
@@ -342,7 +344,7 @@ int state_reader_open(struct state_reader *r, const char *path, char *err,
 			   path);
 		return -ENAMETOOLONG;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = snapshot_file_open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
 		ret = -errno;

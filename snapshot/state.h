@@ -120,7 +120,7 @@ void state_put(struct state_writer *w, uint32_t tag, uint32_t instance,
  * Completes @header (magic, format version, header size, body size and
  * hash, flags; the caller sets cpu_signature, mem_size, memory_hash_root and
  * nr_vcpus) and writes header and body to @path, created (never replaced)
- * with mode 0644, then fsyncs it.  Sections are checked as the reader checks
+ * with mode 0600, then fsyncs it.  Sections are checked as the reader checks
  * them first, so a section put twice fails here rather than on restore.
  */
 int state_writer_save(struct state_writer *w, struct state_file_header *header,

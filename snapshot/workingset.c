@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "preopen.h"
 #include "io.h"
 
 /* Linux 5.14; older C libraries do not know it. */
@@ -175,7 +176,7 @@ static int write_file(const char *path, const struct workingset_header *h,
 		errbuf_set(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ret = -errno;
 		errbuf_set(err, errlen, "%s: cannot create: %s", tmp,
@@ -298,7 +299,8 @@ static int load(const char *path, uint64_t size, struct workingset_range **r,
 	*nr = 0;
 	/* Whoever planted something else there gets an error, not a hang
 	 * on a FIFO or a read through a link. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	fd = snapshot_file_open(path,
+				O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 && errno == ENOENT)
 		return -ENOENT;
 	if (fd < 0) {

@@ -11,23 +11,28 @@
 
 #include "clock.h"
 #include "io.h"
+#include "log.h"
 
 #define PANIC_MARKER "Kernel panic - not syncing"
 #define INIT_MARKER_PREFIX "Run /"
 #define INIT_MARKER_SUFFIX " as init process"
 
-void console_init(struct console *c, int out_fd, int log_fd)
+int console_init(struct console *c, int out_fd, int log_fd, uint64_t log_max)
 {
+	char err[256];
+
 	memset(c, 0, sizeof(*c));
 	c->out_fd = out_fd;
-	c->log_fd = log_fd;
+	if (capfile_init(&c->log, log_fd, log_max, err, sizeof(err)) < 0) {
+		log_error("console log: %s", err);
+		return -1;
+	}
+	return 0;
 }
 
-/* A closed stdout or a full disk must not stop the guest: drop the copy. */
-static void copy_to(int *fd, const uint8_t *buf, size_t len)
+void console_destroy(struct console *c)
 {
-	if (*fd >= 0 && write_full(*fd, buf, len) < 0)
-		*fd = -1;
+	capfile_destroy(&c->log);
 }
 
 static void end_of_line(struct console *c, uint64_t now)
@@ -59,8 +64,11 @@ void console_write(void *ctx, const uint8_t *buf, size_t len)
 
 	if (!c->first_output_ns && len)
 		c->first_output_ns = now;
-	copy_to(&c->out_fd, buf, len);
-	copy_to(&c->log_fd, buf, len);
+	/* A closed stdout or a full disk must not stop the guest: the copy
+	 * that failed is dropped. */
+	if (c->out_fd >= 0 && write_full(c->out_fd, buf, len) < 0)
+		c->out_fd = -1;
+	(void)capfile_write(&c->log, buf, len);
 	for (size_t i = 0; i < len; i++) {
 		if (buf[i] == '\n') {
 			end_of_line(c, now);

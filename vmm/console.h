@@ -4,7 +4,9 @@
  * learns from it.
  *
  * The UART hands complete lines here.  They are copied to the caller's
- * stdout and to an optional log file, and two kinds of line are noticed on
+ * stdout and to an optional log file, bounded (capfile.h: a guest writes
+ * as much as it likes, the host's disk keeps its first and latest bytes),
+ * and two kinds of line are noticed on
  * the way: the kernel starting init ("Run /init as init process"), which
  * timestamps boot, and "Kernel panic - not syncing", which turns the reset a
  * panicking kernel performs (panic=-1, reboot=k) into an error instead of a
@@ -18,11 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capfile.h"
+
 #define CONSOLE_LINE_MAX 256
 
 struct console {
 	int out_fd;		  /* -1: not copied */
-	int log_fd;		  /* -1: no log */
+	struct capfile log;	  /* its fd -1: no log */
 	uint64_t boot_ns;	  /* monotonic time the guest started running */
 	uint64_t first_output_ns; /* 0 until the first byte */
 	uint64_t init_ns;	  /* 0 until init was started */
@@ -32,7 +36,14 @@ struct console {
 	size_t line_len;
 };
 
-void console_init(struct console *c, int out_fd, int log_fd);
+/*
+ * @log_fd (-1: none) keeps at most @log_max bytes (capfile.h).  0, or -1
+ * after a message.
+ */
+int console_init(struct console *c, int out_fd, int log_fd, uint64_t log_max);
+
+/* Frees what console_init() took; the descriptors stay the caller's. */
+void console_destroy(struct console *c);
 
 /* The UART's output sink (serial.h); @ctx is the console. */
 void console_write(void *ctx, const uint8_t *buf, size_t len);

@@ -9,15 +9,17 @@
  * unshares mount, IPC, UTS and cgroup namespaces; mounts a tiny
  * tmpfs on the empty directory @root; gives it dev/kvm (a device node of
  * its own, owned by the jail's uid, mode 0600) and binds read-only the
- * files this VM reads: /kernel and /initrd for a boot, /snapshot for a
- * restore, and read-write /out, the one directory a snapshot or a working
- * set may be written to; pivots into it and detaches the host's tree;
- * makes the tmpfs read-only; and becomes the jail's uid and gid with no
- * capability in any set (bounding set included), securebits locked, no
- * new privileges, no core dumps, few files and processes.
+ * files this VM reads: /kernel and /initrd for a boot, and read-write
+ * /out, the one directory a snapshot or a working set may be written to;
+ * pivots into it and detaches the host's tree; makes the tmpfs read-only;
+ * and becomes the jail's uid and gid with no capability in any set
+ * (bounding set included), securebits locked, no new privileges, no core
+ * dumps, few files and processes.
  *
  * What the VMM needs of the host beyond that is opened first and kept as
- * descriptors: its log and console log, its two listening sockets (their
+ * descriptors: its log and console log, a restore's snapshot files (their
+ * owner's alone, mode 0600: main() opens them before the jail, see
+ * snapshot/preopen.h), its two listening sockets (their
  * paths are in the supervisor's run directory, which the jail does not
  * show), /proc/self/pagemap for recording a working set, and the PVM
  * detection, which reads /sys.  A guest-initiated vsock connection looks

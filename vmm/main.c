@@ -25,19 +25,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capfile.h"
 #include "default_kernel.h"
 #include "jail.h"
 #include "log.h"
+#include "preopen.h"
 #include "seccomp_filters.h"
 #include "vm.h"
 
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
+	"                [--log-max BYTES]\n"
 	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
 	"                [--ready-fd FD] [--no-seccomp] [JAIL] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
-	"                [--console-log PATH] [--vsock PATH] [--control PATH]\n"
+	"                [--console-log PATH] [--log-max BYTES]\n"
+	"                [--vsock PATH] [--control PATH]\n"
 	"                [--pvm auto|on|off] [--ready-fd FD] [--no-seccomp]\n"
 	"                [JAIL] [LOGGING]\n"
 	"\n"
@@ -51,6 +55,10 @@ static const char usage[] =
 	"  --mem MiB           guest memory, %u..%u (default %u)\n"
 	"  --vcpus N           1..%d (default 1)\n"
 	"  --console-log PATH  also write the console to PATH\n"
+	"  --log-max BYTES     the most the console log, and stderr when it\n"
+	"                      is a file, may hold (suffix K, M, G; default\n"
+	"                      3M): the first third, a \"[thaw: N bytes\n"
+	"                      dropped]\" line, and the latest bytes\n"
 	"  --vsock PATH        add a virtio-vsock device (guest CID 3); host\n"
 	"                      programs reach guest ports through the Unix\n"
 	"                      socket PATH (\"CONNECT <port>\\n\")\n"
@@ -75,8 +83,9 @@ static const char usage[] =
 	"JAIL: as root, lock the VMM in before it reads any file (thaw's\n"
 	"supervisors always do; its PID namespace is theirs to make).\n"
 	"  --jail DIR          an empty directory to become its root: only\n"
-	"                      dev/kvm and, read-only, the kernel, initrd or\n"
-	"                      snapshot it needs; then no capabilities\n"
+	"                      dev/kvm and, read-only, the kernel and initrd\n"
+	"                      it needs (a snapshot's files are opened\n"
+	"                      before); then no capabilities\n"
 	"  --uid N --gid N     whom it runs as there (not 0)\n"
 	"  --writable DIR      the one directory it may write (a snapshot's,\n"
 	"                      a working set's); seen as " JAIL_OUT_DIR
@@ -222,6 +231,7 @@ int main(int argc, char **argv)
 		{ "mem", required_argument, NULL, 'm' },
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "console-log", required_argument, NULL, 'l' },
+		{ "log-max", required_argument, NULL, 'X' },
 		{ "pvm", required_argument, NULL, 'p' },
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "control", required_argument, NULL, 'C' },
@@ -247,6 +257,7 @@ int main(int argc, char **argv)
 		.pvm = PVM_AUTO,
 		.console_fd = STDOUT_FILENO,
 		.console_log_fd = -1,
+		.log_max = CAPFILE_DEFAULT_MAX,
 		.page_in = PAGE_IN_PREFETCH,
 		.vsock_fd = -1,
 		.control_fd = -1,
@@ -293,6 +304,11 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			console_log = optarg;
+			break;
+		case 'X':
+			if (capfile_parse_max(optarg, &cfg.log_max, err,
+					      sizeof(err)) < 0)
+				return usage_error("--log-max: %s", err);
 			break;
 		case 'p':
 			if (!strcmp(optarg, "auto"))
@@ -393,12 +409,25 @@ int main(int argc, char **argv)
 	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
 		return usage_error("--jail needs --kernel: the default kernel "
 				   "is built outside the jail");
+	/* A guest's device errors lengthen the log: bounded, from here. */
+	if (log_set_max(cfg.log_max, err, sizeof(err)) < 0) {
+		log_error("stderr: %s", err);
+		return VM_ERROR;
+	}
 
+	/* The snapshot's files are their owner's alone (0600): a jailed VMM
+	 * reads them through descriptors opened now (preopen.h). */
+	if (cfg.restore_dir &&
+	    snapshot_files_preopen(cfg.restore_dir, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return VM_ERROR;
+	}
 	if (console_log) {
+		/* The guest's output: its secrets too, for its owner only. */
 		cfg.console_log_fd = open(console_log,
 					  O_WRONLY | O_CREAT | O_TRUNC |
 						  O_CLOEXEC | O_NOFOLLOW,
-					  0644);
+					  0600);
 		if (cfg.console_log_fd < 0) {
 			log_error("console log %s: %s", console_log,
 				  strerror(errno));

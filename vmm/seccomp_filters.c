@@ -69,7 +69,8 @@ struct rule {
 
 /*
  * What every thread does: log lines (write to stderr, the clock when the
- * vDSO cannot answer), locks (futex, sched_yield), memory for malloc and,
+ * vDSO cannot answer; pwrite, ftruncate and lseek when a bounded log file
+ * or console log cuts its middle out, capfile.h), locks (futex, sched_yield), memory for malloc and,
  * in the ASan build, its shadow and alternate signal stacks (never
  * executable), being kicked or told to stop (signals and their return),
  * kicking others (pthread_kill is getpid + tgkill) and ending (a thread's
@@ -77,6 +78,9 @@ struct rule {
  */
 static const struct rule every_thread[] = {
 	ALLOW(write),
+	ALLOW(pwrite64),
+	ALLOW(ftruncate),
+	ALLOW(lseek),
 	ALLOW(futex),
 	ALLOW(sched_yield),
 	ALLOW(clock_gettime),
@@ -144,8 +148,6 @@ static const struct rule control_thread[] = {
 	ALLOW(close),
 	ALLOW(openat),
 	ALLOW(pread64),
-	ALLOW(pwrite64),
-	ALLOW(ftruncate),
 	ALLOW(fsync),
 	ALLOW(rename),
 	ALLOW(unlink),

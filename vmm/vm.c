@@ -161,7 +161,9 @@ static int create_devices(struct vm *vm, const struct vm_config *cfg)
 {
 	bus_init(&vm->pio, "pio");
 	bus_init(&vm->mmio, "mmio");
-	console_init(&vm->console, cfg->console_fd, cfg->console_log_fd);
+	if (console_init(&vm->console, cfg->console_fd, cfg->console_log_fd,
+			 cfg->log_max) < 0)
+		return -1;
 	return vm_devices_create(vm, cfg);
 }
 
@@ -714,6 +716,7 @@ void vm_destroy(struct vm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	guest_memory_destroy(&vm->mem);
+	console_destroy(&vm->console);
 	pthread_mutex_destroy(&vm->stop_lock);
 	pthread_cond_destroy(&vm->pause_cond);
 	pthread_mutex_destroy(&vm->pause_lock);

@@ -93,8 +93,9 @@ struct vm_config {
 	const char *vsock_path;	  /* host side of the agent channel, or NULL */
 	const char *control_path; /* control.h's socket, or NULL */
 	int console_fd;		  /* guest console copy, -1 for none */
-	int console_log_fd;
-	const char *restore_dir; /* restore this snapshot instead of booting */
+	int console_log_fd;	  /* -1 for none */
+	uint64_t log_max;	  /* the console log's bound (capfile.h) */
+	const char *restore_dir;  /* restore this snapshot instead of booting */
 	enum page_in_mode page_in;
 	/* Opened before a jail (jail.h) hid what they name; -1: not yet,
 	 * vm_create() opens vsock_path and control_path itself and

@@ -48,6 +48,7 @@
 #include "jail.h"
 #include "log.h"
 #include "memfile.h"
+#include "preopen.h"
 #include "state.h"
 #include "vm_devices.h"
 #include "vm_internal.h"
@@ -186,6 +187,9 @@ out:
 	if (ret < 0 && err[0])
 		log_error("%s", err);
 	state_reader_close(&r);
+	/* A file main() opened that the restore did not read (a working
+	 * set, paged in lazily) is no business of the running VM. */
+	snapshot_files_forget();
 	return ret;
 }
 

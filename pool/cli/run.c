@@ -20,8 +20,14 @@
  * it runs, given its own entropy, clock and hostname (the agent's CLONE) before
  * the command, and the timing line breaks the restore down into its host
  * side (process start, VMM setup with the prefetch, state restore) and its
- * guest side (the agent's first answer), as the daemon's API does.  The
- * first clones record the snapshot's working set: the jailed VMM writes it
+ * guest side (the agent's first answer), as the daemon's API does.
+ *
+ * A clone records the snapshot's working set only when asked to
+ * (--record-working-set), and then runs no command of the user's but a
+ * fixed warm-up: the pages every later restore prefetches are chosen by
+ * that warm-up alone, never by code a first user ran (which could make
+ * every later clone read what it liked).  The daemon asks once per
+ * template, before any sandbox exists.  The jailed VMM writes the file
  * into a directory of its own beside the snapshot's files, which stay
  * read-only to it, and it is moved in place after the VMM is gone.
  */
@@ -58,7 +64,11 @@ struct run_options {
 	struct machine_options machine;
 	const char *page_in;
 	long timeout_s, boot_timeout_s;
+	bool record_working_set;
 };
+
+/* What a clone recording the working set runs, instead of a command. */
+static char *warm_up[] = { "echo", "warmed up", NULL };
 
 /* Streams the command's output; returns its exit status for our exit. */
 static int relay_exec(struct agent_conn *agent, char *const argv[],
@@ -167,8 +177,9 @@ static int run_booted(const struct run_options *o, char **cmd)
 
 /*
  * Runs @cmd in a clone restored from snapshot o->machine.from.  The clone gets
- * its own identity (entropy, clock, hostname) before anything runs in it, and
- * the first restores record the snapshot's working set for later ones.
+ * its own identity (entropy, clock, hostname) before anything runs in it.
+ * With o->record_working_set, @cmd is the fixed warm-up, and the clone
+ * records the snapshot's working set for later ones unless it has one.
  */
 static int run_clone(const struct run_options *o, char **cmd)
 {
@@ -200,8 +211,8 @@ static int run_clone(const struct run_options *o, char **cmd)
 		 slash ? (int)(slash - snap.dir) : 0, snap.dir, snap.id,
 		 (int)getpid());
 	snprintf(recorded, sizeof(recorded), "%s/workingset.bin", recording);
-	bool record =
-		access(working_set, F_OK) < 0 && mkdir(recording, 0700) == 0;
+	bool record = o->record_working_set && access(working_set, F_OK) < 0 &&
+		      mkdir(recording, 0700) == 0;
 	snprintf(hostname, sizeof(hostname), "thaw-%.8s", clone_id);
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
@@ -270,14 +281,21 @@ out:
 
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
-	"                [--timeout S] [--boot-timeout S] [--no-jail] -- CMD [ARG...]\n"
+	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
+	"                -- CMD [ARG...]\n"
+	"       thaw run --from SNAPSHOT --record-working-set [--no-jail] [--log-max BYTES]\n"
 	"Boots a microVM (or restores a clone of SNAPSHOT, see thaw snapshot),\n"
 	"runs CMD in it, copies its stdout and stderr, exits with its exit\n"
 	"status (128+signal if killed; 125 if thaw failed).  Its VMM runs\n"
 	"jailed: a uid of its own, its own namespaces, a root holding only\n"
-	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n";
+	"what it needs, no capabilities; --no-jail (debugging only) drops that.\n"
+	"--record-working-set runs a fixed warm-up instead of CMD in a clone of\n"
+	"SNAPSHOT and records the pages it touched, which later restores read\n"
+	"ahead (--page-in prefetch); no other run records them.\n"
+	"--log-max bounds each of the VMM's logs (default 3M, see thaw-vmm).\n";
 
 int thaw_run(int argc, char **argv)
 {
@@ -286,6 +304,7 @@ int thaw_run(int argc, char **argv)
 		{ "page-in", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "boot-timeout", required_argument, NULL, 'b' },
+		{ "record-working-set", no_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -326,6 +345,9 @@ int thaw_run(int argc, char **argv)
 			}
 			*(opt == 't' ? &o.timeout_s : &o.boot_timeout_s) = v;
 			break;
+		case 'w':
+			o.record_working_set = true;
+			break;
 		case 'h':
 			fputs(run_usage, stdout);
 			return 0;
@@ -341,7 +363,13 @@ int thaw_run(int argc, char **argv)
 			return EXIT_THAW_ERROR;
 		}
 	}
-	if (optind >= argc) {
+	if (o.record_working_set && (!o.machine.from || optind < argc)) {
+		fprintf(stderr,
+			"thaw run: --record-working-set takes --from SNAPSHOT "
+			"and no command: it runs a fixed warm-up\n");
+		return EXIT_THAW_ERROR;
+	}
+	if (optind >= argc && !o.record_working_set) {
 		fprintf(stderr,
 			"thaw run: no command given (thaw run -- CMD)\n");
 		return EXIT_THAW_ERROR;
@@ -350,8 +378,8 @@ int thaw_run(int argc, char **argv)
 		return EXIT_THAW_ERROR;
 
 	thaw_catch_signals();
-	int status = o.machine.from ? run_clone(&o, argv + optind)
-				    : run_booted(&o, argv + optind);
+	char **cmd = o.record_working_set ? warm_up : argv + optind;
+	int status = o.machine.from ? run_clone(&o, cmd) : run_booted(&o, cmd);
 	if (thaw_interrupted) {
 		fprintf(stderr, "thaw run: interrupted\n");
 		status = 128 + thaw_interrupted;

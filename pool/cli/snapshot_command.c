@@ -380,7 +380,8 @@ static int create(int argc, char **argv)
 		fprintf(stderr, "%s: %s: path too long\n", who, p.snapshots);
 		goto out;
 	}
-	if (mkdir(tmp, 0755) < 0) {
+	/* Guest memory goes in: no one else may look (preopen.h). */
+	if (mkdir(tmp, 0700) < 0) {
 		fprintf(stderr, "%s: cannot create %s: %s\n", who, tmp,
 			strerror(errno));
 		goto out;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capfile.h"
 #include "thaw.h"
 #include "thawd.h"
 #include "vmm_process.h"
@@ -42,6 +43,9 @@ bool machine_option(struct machine_options *m, int opt, const char *arg)
 	case 'J':
 		m->no_jail = true;
 		return true;
+	case 'X':
+		m->log_max = arg;
+		return true;
 	default:
 		return false;
 	}
@@ -51,6 +55,14 @@ bool machine_option(struct machine_options *m, int opt, const char *arg)
 
 int machine_options_check(const struct machine_options *m, const char *who)
 {
+	char err[256];
+	uint64_t max;
+
+	if (m->log_max &&
+	    capfile_parse_max(m->log_max, &max, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: --log-max: %s\n", who, err);
+		return -1;
+	}
 	if (!m->from || !m->boot_flags)
 		return 0;
 	fprintf(stderr,
@@ -63,7 +75,9 @@ int machine_start(struct vmm_process *vmm, const char *who,
 		  const struct machine_options *m, const char *const vmm_args[],
 		  const char *out_dir, struct agent_conn *agent, int timeout_s)
 {
-	struct vmm_place place = { .no_jail = m->no_jail, .out_dir = out_dir };
+	struct vmm_place place = { .no_jail = m->no_jail,
+				   .out_dir = out_dir,
+				   .log_max = m->log_max };
 	/* vmm_process's messages quote the VMM's 512-byte reason. */
 	char err[PATH_MAX + 1024], console[4096];
 

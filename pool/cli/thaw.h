@@ -24,8 +24,9 @@ struct machine_options {
 	const char *mem, *vcpus, *kernel, *initrd;
 	const char *cmdline; /* extra kernel command line */
 	const char *from;
-	bool boot_flags; /* one of the five boot options was given */
-	bool no_jail;	 /* --no-jail: debugging only (vmm_process.h) */
+	const char *log_max; /* --log-max: the VMM's logs' bound, or NULL */
+	bool boot_flags;     /* one of the five boot options was given */
+	bool no_jail;	     /* --no-jail: debugging only (vmm_process.h) */
 };
 
 /* clang-format off */
@@ -39,14 +40,15 @@ struct machine_options {
 	{ "initrd", required_argument, NULL, 'i' }, \
 	{ "cmdline", required_argument, NULL, 'c' }, \
 	{ "from", required_argument, NULL, 'f' },   \
-	{ "no-jail", no_argument, NULL, 'J' }
+	{ "no-jail", no_argument, NULL, 'J' },       \
+	{ "log-max", required_argument, NULL, 'X' }
 /* clang-format on */
 
 /* Takes option @opt with @arg; false when @opt is not a machine option. */
 bool machine_option(struct machine_options *m, int opt, const char *arg);
 
 /* 0, or -1 after a message starting with @who when --from meets a boot
- * option. */
+ * option or --log-max is no bound. */
 int machine_options_check(const struct machine_options *m, const char *who);
 
 struct vmm_process;

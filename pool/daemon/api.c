@@ -164,6 +164,10 @@ static enum MHD_Result reply_error_with(struct MHD_Connection *conn,
 	return api_reply(conn, r, status, resp);
 }
 
+/* A route's 503 is passing (the memory budget spent, a daemon restarting):
+ * clients are told when to try again. */
+#define BUSY_RETRY_AFTER_S "1"
+
 enum MHD_Result api_reply_error(struct MHD_Connection *conn, struct request *r,
 				unsigned status, const char *fmt, ...)
 {
@@ -173,8 +177,10 @@ enum MHD_Result api_reply_error(struct MHD_Connection *conn, struct request *r,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	return reply_error_with(conn, r, status, error_code(status), NULL, NULL,
-				message);
+	return reply_error_with(conn, r, status, error_code(status),
+				status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER
+					      : NULL,
+				BUSY_RETRY_AFTER_S, message);
 }
 
 /*
@@ -549,7 +555,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	/* An upload cut short: closing the connection makes the agent drop
 	 * the half-written file (PROTOCOL.md). */
-	agent_close(&r->agent);
+	api_close_agent(cls, &r->agent);
 	if (r->sandbox)
 		sandbox_put(cls, r->sandbox);
 	free(r->body);

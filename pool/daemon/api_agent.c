@@ -6,20 +6,22 @@
  * Every request opens its own connection to the agent (vsock through the
  * VMM's Unix socket) and closes it when done: the agent ends what a
  * connection started when it closes, so a request that goes away takes
- * its command or half-written file with it.  While a route waits on the
- * agent it also watches the HTTP client's socket and the daemon's stop
- * flag, so neither a client that hangs up nor a daemon that stops waits
- * for a guest that may take minutes.
+ * its command or half-written file with it.  Every wait on the agent
+ * (agent_wait(), agent_client.h) also watches the HTTP client's socket and
+ * the daemon's stop flag, so neither a client that hangs up nor a daemon
+ * that stops waits for a guest that may take minutes, or never answer.
+ *
+ * Memory a guest or a client can make the daemon hold is taken from one
+ * budget (api_memory_budget_bytes): each agent connection reserves what it
+ * may hold at most (API_AGENT_CONN_BYTES), an exec's collected output
+ * what it grows by; when the budget is spent the request is answered 503
+ * with a Retry-After, never with more memory.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 
 #include "api_internal.h"
 #include "clock.h"
-
-/* How often a waiting response looks at the daemon's stop flag. */
-#define WAIT_SLICE_MS 250
 
 /*
  * How long the daemon waits on a guest: as long as a restore may take, its
@@ -31,26 +33,77 @@ uint64_t api_guest_patience_ns(const struct daemon *d)
 	return d->cfg.restore_timeout_s * 1000ull * NS_PER_MS;
 }
 
-static bool sandbox_stopped(void *arg)
+/* @flag, one the daemon's lock guards. */
+static bool flag_of(struct daemon *d, const bool *flag)
+{
+	pthread_mutex_lock(&d->lock);
+	bool set = *flag;
+	pthread_mutex_unlock(&d->lock);
+	return set;
+}
+
+static bool sandbox_stopped(struct sandbox *c)
+{
+	return flag_of(c->pool->d, &c->stopped);
+}
+
+static bool daemon_stopping(void *arg)
+{
+	struct daemon *d = arg;
+
+	return flag_of(d, &d->stopping);
+}
+
+/* Retrying a connection is pointless: the VMM died or we stop. */
+static bool give_up_connecting(void *arg)
 {
 	struct sandbox *c = arg;
-	struct daemon *d = c->pool->d;
 
+	return sandbox_stopped(c) || daemon_stopping(c->pool->d);
+}
+
+bool api_budget_take(struct daemon *d, uint64_t bytes)
+{
 	pthread_mutex_lock(&d->lock);
-	bool stopped = c->stopped;
+	bool fits =
+		d->api_memory_used + bytes <= d->cfg.api_memory_budget_bytes;
+	if (fits)
+		d->api_memory_used += bytes;
 	pthread_mutex_unlock(&d->lock);
-	return stopped;
+	return fits;
+}
+
+void api_budget_give(struct daemon *d, uint64_t bytes)
+{
+	pthread_mutex_lock(&d->lock);
+	d->api_memory_used -= bytes;
+	pthread_mutex_unlock(&d->lock);
+}
+
+void api_budget_spent(const struct daemon *d, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+		 "the daemon's memory for requests (api_memory_budget_bytes "
+		 "= %llu) is in use: try again later",
+		 (unsigned long long)d->cfg.api_memory_budget_bytes);
 }
 
 /* Connects to @c's agent; an HTTP status and message when it cannot. */
-int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
-		      size_t errlen)
+int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
+		      int client_fd, char *err, size_t errlen)
 {
+	struct daemon *d = c->pool->d;
 	char why[256];
 
+	agent->fd = -1;
+	if (!api_budget_take(d, API_AGENT_CONN_BYTES)) {
+		api_budget_spent(d, err, errlen);
+		return 503;
+	}
 	if (sandbox_stopped(c)) { /* its reason is set by then, and stays */
 		snprintf(err, errlen, "sandbox %s stopped: %s", c->id,
 			 c->stop_reason);
+		api_budget_give(d, API_AGENT_CONN_BYTES);
 		return 500;
 	}
 	/* A guest busy with other connections may refuse one for a moment
@@ -59,7 +112,7 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 	const struct agent_wait wait = {
 		.deadline_ns =
 			monotonic_ns() + api_guest_patience_ns(c->pool->d),
-		.give_up = sandbox_stopped,
+		.give_up = give_up_connecting,
 		.arg = c,
 	};
 	int ret = agent_connect_until(agent, c->vmm.vsock, &wait, why,
@@ -69,39 +122,20 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
 		snprintf(err, errlen,
 			 "sandbox %s: its agent does not answer: %s", c->id,
 			 why);
+		api_budget_give(d, API_AGENT_CONN_BYTES);
 		return 500;
 	}
+	agent->watch = (struct agent_watch){ .client_fd = client_fd,
+					     .stopping = daemon_stopping,
+					     .arg = d };
 	return 0;
 }
 
-/*
- * Waits until the agent has a frame for us, the client hangs up, the
- * daemon stops, or monotonic_ns() passes @deadline_ns (0: never).  The
- * client's socket is watched for POLLRDHUP only: a pipelined next request
- * must not count as a hangup.
- */
-enum wait_outcome api_wait_agent_or_client(struct daemon *d, int agent_fd,
-					   int client_fd, uint64_t deadline_ns)
+void api_close_agent(struct daemon *d, struct agent_conn *agent)
 {
-	for (;;) {
-		struct pollfd p[2] = { { agent_fd, POLLIN, 0 },
-				       { client_fd, POLLRDHUP, 0 } };
-		int n = poll(p, client_fd >= 0 ? 2 : 1, WAIT_SLICE_MS);
-
-		if (n < 0 && errno != EINTR)
-			return CLIENT_GONE;
-		if (client_fd >= 0 && p[1].revents)
-			return CLIENT_GONE;
-		if (p[0].revents)
-			return AGENT_READY;
-		pthread_mutex_lock(&d->lock);
-		bool stopping = d->stopping;
-		pthread_mutex_unlock(&d->lock);
-		if (stopping)
-			return DAEMON_STOPPING;
-		if (deadline_ns && monotonic_ns() > deadline_ns)
-			return GUEST_SILENT;
-	}
+	if (agent->fd >= 0)
+		api_budget_give(d, API_AGENT_CONN_BYTES);
+	agent_close(agent);
 }
 
 int api_client_fd(struct MHD_Connection *conn)

@@ -7,10 +7,12 @@
  * libmicrohttpd callback produces as the agent's frames arrive: started,
  * stdout, stderr (base64), then exit or error.  Collected (stream:false),
  * the request's thread runs the command to its end and answers once, its
- * output cut at max_exec_output_bytes.  Either way the wait watches the
+ * output cut at max_exec_output_bytes and taken from the daemon's memory
+ * budget (a 503 once that is spent).  Either way the wait watches the
  * client too: a client that goes away mid-exec has its command killed at
- * once, and a guest that stays silent past the command's timeout (plus
- * the daemon's patience for a guest) ends the exec with a 504.
+ * once (one that only half-closed its side still gets its answer), and a
+ * guest that stays silent past the command's timeout (plus the daemon's
+ * patience for a guest) ends the exec with a 504.
  */
 #include <errno.h>
 #include <signal.h>
@@ -52,7 +54,6 @@ struct exec_run {
 	struct daemon *d;
 	struct sandbox *sandbox;
 	struct agent_conn agent;
-	int client_fd;
 	bool done;
 	/* stream: NDJSON bytes not yet taken by libmicrohttpd */
 	char *pending;
@@ -61,15 +62,16 @@ struct exec_run {
 	struct text out, err;
 	uint64_t max_output;
 	bool truncated;
-	json_t *result;	      /* the exit or error event */
-	int error_status;     /* the HTTP status an error event stands for */
-	bool abandoned;	      /* the client went away */
-	uint64_t deadline_ns; /* 0, or when to stop waiting for the guest */
+	bool over_budget; /* collecting more would pass the budget */
+	json_t *result;	  /* the exit or error event */
+	int error_status; /* the HTTP status an error event stands for */
+	bool abandoned;	  /* the client went away */
 };
 
 static void exec_run_free(struct exec_run *x)
 {
-	agent_close(&x->agent);
+	api_close_agent(x->d, &x->agent);
+	api_budget_give(x->d, x->out.cap + x->err.cap);
 	if (x->sandbox)
 		sandbox_put(x->d, x->sandbox);
 	free(x->pending);
@@ -79,7 +81,8 @@ static void exec_run_free(struct exec_run *x)
 	free(x);
 }
 
-/* Appends up to the output limit; what is cut is remembered. */
+/* Appends up to the output limit and the budget; what is cut is
+ * remembered. */
 static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 		    size_t n)
 {
@@ -94,18 +97,77 @@ static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 
 		while (cap < t->len + n)
 			cap *= 2;
-		if (!api_text_reserve(t, cap))
+		if (!api_budget_take(x->d, cap - t->cap)) {
+			x->over_budget = true;
 			return;
+		}
+		size_t had = t->cap;
+		if (!api_text_reserve(t, cap)) {
+			api_budget_give(x->d, cap - had);
+			return;
+		}
 	}
 	memcpy(t->buf + t->len, p, n);
 	t->len += n;
 }
 
+/* Kills the command, past the client's hang-up and the exec's deadline:
+ * the KILL must still reach the guest. */
+static void kill_exec(struct exec_run *x)
+{
+	x->agent.watch.client_fd = -1;
+	x->agent.watch.deadline_ns = 0;
+	agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID, SIGKILL);
+}
+
 /*
- * Reads the next frame of our exec and turns it into an event: started,
- * stdout, stderr, exit or error (the last two end the exec).  Returns the
- * event, or NULL when the frame was someone else's; sets x->done at the
- * end, and on transport errors (with an error event).
+ * The error event ending an exec whose wait for the agent failed with
+ * @ret; NULL when the client went away (x->abandoned: the command is
+ * killed, nobody would read its output).
+ */
+static json_t *wait_failed(struct exec_run *x, int ret)
+{
+	char why[512];
+
+	x->done = true;
+	switch (ret) {
+	case -ECONNABORTED:
+		log_write(LOG_LEVEL_INFO, x->sandbox->id,
+			  "client gone, killing its exec");
+		x->abandoned = true;
+		kill_exec(x);
+		return NULL;
+	case -ESHUTDOWN:
+	case -EINTR:
+		snprintf(why, sizeof(why), "the daemon is shutting down");
+		x->error_status = 503;
+		break;
+	case -ETIMEDOUT:
+		snprintf(why, sizeof(why),
+			 "the guest went silent: the command did not end "
+			 "within %u s of its timeout, or a frame stayed "
+			 "unfinished that long",
+			 x->d->cfg.restore_timeout_s);
+		x->error_status = 504;
+		kill_exec(x);
+		break;
+	default:
+		x->error_status = 500;
+		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
+			 x->sandbox->vmm.pid > 0 ? strerror(-ret)
+						 : "the VM was stopped");
+		break;
+	}
+	return json_pack("{s:s,s:s}", "type", "error", "message", why);
+}
+
+/*
+ * Waits for the exec's next frame and turns it into an event: started,
+ * stdout, stderr, exit or error (the last two end the exec, with x->done).
+ * Returns the event, or NULL when there is none yet (a frame of another
+ * request, output being collected) or the client went away.  A daemon
+ * stopping or a guest silent past the command's timeout ends the exec
+ * with an error event, as does collected output past the budget.
  */
 static json_t *next_exec_event(struct exec_run *x, bool collecting)
 {
@@ -115,14 +177,8 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	json_t *ev = NULL;
 
 	int ret = agent_next_frame(&x->agent, &f);
-	if (ret < 0) {
-		x->done = true;
-		x->error_status = 500;
-		snprintf(why, sizeof(why), "the sandbox's agent went away: %s",
-			 x->sandbox->vmm.pid > 0 ? strerror(-ret)
-						 : "the VM was stopped");
-		return json_pack("{s:s,s:s}", "type", "error", "message", why);
-	}
+	if (ret < 0)
+		return wait_failed(x, ret);
 	if (f.h.request_id != EXEC_REQUEST_ID)
 		return NULL;
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
@@ -141,7 +197,14 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		if (collecting) {
 			collect(x, f.h.type == THAW_STDOUT ? &x->out : &x->err,
 				data->data, data->len);
-			return NULL;
+			if (!x->over_budget)
+				return NULL;
+			x->done = true;
+			x->error_status = 503;
+			kill_exec(x);
+			api_budget_spent(x->d, why, sizeof(why));
+			return json_pack("{s:s,s:s}", "type", "error",
+					 "message", why);
 		}
 		char *b64 = base64_encode(data->data, data->len);
 		ev = json_pack("{s:s,s:s}", "type",
@@ -172,47 +235,6 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	}
 }
 
-/*
- * Waits for the exec's next event: NULL when there is none yet (a frame of
- * another request, output being collected) or when the client went away
- * (x->abandoned; the command is then killed, nobody would read its
- * output).  A daemon stopping or a guest silent past the command's
- * timeout ends the exec with an error event.
- */
-static json_t *exec_wait_event(struct exec_run *x, bool collecting)
-{
-	char why[128];
-
-	switch (api_wait_agent_or_client(x->d, x->agent.fd, x->client_fd,
-					 x->deadline_ns)) {
-	case AGENT_READY:
-		return next_exec_event(x, collecting);
-	case CLIENT_GONE:
-		log_write(LOG_LEVEL_INFO, x->sandbox->id,
-			  "client gone, killing its exec");
-		x->abandoned = true;
-		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
-			   SIGKILL);
-		x->done = true;
-		return NULL;
-	case DAEMON_STOPPING:
-		snprintf(why, sizeof(why), "the daemon is shutting down");
-		x->error_status = 503;
-		break;
-	default:
-		snprintf(
-			why, sizeof(why),
-			"the guest did not end the command within %u s of its timeout",
-			x->d->cfg.restore_timeout_s);
-		x->error_status = 504;
-		agent_kill(&x->agent, KILL_REQUEST_ID, EXEC_REQUEST_ID,
-			   SIGKILL);
-		break;
-	}
-	x->done = true;
-	return json_pack("{s:s,s:s}", "type", "error", "message", why);
-}
-
 static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct exec_run *x = cls;
@@ -222,7 +244,7 @@ static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (x->done)
 			return x->abandoned ? MHD_CONTENT_READER_END_WITH_ERROR
 					    : MHD_CONTENT_READER_END_OF_STREAM;
-		json_t *ev = exec_wait_event(x, false);
+		json_t *ev = next_exec_event(x, false);
 		if (!ev)
 			continue;
 		free(x->pending);
@@ -354,7 +376,7 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 				      struct request *r, struct exec_run *x)
 {
 	while (!x->done) {
-		json_t *ev = exec_wait_event(x, true);
+		json_t *ev = next_exec_event(x, true);
 
 		if (ev && x->done)
 			x->result = ev;
@@ -421,18 +443,20 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 		*x = (struct exec_run){ .d = d,
 					.sandbox = c,
 					.agent = { .fd = -1 },
-					.client_fd = api_client_fd(conn),
 					.max_output =
 						d->cfg.max_exec_output_bytes };
 		c = NULL; /* x holds it now */
 		/* Past timeout_s the guest still has to kill and report. */
-		if (req.timeout_ms)
-			x->deadline_ns = monotonic_ns() +
-					 req.timeout_ms * NS_PER_MS +
-					 api_guest_patience_ns(d);
-		status = api_connect_agent(x->sandbox, &x->agent, err,
+		uint64_t deadline_ns =
+			req.timeout_ms
+				? monotonic_ns() + req.timeout_ms * NS_PER_MS +
+					  api_guest_patience_ns(d)
+				: 0;
+		status = api_connect_agent(x->sandbox, &x->agent,
+					   api_client_fd(conn), err,
 					   sizeof(err));
 		if (!status) {
+			x->agent.watch.deadline_ns = deadline_ns;
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
 
 			if (sent < 0) {

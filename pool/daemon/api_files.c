@@ -10,8 +10,10 @@
  * answered once the body is in, as HTTP wants.  A download reads the
  * agent's first frame before answering, so a missing file is a 404 and
  * not a 200 with an empty body, then streams the rest from a callback; an
- * error after the headers can only cut the body short.  The agent's errno
- * becomes the status (file_status).
+ * error after the headers can only cut the body short, as does a guest
+ * sending more than max_file_bytes.  Every wait on the guest is bounded
+ * by the daemon's patience (agent_client.h), each piece sent or received
+ * having that long.  The agent's errno becomes the status (file_status).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,8 +25,6 @@
 #include "clock.h"
 #include "log.h"
 
-/* A file transfer whose guest sends nothing for this long has failed. */
-#define FILE_IDLE_S 60
 #define FILE_REQUEST_ID 3
 
 int api_file_args(const char *path, const char *m, uint32_t *mode, char *err,
@@ -65,7 +65,7 @@ static int file_args(struct MHD_Connection *conn, const char **path,
 			     mode, err, errlen);
 }
 
-/* An agent ERROR for a file as an HTTP status. */
+/* An agent ERROR, or a failed wait on the agent, as an HTTP status. */
 static int file_status(int e)
 {
 	switch (e) {
@@ -83,6 +83,11 @@ static int file_status(int e)
 	case EDQUOT:
 	case EFBIG:
 		return 413;
+	case ETIMEDOUT: /* the guest did not answer in time */
+		return 504;
+	case ESHUTDOWN: /* the daemon stops */
+	case EINTR:
+		return 503;
 	default:
 		return 500;
 	}
@@ -111,10 +116,13 @@ void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 					   !r->write_open, path, mode, data, n,
 					   false);
 		if (ret < 0) {
-			r->upload_status = 500;
+			r->upload_status = file_status(-ret);
 			snprintf(r->upload_err, sizeof(r->upload_err),
 				 "sending the file to the guest: %s",
-				 strerror(-ret));
+				 ret == -ETIMEDOUT ? "the guest stopped reading"
+						   : strerror(-ret));
+			/* The guest drops the half-written file. */
+			api_close_agent(d, &r->agent);
 			return;
 		}
 		r->write_open = true;
@@ -144,7 +152,8 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 	r->sandbox = sandbox_get(d, r->id);
 	if (!r->sandbox)
 		return api_no_sandbox(conn, r);
-	status = api_connect_agent(r->sandbox, &r->agent, err, sizeof(err));
+	status = api_connect_agent(r->sandbox, &r->agent, api_client_fd(conn),
+				   err, sizeof(err));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
 	return MHD_YES;
@@ -185,7 +194,7 @@ struct download {
 	struct daemon *d;
 	struct sandbox *sandbox;
 	struct agent_conn agent;
-	int client_fd;
+	uint64_t received;	 /* DATA bytes so far, at most max_file_bytes */
 	struct thaw_frame first; /* a DATA frame read before the headers */
 	bool have_first, done;
 	uint8_t *data;
@@ -196,7 +205,7 @@ static void download_free(void *cls)
 {
 	struct download *dl = cls;
 
-	agent_close(&dl->agent);
+	api_close_agent(dl->d, &dl->agent);
 	sandbox_put(dl->d, dl->sandbox);
 	free(dl->data);
 	free(dl);
@@ -212,25 +221,20 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	struct thaw_msg m;
 
 	do {
-		uint64_t deadline =
-			monotonic_ns() + FILE_IDLE_S * 1000ull * NS_PER_MS;
-		enum wait_outcome w = api_wait_agent_or_client(
-			dl->d, dl->agent.fd, dl->client_fd, deadline);
-
-		if (w != AGENT_READY) {
-			snprintf(
-				err, errlen, "%s",
-				w == CLIENT_GONE ? "client gone"
-				: w == DAEMON_STOPPING
-					? "the daemon is shutting down"
-					: "the guest stopped sending the file");
-			*status = w == GUEST_SILENT ? 504 : 503;
-			return -1;
-		}
+		/* Each piece comes within the patience. */
+		dl->agent.watch.deadline_ns =
+			monotonic_ns() + api_guest_patience_ns(dl->d);
 		int ret = agent_next_frame(&dl->agent, &f);
+
 		if (ret < 0) {
-			snprintf(err, errlen, "the sandbox's agent went away");
-			*status = 500;
+			snprintf(err, errlen, "%s",
+				 ret == -ECONNABORTED ? "client gone"
+				 : ret == -ESHUTDOWN || ret == -EINTR
+					 ? "the daemon is shutting down"
+				 : ret == -ETIMEDOUT
+					 ? "the guest stopped sending the file"
+					 : "the sandbox's agent went away");
+			*status = file_status(-ret);
 			return -1;
 		}
 	} while (f.h.request_id != FILE_REQUEST_ID);
@@ -252,6 +256,15 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 		return -1;
 	}
 	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
+	if (dl->received + data->len > dl->d->cfg.max_file_bytes) {
+		snprintf(err, errlen,
+			 "the guest sent more than max_file_bytes (%" PRIu64
+			 ")",
+			 dl->d->cfg.max_file_bytes);
+		*status = 413;
+		return -1;
+	}
+	dl->received += data->len;
 	uint8_t *copy = realloc(dl->data, data->len ? data->len : 1);
 	if (!copy) {
 		*status = 500;
@@ -276,9 +289,11 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		int got = next_data(dl, err, sizeof(err), &status);
 		if (got < 0) {
-			/* Headers are out: all we can do is cut the body. */
+			/* Headers are out: all we can do is cut the body, and
+			 * hang up on a guest that may still be sending. */
 			log_write(LOG_LEVEL_WARNING, dl->sandbox->id,
 				  "download: %s", err);
+			api_close_agent(dl->d, &dl->agent);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		dl->done = got == 0;
@@ -307,11 +322,9 @@ enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 		sandbox_put(d, c);
 		return MHD_NO;
 	}
-	*dl = (struct download){ .d = d,
-				 .sandbox = c,
-				 .agent = { .fd = -1 },
-				 .client_fd = api_client_fd(conn) };
-	status = api_connect_agent(c, &dl->agent, err, sizeof(err));
+	*dl = (struct download){ .d = d, .sandbox = c, .agent = { .fd = -1 } };
+	status = api_connect_agent(c, &dl->agent, api_client_fd(conn), err,
+				   sizeof(err));
 	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
 		snprintf(err, sizeof(err), "asking the guest for %s failed",
 			 path);

@@ -158,20 +158,28 @@ bool api_text_reserve(struct text *t, size_t cap);
 /* How long the daemon waits on a guest. */
 uint64_t api_guest_patience_ns(const struct daemon *d);
 
-/* Connects to @c's agent, retrying while the guest is busy; 0, or the
- * HTTP status (500) and a message in @err. */
-int api_connect_agent(struct sandbox *c, struct agent_conn *agent, char *err,
-		      size_t errlen);
+/*
+ * The most one agent connection of a request holds: its frame reader's
+ * buffer, a frame on its way to the guest, and an event or a piece of a
+ * file on its way to the client.
+ */
+#define API_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
 
-enum wait_outcome {
-	AGENT_READY,
-	CLIENT_GONE,
-	DAEMON_STOPPING,
-	GUEST_SILENT, /* the deadline passed */
-};
+/* Takes @bytes from the daemon's memory budget; false when they do not
+ * fit.  api_budget_give() returns them. */
+bool api_budget_take(struct daemon *d, uint64_t bytes);
+void api_budget_give(struct daemon *d, uint64_t bytes);
+/* The message of a request refused for the budget (a 503). */
+void api_budget_spent(const struct daemon *d, char *err, size_t errlen);
 
-enum wait_outcome api_wait_agent_or_client(struct daemon *d, int agent_fd,
-					   int client_fd, uint64_t deadline_ns);
+/* Connects to @c's agent, retrying while the guest is busy, and has its
+ * waits end when @client_fd (-1: none) hangs up or the daemon stops; 0,
+ * or the HTTP status (500; 503 when the budget is spent) and a message in
+ * @err.  The connection's budget is held until api_close_agent(). */
+int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
+		      int client_fd, char *err, size_t errlen);
+/* Closes @agent (if open) and gives its budget back. */
+void api_close_agent(struct daemon *d, struct agent_conn *agent);
 
 /* The HTTP client's socket, -1 when libmicrohttpd does not say. */
 int api_client_fd(struct MHD_Connection *conn);

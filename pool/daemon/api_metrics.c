@@ -42,8 +42,15 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 		"{s:s,s:i,s:I,s:b,s:b}", "status",
 		d->stopping ? "stopping" : "ok", "sandboxes", (int)d->total,
 		"uptime_s",
-		(json_int_t)((realtime_ms() - d->started_ms) / 1000),
+		(json_int_t)((monotonic_ns() - d->started_ns) / 1000000000),
 		"admitting", d->admission.admitting, "jail", d->cfg.jail);
+	/* Which limits apply: all three unless require_limits = false (or
+	 * no template asks for a CPU quota). */
+	json_t *limits = json_object();
+	for (int c = 0; c < CGROUP_NR; c++)
+		json_object_set_new(limits, cgroup_controller_name(c),
+				    json_boolean(d->cgroups.dir[c][0]));
+	json_object_set_new(j, "limits", limits);
 	if (j && !d->admission.admitting)
 		json_object_set_new(j, "overload",
 				    json_string(d->admission.reason));
@@ -212,6 +219,15 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 	for (int i = 0; i < HTTP_CODES; i++)
 		put(&t, "thaw_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
 		    counted_codes[i], d->http_count[i]);
+	put(&t,
+	    "# HELP thaw_api_memory_bytes Memory requests hold, of "
+	    "api_memory_budget_bytes.\n"
+	    "# TYPE thaw_api_memory_bytes gauge\n"
+	    "thaw_api_memory_bytes %" PRIu64 "\n"
+	    "# HELP thaw_api_memory_budget_bytes api_memory_budget_bytes.\n"
+	    "# TYPE thaw_api_memory_budget_bytes gauge\n"
+	    "thaw_api_memory_budget_bytes %" PRIu64 "\n",
+	    d->api_memory_used, d->cfg.api_memory_budget_bytes);
 	pthread_mutex_unlock(&d->lock);
 	if (t.failed) {
 		free(t.buf);

@@ -56,7 +56,9 @@ static json_t *sandbox_json(const struct sandbox *c, bool detail)
 	char created[40], expires[40];
 
 	format_time(c->created_ms, created, sizeof(created));
-	format_time(c->expires_ms, expires, sizeof(expires));
+	format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
+					  realtime_ms()),
+		    expires, sizeof(expires));
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id, "template",
 		c->pool->t->name, "created", created, "expires", expires,
@@ -220,7 +222,7 @@ enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 		return api_reply_error(conn, r, 400, "%s", err);
 	}
 	pthread_mutex_lock(&d->lock);
-	c->expires_ms = realtime_ms() + (int64_t)timeout_s * 1000;
+	c->expires_ns = lease_deadline_ns(monotonic_ns(), timeout_s);
 	pthread_mutex_unlock(&d->lock);
 	return send_sandbox(conn, r, c, 200, true);
 }
@@ -239,7 +241,8 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	uint64_t start = monotonic_ns();
-	int status = api_connect_agent(c, &agent, err, sizeof(err));
+	int status = api_connect_agent(c, &agent, api_client_fd(conn), err,
+				       sizeof(err));
 	if (!status) {
 		char why[256];
 
@@ -250,7 +253,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 				 c->id, why);
 			status = 500;
 		}
-		agent_close(&agent);
+		api_close_agent(d, &agent);
 	}
 	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
 	sandbox_put(d, c);

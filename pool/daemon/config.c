@@ -71,12 +71,18 @@ const char config_default_text[] =
 	"max_file_bytes = 256M\n"
 	"; Output of one exec kept; the rest is cut off.\n"
 	"max_exec_output_bytes = 16M\n"
+	"; Memory the API's requests may hold at once: 3M per request talking to\n"
+	"; a guest (frames on their way), and the output execs collect.  A request\n"
+	"; that does not fit is answered 503 with Retry-After.  At least 8M.\n"
+	"api_memory_budget_bytes = 1G\n"
 	"; How long a request waits for a sandbox to be restored, 1..86400; also\n"
 	"; how long the daemon waits for a guest's agent to answer, and for a\n"
 	"; timed-out exec's end to be reported.\n"
 	"restore_timeout_s = 60\n"
-	"; The cgroup, one name ([A-Za-z0-9_.-]) below the daemon's own, that\n"
-	"; holds a cgroup per sandbox.\n"
+	"; The cgroup, one name ([A-Za-z0-9_.-]) directly below the hierarchy's\n"
+	"; root (/sys/fs/cgroup/NAME on cgroup v2), that daemons share.  Each\n"
+	"; daemon keeps its sandboxes' cgroups in a group of its own below it,\n"
+	"; state-<hash of its state directory>, and cleans up only that one.\n"
 	"cgroup_parent = thaw\n"
 	"; The daemon's log, on stderr: error, warning, info or debug, each level\n"
 	"; including those before it.  `thaw daemon --log-level` overrides it.\n"
@@ -90,6 +96,13 @@ const char config_default_text[] =
 	"; allow-list.  false is for debugging only: a guest that breaks its VMM\n"
 	"; then owns the host, and the daemon warns about it.  true or false.\n"
 	"jail = true\n"
+	"; Sandboxes are limited by the memory and pids cgroup controllers, and\n"
+	"; by cpu for a template with a cpu_percent: a daemon that finds one of\n"
+	"; them missing refuses to start and names it, since a limit that does\n"
+	"; not apply is none.  false starts anyway without it, for debugging\n"
+	"; only: a guest can then take the host's memory, processes or CPUs,\n"
+	"; and the daemon warns about it.  true or false.\n"
+	"require_limits = true\n"
 	"; The uids and gids jailed VMMs take, one each while it lives, FIRST-LAST;\n"
 	"; no user or group of the host may have one.  Shared with `thaw run`\n"
 	"; and other daemons (each takes only free ids).\n"
@@ -150,8 +163,9 @@ const char config_default_text[] =
 	"timeout_s = 600\n"
 	"; The longest lifetime a request may ask for; at least timeout_s.\n"
 	"max_timeout_s = 86400\n"
-	"; CPU time of a sandbox in percent of one CPU, 1..102400; 0 is no limit.\n"
-	"cpu_percent = 0\n"
+	"; CPU time of a sandbox in percent of one CPU, 1..102400; auto is 100\n"
+	"; per vCPU (a whole CPU each, no more); 0 is no limit.\n"
+	"cpu_percent = auto\n"
 	"; Memory of a sandbox's VMM process, the guest's included; at least\n"
 	"; mem_mib + 64; 0 is mem_mib + 256.\n"
 	"memory_limit_mib = 0\n"
@@ -175,6 +189,7 @@ enum key_type {
 	KEY_CHOICE,   /* a string, one of key->choices */
 	KEY_BOOL,     /* true or false */
 	KEY_ID_RANGE, /* struct jail_ids, "FIRST-LAST" */
+	KEY_U32_AUTO, /* KEY_U32, or "auto": CONFIG_AUTO, which finish() sets */
 };
 
 struct key {
@@ -208,6 +223,7 @@ static const struct key daemon_keys[] = {
 	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(api_memory_budget_bytes, KEY_BYTES, 8 << 20, 1ull << 40),
 	DAEMON(restore_timeout_s, KEY_U32, 1, 86400),
 	DAEMON(cgroup_parent, KEY_NAME, 0, 0),
 	/* common/log.h's levels and formats */
@@ -219,6 +235,7 @@ static const struct key daemon_keys[] = {
 	DAEMON(admit_min_available_percent, KEY_U32, 0, 100),
 	DAEMON(admit_restore_slowdown, KEY_U32, 0, 1000),
 	DAEMON(jail, KEY_BOOL, 0, 0),
+	DAEMON(require_limits, KEY_BOOL, 0, 0),
 	DAEMON(jail_ids, KEY_ID_RANGE, 0, 0),
 };
 
@@ -233,7 +250,7 @@ static const struct key template_keys[] = {
 	TEMPLATE(max_total, KEY_U32, 1, 65536),
 	TEMPLATE(timeout_s, KEY_U32, 1, 365 * 86400),
 	TEMPLATE(max_timeout_s, KEY_U32, 1, 365 * 86400),
-	TEMPLATE(cpu_percent, KEY_U32, 0, 100 * 1024),
+	TEMPLATE(cpu_percent, KEY_U32_AUTO, 0, 100 * 1024),
 	TEMPLATE(memory_limit_mib, KEY_U32, 0, 1 << 20),
 	TEMPLATE(pids_limit, KEY_U32, 0, 1 << 22),
 	TEMPLATE(restore_parallel, KEY_U32, 1, 64),
@@ -462,6 +479,12 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 					"not a name: " NAME_RULE);
 		strcpy(field, value);
 		return 0;
+	case KEY_U32_AUTO:
+		if (!strcmp(value, "auto")) {
+			*(uint32_t *)field = CONFIG_AUTO;
+			return 0;
+		}
+		/* fall through */
 	case KEY_U32:
 	case KEY_BYTES:
 		rc = parse_number(value, k->type == KEY_BYTES, &v);
@@ -474,13 +497,14 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 				"not a number%s",
 				k->type == KEY_BYTES
 					? " (with an optional K, M or G)"
-					: "");
+				: k->type == KEY_U32_AUTO ? " or auto"
+							  : "");
 		if (v < k->min || v > k->max)
 			return fail_key(p, p->line, t, k->name, shown, -EINVAL,
 					"out of range %llu..%llu",
 					(unsigned long long)k->min,
 					(unsigned long long)k->max);
-		if (k->type == KEY_U32)
+		if (k->type != KEY_BYTES)
 			*(uint32_t *)field = (uint32_t)v;
 		else
 			*(uint64_t *)field = v;
@@ -791,6 +815,8 @@ static int finish(struct parser *p)
 
 		if (!t->memory_limit_mib)
 			t->memory_limit_mib = t->mem_mib + MEMORY_OVERHEAD_MIB;
+		if (t->cpu_percent == CONFIG_AUTO)
+			t->cpu_percent = 100 * t->vcpus;
 		rc = check_orders(p, i);
 		if (rc)
 			return rc;

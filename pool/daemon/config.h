@@ -8,11 +8,13 @@
  *	[daemon]		socket, socket_group, state_dir, token,
  *				token_file, max_sandboxes, max_connections,
  *				max_request_bytes, max_file_bytes,
- *				max_exec_output_bytes, restore_timeout_s,
+ *				max_exec_output_bytes, api_memory_budget_bytes,
+ *				restore_timeout_s,
  *				cgroup_parent, log_level, log_format,
  *				admit_cpu_pressure, admit_memory_pressure,
  *				admit_io_pressure, admit_min_available_percent,
- *				admit_restore_slowdown, jail, jail_ids
+ *				admit_restore_slowdown, jail, jail_ids,
+ *				require_limits
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -41,6 +43,8 @@
 #include "jail.h"
 
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
+/* A value the file says is "auto": derived once the file is read. */
+#define CONFIG_AUTO UINT32_MAX
 
 struct template_config {
 	char name[CONFIG_NAME_MAX];
@@ -50,7 +54,8 @@ struct template_config {
 	uint32_t mem_mib, vcpus;
 	uint32_t min_ready, max_total;
 	uint32_t timeout_s, max_timeout_s;
-	uint32_t cpu_percent;	   /* of one CPU; 0: no limit */
+	uint32_t cpu_percent;	   /* of one CPU; 0: no limit; once loaded
+				    * never CONFIG_AUTO (100 per vCPU) */
 	uint32_t memory_limit_mib; /* of the VMM process: guest + overhead;
 				    * never 0 once loaded */
 	uint32_t pids_limit;
@@ -71,7 +76,11 @@ struct daemon_config {
 	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;
 	uint32_t admit_min_available_percent, admit_restore_slowdown;
 	uint64_t max_request_bytes, max_file_bytes, max_exec_output_bytes;
+	uint64_t api_memory_budget_bytes; /* what requests may hold at once */
 	bool jail; /* false: every VMM runs as the daemon does (debugging) */
+	/* false: start even without the memory, pids (or a template's cpu)
+	 * cgroup controller (debugging) */
+	bool require_limits;
 	struct jail_ids jail_ids;
 	struct template_config *templates;
 	size_t nr_templates;

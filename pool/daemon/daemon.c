@@ -4,16 +4,22 @@
  *
  * Start: load the config, take the state directory's lock (one daemon per
  * state directory, so cleaning up after a dead one can never hit a live
- * one), remove what a dead daemon left (its sandboxes' cgroups and run
- * directories; its VMMs died with it through PR_SET_PDEATHSIG, and a
- * cgroup's leftovers are killed with it), find each template's snapshot in
- * the catalog or build it with `thaw snapshot create`, start the pools,
- * and only then bind the socket: a client that can connect gets served.
+ * one), make the state directory's cgroup (cgroup.h: other daemons' are
+ * never touched) and refuse to go on without the controllers the limits
+ * need (limits fail closed), remove what a dead daemon left (its
+ * sandboxes' cgroups and run directories; its VMMs died with it through
+ * PR_SET_PDEATHSIG, and a cgroup's leftovers are killed with it), find
+ * each template's snapshot in the catalog or build it with `thaw snapshot
+ * create`, start the pools, and only then bind the socket: a client that
+ * can connect gets served.
  *
  * Stop (SIGTERM, SIGINT, SIGHUP): refuse new work, let every HTTP
- * connection finish (waits give up when they see the daemon stopping),
- * destroy every sandbox, remove the cgroups, the run directory and the
- * socket.
+ * connection finish, destroy every sandbox, remove the cgroups, the run
+ * directory and the socket.  Connections finish at once whatever their
+ * guests do: every wait on a guest (agent_wait(), agent_client.h) looks at
+ * the stop flag at least every 250 ms, and no read or write to a guest
+ * blocks outside it, so libmicrohttpd's stop never waits for a guest and
+ * the VMMs die within seconds of the signal.
  *
  * The log (common/log.h) is thawd's from the first line: --log-level and
  * --log-format apply as they are parsed, the config's log_level and
@@ -271,6 +277,74 @@ static void remove_run_dir(const char *dir)
 	rmdir(dir);
 }
 
+/*
+ * The cgroups of this state directory's daemon (cgroup.h): named after the
+ * directory's real path, so two spellings of one directory are one group.
+ */
+static int init_cgroups(struct daemon *d)
+{
+	char owner[PATH_MAX], err[PATH_MAX * 2 + 256];
+
+	if (!realpath(d->state_dir, owner)) {
+		log_error("cannot resolve state directory %s: %s", d->state_dir,
+			  strerror(errno));
+		return -1;
+	}
+	if (cgroup_init(&d->cgroups, d->cfg.cgroup_parent, owner, err,
+			sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The controllers the config's limits need: memory and pids always, cpu
+ * for a template with a quota. */
+static unsigned needed_controllers(const struct daemon_config *cfg)
+{
+	unsigned needed = CGROUP_BIT(CGROUP_MEMORY) | CGROUP_BIT(CGROUP_PIDS);
+
+	for (size_t i = 0; i < cfg->nr_templates; i++)
+		if (cfg->templates[i].cpu_percent)
+			needed |= CGROUP_BIT(CGROUP_CPU);
+	return needed;
+}
+
+/*
+ * Limits fail closed: without a controller they need, no sandbox is handed
+ * out at all, unless the config says require_limits = false.  Each one
+ * missing is named, so that one start says all there is to fix.
+ */
+static int check_limits(const struct daemon *d)
+{
+	unsigned needed = needed_controllers(&d->cfg);
+	char err[PATH_MAX + 256];
+	int ret = 0;
+
+	for (int c = 0; c < CGROUP_NR; c++) {
+		if (cgroup_require(&d->cgroups, CGROUP_BIT(c), err,
+				   sizeof(err)) == 0)
+			continue;
+		if (!(needed & CGROUP_BIT(c))) {
+			log_info("%s (no template asks for its limit)", err);
+			continue;
+		}
+		if (d->cfg.require_limits) {
+			log_error("%s: refusing to start, as its sandboxes' "
+				  "limits would not apply (require_limits = "
+				  "false in the config starts without them)",
+				  err);
+			ret = -1;
+			continue;
+		}
+		log_warning("require_limits = false: %s: sandboxes run without "
+			    "that limit; a guest can take this host's memory, "
+			    "processes or CPUs (debugging only)",
+			    err);
+	}
+	return ret;
+}
+
 /* What a dead daemon left: run directories, cgroups (and their VMMs). */
 static int clean_leftovers(struct daemon *d)
 {
@@ -338,12 +412,13 @@ static bool catalog_snapshot(struct daemon *d, const char *template_id,
 
 /*
  * Records @pl's working set, the pages a restored clone touches first,
- * unless its snapshot has one: `thaw run --from` restores a clone, gives
- * it its identity, runs a fixed warm-up command and has the VMM write the
- * pages it touched to workingset.bin, which every later restore with
- * page_in = prefetch reads ahead with io_uring.  Recorded now, before any
- * user code, so that it holds what every clone needs and nothing a user
- * did.  A failure costs only speed: restores then page in lazily.
+ * unless its snapshot has one: `thaw run --from --record-working-set`
+ * restores a clone, gives it its identity, runs a fixed warm-up command
+ * and has the VMM write the pages it touched to workingset.bin, which every
+ * later restore with page_in = prefetch reads ahead with io_uring.  Recorded
+ * now, before any user code, so that it holds what every clone needs and
+ * nothing a user did.  A failure costs only speed: restores then page in
+ * lazily.
  */
 static void record_working_set(const struct pool *pl)
 {
@@ -352,15 +427,13 @@ static void record_working_set(const struct pool *pl)
 			 "run",
 			 "--from",
 			 (char *)pl->snapshot_id,
+			 "--record-working-set",
 			 "--no-jail",
-			 "--",
-			 "echo",
-			 "warmed up",
 			 NULL };
 	double started_ms = monotonic_ms();
 
 	if (pl->d->cfg.jail) /* drop "--no-jail" */
-		memmove(&argv[4], &argv[5], 4 * sizeof(*argv));
+		argv[5] = NULL;
 	snprintf(path, sizeof(path), "%s/workingset.bin", pl->snapshot_dir);
 	if (pl->t->page_in_lazy || access(path, F_OK) == 0)
 		return;
@@ -493,13 +566,6 @@ fail:
 	return -1;
 }
 
-static void remove_cgroup_parent(const struct cgroup_root *root)
-{
-	for (int i = 0; i < CGROUP_NR; i++)
-		if (root->dir[i][0])
-			rmdir(root->dir[i]); /* v2: the same dir thrice */
-}
-
 int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
@@ -535,24 +601,20 @@ int thaw_daemon(int argc, char **argv)
 	setenv(JAIL_IDS_ENV, ids, 1);
 	pthread_mutex_init(&d.lock, NULL);
 	pthread_mutex_init(&d.catalog_lock, NULL);
-	pthread_cond_init(&d.work, NULL);
+	monotonic_cond_init(&d.work);
 	d.vmm_exits = -1;
-	d.started_ms = realtime_ms();
+	d.started_ns = monotonic_ns();
 	thaw_catch_signals();
 	raise_open_file_limit(&d.cfg);
 	run_set_stderr_sink(log_helper_line);
 	if (resolve_paths(&d, &o) < 0 || (lock = lock_state_dir(&d)) < 0)
 		goto out;
-	if (cgroup_init(&d.cgroups, d.cfg.cgroup_parent, err, sizeof(err)) <
-	    0) {
-		log_error("%s", err);
+	if (init_cgroups(&d) < 0)
+		goto out;
+	if (check_limits(&d) < 0 || clean_leftovers(&d) < 0) {
+		cgroup_release(&d.cgroups);
 		goto out;
 	}
-	for (int c = 0; c < CGROUP_NR; c++)
-		if (d.cgroups.missing[c][0])
-			log_warning("%s", d.cgroups.missing[c]);
-	if (clean_leftovers(&d) < 0)
-		goto out;
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
 	if (!d.pools)
 		goto out;
@@ -589,7 +651,7 @@ stop:
 	pools_stop(&d);
 	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
 		log_error("%s", err);
-	remove_cgroup_parent(&d.cgroups);
+	cgroup_release(&d.cgroups);
 	rmdir(d.run_dir);
 out:
 	free(d.pools);

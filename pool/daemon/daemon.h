@@ -84,9 +84,10 @@ struct sandbox {
 	 * (the agent's first answer, then identity_ms pushing its CLONE). */
 	struct vmm_restore_phases restore_phases;
 	double identity_ms, restore_host_ms, restore_guest_ms;
-	int64_t created_ms, expires_ms; /* CLOCK_REALTIME */
-	char **env;			/* KEY=VALUE from the create request */
-	int refs;			/* API calls using it */
+	int64_t created_ms;  /* CLOCK_REALTIME: shown, never compared */
+	uint64_t expires_ns; /* CLOCK_MONOTONIC: a clock step moves no lease */
+	char **env;	     /* KEY=VALUE from the create request */
+	int refs;	     /* API calls using it */
 	/* Held from its restore on, idle: a guest whose agent or vsock
 	 * device dropped it is noticed (pools.c) without asking it. */
 	struct agent_conn agent;
@@ -159,9 +160,10 @@ struct daemon {
 	struct sandbox *leased;
 	uint32_t total; /* sandboxes of every pool, in any state */
 	bool stopping;
-	int64_t started_ms;
+	uint64_t started_ns; /* CLOCK_MONOTONIC */
 	struct admission admission;
 	uint64_t http_count[HTTP_CODES];
+	uint64_t api_memory_used; /* of cfg.api_memory_budget_bytes */
 	pthread_t reaper;
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
@@ -202,6 +204,21 @@ void sandbox_put(struct daemon *d, struct sandbox *c);
 
 /* Releases leased sandbox @id (DELETE); false when there is none. */
 bool sandbox_release(struct daemon *d, const char *id);
+
+/*
+ * Leases end on CLOCK_MONOTONIC, which a step of the wall clock (NTP, an
+ * admin's date) does not move; the wall clock is only for what the API
+ * shows.  A lease of @timeout_s taken at @now_ns ends at the first;
+ * lease_expired() says whether it has at @now_ns; the third is its end as
+ * a wall time, the wall clock's now (@now_wall_ms) plus what is left.
+ */
+uint64_t lease_deadline_ns(uint64_t now_ns, uint32_t timeout_s);
+bool lease_expired(uint64_t expires_ns, uint64_t now_ns);
+int64_t lease_expires_wall_ms(uint64_t expires_ns, uint64_t now_ns,
+			      int64_t now_wall_ms);
+
+/* @cond's timed waits take CLOCK_MONOTONIC deadlines, as all of ours are. */
+void monotonic_cond_init(pthread_cond_t *cond);
 
 /* admission.c: the first reading, before the pool workers start; then
  * one a second at most, from the reaper (no lock held for either). */

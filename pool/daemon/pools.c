@@ -115,12 +115,42 @@ static bool agent_quiet(const struct sandbox *c)
 	return poll(&p, 1, 0) == 0;
 }
 
-static struct timespec realtime_after_ms(int64_t ms)
+/* @ns on CLOCK_MONOTONIC, as pthread_cond_timedwait() takes it on a
+ * monotonic_cond_init() condition. */
+static struct timespec monotonic_timespec(uint64_t ns)
 {
-	int64_t at = realtime_ms() + ms;
+	return (struct timespec){ .tv_sec = ns / 1000000000,
+				  .tv_nsec = ns % 1000000000 };
+}
 
-	return (struct timespec){ .tv_sec = at / 1000,
-				  .tv_nsec = (at % 1000) * 1000000 };
+void monotonic_cond_init(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+uint64_t lease_deadline_ns(uint64_t now_ns, uint32_t timeout_s)
+{
+	return now_ns + (uint64_t)timeout_s * 1000 * NS_PER_MS;
+}
+
+bool lease_expired(uint64_t expires_ns, uint64_t now_ns)
+{
+	return now_ns >= expires_ns;
+}
+
+int64_t lease_expires_wall_ms(uint64_t expires_ns, uint64_t now_ns,
+			      int64_t now_wall_ms)
+{
+	int64_t left_ms = expires_ns > now_ns
+				  ? (int64_t)((expires_ns - now_ns) / NS_PER_MS)
+				  : 0;
+
+	return now_wall_ms + left_ms;
 }
 
 struct pool *pool_find(struct daemon *d, const char *template)
@@ -293,13 +323,12 @@ static int restore(struct pool *pl, struct sandbox *c)
 static void lease(struct pool *pl, struct sandbox *c, struct pool_waiter *w)
 {
 	struct daemon *d = pl->d;
-	int64_t now = realtime_ms();
 
 	c->state = SANDBOX_LEASED;
 	c->env = w->env;
 	w->env = NULL;
-	c->created_ms = now;
-	c->expires_ms = now + (int64_t)w->timeout_s * 1000;
+	c->created_ms = realtime_ms();
+	c->expires_ns = lease_deadline_ns(monotonic_ns(), w->timeout_s);
 	c->handout_ms = monotonic_ms() - w->since_ms;
 	c->refs = 2; /* the leased list's and the waiter's */
 	c->next = d->leased;
@@ -443,8 +472,8 @@ static void *pool_worker(void *arg)
 			sandbox_destroy(d, c);
 		pthread_mutex_lock(&d->lock);
 		if (!ok && !d->stopping) {
-			struct timespec retry =
-				realtime_after_ms(RESTORE_RETRY_MS);
+			struct timespec retry = monotonic_timespec(
+				monotonic_ns() + RESTORE_RETRY_MS * NS_PER_MS);
 
 			pthread_cond_timedwait(&d->work, &d->lock, &retry);
 		}
@@ -500,17 +529,6 @@ static struct sandbox *pop_quiet(struct pool *pl, struct sandbox **dropped)
 	return NULL;
 }
 
-/* A condition timed on the monotonic clock, as our deadlines are. */
-static void waiter_init(struct pool_waiter *w)
-{
-	pthread_condattr_t attr;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->wake, &attr);
-	pthread_condattr_destroy(&attr);
-}
-
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen)
 {
@@ -518,15 +536,13 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	struct pool_waiter w = { .timeout_s = timeout_s,
 				 .env = env,
 				 .since_ms = monotonic_ms() };
-	uint64_t deadline_ns =
+	struct timespec deadline = monotonic_timespec(
 		monotonic_ns() +
-		(uint64_t)d->cfg.restore_timeout_s * 1000 * NS_PER_MS;
-	struct timespec deadline = { .tv_sec = deadline_ns / 1000000000,
-				     .tv_nsec = deadline_ns % 1000000000 };
+		(uint64_t)d->cfg.restore_timeout_s * 1000 * NS_PER_MS);
 	enum pool_error error = POOL_OK;
 	struct sandbox *dropped = NULL;
 
-	waiter_init(&w);
+	monotonic_cond_init(&w.wake);
 	pthread_mutex_lock(&d->lock);
 	uint64_t failures = pl->restore_failures;
 	while (!w.got) {
@@ -711,7 +727,7 @@ static bool agent_lost(struct sandbox *c, const struct reaper_events *ev)
 static void reap(struct daemon *d, const struct reaper_events *ev,
 		 struct sandbox **dead)
 {
-	int64_t now = realtime_ms();
+	uint64_t now = monotonic_ns();
 
 	for (struct sandbox *c = d->leased, *next; c; c = next) {
 		next = c->next;
@@ -725,7 +741,7 @@ static void reap(struct daemon *d, const struct reaper_events *ev,
 		if (!c->stopped && agent_lost(c, ev))
 			log_write(LOG_LEVEL_WARNING, c->id,
 				  "its agent dropped the daemon's connection");
-		if (c->expires_ms > now)
+		if (!lease_expired(c->expires_ns, now))
 			continue;
 		log_write(LOG_LEVEL_INFO, c->id, "expired");
 		c->pool->expired++;

@@ -5,7 +5,6 @@
 #include "agent_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,7 +18,7 @@
 
 #include "clock.h"
 #include "interrupt.h"
-#include "io.h"
+#include "printable.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32
@@ -28,28 +27,45 @@
 /* A CLONE frame with the longest fields the protocol allows, and slack. */
 #define CLONE_FRAME_MAX 512
 
-/* How often a wait looks at thaw_interrupted. */
+/* How often a wait looks at thaw_interrupted and the watch's stopping(). */
 #define INTERRUPT_CHECK_MS 250
 /* agent_connect_until()'s pauses between attempts: doubling, capped. */
 #define CONNECT_RETRY_FIRST_NS 1000000L
 #define CONNECT_RETRY_MAX_NS 20000000L
 
-/*
- * Waits until @fd is readable or monotonic_ns() passes @deadline_ns (0: no
- * deadline).  Returns 0, -ETIMEDOUT, or -EINTR when a signal came: poll()
- * is never restarted, so ^C reaches the caller even mid-wait.  A signal
- * interrupts only the thread it lands on, so the others (the daemon's
- * workers and API threads) see thaw_interrupted at the next slice.
- */
-static int wait_readable(int fd, uint64_t deadline_ns)
+/* The earlier of two deadlines, 0 standing for none. */
+static uint64_t earliest(uint64_t a, uint64_t b)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
+	if (!a || !b)
+		return a | b;
+	return a < b ? a : b;
+}
+
+static uint64_t deadline_after(uint64_t ms)
+{
+	return monotonic_ns() + ms * NS_PER_MS;
+}
+
+/*
+ * A signal that interrupts poll() is looked at at once (^C reaches the
+ * caller mid-wait); one that lands on another thread is seen at the next
+ * slice, as the watch's stopping() is, by the daemon's workers and API
+ * threads.
+ */
+int agent_wait(struct agent_conn *c, short events, uint64_t deadline_ns)
+{
+	const struct agent_watch *w = &c->watch;
+	/* Asking for no event: only POLLHUP and POLLERR, a hang-up, come
+	 * back; POLLRDHUP (a half-close) and a pipelined request do not. */
+	struct pollfd p[2] = { { c->fd, events, 0 }, { w->client_fd, 0, 0 } };
 
 	for (;;) {
 		int timeout = INTERRUPT_CHECK_MS;
 
 		if (thaw_interrupted)
 			return -EINTR;
+		if (w->stopping && w->stopping(w->arg))
+			return -ESHUTDOWN;
 		if (deadline_ns) {
 			uint64_t now = monotonic_ns();
 
@@ -61,31 +77,66 @@ static int wait_readable(int fd, uint64_t deadline_ns)
 			if (left < INTERRUPT_CHECK_MS)
 				timeout = (int)left;
 		}
-		int ready = poll(&p, 1, timeout);
-		if (ready < 0)
+		int ready = poll(p, w->client_fd >= 0 ? 2 : 1, timeout);
+		if (ready < 0 && errno != EINTR)
 			return -errno;
-		if (ready)
+		if (ready > 0 && w->client_fd >= 0 && p[1].revents)
+			return -ECONNABORTED;
+		/* An error or hang-up on the agent's socket is for the read
+		 * or write that follows to report. */
+		if (ready > 0 && p[0].revents)
 			return 0;
 	}
 }
 
-static uint64_t deadline_after(uint64_t ms)
+/* Sends all of @buf, each byte within @deadline_ns. */
+static int send_all(struct agent_conn *c, const void *buf, size_t len,
+		    uint64_t deadline_ns)
 {
-	return monotonic_ns() + ms * NS_PER_MS;
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (n < 0) {
+			int ret = agent_wait(c, POLLOUT, deadline_ns);
+
+			if (ret < 0)
+				return ret;
+			continue;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* A frame's bytes leave within the patience, and the watch's deadline. */
+static int send_bytes(struct agent_conn *c, const void *buf, size_t len)
+{
+	return send_all(
+		c, buf, len,
+		earliest(deadline_after(c->patience_ms), c->watch.deadline_ns));
 }
 
 /* Byte by byte: nothing after the newline may be consumed. */
-static int read_line(int fd, char *line, size_t size, uint64_t deadline_ns)
+static int read_line(struct agent_conn *c, char *line, size_t size,
+		     uint64_t deadline_ns)
 {
 	size_t len = 0;
 
 	while (len + 1 < size) {
-		int ret = wait_readable(fd, deadline_ns);
+		ssize_t n = read(c->fd, line + len, 1);
 
-		if (ret < 0)
-			return ret;
-		ssize_t n = read(fd, line + len, 1);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			int ret = agent_wait(c, POLLIN, deadline_ns);
 
+			if (ret < 0)
+				return ret;
+			continue;
+		}
 		if (n < 0)
 			return -errno;
 		if (n == 0)
@@ -100,33 +151,26 @@ static int read_line(int fd, char *line, size_t size, uint64_t deadline_ns)
 }
 
 /*
- * Reads what has arrived without blocking, so a guest that stops in the
- * middle of a frame leaves us in wait_readable(), where deadlines and
- * signals are seen, not in read().  Writes stay blocking.
+ * The next frame, by @deadline_ns (0: none); a frame begun must also end
+ * within the patience, so a guest that stops mid-frame is caught even
+ * when nothing else bounds the wait.  The watch is looked at before every
+ * read, not only when there is nothing to read: a guest that floods us
+ * must not keep a stop, a hang-up or a deadline from being seen.
  */
-static int read_available(struct agent_conn *c, struct thaw_frame *f)
-{
-	int flags = fcntl(c->fd, F_GETFL);
-
-	if (flags < 0 || fcntl(c->fd, F_SETFL, flags | O_NONBLOCK) < 0)
-		return -errno;
-	int ret = thaw_reader_read(&c->reader, c->fd, f);
-	fcntl(c->fd, F_SETFL, flags);
-	return ret;
-}
-
-/* agent_next_frame() with a deadline (0: none). */
 static int next_frame(struct agent_conn *c, struct thaw_frame *f,
 		      uint64_t deadline_ns)
 {
 	for (;;) {
-		int ret = wait_readable(c->fd, deadline_ns);
-
+		if (!thaw_reader_idle(&c->reader) && !c->frame_deadline_ns)
+			c->frame_deadline_ns = deadline_after(c->patience_ms);
+		int ret = agent_wait(
+			c, POLLIN, earliest(deadline_ns, c->frame_deadline_ns));
 		if (ret < 0)
 			return ret;
-		ret = read_available(c, f);
+		ret = thaw_reader_read(&c->reader, c->fd, f);
 		switch (ret) {
 		case THAW_READ_FRAME:
+			c->frame_deadline_ns = 0;
 			return 0;
 		case THAW_READ_AGAIN:
 			continue;
@@ -150,27 +194,31 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
+	c->watch.client_fd = -1;
 	c->patience_ms = patience_ms;
 	if (strlen(vsock_path) >= sizeof(addr.sun_path)) {
 		snprintf(err, errlen, "socket path too long: %s", vsock_path);
 		return -ENAMETOOLONG;
 	}
 	strcpy(addr.sun_path, vsock_path);
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
 		return -errno;
 	}
+	/* Non-blocking, a full backlog is EAGAIN: the VMM is busy. */
 	if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		ret = errno == ENOENT || errno == ECONNREFUSED ? -EAGAIN
-							       : -errno;
+		ret = errno == ENOENT || errno == ECONNREFUSED ||
+				      errno == EAGAIN
+			      ? -EAGAIN
+			      : -errno;
 		snprintf(err, errlen, "%s: %s", vsock_path, strerror(errno));
 		goto fail;
 	}
 	uint64_t deadline = deadline_after(patience_ms);
-	ret = write_full(c->fd, "CONNECT 1024\n", 13);
+	ret = send_all(c, "CONNECT 1024\n", 13, deadline);
 	if (ret == 0)
-		ret = read_line(c->fd, line, sizeof(line), deadline);
+		ret = read_line(c, line, sizeof(line), deadline);
 	if (ret == -ECONNRESET) { /* the guest has no listener yet */
 		snprintf(err, errlen, "agent not listening yet");
 		ret = -EAGAIN;
@@ -275,7 +323,7 @@ static int send_frame(struct agent_conn *c, uint32_t id, uint16_t type,
 	thaw_writer_init(&w, buf, cap, id, type, flags);
 	fill(&w, arg);
 	int len = thaw_writer_finish(&w);
-	int ret = len < 0 ? -E2BIG : write_full(c->fd, buf, (size_t)len);
+	int ret = len < 0 ? -E2BIG : send_bytes(c, buf, (size_t)len);
 	free(buf);
 	return ret;
 }
@@ -413,7 +461,9 @@ static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
 	struct thaw_msg m;
 	int ret;
 
-	ret = next_frame(c, &f, deadline_after(c->patience_ms));
+	ret = next_frame(
+		c, &f,
+		earliest(deadline_after(c->patience_ms), c->watch.deadline_ns));
 	if (ret < 0) {
 		snprintf(err, errlen, "waiting for the agent: %s",
 			 strerror(-ret));
@@ -443,6 +493,7 @@ int agent_error_of(const struct thaw_msg *m, char *msg, size_t len)
 
 	snprintf(msg, len, "%.*s", text ? (int)text->len : 0,
 		 text ? (const char *)text->data : "");
+	printable(msg);
 	/* An ERROR must never read as success, nor as a non-errno. */
 	return e && e < 4096 ? (int)e : EPROTO;
 }
@@ -476,7 +527,7 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 {
 	uint8_t buf[CLONE_FRAME_MAX];
 	int n = clone_frame(buf, id, hostname, sandbox_id, err, errlen);
-	int ret = n < 0 ? n : write_full(c->fd, buf, (size_t)n);
+	int ret = n < 0 ? n : send_bytes(c, buf, (size_t)n);
 
 	/* The entropy seeds the guest's RNG; it is nobody else's business. */
 	explicit_bzero(buf, sizeof(buf));
@@ -491,7 +542,7 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 
 int agent_next_frame(struct agent_conn *c, struct thaw_frame *f)
 {
-	return next_frame(c, f, 0);
+	return next_frame(c, f, c->watch.deadline_ns);
 }
 
 void agent_close(struct agent_conn *c)

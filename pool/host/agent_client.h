@@ -5,14 +5,21 @@
  * The VMM exposes the guest's vsock ports through a Unix socket (hybrid
  * vsock, vmm/devices/vsock.h): connect, send "CONNECT 1024\n", read
  * "OK <port>\n", and the socket is then a stream to the agent, which greets
- * every connection with HELLO.  Frames are guest/PROTOCOL.md's.  The calls
- * block; a signal, or thaw_interrupted (interrupt.h) set by one that landed on
- * another thread, interrupts them with -EINTR so callers can clean up.
- * Connecting and each OK/ERROR answer are bounded by the caller's patience,
- * given to agent_connect(): how fast a guest answers is the host's business
- * (its kernel may run in KVM's instruction emulator, or share two CPUs with
- * dozens of other guests), so no fixed time here decides that a guest is
- * gone.  Exec output is waited for as long as the command runs.
+ * every connection with HELLO.  Frames are guest/PROTOCOL.md's.
+ *
+ * The guest is not trusted to read or write at any pace: the socket is
+ * non-blocking and every read and write waits in one place, agent_wait(),
+ * which also ends the wait on a signal (thaw_interrupted, interrupt.h, set
+ * by one that landed on another thread: -EINTR), on what the connection's
+ * watch (struct agent_watch) names (a client that hung up, a daemon
+ * stopping) and on a deadline.  Connecting, each OK/ERROR answer, each
+ * frame written and the rest of a frame once its first byte came are
+ * bounded by the caller's patience, given to agent_connect(): how fast a
+ * guest answers is the host's business (its kernel may run in KVM's
+ * instruction emulator, or share two CPUs with dozens of other guests), so
+ * no fixed time here decides that a guest is gone.  The next frame is
+ * waited for until the watch's deadline (none: as long as the command
+ * runs).
  *
  * Errors: 0 or a negative errno; the calls that take @err leave one message
  * there, the others fail only on the transport (a socket error, -EPIPE,
@@ -27,12 +34,42 @@
 
 #include "protocol.h"
 
+/*
+ * What ends a wait on the agent besides the agent itself and a signal.
+ * agent_connect() leaves it empty; the caller fills it in.
+ */
+struct agent_watch {
+	/* A client whose hang-up (POLLHUP/POLLERR: gone both ways) ends
+	 * every wait with -ECONNABORTED, -1 for none.  A client that only
+	 * half-closed (shutdown(SHUT_WR)) still waits for its answer. */
+	int client_fd;
+	/* Asked every slice (<= 250 ms), NULL for never: true ends the wait
+	 * with -ESHUTDOWN (the daemon is stopping). */
+	bool (*stopping)(void *arg);
+	void *arg;
+	/* monotonic_ns() past which agent_next_frame() gives up with
+	 * -ETIMEDOUT; 0 for none.  The other waits have their own. */
+	uint64_t deadline_ns;
+};
+
 struct agent_conn {
-	int fd;
+	int fd; /* non-blocking */
 	struct thaw_reader reader;
 	char agent_version[64];
 	uint64_t patience_ms; /* for the greeting and each OK/ERROR answer */
+	struct agent_watch watch;
+	/* When the frame being read must be complete (0: between frames). */
+	uint64_t frame_deadline_ns;
 };
+
+/*
+ * Waits until @c's socket has @events (POLLIN, POLLOUT), or monotonic_ns()
+ * passes @deadline_ns (0: none), whatever comes first of that, a signal and
+ * @c's watch.  Returns 0, -ETIMEDOUT, -EINTR, -ECONNABORTED (the client
+ * hung up), -ESHUTDOWN (stopping) or poll()'s errno.  The one wait every
+ * call here makes; callers may use it to wait for the agent themselves.
+ */
+int agent_wait(struct agent_conn *c, short events, uint64_t deadline_ns);
 
 /*
  * Connects to the agent behind @vsock_path and waits up to @patience_ms for
@@ -80,7 +117,8 @@ struct agent_exec_request {
 
 /*
  * Starts @r as request @id.  Returns 0, -E2BIG when it does not fit in one
- * frame, or another negative errno.
+ * frame, or another negative errno.  Like every frame sent here, it must
+ * leave within the patience (a guest that stops reading: -ETIMEDOUT).
  */
 int agent_exec(struct agent_conn *c, uint32_t id,
 	       const struct agent_exec_request *r);
@@ -114,7 +152,8 @@ int agent_wait_answer(struct agent_conn *c, uint32_t id, char *err,
 
 /*
  * An ERROR frame's errno (positive, EPROTO when implausible) and message
- * into @msg.  Returns the errno.
+ * into @msg, cut to @len and made printable (common/printable.h): the
+ * guest's words end up in logs and JSON answers.  Returns the errno.
  */
 int agent_error_of(const struct thaw_msg *m, char *msg, size_t len);
 
@@ -138,8 +177,10 @@ int agent_clone(struct agent_conn *c, uint32_t id, const char *hostname,
 int agent_ping(struct agent_conn *c, uint32_t id, char *err, size_t errlen);
 
 /*
- * Waits for the next frame.  Returns 0 with @f filled (payload valid until
- * the next call) or a negative errno (-EPIPE: the agent went away).
+ * Waits for the next frame, until the watch's deadline; once a frame has
+ * begun, its rest comes within the patience or the frame is -ETIMEDOUT.
+ * Returns 0 with @f filled (payload valid until the next call) or a
+ * negative errno: agent_wait()'s, -EPIPE (the agent went away), -EPROTO.
  */
 int agent_next_frame(struct agent_conn *c, struct thaw_frame *f);
 

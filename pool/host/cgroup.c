@@ -57,6 +57,11 @@
 static const char *const controller_name[CGROUP_NR] = { "cpu", "memory",
 							"pids" };
 
+const char *cgroup_controller_name(enum cgroup_controller c)
+{
+	return controller_name[c];
+}
+
 /* @dir[@c] is a directory an earlier controller already stands for. */
 static bool same_as_earlier(const char (*dir)[PATH_MAX], int c)
 {
@@ -210,14 +215,40 @@ static bool has_opt(const char *opts, const char *opt)
 /* @why: the start of the line, which says what is missing. */
 static void set_missing(struct cgroup_root *root, int c, const char *why)
 {
-	snprintf(root->missing[c], sizeof(root->missing[c]),
-		 "%s; %s limits will not apply", why, controller_name[c]);
+	snprintf(root->missing[c], sizeof(root->missing[c]), "%s", why);
 }
 
-static int init_v2(struct cgroup_root *root, const char *parent, char *err,
-		   size_t errlen)
+/*
+ * @top/@parent and @top/@parent/@owner, made unless they are there: the
+ * latter's path goes to @own.  -ENOENT when another daemon removed the
+ * shared parent between the two mkdirs (cgroup_init() tries again).
+ */
+static int make_own_dir(const char *top, const char *parent, const char *owner,
+			char *own, char *err, size_t errlen)
 {
-	char avail[512], dir[PATH_MAX], why[PATH_MAX + 128];
+	char dir[PATH_MAX];
+	const char *const dirs[] = { dir, own };
+	int r;
+
+	if (!make_path(dir, top, parent) || !make_path(own, dir, owner)) {
+		snprintf(err, errlen, "cgroup: path %s/%s/%s is too long", top,
+			 parent, owner);
+		return -ENAMETOOLONG;
+	}
+	for (size_t i = 0; i < 2; i++)
+		if (mkdir(dirs[i], 0755) && errno != EEXIST) {
+			r = -errno;
+			snprintf(err, errlen, "cgroup: cannot create %s: %s",
+				 dirs[i], strerror(-r));
+			return r;
+		}
+	return 0;
+}
+
+static int init_v2(struct cgroup_root *root, const char *parent,
+		   const char *owner, char *err, size_t errlen)
+{
+	char avail[512], own[PATH_MAX], why[PATH_MAX + 128];
 	bool have[CGROUP_NR], any = false;
 	int r;
 
@@ -240,35 +271,37 @@ static int init_v2(struct cgroup_root *root, const char *parent, char *err,
 	}
 	if (!any)
 		return 0;
-	if (!make_path(dir, CGROUP_FS, parent)) {
-		snprintf(err, errlen, "cgroup: path %s/%s is too long",
-			 CGROUP_FS, parent);
-		return -ENAMETOOLONG;
-	}
-	if (mkdir(dir, 0755) && errno != EEXIST) {
-		r = -errno;
-		snprintf(err, errlen, "cgroup: cannot create %s: %s", dir,
-			 strerror(-r));
+	r = make_own_dir(CGROUP_FS, parent, owner, own, err, errlen);
+	if (r)
 		return r;
-	}
 	/*
-	 * Enabling fails for one controller alone (say, EBUSY when someone
-	 * put processes into the parent): that one is then missing.
+	 * Each level offers a controller to the one below: the root to the
+	 * parent, the parent to this daemon's group, which offers it to its
+	 * sandboxes.  Enabling fails for one controller alone (say, EBUSY
+	 * when someone put processes into the parent): that one is then
+	 * missing.
 	 */
 	for (int c = 0; c < CGROUP_NR; c++) {
-		char plus[16];
+		char plus[16], dir[PATH_MAX];
+		const char *levels[] = { CGROUP_FS, dir, own };
 
 		if (!have[c])
 			continue;
 		snprintf(plus, sizeof(plus), "+%s", controller_name[c]);
-		if (write_file(CGROUP_FS, "cgroup.subtree_control", plus, why,
-			       sizeof(why)) ||
-		    write_file(dir, "cgroup.subtree_control", plus, why,
-			       sizeof(why))) {
+		make_path(dir, CGROUP_FS, parent);
+		r = 0;
+		for (size_t i = 0; i < 3 && !r; i++)
+			r = write_file(levels[i], "cgroup.subtree_control",
+				       plus, why, sizeof(why));
+		if (r == -ENOENT) {
+			snprintf(err, errlen, "%s", why);
+			return r;
+		}
+		if (r) {
 			set_missing(root, c, why);
 			continue;
 		}
-		strcpy(root->dir[c], dir);
+		strcpy(root->dir[c], own);
 	}
 	return 0;
 }
@@ -335,8 +368,8 @@ static int find_v1_mounts(char (*mnt)[PATH_MAX], char *err, size_t errlen)
 	return 0;
 }
 
-static int init_v1(struct cgroup_root *root, const char *parent, char *err,
-		   size_t errlen)
+static int init_v1(struct cgroup_root *root, const char *parent,
+		   const char *owner, char *err, size_t errlen)
 {
 	char mnt[CGROUP_NR][PATH_MAX] = { { 0 } }, why[128];
 	int r = find_v1_mounts(mnt, err, errlen);
@@ -352,24 +385,32 @@ static int init_v1(struct cgroup_root *root, const char *parent, char *err,
 			set_missing(root, c, why);
 			continue;
 		}
-		if (!make_path(root->dir[c], mnt[c], parent)) {
-			snprintf(err, errlen, "cgroup: path %s/%s is too long",
-				 mnt[c], parent);
-			return -ENAMETOOLONG;
-		}
-		if (mkdir(root->dir[c], 0755) && errno != EEXIST) {
-			r = -errno;
-			snprintf(err, errlen, "cgroup: cannot create %s: %s",
-				 root->dir[c], strerror(-r));
+		r = make_own_dir(mnt[c], parent, owner, root->dir[c], err,
+				 errlen);
+		if (r)
 			return r;
-		}
 	}
 	return 0;
 }
 
-int cgroup_init(struct cgroup_root *root, const char *parent, char *err,
-		size_t errlen)
+/* FNV-1a, 64 bits: documented in cgroup.h, so tests can find the group. */
+static uint64_t owner_hash(const char *owner)
 {
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const unsigned char *p = (const unsigned char *)owner; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Tries so often when another daemon keeps removing the shared parent
+ * under us (it removes it when it stops and finds it empty). */
+#define INIT_TRIES 5
+
+int cgroup_init(struct cgroup_root *root, const char *parent, const char *owner,
+		char *err, size_t errlen)
+{
+	char own[32];
 	struct statfs s;
 	int r;
 
@@ -377,13 +418,50 @@ int cgroup_init(struct cgroup_root *root, const char *parent, char *err,
 	r = check_name(parent, "parent cgroup", err, errlen);
 	if (r)
 		return r;
+	snprintf(own, sizeof(own), "state-%016" PRIx64, owner_hash(owner));
 	root->v2 = statfs(CGROUP_FS, &s) == 0 &&
 		   (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC;
-	r = root->v2 ? init_v2(root, parent, err, errlen)
-		     : init_v1(root, parent, err, errlen);
+	for (int i = 0; i < INIT_TRIES; i++) {
+		memset(root->dir, 0, sizeof(root->dir));
+		memset(root->missing, 0, sizeof(root->missing));
+		r = root->v2 ? init_v2(root, parent, own, err, errlen)
+			     : init_v1(root, parent, own, err, errlen);
+		if (r != -ENOENT)
+			break;
+	}
 	if (r)
 		memset(root->dir, 0, sizeof(root->dir));
 	return r;
+}
+
+int cgroup_require(const struct cgroup_root *root, unsigned required, char *err,
+		   size_t errlen)
+{
+	for (int c = 0; c < CGROUP_NR; c++)
+		if ((required & CGROUP_BIT(c)) && !root->dir[c][0]) {
+			snprintf(err, errlen, "%s", root->missing[c]);
+			return -ENOTSUP;
+		}
+	return 0;
+}
+
+void cgroup_release(const struct cgroup_root *root)
+{
+	char parent[PATH_MAX];
+
+	for (int c = 0; c < CGROUP_NR; c++) {
+		char *slash;
+
+		if (!root->dir[c][0] || same_as_earlier(root->dir, c))
+			continue;
+		rmdir(root->dir[c]);
+		snprintf(parent, sizeof(parent), "%s", root->dir[c]);
+		slash = strrchr(parent, '/');
+		if (slash) {
+			*slash = '\0';
+			rmdir(parent); /* EBUSY: another daemon's group */
+		}
+	}
 }
 
 static int apply_limits(const struct cgroup *cg, const struct cgroup_limits *l,

@@ -234,7 +234,8 @@ static int reclaim_entry(int dfd, const char *name)
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0644) < 0)
+	/* Guest memory and state: the owner's alone. */
+	if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0600) < 0)
 		ret = -errno;
 	close(fd);
 	return ret;
@@ -248,7 +249,7 @@ int jail_reclaim(const char *dir, char *err, size_t errlen)
 	int ret = 0;
 
 	if (dfd < 0 || fchown(dfd, getuid(), getgid()) < 0 ||
-	    fchmod(dfd, 0755) < 0 || !(d = fdopendir(dfd))) {
+	    fchmod(dfd, 0700) < 0 || !(d = fdopendir(dfd))) {
 		ret = -errno;
 		snprintf(err, errlen, "taking back %s: %s", dir,
 			 strerror(-ret));

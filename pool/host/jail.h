@@ -70,9 +70,10 @@ int jail_empty_netns(char *err, size_t errlen);
 
 /*
  * Takes @dir back from the jailed VMM that wrote into it, which must have
- * ended: @dir becomes ours, mode 0755, and so does each regular file in it
- * with one link, mode 0644; anything else it may have planted (links,
- * FIFOs, directories, hard links) is removed.  Its uid is someone else's
+ * ended: @dir becomes ours, mode 0700, and so does each regular file in it
+ * with one link, mode 0600 (a snapshot's: guest memory is secret); anything
+ * else it may have planted (links, FIFOs, directories, hard links) is
+ * removed.  Its uid is someone else's
  * soon, and what it leaves is read by root.  0, or a negative errno with
  * @err naming the entry.
  */

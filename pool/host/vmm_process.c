@@ -170,7 +170,9 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	bool jailed = !(place && place->no_jail);
-	const char *argv[MAX_VMM_ARGS + 17];
+	/* Ours: a jail's 10, 3 sockets' and logs' 6, --log-max, --ready-fd,
+	 * NULL. */
+	const char *argv[MAX_VMM_ARGS + 21];
 	char id[16]; /* the jail's uid and gid */
 	int n = 0, ret, ready[2];
 
@@ -201,6 +203,10 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	argv[n++] = vmm->control;
 	argv[n++] = "--console-log";
 	argv[n++] = vmm->console_log;
+	if (place && place->log_max) {
+		argv[n++] = "--log-max";
+		argv[n++] = place->log_max;
+	}
 	/* Close-on-exec both ends: only our child clears it on its end. */
 	if (pipe2(ready, O_CLOEXEC) < 0) {
 		ret = -errno;

@@ -63,7 +63,9 @@ struct vmm_process {
  * (NULL: ours).  The VMM enters the cgroup before exec.  It is jailed with
  * an id of @jail_ids (NULL: jail_ids_from_env()'s) unless @no_jail, and
  * may write to @out_dir only (NULL: nowhere), which its jail's uid owns
- * until jail_reclaim() hands it back, after vmm_process_remove().
+ * until jail_reclaim() hands it back, after vmm_process_remove().  Its
+ * vmm.log and console.log hold at most @log_max bytes each (thaw-vmm
+ * --log-max; NULL: its default).
  */
 struct vmm_place {
 	const char *run_dir;
@@ -71,12 +73,14 @@ struct vmm_place {
 	bool no_jail; /* debugging only: the VMM runs as we do */
 	const struct jail_ids *jail_ids;
 	const char *out_dir;
+	const char *log_max;
 };
 
 /*
  * Creates the run directory and starts thaw-vmm with @vmm_args (NULL
  * terminated; the VMM path first) plus the run directory's --vsock,
- * --control and --console-log, and its jail's --jail, --uid, --gid and
+ * --control and --console-log, @place's --log-max, and its jail's --jail,
+ * --uid, --gid and
  * --writable.  @place may be NULL.  A VMM that cannot be
  * run or put in its cgroup exits with VMM_EXEC_FAILED and says why in its
  * log.

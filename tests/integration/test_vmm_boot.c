@@ -238,6 +238,10 @@ static void start_idle_vm(struct idle_vm *vm, const char *extra)
 		close(ready[0]);
 		dup2(log, STDERR_FILENO);
 		dup2(log, STDOUT_FILENO);
+		/* Nothing of ours goes along but the ready pipe: every
+		 * other descriptor the VMM holds is its own. */
+		close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+		fcntl(ready[1], F_SETFD, 0);
 		execv(THAW_VMM, argv);
 		_exit(125);
 	}
@@ -327,6 +331,40 @@ static void expect_every_thread(const struct idle_vm *vm, int mode, int filters)
 	cr_expect_eq(status_field(path, "Seccomp:"), mode);
 }
 
+/*
+ * Every descriptor the VMM opened itself (all past stdio: it inherited no
+ * other) is close-on-exec: a program it ran would get none.
+ */
+static void expect_all_close_on_exec(const struct idle_vm *vm)
+{
+	char path[320], line[128];
+	struct dirent *e;
+	int fds = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)vm->pid);
+	cr_assert_not_null(d = opendir(path));
+	while ((e = readdir(d))) {
+		unsigned int flags = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.' || atoi(e->d_name) <= 2)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", (int)vm->pid,
+			 e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue; /* closed meanwhile */
+		while (fgets(line, sizeof(line), f))
+			sscanf(line, "flags: %o", &flags);
+		fclose(f);
+		fds++;
+		cr_expect(flags & O_CLOEXEC, "fd %s lacks O_CLOEXEC (flags %o)",
+			  e->d_name, flags);
+	}
+	closedir(d);
+	cr_expect_gt(fds, 5, "only %d descriptors past stdio", fds);
+}
+
 /* Sends @command on the control socket; the answer, "" when it hung up. */
 static void control(const struct idle_vm *vm, const char *command, char *answer,
 		    size_t size)
@@ -402,6 +440,18 @@ Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
 				  "thaw-vmm: seccomp: forbidden system call "
 				  "41 (socket)\n"),
 			   "log: %s", read_log(&vm));
+	remove_idle_vm(&vm);
+}
+
+Test(boot, every_descriptor_of_the_vmm_is_close_on_exec,
+     .timeout = BOOT_TIMEOUT_S + 60)
+{
+	struct idle_vm vm;
+
+	start_watched_vm(&vm, NULL);
+	expect_all_close_on_exec(&vm);
+	kill(vm.pid, SIGKILL);
+	waitpid(vm.pid, NULL, 0);
 	remove_idle_vm(&vm);
 }
 

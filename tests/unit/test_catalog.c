@@ -143,9 +143,11 @@ Test(catalog, open_creates_the_directory)
 
 	cr_assert_eq(stat(dir, &st), 0);
 	cr_assert(S_ISDIR(st.st_mode));
-	cr_assert_eq(st.st_mode & 0777, 0755);
+	cr_assert_eq(st.st_mode & 0777, 0700);
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
-	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 0777, 0600, "data.mdb is %o",
+		     st.st_mode & 0777);
 }
 
 Test(catalog, open_failure_names_the_directory)
@@ -708,6 +710,48 @@ Test(catalog, foreign_record_versions_are_refused)
 		strstr(err,
 		       "clone 00000000000000a1/old has a record of version 3"),
 		"%s", err);
+}
+
+/* Stores @s raw; reading it back must fail with @needle in the message. */
+static void expect_raw_snapshot_refused(struct snapshot_record *s,
+					const char *needle)
+{
+	struct snapshot_record got;
+
+	put_raw(cat.snapshots, s->id, s, sizeof(*s));
+	cr_assert_eq(catalog_get_snapshot(&cat, s->id, &got, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, needle), "%s", err);
+}
+
+/* A record whose strings have no end (a bad disk, another program's
+ * write) is refused by name, on every way of reading it. */
+Test(catalog, records_with_unterminated_strings_are_refused)
+{
+	struct snapshot_record s, *list;
+	struct template_record t;
+	size_t count;
+
+	make_records(&t, &s, "00000000000000ee", "", 1);
+	memset(s.dir, 'x', sizeof(s.dir));
+	expect_raw_snapshot_refused(&s, "snapshot 00000000000000ee has a "
+					"record whose dir is not a string");
+	cr_assert_eq(catalog_list_snapshots(&cat, &list, NULL, &count, err,
+					    sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "whose dir"), "%s", err);
+
+	make_records(&t, &s, "00000000000000ee", "", 1);
+	memset(s.template_id, '7', sizeof(s.template_id));
+	expect_raw_snapshot_refused(&s, "whose template_id");
+
+	memset(t.kernel_hash, 'a', sizeof(t.kernel_hash));
+	put_raw(cat.templates, TMPL, &t, sizeof(t));
+	cr_assert_eq(catalog_get_template(&cat, TMPL, &t, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_not_null(strstr(err, "template " TMPL " has a record whose "
+				       "kernel_hash is not a string"),
+			   "%s", err);
 }
 
 /*

@@ -8,7 +8,8 @@
  * deaths and the directories' absence.
  *
  * Each test runs in its own criterion worker and works below its own parent
- * "thaw-test-<worker pid>", which the fixture removes.  The worker is a
+ * "thaw-test-<worker pid>", in the group of a made-up state directory
+ * (OWNER), which the fixture removes.  The worker is a
  * child subreaper, so the grandchildren a destroy kills can be reaped and
  * their deaths checked too.  Needs root and a cgroup filesystem; skips
  * without either.
@@ -31,6 +32,7 @@
 #include "cgroup.h"
 
 #define MIB (1024ULL * 1024)
+#define OWNER "/var/lib/thaw-test/state"
 
 static struct cgroup_root root;
 static char parent[64], err[2 * PATH_MAX];
@@ -63,8 +65,8 @@ static void setup(void)
 		cr_skip_test(
 			"no cgroup filesystem: neither cgroup2 at /sys/fs/cgroup nor a v1 hierarchy in /proc/self/mountinfo");
 	snprintf(parent, sizeof(parent), "thaw-test-%d", (int)getpid());
-	cr_assert_eq(cgroup_init(&root, parent, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(cgroup_init(&root, parent, OWNER, err, sizeof(err)), 0,
+		     "%s", err);
 	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	cr_log_info("cgroup %s: cpu %s, memory %s, pids %s",
 		    root.v2 ? "v2" : "v1", root.dir[CGROUP_CPU],
@@ -79,12 +81,26 @@ static void teardown(void)
 	if (!parent[0])
 		return;
 	cgroup_reap_stale(&root, err, sizeof(err));
-	for (int c = 0; c < CGROUP_NR; c++)
-		if (root.dir[c][0])
-			rmdir(root.dir[c]);
+	cgroup_release(&root);
 }
 
 TestSuite(cgroup, .init = setup, .fini = teardown);
+
+/*
+ * Where cgroup.h says a state directory's group is, below the hierarchy's
+ * root: /parent/state-<its FNV-1a 64>.
+ */
+static const char *own_group(const char *owner)
+{
+	static char path[128];
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const char *p = owner; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	snprintf(path, sizeof(path), "/%s/state-%016llx", parent,
+		 (unsigned long long)h);
+	return path;
+}
 
 static const char *const controller[CGROUP_NR] = { "cpu", "memory", "pids" };
 
@@ -280,7 +296,7 @@ static void fork_sleeper(int wfd)
 
 Test(cgroup, enter_then_destroy_kills_and_removes)
 {
-	char want[128], proc[64];
+	char want[256], proc[64];
 	struct cgroup_stat st;
 	struct cgroup cg;
 	pid_t child, grandchild;
@@ -299,7 +315,7 @@ Test(cgroup, enter_then_destroy_kills_and_removes)
 		cr_expect(procs_has(cg.dir[c], grandchild), "%d not in %s",
 			  (int)grandchild, cg.dir[c]);
 	}
-	snprintf(want, sizeof(want), "/%s/sb-enter", parent);
+	snprintf(want, sizeof(want), "%s/sb-enter", own_group(OWNER));
 	snprintf(proc, sizeof(proc), "/proc/%d", (int)child);
 	cr_expect(strstr(read_file(proc, "cgroup"), want),
 		  "%s/cgroup does not name %s", proc, want);
@@ -409,9 +425,10 @@ Test(cgroup, each_controller_is_there_or_says_why)
 			cr_expect_str_empty(root.missing[c], "%s",
 					    controller[c]);
 		else
-			cr_expect(strstr(root.missing[c],
-					 "limits will not apply"),
-				  "%s: '%s'", controller[c], root.missing[c]);
+			cr_expect(strstr(root.missing[c], controller[c]) &&
+					  strstr(root.missing[c], "/"),
+				  "%s: '%s' names neither it nor a file",
+				  controller[c], root.missing[c]);
 	}
 }
 
@@ -499,7 +516,8 @@ Test(cgroup, bad_names_are_rejected)
 			-EINVAL, "\"%s\" accepted", bad[i]);
 		cr_expect(strstr(err, "bad cgroup name"), "%s", err);
 	}
-	cr_expect_eq(cgroup_init(&r2, "../etc", err, sizeof(err)), -EINVAL);
+	cr_expect_eq(cgroup_init(&r2, "../etc", OWNER, err, sizeof(err)),
+		     -EINVAL);
 	cr_expect(strstr(err, "\"../etc\""), "%s", err);
 
 	/* The longest good name, of every allowed kind of character. */
@@ -523,4 +541,95 @@ Test(cgroup, existing_name_is_refused_and_kept)
 			cr_expect(access(first.dir[c], F_OK) == 0,
 				  "%s was removed", first.dir[c]);
 	cr_assert_eq(cgroup_destroy(&first, err, sizeof(err)), 0, "%s", err);
+}
+
+/* Checks that @r's directories end in own_group(@owner). */
+static void expect_group_of(const struct cgroup_root *r, const char *owner)
+{
+	const char *want = own_group(owner), *at;
+
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (r->dir[c][0])
+			cr_expect((at = strstr(r->dir[c], want)) &&
+					  !strcmp(at, want),
+				  "%s is not ...%s", r->dir[c], want);
+}
+
+/*
+ * Two daemons of two state directories share the parent: one reaping its
+ * leftovers (as a restarted daemon does) kills nothing of the other's.
+ */
+Test(cgroup, reaping_one_state_dir_leaves_another_alone)
+{
+	struct cgroup_root other;
+	struct cgroup mine, theirs;
+	pid_t mine_pid, their_pid;
+	char ok;
+	int fd;
+
+	need_all_controllers();
+	cr_assert_eq(cgroup_init(&other, parent, OWNER "-2", err, sizeof(err)),
+		     0, "%s", err);
+	expect_group_of(&root, OWNER);
+	expect_group_of(&other, OWNER "-2");
+	make("sb-mine", 0, 0, 0, &mine);
+	cr_assert_eq(cgroup_create(&other, "sb-theirs",
+				   &(struct cgroup_limits){ 0 }, &theirs, err,
+				   sizeof(err)),
+		     0, "%s", err);
+	mine_pid = spawn_in(&mine, nothing, &fd);
+	read_report(fd, &ok, 1);
+	close(fd);
+	their_pid = spawn_in(&theirs, nothing, &fd);
+	read_report(fd, &ok, 1);
+	close(fd);
+
+	cr_expect_eq(cgroup_reap_stale(&root, err, sizeof(err)), 1, "%s", err);
+	expect_killed(mine_pid);
+	expect_gone(&mine);
+	cr_expect_eq(kill(their_pid, 0), 0, "the other daemon's VMM died");
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (theirs.dir[c][0])
+			cr_expect(procs_has(theirs.dir[c], their_pid),
+				  "%d left %s", (int)their_pid, theirs.dir[c]);
+
+	/* Releasing ours keeps the parent while theirs is in it. */
+	cgroup_release(&root);
+	for (int c = 0; c < CGROUP_NR; c++)
+		if (other.dir[c][0])
+			cr_expect_eq(access(other.dir[c], F_OK), 0, "%s",
+				     other.dir[c]);
+	cr_expect_eq(cgroup_reap_stale(&other, err, sizeof(err)), 1, "%s", err);
+	expect_killed(their_pid);
+	cgroup_release(&other);
+	/* The fixture's teardown finds nothing left: its init again. */
+	cr_assert_eq(cgroup_init(&root, parent, OWNER, err, sizeof(err)), 0,
+		     "%s", err);
+}
+
+/* cgroup_require() names the controller missing and the file it read. */
+Test(cgroup, required_controller_missing_is_named)
+{
+	struct cgroup_root partial = root;
+
+	need_all_controllers();
+	cr_expect_eq(cgroup_require(&root,
+				    CGROUP_BIT(CGROUP_MEMORY) |
+					    CGROUP_BIT(CGROUP_PIDS) |
+					    CGROUP_BIT(CGROUP_CPU),
+				    err, sizeof(err)),
+		     0, "%s", err);
+	partial.dir[CGROUP_PIDS][0] = '\0';
+	snprintf(partial.missing[CGROUP_PIDS], sizeof(partial.missing[0]),
+		 "cgroup: no pids controller in /sys/fs/cgroup/x");
+	cr_expect_eq(cgroup_require(&partial, CGROUP_BIT(CGROUP_MEMORY), err,
+				    sizeof(err)),
+		     0, "%s", err);
+	err[0] = '\0';
+	cr_expect_eq(cgroup_require(&partial,
+				    CGROUP_BIT(CGROUP_MEMORY) |
+					    CGROUP_BIT(CGROUP_PIDS),
+				    err, sizeof(err)),
+		     -ENOTSUP);
+	cr_expect_str_eq(err, "cgroup: no pids controller in /sys/fs/cgroup/x");
 }

@@ -87,6 +87,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->max_request_bytes, 16ull << 20);
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
+	cr_expect_eq(d->api_memory_budget_bytes, 1ull << 30);
 	cr_expect_eq(d->restore_timeout_s, 60);
 	cr_expect_str_eq(d->log_level, "info");
 	cr_expect_str_eq(d->log_format, "text");
@@ -96,6 +97,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->admit_min_available_percent, 5);
 	cr_expect_eq(d->admit_restore_slowdown, 10);
 	cr_expect(d->jail);
+	cr_expect(d->require_limits);
 	cr_expect_eq(d->jail_ids.first, 1879048192u);
 	cr_expect_eq(d->jail_ids.last, 1879113727u);
 }
@@ -114,7 +116,7 @@ static void expect_default_template(const struct template_config *t,
 	cr_expect_eq(t->max_total, 32);
 	cr_expect_eq(t->timeout_s, 600);
 	cr_expect_eq(t->max_timeout_s, 86400);
-	cr_expect_eq(t->cpu_percent, 0);
+	cr_expect_eq(t->cpu_percent, 100, "auto: 100 per vCPU");
 	cr_expect_eq(t->memory_limit_mib, 256 + 256);
 	cr_expect_eq(t->pids_limit, 256);
 	cr_expect_eq(t->restore_parallel, 4);
@@ -144,6 +146,7 @@ Test(config, default_text_documents_every_key)
 		"max_request_bytes",
 		"max_file_bytes",
 		"max_exec_output_bytes",
+		"api_memory_budget_bytes",
 		"restore_timeout_s",
 		"cgroup_parent",
 		"log_level",
@@ -155,6 +158,7 @@ Test(config, default_text_documents_every_key)
 		"admit_restore_slowdown",
 		"jail",
 		"jail_ids",
+		"require_limits",
 		"kernel",
 		"initrd",
 		"cmdline",
@@ -213,12 +217,14 @@ Test(config, file_overrides_values)
 		"max_request_bytes = 1M\n"
 		"max_file_bytes = 1073741824\n"
 		"max_exec_output_bytes = 64K\n"
+		"api_memory_budget_bytes = 8M\n"
 		"restore_timeout_s = 5\n"
 		"cgroup_parent = thaw-test.1\n"
 		"log_level = debug\n"
 		"log_format = json\n"
 		"jail = false\n"
 		"jail_ids = 100-199\n"
+		"require_limits = false\n"
 		"admit_cpu_pressure = 0\n"
 		"admit_memory_pressure = 100\n"
 		"admit_io_pressure = 50\n"
@@ -248,12 +254,14 @@ Test(config, file_overrides_values)
 	cr_expect_eq(c.max_request_bytes, 1 << 20);
 	cr_expect_eq(c.max_file_bytes, 1 << 30);
 	cr_expect_eq(c.max_exec_output_bytes, 64 << 10);
+	cr_expect_eq(c.api_memory_budget_bytes, 8 << 20);
 	cr_expect_eq(c.restore_timeout_s, 5);
 	cr_expect_str_eq(c.cgroup_parent, "thaw-test.1");
 	cr_expect_str_eq(c.log_level, "debug");
 	cr_expect_str_eq(c.log_format, "json");
 	cr_expect_not(c.jail);
 	cr_expect(c.jail_ids.first == 100 && c.jail_ids.last == 199);
+	cr_expect_not(c.require_limits);
 	cr_expect_eq(c.admit_cpu_pressure, 0, "0: not watched");
 	cr_expect_eq(c.admit_memory_pressure, 100);
 	cr_expect_eq(c.admit_io_pressure, 50);
@@ -305,6 +313,8 @@ Test(config, templates_each_start_from_the_defaults)
 	cr_expect_eq(node->mem_mib, 256);
 	cr_expect_eq(node->memory_limit_mib, 512);
 	cr_expect_eq(node->vcpus, 2);
+	cr_expect_eq(py->cpu_percent, 100, "auto, 1 vCPU");
+	cr_expect_eq(node->cpu_percent, 200, "auto, 2 vCPUs");
 	/* A section without keys is a template all the same. */
 	expect_default_template(config_template(&c, "empty"), "empty");
 	cr_expect_null(config_template(&c, "default"),
@@ -318,6 +328,51 @@ Test(config, file_without_template_gets_default)
 	cr_expect_eq(c.max_sandboxes, 8);
 	cr_assert_eq(c.nr_templates, 1);
 	expect_default_template(&c.templates[0], "default");
+}
+
+/* A CPU quota by default, of the template's own vCPUs; 0 only when said. */
+Test(config, cpu_percent_is_auto_unless_set)
+{
+	load_ok("[template four]\n"
+		"vcpus = 4\n"
+		"[template auto]\n"
+		"vcpus = 64\n"
+		"cpu_percent = auto\n"
+		"[template unlimited]\n"
+		"vcpus = 2\n"
+		"cpu_percent = 0\n"
+		"[template half]\n"
+		"vcpus = 2\n"
+		"cpu_percent = 50\n");
+	cr_expect_eq(config_template(&c, "four")->cpu_percent, 400);
+	cr_expect_eq(config_template(&c, "auto")->cpu_percent, 6400);
+	cr_expect_eq(config_template(&c, "unlimited")->cpu_percent, 0);
+	cr_expect_eq(config_template(&c, "half")->cpu_percent, 50);
+}
+
+/*
+ * config_load() leaks nothing on any path, good or bad, called over and
+ * over (as the fuzz harness does): LeakSanitizer checks at exit.
+ */
+Test(config, loads_in_a_loop_leak_nothing)
+{
+	static const char *const texts[] = {
+		"",
+		"[template a]\n[template b]\nvcpus = 2\n[template c]\n",
+		"[template a]\n[template a]\n",
+		"[template a]\nvcpus = 65\n",
+		"[daemon]\nmax_sandboxes = 1\n[template a]\n[template b]\n",
+		"[template a]\ncpu_percent = autox\n",
+		"[daemon]\ntoken_file = /nonexistent/token\n",
+		"\xEF\xBB\xBF[daemon]\r\njail = true\r\n",
+	};
+
+	for (int round = 0; round < 50; round++)
+		for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+			load(texts[i]);
+			config_free(&c);
+			cr_assert(is_zero(&c));
+		}
 }
 
 /* Longer than the 49 characters inih keeps of a section name. */
@@ -462,6 +517,12 @@ static const struct bad_case bad_cases[] = {
 	  "vcpus = \"65\": out of range 1..64" },
 	{ "[template a]\ncpu_percent = 102401\n", 2,
 	  "cpu_percent = \"102401\": out of range 0..102400" },
+	{ "[template a]\ncpu_percent = automatic\n", 2,
+	  "[template a] cpu_percent = \"automatic\": not a number or auto" },
+	{ "[template a]\ncpu_percent = -1\n", 2,
+	  "cpu_percent = \"-1\": not a number or auto" },
+	{ "[daemon]\nrequire_limits = off\n", 2,
+	  "[daemon] require_limits = \"off\": expected true or false" },
 	{ "[template a]\nrestore_parallel = 0\n", 2,
 	  "restore_parallel = \"0\": out of range 1..64" },
 	{ "[template a]\nmax_total = 0\n", 2,

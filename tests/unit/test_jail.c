@@ -136,7 +136,7 @@ static long owner_of(const char *dir, const char *name, mode_t *mode)
 }
 
 /* What a broken VMM may leave in its writable directory, made as root
- * and handed to its uid: reclaim keeps plain files only, ours and 0644. */
+ * and handed to its uid: reclaim keeps plain files only, ours and 0600. */
 Test(jail_reclaim, keeps_plain_files_removes_the_rest)
 {
 	char dir[] = "/tmp/thaw-jail-test-XXXXXX", path[128], err[256] = "";
@@ -173,9 +173,9 @@ Test(jail_reclaim, keeps_plain_files_removes_the_rest)
 
 	cr_assert_eq(jail_reclaim(dir, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(owner_of(dir, ".", &mode), (long)getuid());
-	cr_expect_eq(mode & 07777, 0755, "the directory is %o", mode);
+	cr_expect_eq(mode & 07777, 0700, "the directory is %o", mode);
 	cr_expect_eq(owner_of(dir, "memory.img", &mode), (long)getuid());
-	cr_expect_eq(mode & 07777, 0644, "memory.img is %o", mode);
+	cr_expect_eq(mode & 07777, 0600, "memory.img is %o", mode);
 	cr_expect_eq(owner_of(dir, "state.bin", &mode), -1, "a link is left");
 	cr_expect_eq(owner_of(dir, "workingset.bin", &mode), -1,
 		     "a FIFO is left");

@@ -351,3 +351,105 @@ Test(log, a_cut_does_not_split_a_character)
 		json_decref(j);
 	}
 }
+
+#define SECOND LOG_LIMIT_INTERVAL_NS
+
+Test(log, a_limit_lets_a_burst_through_then_one_a_second)
+{
+	struct log_limit limit = { 0 };
+	unsigned int suppressed = 99;
+	uint64_t t = 5 * SECOND;
+
+	for (int i = 0; i < LOG_LIMIT_BURST; i++) {
+		cr_expect(log_limit_pass(&limit, t, &suppressed), "line %d", i);
+		cr_expect_eq(suppressed, 0);
+	}
+	for (int i = 0; i < 500; i++)
+		cr_expect_not(
+			log_limit_pass(&limit, t + SECOND - 1, &suppressed));
+	cr_expect(log_limit_pass(&limit, t + SECOND, &suppressed));
+	cr_expect_eq(suppressed, 500);
+	cr_expect_not(log_limit_pass(&limit, t + SECOND + 1, &suppressed));
+	cr_expect(log_limit_pass(&limit, t + 2 * SECOND, &suppressed));
+	cr_expect_eq(suppressed, 1);
+}
+
+Test(log, a_quiet_limit_earns_its_burst_back)
+{
+	struct log_limit limit = { 0 };
+	unsigned int suppressed;
+	uint64_t t = SECOND;
+	int passed = 0;
+
+	while (log_limit_pass(&limit, t, &suppressed))
+		passed++;
+	cr_expect_eq(passed, LOG_LIMIT_BURST);
+	/* A long silence is worth one burst, not more. */
+	t += 1000 * SECOND;
+	for (passed = 0; log_limit_pass(&limit, t, &suppressed); passed++)
+		cr_expect_eq(suppressed, passed ? 0 : 1);
+	cr_expect_eq(passed, LOG_LIMIT_BURST);
+}
+
+/* Lines in @s. */
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+Test(log, a_limited_site_writes_its_burst_then_counts_the_rest)
+{
+	const int calls = 3 * LOG_LIMIT_BURST;
+	struct log_limit limit = { 0 };
+	char suffix[64];
+
+	for (int i = 0; i < calls; i++)
+		log_write_limited(&limit, LOG_LEVEL_WARNING,
+				  "virtio-mmio vsock: queue 0: bad %d", i);
+	int lines = count_lines(written());
+
+	/* However slow this machine, not one line a call. */
+	cr_expect_geq(lines, LOG_LIMIT_BURST);
+	cr_expect_lt(lines, calls);
+	limit.refilled_ns -= SECOND; /* a second later */
+	log_write_limited(&limit, LOG_LEVEL_WARNING, "virtio-mmio: bad");
+	snprintf(suffix, sizeof(suffix), "bad \\(%d similar suppressed\\)\n$",
+		 calls - lines);
+	expect_matches(written(), suffix);
+	/* A level below the setting neither writes nor spends the limit. */
+	set_level("error");
+	log_write_limited(&limit, LOG_LEVEL_WARNING, "quiet");
+	cr_expect_str_eq(written(), "");
+}
+
+Test(log, a_bounded_log_file_keeps_its_head_and_latest_lines)
+{
+	char path[64], err[128], buf[8192];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/thaw-log-%d", (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	log_set_fd(fd);
+	cr_assert_eq(log_set_max(4096, err, sizeof(err)), 0, "%s", err);
+	for (int i = 0; i < 2000; i++)
+		log_warning("guest wrote bad thing %d", i);
+	log_info("the VM stopped");
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	cr_assert_gt(n, 0);
+	cr_expect_leq(n, 4096);
+	buf[n] = '\0';
+	cr_expect(strstr(buf, "bad thing 0\n"));
+	cr_expect(strstr(buf, "bytes dropped]\n"));
+	expect_matches(buf,
+		       "bad thing 1999\n" TIME_RE " thawd: the VM stopped\n$");
+	/* A pipe again: unbounded, as the other tests expect. */
+	log_set_fd(pipe_fd[1]);
+	close(fd);
+	unlink(path);
+}

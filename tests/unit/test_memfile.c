@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "memfile.h"
+#include "preopen.h"
 #include "state_file.h"
 
 #define PAGE MEMFILE_PAGE_SIZE
@@ -107,7 +108,13 @@ Test(memfile, writes_a_sparse_copy)
 	int fd;
 
 	write_guest();
+	cr_assert_eq(stat(hashes_path, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0600, "pages.xxh3 is %o",
+		     st.st_mode & 07777);
 	cr_assert_eq(stat(mem_path, &st), 0);
+	/* Guest memory holds the guest's secrets: its owner's alone. */
+	cr_expect_eq(st.st_mode & 07777, 0600, "memory.img is %o",
+		     st.st_mode & 07777);
 	cr_assert_eq((uint64_t)st.st_size, SIZE);
 	/* 7 dirty pages; allow the filesystem some metadata and rounding. */
 	cr_assert_leq((uint64_t)st.st_blocks * 512, 256 * 1024,
@@ -349,4 +356,54 @@ Test(memfile, verify_cannot_read_missing_files)
 	msg = expect_verify(root, -ENOENT);
 	expect_in(msg, mem_path);
 	expect_in(msg, "cannot open");
+}
+
+/* The lowest free descriptor: the one the next open() gets. */
+static int lowest_free_fd(void)
+{
+	int fd = dup(0);
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	return fd;
+}
+
+/*
+ * A jailed VMM may not open its snapshot's files (0600, another uid's):
+ * they are opened ahead and read through those descriptors, once; a
+ * missing one is left for its reader to name, a FIFO is refused.
+ */
+Test(memfile, preopened_files_are_read_through_their_descriptors)
+{
+	uint64_t root = write_guest();
+	char moved[160], ws[160], state[160];
+	/* state.bin, opened first, gets it. */
+	int fd = -1, state_fd = lowest_free_fd();
+
+	snprintf(state, sizeof(state), "%s/state.bin", dir);
+	close(open(state, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	snprintf(ws, sizeof(ws), "%s/workingset.bin", dir);
+	cr_assert_eq(mkfifo(ws, 0600), 0);
+	cr_assert_eq(snapshot_files_preopen(dir, err, sizeof(err)), -EINVAL);
+	expect_in(err, "workingset.bin: not a regular file");
+	unlink(ws);
+	cr_assert_eq(snapshot_files_preopen(dir, err, sizeof(err)), 0, "%s",
+		     err);
+	/* Out of reach by path now, as in the jail. */
+	snprintf(moved, sizeof(moved), "%s/elsewhere", dir);
+	cr_assert_eq(rename(mem_path, moved), 0);
+	uint8_t *mem = memfile_map(mem_path, hashes_path, SIZE, root, &fd, err,
+				   sizeof(err));
+
+	cr_assert_not_null(mem, "%s", err);
+	cr_expect_eq(memcmp(mem, guest, SIZE), 0);
+	munmap(mem, SIZE);
+	close(fd);
+	/* Taken: the next open is by path again. */
+	cr_expect_null(memfile_map(mem_path, hashes_path, SIZE, root, &fd, err,
+				   sizeof(err)));
+	expect_in(err, "cannot open");
+	/* What no reader took (state.bin) is closed, not kept. */
+	snapshot_files_forget();
+	cr_expect_eq(lowest_free_fd(), state_fd);
 }

@@ -154,11 +154,16 @@ static void expect_rehashed_fails(uint8_t *buf, size_t len, const char *needle)
 Test(state, round_trip)
 {
 	struct state_reader r;
+	struct stat st;
 	uint64_t got_config[4];
 	char got_serial[sizeof(serial)];
 	size_t size;
 
 	save_sample();
+	/* The guest's registers, keys included: its owner's alone. */
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0600, "state.bin is %o",
+		     st.st_mode & 07777);
 	cr_assert_eq(state_reader_open(&r, path, err, sizeof(err)), 0, "%s",
 		     err);
 	cr_assert_eq(memcmp(r.header.magic, STATE_MAGIC, 8), 0);

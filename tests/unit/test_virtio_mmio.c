@@ -5,10 +5,13 @@
  * built by hand in a buffer standing in for guest RAM.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "devices/virtio_mmio.h"
+#include "log.h"
 #include "state_file.h"
 
 #define GUEST_MEM_MIB MEMORY_MIN_MIB
@@ -345,6 +348,38 @@ Test(virtio_mmio, queue_size_must_be_power_of_two)
 	cr_assert_eq(reg_read(VIRTIO_MMIO_QUEUE_READY), 0);
 	cr_assert(reg_read(VIRTIO_MMIO_STATUS) &
 		  VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+}
+
+/* A guest that breaks its queue and resets the device over and over does
+ * not get a line of the VMM's log each time. */
+Test(virtio_mmio, a_guest_repeating_an_error_is_not_logged_each_time)
+{
+	const int tries = 20 * LOG_LIMIT_BURST;
+	char log[65536];
+	int p[2], lines = 0;
+
+	cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	log_set_fd(p[1]);
+	for (int i = 0; i < tries; i++) {
+		reg_write(VIRTIO_MMIO_STATUS, 0); /* reset */
+		negotiate(VERSION_1);
+		program_queue(0, 12);
+		cr_assert(reg_read(VIRTIO_MMIO_STATUS) &
+			  VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	}
+	log_set_fd(2);
+	ssize_t n = read(p[0], log, sizeof(log) - 1);
+
+	cr_assert_gt(n, 0);
+	log[n] = '\0';
+	for (char *c = log; *c; c++)
+		lines += *c == '\n';
+	cr_expect(strstr(log, "device needs reset\n"), "%s", log);
+	/* The burst, and one a second: far fewer than the guest's tries. */
+	cr_expect_geq(lines, LOG_LIMIT_BURST);
+	cr_expect_lt(lines, tries / 2, "%d lines for %d tries", lines, tries);
+	close(p[0]);
+	close(p[1]);
 }
 
 Test(virtio_mmio, ring_outside_memory_is_refused)

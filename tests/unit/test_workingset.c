@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "state_file.h"
@@ -229,6 +230,11 @@ Test(workingset, record_coalesces_present_pages)
 		     0, "%s", err);
 	cr_assert_eq(pages, 5);
 	check_ws_file(path, size / PAGE, want, 3);
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0600, "workingset.bin is %o",
+		     st.st_mode & 07777);
 	cr_assert_eq(dir_entries(), 1, "temporary file left behind");
 	munmap(mem, size);
 }

@@ -99,7 +99,9 @@ static void raise_interrupt(struct virtio_mmio *vm, uint32_t reason)
 static void device_needs_reset(struct virtio_mmio *vm, uint32_t queue,
 			       const char *why)
 {
-	log_warning("virtio-mmio %s: queue %u: %s; device needs reset",
+	/* The guest's doing, as often as it resets the device: limited. */
+	log_limited(LOG_LEVEL_WARNING,
+		    "virtio-mmio %s: queue %u: %s; device needs reset",
 		    vm->name, queue, why);
 	vm->state.status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
 	raise_interrupt(vm, VIRTIO_MMIO_INT_CONFIG);
@@ -408,9 +410,11 @@ int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
 	if (queue < vm->ops->num_queues && device_live(s)) {
 		ret = virtq_push(vm->mem, &s->queues[queue], head, len);
 		if (ret < 0 && s->queues[queue].ready)
-			log_error("virtio-mmio %s: queue %u: backend returned "
-				  "descriptor %u, not a head index",
-				  vm->name, queue, head);
+			log_limited(
+				LOG_LEVEL_ERROR,
+				"virtio-mmio %s: queue %u: backend returned "
+				"descriptor %u, not a head index",
+				vm->name, queue, head);
 	}
 	pthread_mutex_unlock(&vm->lock);
 	return ret;

@@ -134,7 +134,8 @@ static void kick(struct vsock *v)
 
 	/* EAGAIN means the counter is already non-zero: a wakeup is due. */
 	if (write(v->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_warning("vsock %s: cannot wake device thread: %s",
+		log_limited(LOG_LEVEL_WARNING,
+			    "vsock %s: cannot wake device thread: %s",
 			    v->uds_path, strerror(errno));
 }
 
@@ -260,7 +261,8 @@ static void watch_conn(struct vsock *v, struct vsock_conn *c)
 	if (c->registered && c->events == ev.events)
 		return;
 	if (epoll_ctl(v->epoll_fd, op, c->fd, &ev) < 0) {
-		log_warning("vsock %s: epoll_ctl for host port %u: %s",
+		log_limited(LOG_LEVEL_WARNING,
+			    "vsock %s: epoll_ctl for host port %u: %s",
 			    v->uds_path, c->local_port, strerror(errno));
 		kill_conn(v, c, true);
 		return;
@@ -313,7 +315,8 @@ static void accept_clients(struct vsock *v)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				log_warning("vsock %s: accept: %s", v->uds_path,
+				log_limited(LOG_LEVEL_WARNING,
+					    "vsock %s: accept: %s", v->uds_path,
 					    strerror(errno));
 			return;
 		}
@@ -356,7 +359,8 @@ static void read_handshake(struct vsock *v, struct vsock_conn *c)
 		c->line[c->line_len++] = ch;
 	}
 	if (ch != '\n' || vsock_parse_connect(c->line, c->line_len, &port)) {
-		log_warning("vsock %s: host client sent no \"CONNECT <port>\" "
+		log_limited(LOG_LEVEL_WARNING,
+			    "vsock %s: host client sent no \"CONNECT <port>\" "
 			    "line in %u bytes; closing it",
 			    v->uds_path, c->line_len);
 		kill_conn(v, c, false);
@@ -396,7 +400,8 @@ static void dispatch(struct vsock *v, const struct epoll_event *ev)
 	if (tag == TAG_KICK) {
 		if (read(v->kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
-			log_warning("vsock %s: eventfd read: %s", v->uds_path,
+			log_limited(LOG_LEVEL_WARNING,
+				    "vsock %s: eventfd read: %s", v->uds_path,
 				    strerror(errno));
 		return;
 	}
@@ -430,7 +435,8 @@ static void connect_host(struct vsock *v, const struct virtio_vsock_hdr *hdr)
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		log_warning("vsock %s: socket for host port %u: %s",
+		log_limited(LOG_LEVEL_WARNING,
+			    "vsock %s: socket for host port %u: %s",
 			    v->uds_path, hdr->dst_port, strerror(errno));
 		refuse(v, hdr);
 		return;
