@@ -10,9 +10,7 @@
  * path= and mode= go to api_file_args(), as the files routes do; the body
  * goes through api_body_object() and then every endpoint's validation:
  * api_parse_exec() (a sandbox with and without a create-time environment,
- * by the path's length), and the create and timeout bodies, which their
- * handlers check with api_known_fields(), api_get_uint() and
- * api_add_env() against a template's limits, the way repeated here.
+ * by the path's length), api_parse_create() and api_parse_timeout().
  * Every allocation is freed on every path, as the handlers do.
  */
 #include <stdint.h>
@@ -77,37 +75,35 @@ static void exec_body(json_t *body, bool sandbox_env)
 	free(stdin_data);
 }
 
-/* api_create_sandbox's checks, for the default template. */
+/* POST /sandboxes against the default template's lease limits. */
 static void create_body(json_t *body)
 {
-	static const char *const fields[] = { "template", "timeout_s", "env",
-					      NULL };
-	json_t *tmpl = json_object_get(body, "template");
-	char **env = NULL, err[512];
-	size_t nr_env = 0;
-	uint32_t timeout_s;
+	static struct template_config tdefault = {
+		.name = "default",
+		.timeout_s = TIMEOUT_S,
+		.max_timeout_s = MAX_TIMEOUT_S,
+	};
+	static const struct daemon_config cfg = { .templates = &tdefault,
+						  .nr_templates = 1 };
+	struct create_request req = { 0 };
+	char err[512];
 
-	if (tmpl && !json_is_string(tmpl))
-		return;
-	if (api_known_fields(body, fields, err, sizeof(err)) &&
-	    api_get_uint(body, "timeout_s", 1, MAX_TIMEOUT_S, TIMEOUT_S,
-			 &timeout_s, err, sizeof(err)))
-		api_add_env(&env, &nr_env, json_object_get(body, "env"), err,
-			    sizeof(err));
-	api_free_strv(env);
+	if (api_parse_create(body, &cfg, &req, err, sizeof(err)) == 0 &&
+	    (req.template != &tdefault || req.timeout_s < 1 ||
+	     req.timeout_s > MAX_TIMEOUT_S))
+		abort();
+	api_free_strv(req.env);
 }
 
-/* api_set_timeout's checks. */
+/* POST /sandboxes/ID/timeout. */
 static void timeout_body(json_t *body)
 {
-	static const char *const fields[] = { "timeout_s", NULL };
 	char err[512];
 	uint32_t timeout_s;
 
-	if (api_known_fields(body, fields, err, sizeof(err)) &&
-	    api_get_uint(body, "timeout_s", 1, MAX_TIMEOUT_S, 0, &timeout_s,
-			 err, sizeof(err)) &&
-	    timeout_s > MAX_TIMEOUT_S)
+	if (api_parse_timeout(body, MAX_TIMEOUT_S, &timeout_s, err,
+			      sizeof(err)) &&
+	    (timeout_s < 1 || timeout_s > MAX_TIMEOUT_S))
 		abort();
 }
 
