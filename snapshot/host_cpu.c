@@ -51,7 +51,8 @@ static void read_words(struct cpu_words *w)
 			      w->xsave_xcr0_hi);
 		__cpuid_count(0xd, 1, w->xsave_1_eax, b, c, d);
 	}
-	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000001)
+	/* gcc's cpuid.h returns unsigned, clang's int. */
+	if ((unsigned)__get_cpuid_max(0x80000000, NULL) >= 0x80000001)
 		__cpuid(0x80000001, a, b, w->ext1_ecx, w->ext1_edx);
 }
 

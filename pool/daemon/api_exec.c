@@ -311,11 +311,10 @@ static void exec_stream_free(void *cls)
 	exec_run_free(cls);
 }
 
-/* Builds EXEC from the body; an HTTP status and message on bad input. */
-static int parse_exec(json_t *body, const struct sandbox *c,
-		      struct agent_exec_request *req, char ***argv_out,
-		      char ***env_out, void **stdin_out, bool *stream,
-		      char *err, size_t errlen)
+int api_parse_exec(json_t *body, const struct sandbox *c,
+		   struct agent_exec_request *req, char ***argv_out,
+		   char ***env_out, void **stdin_out, bool *stream, char *err,
+		   size_t errlen)
 {
 	static const char *const fields[] = { "argv",	"cmd",	 "env",
 					      "cwd",	"stdin", "timeout_s",
@@ -487,8 +486,8 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 	if (!body)
 		status = 400;
 	else
-		status = parse_exec(body, c, &req, &argv, &env, &stdin_data,
-				    &stream, err, sizeof(err));
+		status = api_parse_exec(body, c, &req, &argv, &env, &stdin_data,
+					&stream, err, sizeof(err));
 	struct exec_run *x = status ? NULL : calloc(1, sizeof(*x));
 	if (!status && !x) {
 		snprintf(err, sizeof(err), "out of memory");

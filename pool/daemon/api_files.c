@@ -30,16 +30,10 @@
  * DATA but the last has at least a page. */
 #define MIN_READ_FILE_DATA 4096
 
-/* ?path= (absolute, bounded) and ?mode= (octal); 0 or 400 with @err. */
-static int file_args(struct MHD_Connection *conn, const char **path,
-		     uint32_t *mode, char *err, size_t errlen)
+int api_file_args(const char *path, const char *m, uint32_t *mode, char *err,
+		  size_t errlen)
 {
-	const char *m = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
-						    "mode");
-
-	*path = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
-					    "path");
-	if (!*path || (*path)[0] != '/' || strlen(*path) > 4095) {
+	if (!path || path[0] != '/' || strlen(path) > 4095) {
 		snprintf(
 			err, errlen,
 			"?path= must be an absolute path of at most 4095 bytes");
@@ -60,6 +54,18 @@ static int file_args(struct MHD_Connection *conn, const char **path,
 		*mode = (uint32_t)v;
 	}
 	return 0;
+}
+
+/* The request's ?path= and ?mode=, checked by api_file_args(). */
+static int file_args(struct MHD_Connection *conn, const char **path,
+		     uint32_t *mode, char *err, size_t errlen)
+{
+	*path = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+					    "path");
+	return api_file_args(*path,
+			     MHD_lookup_connection_value(
+				     conn, MHD_GET_ARGUMENT_KIND, "mode"),
+			     mode, err, errlen);
 }
 
 /* An agent ERROR, or a failed wait on the agent, as an HTTP status. */

@@ -134,6 +134,39 @@ bool api_get_uint(json_t *body, const char *field, uint32_t min, uint32_t max,
 bool api_add_env(char ***v, size_t *n, json_t *env, char *err, size_t errlen);
 void api_free_strv(char **v);
 
+/* ---- the routes' request parsing (pure: for the fuzz harness too) ------ */
+
+/*
+ * api_exec.c: builds EXEC from @body for sandbox @c (its env comes first);
+ * 0, or an HTTP status and a message in @err.  *@argv_out, *@env_out and
+ * *@stdin_out are set as they are allocated, also on error: the caller
+ * frees them (api_free_strv, free).
+ */
+int api_parse_exec(json_t *body, const struct sandbox *c,
+		   struct agent_exec_request *req, char ***argv_out,
+		   char ***env_out, void **stdin_out, bool *stream, char *err,
+		   size_t errlen);
+/* A POST /sandboxes body: its template (config's), lease and env. */
+struct create_request {
+	const struct template_config *template;
+	uint32_t timeout_s;
+	char **env; /* the caller frees it (api_free_strv), also on error */
+	size_t nr_env;
+};
+
+/* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
+ * or 400/404 with a message in @err. */
+int api_parse_create(json_t *body, const struct daemon_config *cfg,
+		     struct create_request *req, char *err, size_t errlen);
+/* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
+ * message in @err. */
+bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
+		       uint32_t *timeout_s, char *err, size_t errlen);
+/* api_files.c: ?path= (absolute, bounded; NULL: absent) and ?mode= (octal,
+ * NULL: 0644); 0, or 400 with a message in @err. */
+int api_file_args(const char *path, const char *mode_arg, uint32_t *mode,
+		  char *err, size_t errlen);
+
 /* A growing text buffer: Prometheus output, an exec's collected output. */
 struct text {
 	char *buf;

@@ -136,57 +136,59 @@ static bool env_fits(char *const *env, size_t n, char *err, size_t errlen)
 	return false;
 }
 
-enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
-				   struct request *r, struct daemon *d)
+int api_parse_create(json_t *body, const struct daemon_config *cfg,
+		     struct create_request *req, char *err, size_t errlen)
 {
 	static const char *const fields[] = { "template", "timeout_s", "env",
 					      NULL };
-	char err[512];
-	json_t *body = api_body_object(r, err, sizeof(err));
-	const char *name = "default";
-	char **env = NULL;
-	size_t nr_env = 0;
-	uint32_t timeout_s;
-	struct pool *pl;
-
-	if (!body)
-		return api_reply_error(conn, r, 400, "%s", err);
 	json_t *tmpl = json_object_get(body, "template");
+	const char *name = "default";
+
+	req->env = NULL;
 	if (tmpl && !json_is_string(tmpl)) {
-		json_decref(body);
-		return api_reply_error(conn, r, 400,
-				       "\"template\" must be a string");
+		snprintf(err, errlen, "\"template\" must be a string");
+		return 400;
 	}
 	if (tmpl)
 		name = json_string_value(tmpl);
-	pl = pool_find(d, name);
-	if (!api_known_fields(body, fields, err, sizeof(err)) ||
-	    (pl &&
-	     !api_get_uint(body, "timeout_s", 1, pl->t->max_timeout_s,
-			   pl->t->timeout_s, &timeout_s, err, sizeof(err))) ||
-	    !api_add_env(&env, &nr_env, json_object_get(body, "env"), err,
-			 sizeof(err))) {
-		json_decref(body);
-		api_free_strv(env);
-		return api_reply_error(conn, r, 400, "%s", err);
+	req->template = config_template(cfg, name);
+	if (!api_known_fields(body, fields, err, errlen) ||
+	    (req->template &&
+	     !api_get_uint(body, "timeout_s", 1, req->template->max_timeout_s,
+			   req->template->timeout_s, &req->timeout_s, err,
+			   errlen)) ||
+	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
+			 err, errlen))
+		return 400;
+	if (!env_fits(req->env, req->nr_env, err, errlen))
+		return 413;
+	if (!req->template) {
+		snprintf(err, errlen, "no template \"%.200s\"", name);
+		return 404;
 	}
-	if (!env_fits(env, nr_env, err, sizeof(err))) {
-		json_decref(body);
-		api_free_strv(env);
-		return api_reply_error(conn, r, 413, "%s", err);
-	}
-	if (!pl) {
-		enum MHD_Result ret = api_reply_error(
-			conn, r, 404, "no template \"%s\"", name);
-		json_decref(body);
-		api_free_strv(env);
-		return ret;
-	}
-	json_decref(body);
+	return 0;
+}
 
+enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
+				   struct request *r, struct daemon *d)
+{
+	struct create_request req = { 0 };
+	char err[512];
+	json_t *body = api_body_object(r, err, sizeof(err));
+
+	if (!body)
+		return api_reply_error(conn, r, 400, "%s", err);
+	int status = api_parse_create(body, &d->cfg, &req, err, sizeof(err));
+	json_decref(body);
+	if (status) {
+		api_free_strv(req.env);
+		return api_reply_error(conn, r, status, "%s", err);
+	}
+
+	struct pool *pl = pool_find(d, req.template->name);
 	struct sandbox *c;
 	enum pool_error e =
-		pool_handout(pl, timeout_s, env, &c, err, sizeof(err));
+		pool_handout(pl, req.timeout_s, req.env, &c, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
 	return send_sandbox(conn, r, c, 201, false);
@@ -225,10 +227,25 @@ enum MHD_Result api_get_sandbox(struct MHD_Connection *conn, struct request *r,
 	return send_sandbox(conn, r, c, 200, true);
 }
 
+bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
+		       uint32_t *timeout_s, char *err, size_t errlen)
+{
+	static const char *const fields[] = { "timeout_s", NULL };
+
+	if (!api_known_fields(body, fields, err, errlen) ||
+	    !api_get_uint(body, "timeout_s", 1, max_timeout_s, 0, timeout_s,
+			  err, errlen))
+		return false;
+	if (!*timeout_s) {
+		snprintf(err, errlen, "\"timeout_s\" is required");
+		return false;
+	}
+	return true;
+}
+
 enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 				struct daemon *d)
 {
-	static const char *const fields[] = { "timeout_s", NULL };
 	char err[512];
 	uint32_t timeout_s;
 	struct sandbox *c = sandbox_get(d, r->id);
@@ -236,13 +253,8 @@ enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	json_t *body = api_body_object(r, err, sizeof(err));
-	bool ok = body && api_known_fields(body, fields, err, sizeof(err)) &&
-		  api_get_uint(body, "timeout_s", 1, c->pool->t->max_timeout_s,
-			       0, &timeout_s, err, sizeof(err));
-	if (ok && !timeout_s) {
-		snprintf(err, sizeof(err), "\"timeout_s\" is required");
-		ok = false;
-	}
+	bool ok = body && api_parse_timeout(body, c->pool->t->max_timeout_s,
+					    &timeout_s, err, sizeof(err));
 	json_decref(body);
 	if (!ok) {
 		sandbox_put(d, c);

@@ -914,6 +914,23 @@ static void thread_exits(struct vsock *v)
 	pthread_mutex_unlock(&v->pause_lock);
 }
 
+/* One pass over what epoll reported (@n @events), the queues and the
+ * time-outs. */
+static void work(struct vsock *v, const struct epoll_event *events, int n)
+{
+	v->more_work = false;
+	for (int i = 0; i < n; i++)
+		dispatch(v, &events[i]);
+	if (atomic_exchange(&v->reset_requested, false))
+		reset_conns(v);
+	process_tx(v);
+	expire_conns(v);
+	/* The guest resets every connection when it gets the event,
+	 * so packets of new ones must not overtake it. */
+	if (send_reset_event(v))
+		fill_rx(v);
+}
+
 static void *vsock_thread(void *arg)
 {
 	struct vsock *v = arg;
@@ -938,20 +955,21 @@ static void *vsock_thread(void *arg)
 		pause_point(v);
 		if (atomic_load(&v->stop))
 			break;
-		v->more_work = false;
-		for (int i = 0; i < n; i++)
-			dispatch(v, &events[i]);
-		if (atomic_exchange(&v->reset_requested, false))
-			reset_conns(v);
-		process_tx(v);
-		expire_conns(v);
-		/* The guest resets every connection when it gets the event,
-		 * so packets of new ones must not overtake it. */
-		if (send_reset_event(v))
-			fill_rx(v);
+		work(v, events, n);
 	}
 	thread_exits(v);
 	return NULL;
+}
+
+int vsock_run_once(struct vsock *v, int timeout_ms)
+{
+	struct epoll_event events[EPOLL_BATCH];
+	int n = epoll_wait(v->epoll_fd, events, EPOLL_BATCH, timeout_ms);
+
+	if (n < 0)
+		return -1;
+	work(v, events, n);
+	return 0;
 }
 
 /* --- Transport callbacks (vCPU threads) --------------------------------- */

@@ -217,6 +217,14 @@ void vsock_stop(struct vsock *vsock);
 void vsock_pause(struct vsock *vsock);
 void vsock_resume(struct vsock *vsock);
 
+/*
+ * Instead of vsock_start(), for tests and fuzzing: one pass of the device
+ * thread's work on the calling thread, after waiting up to @timeout_ms for
+ * a socket or a notification (0: not at all).  Returns 0, or -1 when
+ * epoll_wait fails.
+ */
+int vsock_run_once(struct vsock *vsock, int timeout_ms);
+
 /* Adds transport instance 0 and struct vsock_state; the device must be
  * paused or not started. */
 void vsock_save(struct vsock *vsock, struct state_writer *w);

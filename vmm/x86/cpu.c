@@ -169,14 +169,15 @@ int x86_setup_msrs(int vcpu_fd, int vcpu_id)
 		  .data = MTRR_ENABLE | MTRR_TYPE_WRBACK },
 	};
 	const int n = sizeof(boot_msrs) / sizeof(boot_msrs[0]);
-	struct {
-		struct kvm_msrs header;
-		struct kvm_msr_entry
-			entries[sizeof(boot_msrs) / sizeof(boot_msrs[0])];
-	} msrs = { .header.nmsrs = n };
+	/* struct kvm_msrs ends in a flexible array: room for its entries
+	 * through a union (C11 allows no such struct inside another). */
+	union {
+		struct kvm_msrs msrs;
+		uint8_t bytes[sizeof(struct kvm_msrs) + sizeof(boot_msrs)];
+	} set_msrs = { .msrs.nmsrs = n };
 
-	memcpy(msrs.entries, boot_msrs, sizeof(boot_msrs));
-	int set = ioctl(vcpu_fd, KVM_SET_MSRS, &msrs);
+	memcpy(set_msrs.msrs.entries, boot_msrs, sizeof(boot_msrs));
+	int set = ioctl(vcpu_fd, KVM_SET_MSRS, &set_msrs);
 	if (set < 0) {
 		log_error("vcpu %d: KVM_SET_MSRS: %s", vcpu_id,
 			  strerror(errno));

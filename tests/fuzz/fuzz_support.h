@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuzz_support.h - what several harnesses need: one scratch directory per
+ * process for the files a harness must present by path (removed at exit),
+ * a quiet logger (the devices log every bad input; the lines are still
+ * formatted, only not written), and a small guest RAM without KVM.
+ */
+#ifndef THAW_FUZZ_SUPPORT_H
+#define THAW_FUZZ_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memory.h"
+
+/* /tmp/thaw-fuzz-XXXXXX/@name, made once per process, @name removed at
+ * exit with the directory.  A name is at most 32 bytes. */
+const char *fuzz_path(const char *name);
+
+/* Writes @size bytes of @data to @path, truncated or extended to
+ * @length bytes (a sparse tail reads as zeros). */
+void fuzz_write_file(const char *path, const void *data, size_t size,
+		     uint64_t length);
+
+/* log.h's lines go to /dev/null from now on. */
+void fuzz_quiet_log(void);
+
+/* A serial sink that drops the guest's output; an i8042 reset that does
+ * nothing. */
+void fuzz_discard_output(void *ctx, const uint8_t *buf, size_t len);
+void fuzz_ignore_reset(void *ctx);
+
+/* @mem describes @size bytes at @host as guest RAM from address 0. */
+void fuzz_guest_memory(struct guest_memory *mem, uint8_t *host, uint64_t size);
+
+#endif

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * protocol_host.c - libFuzzer harness: the agent protocol as the host reads
+ * it, from a guest that sends anything.
+ *
+ * The input's first byte picks one conversation of pool/host and the
+ * daemon; the rest is what "the agent" sends, written into one end of a
+ * socketpair whose other end is a struct agent_conn, then closed, so every
+ * wait ends at the input's end (no thread, no deadline).  The host's own
+ * code reads it: agent_next_frame() (protocol.c's frame reader under
+ * agent_client.c's non-blocking reads), agent_wait_answer() and
+ * agent_ping() (their request-id and type checks, ERROR to errno),
+ * agent_error_of(); and thaw_parse_type() with the accessors the way the
+ * greeting (agent_connect), an exec's events (api_exec.c) and a download
+ * (api_files.c) use them.  Those two daemon loops are static functions
+ * tied to libmicrohttpd, so their field accesses are repeated here.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+#include "protocol.h"
+
+#define REQUEST_ID 1
+
+enum conversation {
+	GREETING,
+	ANSWERS,
+	PING,
+	EXEC_EVENTS,
+	DOWNLOAD,
+	NR_CONVERSATIONS,
+};
+
+/* What agent_connect() does with the first frame. */
+static void greeting(struct agent_conn *c)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+	char why[128];
+
+	if (agent_next_frame(c, &f) || f.h.type != THAW_HELLO ||
+	    thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
+			    sizeof(why)))
+		return;
+	if (thaw_get_u32(&m, THAW_T_VERSION, 0) == THAW_PROTOCOL_VERSION)
+		thaw_get_str(&m, THAW_T_AGENT_VERSION, c->agent_version,
+			     sizeof(c->agent_version));
+}
+
+/* An exec's events and a download's pieces, field by field. */
+static void stream(struct agent_conn *c, bool download)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+	char why[512];
+
+	while (!agent_next_frame(c, &f)) {
+		if (f.h.request_id != REQUEST_ID)
+			continue;
+		if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
+				    sizeof(why)) < 0)
+			return;
+		const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
+		uint8_t *copy;
+
+		switch (f.h.type) {
+		case THAW_EXEC_STARTED:
+			thaw_get_u32(&m, THAW_T_PID, 0);
+			break;
+		case THAW_STDOUT:
+		case THAW_STDERR:
+		case THAW_DATA:
+			copy = malloc(data->len ? data->len : 1);
+			if (!copy)
+				abort();
+			memcpy(copy, data->data, data->len);
+			free(copy);
+			break;
+		case THAW_EXIT:
+			thaw_get_u8(&m, THAW_T_TIMED_OUT, 0);
+			if (thaw_has(&m, THAW_T_SIGNAL))
+				thaw_get_u32(&m, THAW_T_SIGNAL, 0);
+			else
+				thaw_get_u32(&m, THAW_T_EXIT_CODE, 0);
+			return;
+		case THAW_ERROR:
+			if (agent_error_of(&m, why, sizeof(why)) <= 0)
+				abort(); /* an ERROR must never read as success
+					  */
+			return;
+		case THAW_END:
+			if (download)
+				return;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct agent_conn c = { .patience_ms = 1000 };
+	char err[512];
+	int sv[2];
+
+	/* All of it must fit the socket's buffer: nobody else reads. */
+	if (size < 1 || size > 64 * 1024)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) ||
+	    thaw_reader_init(&c.reader))
+		abort();
+	c.fd = sv[0];
+	if (write(sv[1], data + 1, size - 1) != (ssize_t)(size - 1) ||
+	    shutdown(sv[1], SHUT_WR))
+		abort();
+
+	switch (data[0] % NR_CONVERSATIONS) {
+	case GREETING:
+		greeting(&c);
+		break;
+	case ANSWERS:
+		while (agent_wait_answer(&c, REQUEST_ID, err, sizeof(err)) !=
+		       -EPIPE)
+			;
+		break;
+	case PING:
+		agent_ping(&c, REQUEST_ID, err, sizeof(err));
+		break;
+	case EXEC_EVENTS:
+		stream(&c, false);
+		break;
+	case DOWNLOAD:
+		stream(&c, true);
+		break;
+	}
+	agent_close(&c);
+	close(sv[1]);
+	return 0;
+}

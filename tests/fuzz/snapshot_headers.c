@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * snapshot_headers.c - libFuzzer harness: a snapshot's working set
+ * (workingset.bin) and page hashes (pages.xxh3) as a restore and
+ * `thaw snapshot verify` read them, whatever the files hold.
+ *
+ * Input: one byte of choices, then the file's bytes.  The choice byte's
+ * low two bits pick the reader (workingset_prefetch(), memfile_map(),
+ * memfile_verify()), bit 2 whether the hash root is fixed up to match the
+ * hashes that follow (a fuzzer cannot forge XXH3, and without it nothing
+ * past the root check would run), the high bits the memory file's size (1
+ * to 32 pages, sparse: it reads as zeros).  Both files live in the
+ * harness's scratch directory (fuzz_support.h): workingset.c opens with
+ * O_NOFOLLOW, so a memfd's /proc/self/fd link would not do.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fuzz_support.h"
+#include "memfile.h"
+#include "workingset.h"
+
+enum reader { PREFETCH, MAP, VERIFY, NR_READERS };
+#define FIX_ROOT 0x4
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct memfile_hashes_header h;
+	char err[512];
+	int fd;
+
+	if (!size)
+		return -1;
+	const char *memory_path = fuzz_path("memory.img");
+	const char *input_path = fuzz_path("input");
+	uint8_t choice = data[0];
+	uint64_t mem_size = ((choice >> 3) + 1ull) * MEMFILE_PAGE_SIZE;
+	uint8_t *file = malloc(size);
+
+	if (!file)
+		abort();
+	memcpy(file, data + 1, size - 1);
+	size--;
+	if ((choice & FIX_ROOT) && size >= sizeof(h)) {
+		memcpy(&h, file, sizeof(h));
+		h.root = XXH3_64bits(file + sizeof(h), size - sizeof(h));
+		memcpy(file, &h, sizeof(h));
+	} else if (size >= sizeof(h)) {
+		memcpy(&h, file, sizeof(h));
+	} else {
+		h.root = 0;
+	}
+	fuzz_write_file(memory_path, NULL, 0, mem_size);
+	fuzz_write_file(input_path, file, size, size);
+	free(file);
+
+	switch ((choice & 3) % NR_READERS) {
+	case PREFETCH: {
+		uint64_t pages;
+		fd = open(memory_path, O_RDONLY | O_CLOEXEC);
+		void *mem = mmap(NULL, mem_size, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE, fd, 0);
+		if (fd < 0 || mem == MAP_FAILED)
+			abort();
+		workingset_prefetch(fd, mem, mem_size, input_path, &pages, err,
+				    sizeof(err));
+		munmap(mem, mem_size);
+		close(fd);
+		break;
+	}
+	case MAP: {
+		void *mem = memfile_map(memory_path, input_path, mem_size,
+					h.root, &fd, err, sizeof(err));
+		if (mem) {
+			munmap(mem, mem_size);
+			close(fd);
+		}
+		break;
+	}
+	case VERIFY:
+		memfile_verify(memory_path, input_path, mem_size, h.root, err,
+			       sizeof(err));
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * snapshot_seeds.c - writes the seed corpora of snapshot_headers and
+ * snapshot_state with the snapshot code's own writers.
+ *
+ * snapshot_headers: a working set and page hashes, written by
+ * workingset_record() and memfile_write() for a small memory whose pages
+ * 0-2 and 5 were touched, each behind the choice byte snapshot_headers.c
+ * reads (reader, root fix-up, memory size).  snapshot_state: state files
+ * of the devices' own saves, fresh and after a guest driver set them up
+ * (the serial line, a keyboard command, the vsock transport live with its
+ * three queues in a 64 KiB RAM, as snapshot_state.c gives it).
+ *
+ *	snapshot_seeds DIR	writes DIR/snapshot_headers/ and
+ *				DIR/snapshot_state/
+ *
+ * Run by hand when a format changes; the outputs are committed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "devices/i8042.h"
+#include "devices/rtc.h"
+#include "devices/serial.h"
+#include "devices/vsock.h"
+#include "fuzz_support.h"
+#include "memfile.h"
+#include "state.h"
+#include "workingset.h"
+
+#define PAGES 8
+
+/* snapshot_headers.c's choice byte */
+enum { PREFETCH, MAP, VERIFY };
+#define CHOICE(reader, pages) ((uint8_t)((reader) | (((pages)-1) << 3)))
+
+static void fail(const char *what, const char *err)
+{
+	fprintf(stderr, "snapshot_seeds: %s: %s\n", what, err);
+	exit(1);
+}
+
+/* DIR/snapshot_headers/NAME: @choice, then the bytes of @path. */
+static void seed(const char *dir, const char *name, uint8_t choice,
+		 const char *path)
+{
+	char out[4096];
+	uint8_t buf[65536];
+	FILE *in = fopen(path, "rb");
+	size_t n = in ? fread(buf, 1, sizeof(buf), in) : 0;
+	FILE *f;
+
+	snprintf(out, sizeof(out), "%s/snapshot_headers/%s", dir, name);
+	f = fopen(out, "wb");
+	if (!in || !f || fputc(choice, f) == EOF || fwrite(buf, 1, n, f) != n ||
+	    fclose(f))
+		fail(out, "cannot write");
+	fclose(in);
+}
+
+static uint8_t ram[64 * 1024];
+
+static void mmio_write(struct vsock *v, uint64_t offset, uint32_t value)
+{
+	virtio_mmio_io(vsock_transport(v), offset, (uint8_t *)&value, 4, true);
+}
+
+/* What Linux's virtio-mmio driver does: features, then each queue. */
+static void bring_up(struct vsock *v)
+{
+	mmio_write(v, VIRTIO_MMIO_STATUS,
+		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+	mmio_write(v, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
+	mmio_write(v, VIRTIO_MMIO_DRIVER_FEATURES, 1); /* VERSION_1 */
+	mmio_write(v, VIRTIO_MMIO_STATUS,
+		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |
+			   VIRTIO_STATUS_FEATURES_OK);
+	for (uint32_t q = 0; q < VSOCK_NUM_QUEUES; q++) {
+		uint32_t base = 0x1000 + q * 0x4000;
+
+		mmio_write(v, VIRTIO_MMIO_QUEUE_SEL, q);
+		mmio_write(v, VIRTIO_MMIO_QUEUE_NUM, 64);
+		mmio_write(v, VIRTIO_MMIO_QUEUE_DESC_LOW, base);
+		mmio_write(v, VIRTIO_MMIO_QUEUE_DRIVER_LOW, base + 0x1000);
+		mmio_write(v, VIRTIO_MMIO_QUEUE_DEVICE_LOW, base + 0x2000);
+		mmio_write(v, VIRTIO_MMIO_QUEUE_READY, 1);
+	}
+	mmio_write(v, VIRTIO_MMIO_STATUS,
+		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |
+			   VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DRIVER_OK);
+}
+
+static void io_byte(void (*io)(void *, uint64_t, uint8_t *, uint32_t, bool),
+		    void *dev, uint64_t offset, uint8_t value)
+{
+	io(dev, offset, &value, 1, true);
+}
+
+/* DIR/snapshot_state/NAME: every device's state, @live after a driver
+ * set them up. */
+static void state_seed(const char *dir, const char *name, bool live)
+{
+	struct state_file_header header = {
+		.mem_size = sizeof(ram),
+		.nr_vcpus = 1,
+	};
+	struct state_writer w;
+	struct guest_memory mem;
+	struct serial serial;
+	struct i8042 i8042;
+	struct rtc rtc;
+	struct vsock vsock;
+	char path[4096], err[512];
+
+	fuzz_guest_memory(&mem, ram, sizeof(ram));
+	if (serial_init(&serial, (struct irq_line){ 0 }, fuzz_discard_output,
+			NULL) ||
+	    i8042_init(&i8042, fuzz_ignore_reset, NULL) || rtc_init(&rtc) ||
+	    vsock_init(&vsock, VSOCK_DEFAULT_GUEST_CID, fuzz_path("vsock"), -1,
+		       &mem, (struct irq_line){ 0 }))
+		fail(name, "cannot set up the devices");
+	if (live) {
+		io_byte(serial_io, &serial, 3, 0x03);	    /* LCR: 8N1 */
+		io_byte(serial_io, &serial, 1, 0x01);	    /* IER: RX data */
+		io_byte(i8042_command_io, &i8042, 0, 0xae); /* enable kbd */
+		io_byte(rtc_io, &rtc, 0, 0x0b);		    /* select reg B */
+		io_byte(rtc_io, &rtc, 1, 0x02);		    /* 24-hour */
+		bring_up(&vsock);
+	}
+	state_writer_init(&w);
+	serial_save(&serial, &w);
+	i8042_save(&i8042, &w);
+	rtc_save(&rtc, &w);
+	vsock_save(&vsock, &w);
+	snprintf(path, sizeof(path), "%s/snapshot_state/%s", dir, name);
+	unlink(path);
+	if (state_writer_save(&w, &header, path, err, sizeof(err)))
+		fail(path, err);
+	state_writer_free(&w);
+	vsock_stop(&vsock);
+	rtc_destroy(&rtc);
+	i8042_destroy(&i8042);
+	serial_destroy(&serial);
+}
+
+int main(int argc, char **argv)
+{
+	char tmp[] = "/tmp/thaw-snapshot-seeds-XXXXXX";
+	char ws[64], memory[64], hashes[64], err[512];
+	uint64_t size = PAGES * MEMFILE_PAGE_SIZE, pages, root;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		return 2;
+	}
+	uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED || !mkdtemp(tmp))
+		fail("setup", "no memory or no /tmp");
+	for (int p = 0; p < PAGES; p++)
+		if (p <= 2 || p == 5)
+			memset(mem + p * MEMFILE_PAGE_SIZE, 0x40 + p, 100);
+	snprintf(ws, sizeof(ws), "%s/workingset.bin", tmp);
+	snprintf(memory, sizeof(memory), "%s/memory.img", tmp);
+	snprintf(hashes, sizeof(hashes), "%s/pages.xxh3", tmp);
+	if (workingset_record(mem, size, ws, -1, &pages, err, sizeof(err)))
+		fail("workingset_record", err);
+	if (memfile_write(mem, size, memory, hashes, &root, err, sizeof(err)))
+		fail("memfile_write", err);
+
+	seed(argv[1], "workingset", CHOICE(PREFETCH, PAGES), ws);
+	seed(argv[1], "hashes-map", CHOICE(MAP, PAGES), hashes);
+	seed(argv[1], "hashes-verify", CHOICE(VERIFY, PAGES), hashes);
+	unlink(ws);
+	unlink(memory);
+	unlink(hashes);
+	rmdir(tmp);
+
+	state_seed(argv[1], "fresh", false);
+	state_seed(argv[1], "live", true);
+	return 0;
+}
