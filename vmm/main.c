@@ -205,7 +205,7 @@ static void say_ready(int fd)
  * Builds the threads' seccomp filters (seccomp_filters.h), which vm_run()
  * loads, or says loudly that there will be none.  0, or -1 after a message.
  */
-static int start_filtering(bool seccomp)
+static int start_filtering(bool seccomp, int console_log_fd)
 {
 	char err[256];
 
@@ -215,7 +215,7 @@ static int start_filtering(bool seccomp)
 			    "(debugging only)");
 		return 0;
 	}
-	if (vmm_seccomp_prepare(err, sizeof(err)) < 0) {
+	if (vmm_seccomp_prepare(console_log_fd, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		return -1;
 	}
@@ -459,7 +459,7 @@ int main(int argc, char **argv)
 	int status;
 	if (vm_create(vm, &cfg, start_ns) < 0 ||
 	    (jail.root && jail_limit_file_size(vm->mem.size) < 0) ||
-	    start_filtering(seccomp) < 0) {
+	    start_filtering(seccomp, cfg.console_log_fd) < 0) {
 		status = VM_ERROR;
 	} else {
 		say_ready(ready_fd);

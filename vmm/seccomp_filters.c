@@ -69,8 +69,10 @@ struct rule {
 
 /*
  * What every thread does: log lines (write to stderr, the clock when the
- * vDSO cannot answer; pwrite, ftruncate and lseek when a bounded log file
- * or console log cuts its middle out, capfile.h), locks (futex, sched_yield), memory for malloc and,
+ * vDSO cannot answer; lseek when a bounded log file or console log cuts
+ * its middle out, capfile.h, whose pwrite and ftruncate are allowed on
+ * those two descriptors alone: log_fd_rules()), locks (futex,
+ * sched_yield), memory for malloc and,
  * in the ASan build, its shadow and alternate signal stacks (never
  * executable), being kicked or told to stop (signals and their return),
  * kicking others (pthread_kill is getpid + tgkill) and ending (a thread's
@@ -78,8 +80,6 @@ struct rule {
  */
 static const struct rule every_thread[] = {
 	ALLOW(write),
-	ALLOW(pwrite64),
-	ALLOW(ftruncate),
 	ALLOW(lseek),
 	ALLOW(futex),
 	ALLOW(sched_yield),
@@ -148,6 +148,8 @@ static const struct rule control_thread[] = {
 	ALLOW(close),
 	ALLOW(openat),
 	ALLOW(pread64),
+	ALLOW(pwrite64),
+	ALLOW(ftruncate),
 	ALLOW(fsync),
 	ALLOW(rename),
 	ALLOW(unlink),
@@ -222,6 +224,7 @@ static const struct role_list roles[VMM_THREAD_ROLES] = {
 
 static struct {
 	bool prepared;
+	int console_log_fd; /* pwrite64 and ftruncate: here and on stderr */
 	struct sock_fprog progs[VMM_THREAD_ROLES];
 	/* The start barrier: threads that reported, and whether one failed. */
 	pthread_mutex_t lock;
@@ -267,6 +270,34 @@ static int add_rules(scmp_filter_ctx ctx, const struct rule *rules, size_t n,
 	return 0;
 }
 
+/*
+ * pwrite64 and ftruncate on the bounded logs alone, stderr and the console
+ * log (sc.console_log_fd, -1: none), but for the control thread, which
+ * writes snapshots: a vCPU or device thread taken over by a guest must not
+ * rewrite or truncate anything else it can write, a snapshot among them.  Fills
+ * @rules (room for 4), returns how many.
+ */
+static size_t log_fd_rules(struct rule rules[4])
+{
+	const int fds[] = { STDERR_FILENO, sc.console_log_fd };
+	size_t n = 0;
+
+	for (size_t i = 0; i < 2; i++) {
+		if (fds[i] < 0)
+			continue;
+		const struct scmp_arg_cmp is_fd = { 0, SCMP_CMP_EQ,
+						    (scmp_datum_t)fds[i], 0 };
+
+		rules[n++] = (struct rule){ .nr = SCMP_SYS(pwrite64),
+					    .nr_args = 1,
+					    .args = { is_fd } };
+		rules[n++] = (struct rule){ .nr = SCMP_SYS(ftruncate),
+					    .nr_args = 1,
+					    .args = { is_fd } };
+	}
+	return n;
+}
+
 /* @role's allow-list as a libseccomp context, the default action a trap. */
 static scmp_filter_ctx build_filter(const struct role_list *role, char *err,
 				    size_t errlen)
@@ -291,9 +322,14 @@ static scmp_filter_ctx build_filter(const struct role_list *role, char *err,
 			   role->name, strerror(-ret));
 		goto fail;
 	}
+	struct rule log_rules[4];
+	size_t nr_log_rules = log_fd_rules(log_rules);
+
 	if (add_rules(ctx, every_thread,
 		      sizeof(every_thread) / sizeof(every_thread[0]),
 		      role->name, err, errlen) < 0 ||
+	    add_rules(ctx, log_rules, nr_log_rules, role->name, err, errlen) <
+		    0 ||
 	    add_rules(ctx, role->rules, role->nr_rules, role->name, err,
 		      errlen) < 0)
 		goto fail;
@@ -420,10 +456,12 @@ static void on_sigsys(int sig, siginfo_t *info, void *context)
 	_exit(128 + SIGSYS);
 }
 
-int vmm_seccomp_prepare(char *err, size_t errlen)
+int vmm_seccomp_prepare(int console_log_fd, char *err, size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys,
 				.sa_flags = SA_SIGINFO | SA_RESETHAND };
+
+	sc.console_log_fd = console_log_fd;
 
 	for (int i = 0; i < VMM_THREAD_ROLES; i++) {
 		scmp_filter_ctx ctx = build_filter(&roles[i], err, errlen);

@@ -55,10 +55,12 @@ const char *vmm_thread_role_name(enum vmm_thread_role role);
  * PR_SET_NO_NEW_PRIVS (which loading a filter without CAP_SYS_ADMIN needs,
  * and which threads created later inherit), turns core dumps off (a death
  * by SIGSYS would write one) and installs the SIGSYS handler.
- * Call once, on the main thread, before any other thread exists.  Returns
- * 0, or -1 with a message in @err.
+ * Call once, on the main thread, before any other thread exists.
+ * @console_log_fd is the console log's descriptor (-1: none): with stderr,
+ * the only ones a thread may pwrite or ftruncate (capfile.h's cuts).
+ * Returns 0, or -1 with a message in @err.
  */
-int vmm_seccomp_prepare(char *err, size_t errlen);
+int vmm_seccomp_prepare(int console_log_fd, char *err, size_t errlen);
 
 /* Whether vmm_seccomp_prepare() succeeded: filters are being loaded. */
 bool vmm_seccomp_enabled(void);

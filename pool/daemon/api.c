@@ -14,6 +14,15 @@
  * route's put_piece), so its size is bounded by max_file_bytes, not by our
  * memory.
  *
+ * A JSON body is held, then parsed, and jansson's values are far larger
+ * than their text (an array of empty objects, "[{},{},...]", takes 84
+ * bytes per byte of it with jansson 2.14): a body takes from the memory
+ * budget (api_agent.c) its length and JSON_PARSE_BYTES_PER_BYTE times
+ * that as it arrives (a 503 when that does not fit), and its parse may
+ * allocate no more than that (a 400 past it): jansson's allocator counts
+ * what a parse takes, per thread.  The budget is given back once the
+ * request ends.
+ *
  * Routes are a table, not a switch: a path and a handler per method, so
  * that "which methods does this path take" (405 and its Allow header) is
  * read off the same entry that serves it.
@@ -48,38 +57,87 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 	return ret;
 }
 
+/* A reply's text, and the budget it holds until libmicrohttpd is done
+ * with it. */
+struct held_text {
+	struct daemon *d;
+	char *text;
+	uint64_t budget;
+};
+
+static void free_held_text(void *cls)
+{
+	struct held_text *h = cls;
+
+	api_budget_give(h->d, h->budget);
+	free(h->text);
+	free(h);
+}
+
+/* api_reply_text() whose @budget (taken from the daemon's) is given back
+ * when the reply is freed, sent or not. */
+static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
+				       struct request *r, unsigned status,
+				       const char *type, char *text,
+				       uint64_t budget)
+{
+	struct held_text *h = malloc(sizeof(*h));
+	struct MHD_Response *resp =
+		h ? MHD_create_response_from_buffer_with_free_callback_cls(
+			    strlen(text), text, free_held_text, h)
+		  : NULL;
+
+	if (!resp) {
+		api_budget_give(r->d, budget);
+		free(text);
+		free(h);
+		return MHD_NO;
+	}
+	*h = (struct held_text){ .d = r->d, .text = text, .budget = budget };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return api_reply(conn, r, status, resp);
+}
+
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	return reply_text_held(conn, r, status, type, text, 0);
+}
 
-	if (!resp) {
+enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
+				    struct request *r, unsigned status,
+				    json_t *json, uint64_t budget)
+{
+	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+
+	json_decref(json);
+	if (!text) {
+		api_budget_give(r->d, budget);
+		return MHD_NO;
+	}
+	/* One line: curl users see the prompt on its own line. */
+	size_t n = strlen(text);
+	char *line = realloc(text, n + 2);
+	if (!line) {
+		api_budget_give(r->d, budget);
 		free(text);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	return api_reply(conn, r, status, resp);
+	memcpy(line + n, "\n", 2);
+	/* Only the text stays: what its making took goes back now. */
+	if (budget > n + 2) {
+		api_budget_give(r->d, budget - (n + 2));
+		budget = n + 2;
+	}
+	return reply_text_held(conn, r, status, "application/json", line,
+			       budget);
 }
 
 /* Answers with @json (taken over). */
 enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, json_t *json)
 {
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
-
-	json_decref(json);
-	if (!text)
-		return MHD_NO;
-	/* One line: curl users see the prompt on its own line. */
-	size_t n = strlen(text);
-	char *line = realloc(text, n + 2);
-	if (!line) {
-		free(text);
-		return MHD_NO;
-	}
-	memcpy(line + n, "\n", 2);
-	return api_reply_text(conn, r, status, "application/json", line);
+	return api_reply_json_held(conn, r, status, json, 0);
 }
 
 /* Firecracker-style: the pools say what went wrong, the edge says which
@@ -216,6 +274,52 @@ enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r)
 /* ---- request bodies ---------------------------------------------------- */
 
 /*
+ * What a body's parse may allocate, per byte of the body: strings of a
+ * few characters (an argv of short words, "[\"ab\",...]") take about 18,
+ * so real requests fit; what takes more is refused, not parsed.
+ */
+#define JSON_PARSE_BYTES_PER_BYTE 32
+/* ... and beyond that, what any parse may take (a small object's table). */
+#define JSON_PARSE_FLOOR (16u << 10)
+/* What malloc adds to each block it hands out (glibc: a size word, and
+ * blocks of 16 bytes). */
+#define MALLOC_BLOCK_OVERHEAD 16
+
+/* The parse under way on this thread: what it may still allocate. */
+static _Thread_local struct {
+	bool counting;
+	bool exceeded;
+	size_t left;
+} json_parse;
+
+/* jansson's allocator: malloc, counted while this thread parses a body. */
+static void *json_parse_malloc(size_t n)
+{
+	if (json_parse.counting) {
+		size_t cost = n + MALLOC_BLOCK_OVERHEAD;
+
+		if (cost > json_parse.left) {
+			json_parse.exceeded = true;
+			return NULL;
+		}
+		json_parse.left -= cost;
+	}
+	return malloc(n);
+}
+
+/* What parsing a body of @len bytes may allocate. */
+static size_t parse_allowance(size_t len)
+{
+	return len * JSON_PARSE_BYTES_PER_BYTE + JSON_PARSE_FLOOR;
+}
+
+/* The budget a body of @len bytes holds while it is kept and parsed. */
+static uint64_t body_budget(size_t len)
+{
+	return len ? len + parse_allowance(len) : 0;
+}
+
+/*
  * Parses the collected body as a JSON object ("{}" when empty).  NULL
  * after an error message in @err.
  */
@@ -226,7 +330,18 @@ json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 
 	if (!r->len)
 		return json_object();
+	json_parse.counting = true;
+	json_parse.exceeded = false;
+	json_parse.left = parse_allowance(r->len);
 	j = json_loadb(r->body, r->len, JSON_REJECT_DUPLICATES, &e);
+	json_parse.counting = false;
+	if (!j && json_parse.exceeded) {
+		snprintf(err, errlen,
+			 "the body's JSON takes more than %d bytes of memory "
+			 "per byte to parse (too many small values)",
+			 JSON_PARSE_BYTES_PER_BYTE);
+		return NULL;
+	}
 	if (!j) {
 		snprintf(err, errlen, "malformed JSON at line %d column %d: %s",
 			 e.line, e.column, e.text);
@@ -488,14 +603,23 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
 	return MHD_YES;
 }
 
-/* A piece of a JSON body. */
+/* A piece of a JSON body, and its budget. */
 static void take_body(struct request *r, struct daemon *d, const char *data,
 		      size_t len)
 {
-	if (r->too_large || r->len + len > d->cfg.max_request_bytes) {
+	if (r->too_large || r->over_budget)
+		return;
+	if (r->len + len > d->cfg.max_request_bytes) {
 		r->too_large = true;
 		return;
 	}
+	uint64_t more = body_budget(r->len + len) - body_budget(r->len);
+
+	if (!api_budget_take(d, more)) {
+		r->over_budget = true;
+		return;
+	}
+	r->budget_held += more;
 	char *grown = realloc(r->body, r->len + len);
 	if (!grown) {
 		r->too_large = true;
@@ -541,6 +665,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 	}
 	if (r->too_large)
 		return too_large(conn, r, d);
+	if (r->over_budget) {
+		char err[256];
+
+		api_budget_spent(d, err, sizeof(err));
+		return api_reply_error(conn, r, 503, "%s", err);
+	}
 	return handler_of(r->route, method)(conn, r, d);
 }
 
@@ -558,6 +688,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	api_close_agent(cls, &r->agent);
 	if (r->sandbox)
 		sandbox_put(cls, r->sandbox);
+	api_budget_give(cls, r->budget_held);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;
@@ -582,6 +713,9 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 
 struct MHD_Daemon *api_start(struct daemon *d, int fd)
 {
+	/* Both allocators pair with free(): a thread using jansson while
+	 * this changes is unaffected. */
+	json_set_alloc_funcs(json_parse_malloc, free);
 	struct MHD_Daemon *server = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION |
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |

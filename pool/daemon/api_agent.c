@@ -62,6 +62,14 @@ static bool give_up_connecting(void *arg)
 	return sandbox_stopped(c) || daemon_stopping(c->pool->d);
 }
 
+uint64_t api_frames_allowance(uint64_t data, uint32_t min_frame_data)
+{
+	uint64_t frames = data / min_frame_data + 1;
+
+	return data + frames * (THAW_HEADER_SIZE + THAW_TLV_HEADER) +
+	       THAW_MAX_FRAME;
+}
+
 bool api_budget_take(struct daemon *d, uint64_t bytes)
 {
 	pthread_mutex_lock(&d->lock);

@@ -8,11 +8,11 @@
  * stdout, stderr (base64), then exit or error.  Collected (stream:false),
  * the request's thread runs the command to its end and answers once, its
  * output cut at max_exec_output_bytes and taken from the daemon's memory
- * budget (a 503 once that is spent).  Either way the wait watches the
- * client too: a client that goes away mid-exec has its command killed at
- * once (one that only half-closed its side still gets its answer), and a
- * guest that stays silent past the command's timeout (plus the daemon's
- * patience for a guest) ends the exec with a 504.
+ * budget (a 503 once that is spent), as is its reply until it is sent.  Either
+ * way the wait watches the client too: a client that goes away mid-exec has its
+ * command killed at once (one that only half-closed its side still gets its
+ * answer), and a guest that stays silent past the command's timeout (plus the
+ * daemon's patience for a guest) ends the exec with a 504.
  */
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +29,9 @@
 #define KILL_REQUEST_ID 2
 /* The most timeout_s can be: the agent's TIMEOUT_MS is a u32. */
 #define MAX_EXEC_TIMEOUT_S (UINT32_MAX / 1000)
+/* Base64's length for @n bytes, and a collected reply's other fields. */
+#define BASE64_LEN(n) (((uint64_t)(n) + 2) / 3 * 4)
+#define REPLY_FIELDS_BYTES 256
 /* The agent's PATH, used whenever we send an environment of our own. */
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -62,6 +65,7 @@ struct exec_run {
 	struct text out, err;
 	uint64_t max_output;
 	bool truncated;
+	uint64_t wire;	  /* whole frames read, padding included */
 	bool over_budget; /* collecting more would pass the budget */
 	json_t *result;	  /* the exit or error event */
 	int error_status; /* the HTTP status an error event stands for */
@@ -161,6 +165,28 @@ static json_t *wait_failed(struct exec_run *x, int ret)
 	return json_pack("{s:s,s:s}", "type", "error", "message", why);
 }
 
+/* The error event ending an exec whose guest broke the protocol (@why);
+ * closing the connection then ends the command. */
+static json_t *protocol_error(struct exec_run *x, const char *why)
+{
+	x->done = true;
+	x->error_status = 500;
+	return json_pack("{s:s,s:s}", "type", "error", "message", why);
+}
+
+/*
+ * The end of a collected exec whose output passed its limit: nobody would
+ * see more, so the command is killed and the guest no longer read (one
+ * flooding forever kept a daemon thread busy forever).
+ */
+static json_t *output_cut(struct exec_run *x)
+{
+	x->done = true;
+	kill_exec(x);
+	return json_pack("{s:s,s:b,s:i}", "type", "exit", "timed_out", 0,
+			 "signal", SIGKILL);
+}
+
 /*
  * Waits for the exec's next frame and turns it into an event: started,
  * stdout, stderr, exit or error (the last two end the exec, with x->done).
@@ -179,13 +205,25 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	int ret = agent_next_frame(&x->agent, &f);
 	if (ret < 0)
 		return wait_failed(x, ret);
-	if (f.h.request_id != EXEC_REQUEST_ID)
-		return NULL;
+	/* The connection is this EXEC's alone (nothing is read after a
+	 * KILL): a frame of another request is a guest stalling. */
+	if (f.h.request_id != EXEC_REQUEST_ID) {
+		snprintf(why, sizeof(why),
+			 "the agent sent %s of request %u to EXEC",
+			 thaw_type_name(f.h.type), f.h.request_id);
+		return protocol_error(x, why);
+	}
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
-			    sizeof(why)) < 0) {
-		x->done = true;
-		x->error_status = 500;
-		return json_pack("{s:s,s:s}", "type", "error", "message", why);
+			    sizeof(why)) < 0)
+		return protocol_error(x, why);
+	/* Collected, every frame counts toward the output's limit, padding
+	 * and empty ones included; past it the command ends. */
+	if (collecting) {
+		x->wire += THAW_HEADER_SIZE + f.payload_len;
+		if (x->wire > api_frames_allowance(2 * x->max_output, 1))
+			x->truncated = true;
+		if (x->truncated)
+			return output_cut(x);
 	}
 	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
 	switch (f.h.type) {
@@ -197,6 +235,8 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		if (collecting) {
 			collect(x, f.h.type == THAW_STDOUT ? &x->out : &x->err,
 				data->data, data->len);
+			if (x->truncated)
+				return output_cut(x);
 			if (!x->over_budget)
 				return NULL;
 			x->done = true;
@@ -231,7 +271,9 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 		agent_error_of(&m, why, sizeof(why));
 		return json_pack("{s:s,s:s}", "type", "error", "message", why);
 	default:
-		return NULL;
+		snprintf(why, sizeof(why), "the agent sent %s to EXEC",
+			 thaw_type_name(f.h.type));
+		return protocol_error(x, why);
 	}
 }
 
@@ -398,6 +440,18 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 		exec_run_free(x);
 		return ret;
 	}
+	/* The reply is made and held from the budget too: base64 of the
+	 * output, its copy in the JSON, the JSON's text. */
+	uint64_t reply_budget =
+		3 * (BASE64_LEN(x->out.len) + BASE64_LEN(x->err.len)) +
+		REPLY_FIELDS_BYTES;
+	if (!api_budget_take(x->d, reply_budget)) {
+		char why[256];
+
+		exec_run_free(x);
+		api_budget_spent(r->d, why, sizeof(why));
+		return api_reply_error(conn, r, 503, "exec: %s", why);
+	}
 	char *out = base64_encode(x->out.buf, x->out.len);
 	char *errs = base64_encode(x->err.buf, x->err.len);
 	json_t *j = json_pack("{s:s,s:s,s:O}", "stdout", out ? out : "",
@@ -411,7 +465,7 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 	if (x->truncated)
 		json_object_set_new(j, "truncated", json_true());
 	exec_run_free(x);
-	return api_reply_json(conn, r, 200, j);
+	return api_reply_json_held(conn, r, 200, j, reply_budget);
 }
 
 enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,

@@ -26,6 +26,9 @@
 #include "log.h"
 
 #define FILE_REQUEST_ID 3
+/* The agent reads a file 256 KiB at a time (guest/agent/files.c): each
+ * DATA but the last has at least a page. */
+#define MIN_READ_FILE_DATA 4096
 
 int api_file_args(const char *path, const char *m, uint32_t *mode, char *err,
 		  size_t errlen)
@@ -195,6 +198,7 @@ struct download {
 	struct sandbox *sandbox;
 	struct agent_conn agent;
 	uint64_t received;	 /* DATA bytes so far, at most max_file_bytes */
+	uint64_t wire;		 /* whole frames so far, padding included */
 	struct thaw_frame first; /* a DATA frame read before the headers */
 	bool have_first, done;
 	uint8_t *data;
@@ -220,24 +224,43 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	struct thaw_frame f;
 	struct thaw_msg m;
 
-	do {
-		/* Each piece comes within the patience. */
-		dl->agent.watch.deadline_ns =
-			monotonic_ns() + api_guest_patience_ns(dl->d);
-		int ret = agent_next_frame(&dl->agent, &f);
+	/* Each piece comes within the patience. */
+	dl->agent.watch.deadline_ns =
+		monotonic_ns() + api_guest_patience_ns(dl->d);
+	int ret = agent_next_frame(&dl->agent, &f);
 
-		if (ret < 0) {
-			snprintf(err, errlen, "%s",
-				 ret == -ECONNABORTED ? "client gone"
-				 : ret == -ESHUTDOWN || ret == -EINTR
-					 ? "the daemon is shutting down"
-				 : ret == -ETIMEDOUT
-					 ? "the guest stopped sending the file"
-					 : "the sandbox's agent went away");
-			*status = file_status(-ret);
-			return -1;
-		}
-	} while (f.h.request_id != FILE_REQUEST_ID);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s",
+			 ret == -ECONNABORTED ? "client gone"
+			 : ret == -ESHUTDOWN || ret == -EINTR
+				 ? "the daemon is shutting down"
+			 : ret == -ETIMEDOUT
+				 ? "the guest stopped sending the file"
+				 : "the sandbox's agent went away");
+		*status = file_status(-ret);
+		return -1;
+	}
+	/* The connection is this READ_FILE's alone: anything else is a
+	 * guest stalling (frames of no request reset no deadline here). */
+	if (f.h.request_id != FILE_REQUEST_ID) {
+		snprintf(err, errlen,
+			 "the agent sent %s of request %u to READ_FILE",
+			 thaw_type_name(f.h.type), f.h.request_id);
+		*status = 500;
+		return -1;
+	}
+	/* Padding counts: empty DATA padded with unknown fields must reach
+	 * the limit as data does. */
+	dl->wire += THAW_HEADER_SIZE + f.payload_len;
+	if (dl->wire > api_frames_allowance(dl->d->cfg.max_file_bytes,
+					    MIN_READ_FILE_DATA)) {
+		snprintf(err, errlen,
+			 "the guest sent more than max_file_bytes (%" PRIu64
+			 ") in frames",
+			 dl->d->cfg.max_file_bytes);
+		*status = 413;
+		return -1;
+	}
 	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, err,
 			    errlen) < 0) {
 		*status = 500;

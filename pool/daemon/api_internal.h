@@ -48,6 +48,8 @@ struct request {
 	char *body;
 	size_t len;
 	bool too_large;
+	bool over_budget; /* the body's budget (api.c) was not there */
+	uint64_t budget_held;
 	bool streamed; /* the body goes to route->put_piece */
 	/* PUT files: the upload goes straight on to the agent */
 	struct sandbox *sandbox;
@@ -98,6 +100,12 @@ enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 /* Answers with @json (taken over) on one line. */
 enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, json_t *json);
+/* api_reply_json() of a reply that took @budget from the daemon's memory
+ * budget to make: all but its text's length goes back once it is made,
+ * that much once libmicrohttpd frees it (sent, or the client gone). */
+enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
+				    struct request *r, unsigned status,
+				    json_t *json, uint64_t budget);
 /* The error object of API.md. */
 __attribute__((format(printf, 4, 5))) enum MHD_Result
 api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
@@ -180,6 +188,14 @@ uint64_t api_guest_patience_ns(const struct daemon *d);
  * file on its way to the client.
  */
 #define API_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
+
+/*
+ * What the frames carrying @data bytes of a guest's data (a file, an
+ * exec's output) may take, whole, if an honest agent puts at least
+ * @min_frame_data bytes in each but the last: a guest that pads its frames
+ * or sends empty ones reaches the data's limit as one sending data does.
+ */
+uint64_t api_frames_allowance(uint64_t data, uint32_t min_frame_data);
 
 /* Takes @bytes from the daemon's memory budget; false when they do not
  * fit.  api_budget_give() returns them. */

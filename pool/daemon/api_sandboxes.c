@@ -114,6 +114,28 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 
 /* ---- sandboxes --------------------------------------------------------- */
 
+/*
+ * A sandbox's env is kept for its whole lease and sent with every exec, in
+ * one agent frame (1 MiB) with the command: it is bounded well below that.
+ */
+#define MAX_ENV_ENTRIES 256
+#define MAX_ENV_BYTES (64u << 10)
+
+static bool env_fits(char *const *env, size_t n, char *err, size_t errlen)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(env[i]) + 1;
+	if (n <= MAX_ENV_ENTRIES && bytes <= MAX_ENV_BYTES)
+		return true;
+	snprintf(err, errlen,
+		 "\"env\" has %zu entries of %zu bytes (as KEY=VALUE): at "
+		 "most %d entries and %u bytes",
+		 n, bytes, MAX_ENV_ENTRIES, MAX_ENV_BYTES);
+	return false;
+}
+
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		     struct create_request *req, char *err, size_t errlen)
 {
@@ -138,6 +160,8 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
 			 err, errlen))
 		return 400;
+	if (!env_fits(req->env, req->nr_env, err, errlen))
+		return 413;
 	if (!req->template) {
 		snprintf(err, errlen, "no template \"%.200s\"", name);
 		return 404;

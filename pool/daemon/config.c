@@ -65,15 +65,18 @@ const char config_default_text[] =
 	"max_sandboxes = 256\n"
 	"; API connections open at once, 1..65536.\n"
 	"max_connections = 512\n"
-	"; Largest JSON request body, base64-encoded exec stdin included.\n"
-	"max_request_bytes = 16M\n"
+	"; Largest JSON request body, base64-encoded exec stdin included: an exec\n"
+	"; must fit in one 1M agent frame anyway.  While it is held and parsed a\n"
+	"; body takes 33 times its length from api_memory_budget_bytes.  1K..16M.\n"
+	"max_request_bytes = 2M\n"
 	"; Largest file copied into or out of a sandbox.\n"
 	"max_file_bytes = 256M\n"
 	"; Output of one exec kept; the rest is cut off.\n"
 	"max_exec_output_bytes = 16M\n"
 	"; Memory the API's requests may hold at once: 3M per request talking to\n"
-	"; a guest (frames on their way), and the output execs collect.  A request\n"
-	"; that does not fit is answered 503 with Retry-After.  At least 8M.\n"
+	"; a guest (frames on their way), JSON bodies (33 times their length), and\n"
+	"; the output execs collect.  A request that does not fit is answered 503\n"
+	"; with Retry-After.  At least 8M.\n"
 	"api_memory_budget_bytes = 1G\n"
 	"; How long a request waits for a sandbox to be restored, 1..86400; also\n"
 	"; how long the daemon waits for a guest's agent to answer, and for a\n"
@@ -220,7 +223,7 @@ static const struct key daemon_keys[] = {
 	  NULL },
 	DAEMON(max_sandboxes, KEY_U32, 1, 65536),
 	DAEMON(max_connections, KEY_U32, 1, 65536),
-	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
+	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 16 << 20),
 	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(api_memory_budget_bytes, KEY_BYTES, 8 << 20, 1ull << 40),

@@ -10,7 +10,10 @@
  *	EXEC half-frame		sends half a frame header, then nothing
  *	EXEC flood		endless STDOUT
  *	EXEC anything else	exits 0 at once
- *	READ_FILE		endless DATA
+ *	READ_FILE /padded	endless empty DATA, padded with an unknown
+ *				field to 60 KiB
+ *	READ_FILE /foreign	endless DATA of another request id
+ *	READ_FILE anything else	endless DATA
  *	WRITE_FILE, or a frame	the connection stops reading: the host's
  *	over 128 KiB (an EXEC	writes fill its buffers
  *	with large stdin)
@@ -103,6 +106,27 @@ static void endless(int fd, uint32_t id, uint16_t type)
 	}
 }
 
+/* A field no schema has: parsers skip it, the frame still crosses. */
+#define PAD_TAG 999
+
+static void read_file(int fd, uint32_t id, const struct thaw_msg *m)
+{
+	static uint8_t junk[FLOOD_CHUNK];
+	char path[64] = "";
+
+	thaw_get_str(m, THAW_T_PATH, path, sizeof(path));
+	if (!strcmp(path, "/foreign"))
+		endless(fd, id + 1, THAW_DATA);
+	if (strcmp(path, "/padded"))
+		endless(fd, id, THAW_DATA);
+	for (;;) {
+		begin(id, THAW_DATA);
+		thaw_put_bytes(&out, THAW_T_DATA, junk, 0);
+		thaw_put_bytes(&out, PAD_TAG, junk, sizeof(junk));
+		send_frame(fd);
+	}
+}
+
 static void exec(int fd, uint32_t id, const struct thaw_msg *m)
 {
 	char argv0[64] = "";
@@ -160,7 +184,7 @@ static void serve(int fd)
 			exec(fd, h.request_id, &m);
 			break;
 		case THAW_READ_FILE:
-			endless(fd, h.request_id, THAW_DATA);
+			read_file(fd, h.request_id, &m);
 			break;
 		case THAW_WRITE_FILE:
 			silence();

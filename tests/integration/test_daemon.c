@@ -3097,6 +3097,23 @@ Test(hostile, a_hostile_guest_stalls_nothing_and_stops_in_seconds,
 	cr_expect(log && strstr(log, "the guest sent more than max_file_bytes"),
 		  "the daemon did not cut the download at max_file_bytes");
 	free(log);
+	/* So does one of empty frames padded to 60 KiB, and one of another
+	 * request's frames (each frame reset the wait before). */
+	static const char *const stalls[] = {
+		"/sandboxes/%s/files?path=/padded",
+		"/sandboxes/%s/files?path=/foreign",
+	};
+	for (int i = 0; i < 2; i++) {
+		timed_call(&down, "GET", NULL, 0, hang, stalls[i], hostile);
+		fprintf(stderr,
+			"test_daemon: %s ended after %.1f s (status %ld, %zu "
+			"bytes)\n",
+			down.path, down.seconds, down.r.status, down.r.len);
+		cr_expect_lt(down.seconds, hang - 1, "%s went on", down.path);
+		cr_expect_neq(down.r.status, 200, "%s answered whole",
+			      down.path);
+		reply_free(&down.r);
+	}
 
 	/* Endless output collected: past the budget, 503 with Retry-After. */
 	timed_call(&flood, "POST", collected_exec("flood"),

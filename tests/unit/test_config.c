@@ -84,7 +84,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_str_eq(d->cgroup_parent, "thaw");
 	cr_expect_eq(d->max_sandboxes, 256);
 	cr_expect_eq(d->max_connections, 512);
-	cr_expect_eq(d->max_request_bytes, 16ull << 20);
+	cr_expect_eq(d->max_request_bytes, 2ull << 20);
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
 	cr_expect_eq(d->api_memory_budget_bytes, 1ull << 30);

@@ -30,6 +30,9 @@
 
 #include "seccomp_filters.h"
 
+/* The console log's descriptor the filters are told of (none is open). */
+#define LOG_FD 42
+
 struct outcome {
 	int status;	/* waitpid's */
 	char err[1024]; /* the child's stderr */
@@ -54,7 +57,7 @@ static struct outcome run_filtered(enum vmm_thread_role role,
 
 		dup2(pipefd[1], STDERR_FILENO);
 		close(pipefd[0]);
-		if (vmm_seccomp_prepare(err, sizeof(err)) < 0) {
+		if (vmm_seccomp_prepare(LOG_FD, err, sizeof(err)) < 0) {
 			fprintf(stderr, "prepare: %s\n", err);
 			_exit(2);
 		}
@@ -231,6 +234,7 @@ static void control_work(void)
 
 	came_back("open", fd < 0 && errno != ENOENT ? -1 : 0, 0);
 	came_back("pwrite", pwrite(-1, "x", 1, 0), EBADF);
+	came_back("ftruncate", ftruncate(-1, 0), EBADF);
 	came_back("fsync", fsync(-1), EBADF);
 	came_back("KVM_GET_REGS", ioctl(-1, KVM_GET_REGS, NULL), EBADF);
 	came_back("KVM_GET_IRQCHIP", ioctl(-1, KVM_GET_IRQCHIP, NULL), EBADF);
@@ -290,6 +294,42 @@ Test(seccomp, main_forbids_ioctl_and_new_threads_or_processes)
 
 /* --- What preparing sets for the whole process ------------------------- */
 
+/* --- every thread: the bounded logs' cuts ---------------------------- */
+
+static void cut_logs(void)
+{
+	came_back("pwrite64 stderr", pwrite(STDERR_FILENO, "", 0, 0), ESPIPE);
+	came_back("ftruncate stderr", ftruncate(STDERR_FILENO, 0), EINVAL);
+	came_back("pwrite64 log", pwrite(LOG_FD, "", 0, 0), EBADF);
+	came_back("ftruncate log", ftruncate(LOG_FD, 0), EBADF);
+}
+
+static void pwrite_other(void)
+{
+	pwrite(LOG_FD + 1, "", 0, 0);
+}
+
+static void ftruncate_other(void)
+{
+	ftruncate(LOG_FD - 1, 0);
+}
+
+/* The control thread writes snapshots: any descriptor (control_work). */
+Test(seccomp, every_thread_cuts_the_logs_and_only_the_control_thread_more)
+{
+	for (int role = 0; role < VMM_THREAD_ROLES; role++) {
+		expect_allowed(role, cut_logs);
+		if (role == VMM_THREAD_CONTROL)
+			continue;
+		expect_killed(role, pwrite_other,
+			      "thaw-vmm: seccomp: forbidden system call 18 "
+			      "(pwrite64)\n");
+		expect_killed(role, ftruncate_other,
+			      "thaw-vmm: seccomp: forbidden system call 77 "
+			      "(ftruncate)\n");
+	}
+}
+
 Test(seccomp, prepare_sets_no_new_privs_and_no_core_dumps)
 {
 	pid_t pid = fork();
@@ -300,7 +340,7 @@ Test(seccomp, prepare_sets_no_new_privs_and_no_core_dumps)
 		struct rlimit core;
 		char err[256];
 
-		if (vmm_seccomp_prepare(err, sizeof(err)) < 0 ||
+		if (vmm_seccomp_prepare(LOG_FD, err, sizeof(err)) < 0 ||
 		    !vmm_seccomp_enabled())
 			_exit(2);
 		if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)

@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_api.c - thawd's HTTP API (pool/daemon/api*.c) served for real by
+ * api_start() on a Unix socket, with no VM: one leased sandbox whose
+ * "VMM's vsock socket" is a fake agent in a thread of this test, which
+ * speaks guest/PROTOCOL.md as a hostile guest would.  What is checked is
+ * what a client or a guest can make the daemon hold: the memory budget
+ * (api_memory_budget_bytes) taken while bodies are parsed and replies sent,
+ * and given back to the byte; requests that end however the guest floods.
+ * Criterion's .timeout turns a request that never ends into a failure.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "clock.h"
+#include "daemon.h"
+#include "protocol.h"
+
+#define SANDBOX_ID "0123456789abcdef"
+#define EXEC_PATH "/sandboxes/" SANDBOX_ID "/exec"
+#define FILE_PATH "/sandboxes/" SANDBOX_ID "/files?path=/x"
+#define PAD_TAG 999 /* a TLV no schema knows: parsers skip it */
+#define FLOOD_CHUNK (60u << 10)
+
+/* What the fake agent does with a request. */
+enum guest_mode {
+	GUEST_EXEC_OUTPUT,	/* exec: guest_output bytes of stdout, exit 0 */
+	GUEST_EXEC_FLOOD,	/* exec: endless stdout, KILL ignored */
+	GUEST_EXEC_PADDED,	/* exec: endless empty stdout, padded */
+	GUEST_READ_PADDED,	/* READ_FILE: endless empty DATA, padded */
+	GUEST_READ_FOREIGN_IDS, /* READ_FILE: endless DATA of another id */
+};
+
+static struct daemon d;
+static struct pool pool;
+static struct template_config tmpl;
+static struct sandbox sandbox;
+static struct MHD_Daemon *server;
+#define DIR_TEMPLATE "/tmp/test_api.XXXXXX"
+static char dir[sizeof(DIR_TEMPLATE)];
+static char api_path[108];
+static int agent_listen = -1;
+static pthread_t agent_thread;
+static enum guest_mode guest_mode;
+static size_t guest_output;
+static atomic_bool agent_closed; /* the daemon closed the last connection */
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static uint8_t frame[THAW_MAX_FRAME];
+
+/* Sends one frame of @type with @data in a DATA field (NULL: none) and
+ * @pad bytes of an unknown field; false once the daemon hung up. */
+static bool send_frame(int fd, uint32_t id, uint16_t type, const void *data,
+		       size_t len, size_t pad)
+{
+	static uint8_t junk[FLOOD_CHUNK];
+	struct thaw_writer w;
+
+	thaw_writer_init(&w, frame, sizeof(frame), id, type, 0);
+	switch (type) {
+	case THAW_HELLO:
+		thaw_put_u32(&w, THAW_T_VERSION, THAW_PROTOCOL_VERSION);
+		thaw_put_str(&w, THAW_T_AGENT_VERSION, "test_api");
+		thaw_put_str(&w, THAW_T_BOOT_ID, "boot");
+		break;
+	case THAW_EXEC_STARTED:
+		thaw_put_u32(&w, THAW_T_PID, 42);
+		break;
+	case THAW_EXIT:
+		thaw_put_u32(&w, THAW_T_EXIT_CODE, 0);
+		thaw_put_u8(&w, THAW_T_TIMED_OUT, 0);
+		break;
+	default:
+		thaw_put_bytes(&w, THAW_T_DATA, data, (uint32_t)len);
+	}
+	if (pad)
+		thaw_put_bytes(&w, PAD_TAG, junk, (uint32_t)pad);
+	int n = thaw_writer_finish(&w);
+	cr_assert_gt(n, 0);
+	return send(fd, frame, (size_t)n, MSG_NOSIGNAL) == n;
+}
+
+static void serve_exec(int fd, uint32_t id)
+{
+	static uint8_t out[FLOOD_CHUNK];
+
+	memset(out, 'o', sizeof(out));
+	send_frame(fd, id, THAW_EXEC_STARTED, NULL, 0, 0);
+	if (guest_mode == GUEST_EXEC_FLOOD) {
+		while (send_frame(fd, id, THAW_STDOUT, out, sizeof(out), 0))
+			;
+		return;
+	}
+	if (guest_mode == GUEST_EXEC_PADDED) {
+		while (send_frame(fd, id, THAW_STDOUT, out, 0, FLOOD_CHUNK))
+			;
+		return;
+	}
+	for (size_t sent = 0; sent < guest_output;) {
+		size_t n = guest_output - sent < sizeof(out)
+				   ? guest_output - sent
+				   : sizeof(out);
+		send_frame(fd, id, THAW_STDOUT, out, n, 0);
+		sent += n;
+	}
+	send_frame(fd, id, THAW_EXIT, NULL, 0, 0);
+}
+
+static void serve_read(int fd, uint32_t id)
+{
+	if (guest_mode == GUEST_READ_PADDED)
+		while (send_frame(fd, id, THAW_DATA, "", 0, FLOOD_CHUNK))
+			;
+	while (send_frame(fd, id + 1, THAW_DATA, "x", 1, FLOOD_CHUNK))
+		;
+}
+
+/* One connection from the daemon: the vsock handshake, HELLO, then the
+ * request's answer per guest_mode; returns once the daemon hangs up. */
+static void serve(int fd)
+{
+	char line[32];
+	struct thaw_reader rd;
+	struct thaw_frame f;
+	size_t n = 0;
+
+	while (n < sizeof(line) - 1 && read(fd, line + n, 1) == 1 &&
+	       line[n++] != '\n')
+		;
+	send_all(fd, "OK 1\n", 5);
+	send_frame(fd, 0, THAW_HELLO, NULL, 0, 0);
+	cr_assert_eq(thaw_reader_init(&rd), 0);
+	while (thaw_reader_read(&rd, fd, &f) == THAW_READ_FRAME) {
+		if (f.h.type == THAW_EXEC)
+			serve_exec(fd, f.h.request_id);
+		else if (f.h.type == THAW_READ_FILE)
+			serve_read(fd, f.h.request_id);
+	}
+	thaw_reader_free(&rd);
+}
+
+static void *agent_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int fd = accept(agent_listen, NULL, NULL);
+
+		if (fd < 0)
+			return NULL;
+		atomic_store(&agent_closed, false);
+		serve(fd);
+		close(fd);
+		atomic_store(&agent_closed, true);
+	}
+}
+
+static int listen_on(const char *path)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	cr_assert_eq(listen(fd, 64), 0);
+	return fd;
+}
+
+/* A daemon of @config_keys ([daemon] lines) serving one leased sandbox. */
+static void start(const char *config_keys)
+{
+	char config[128], err[512];
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&d, 0, sizeof(d));
+	atomic_store(&agent_closed, false);
+	memcpy(dir, DIR_TEMPLATE, sizeof(dir));
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(config, sizeof(config), "%s/thawd.ini", dir);
+	FILE *f = fopen(config, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "[daemon]\nrestore_timeout_s = 5\n%s", config_keys);
+	fclose(f);
+	cr_assert_eq(config_load(&d.cfg, config, err, sizeof(err)), 0, "%s",
+		     err);
+	pthread_mutex_init(&d.lock, NULL);
+	d.started_ns = monotonic_ns();
+	pool.d = &d;
+	pool.t = &tmpl;
+	tmpl.max_timeout_s = 3600;
+	sandbox = (struct sandbox){ .id = SANDBOX_ID,
+				    .pool = &pool,
+				    .state = SANDBOX_LEASED,
+				    .refs = 1, /* ours: never destroyed */
+				    .agent = { .fd = -1 } };
+	snprintf(sandbox.vmm.vsock, sizeof(sandbox.vmm.vsock), "%s/v.sock",
+		 dir);
+	sandbox.vmm.pid = 1;
+	d.leased = &sandbox;
+	agent_listen = listen_on(sandbox.vmm.vsock);
+	cr_assert_eq(pthread_create(&agent_thread, NULL, agent_main, NULL), 0);
+	snprintf(api_path, sizeof(api_path), "%s/api.sock", dir);
+	server = api_start(&d, listen_on(api_path));
+	cr_assert_not_null(server);
+}
+
+static void stop(void)
+{
+	api_stop(server);
+	shutdown(agent_listen, SHUT_RDWR);
+	pthread_join(agent_thread, NULL);
+	close(agent_listen);
+	config_free(&d.cfg);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* Sends a request (Content-Length: @len of @body); returns the socket,
+ * the answer not yet read. */
+static int request(const char *method, const char *path, const char *body,
+		   size_t len)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char head[512];
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", api_path);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	int n = snprintf(head, sizeof(head),
+			 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			 "Content-Length: %zu\r\n\r\n",
+			 method, path, len);
+	send_all(fd, head, (size_t)n);
+	send_all(fd, body, len);
+	return fd;
+}
+
+/* The whole answer on @fd (closed), NUL-terminated; its status. */
+static unsigned answer(int fd, char **text, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	ssize_t got;
+	unsigned status = 0;
+
+	while ((got = read(fd, buf + n, cap - n - 1)) > 0) {
+		n += (size_t)got;
+		if (cap - n < 2)
+			buf = realloc(buf, cap *= 2);
+	}
+	close(fd);
+	buf[n] = '\0';
+	sscanf(buf, "HTTP/1.1 %u", &status);
+	*text = buf;
+	if (len)
+		*len = n;
+	return status;
+}
+
+static unsigned call(const char *method, const char *path, const char *body,
+		     size_t len, char **text)
+{
+	return answer(request(method, path, body, len), text, NULL);
+}
+
+static uint64_t budget_used(void)
+{
+	pthread_mutex_lock(&d.lock);
+	uint64_t used = d.api_memory_used;
+	pthread_mutex_unlock(&d.lock);
+	return used;
+}
+
+/* Every request's budget is given back once it ended (after the answer:
+ * libmicrohttpd's completion runs then). */
+static void expect_budget_all_back(void)
+{
+	uint64_t until = monotonic_ns() + 5000 * NS_PER_MS;
+
+	while (budget_used() && monotonic_ns() < until)
+		usleep(10000);
+	cr_expect_eq(budget_used(), 0,
+		     "%llu bytes of the budget not given back",
+		     (unsigned long long)budget_used());
+}
+
+/* {"x":[ITEM,ITEM,...]} of about @len bytes. */
+static char *body_of(const char *item, size_t len, size_t *out_len)
+{
+	char *b = malloc(len + 16);
+	size_t n = (size_t)sprintf(b, "{\"x\":[%s", item);
+
+	while (n + strlen(item) + 3 < len)
+		n += (size_t)sprintf(b + n, ",%s", item);
+	n += (size_t)sprintf(b + n, "]}");
+	*out_len = n;
+	return b;
+}
+
+/* POST /sandboxes with {"x":[ITEM,...]} of about @size bytes is answered
+ * @status, with @part in the answer (headers included). */
+static void expect_create(const char *item, size_t size, unsigned status,
+			  const char *part)
+{
+	size_t len;
+	char *body = body_of(item, size, &len), *text;
+
+	cr_expect_eq(call("POST", "/sandboxes", body, len, &text), status,
+		     "%.300s", text);
+	cr_expect(strstr(text, part), "no %s in %.300s", part, text);
+	free(text);
+	free(body);
+	expect_budget_all_back();
+}
+
+Test(api, a_body_past_the_budget_is_503_unparsed, .timeout = 30)
+{
+	/* 512K held and parsed: more than an 8M budget allows. */
+	start("api_memory_budget_bytes = 8M\nmax_request_bytes = 1M\n");
+	expect_create("\"abcdefgh\"", 512 << 10, 503, "Retry-After");
+	/* A small one still fits. */
+	expect_create("1", 8, 400, "unknown field");
+	stop();
+}
+
+Test(api, a_body_that_parses_into_much_more_is_refused, .timeout = 30)
+{
+	start("");
+	expect_create("{}", 512 << 10, 400, "bytes of memory per byte");
+	/* Short strings, as an argv of words, parse. */
+	expect_create("\"ab\"", 512 << 10, 400, "unknown field");
+	stop();
+}
+
+Test(api, json_bodies_stop_at_max_request_bytes, .timeout = 30)
+{
+	start("");
+	expect_create("\"\"", (2 << 20) + 4096, 413, "too_large");
+	stop();
+}
+
+/* Waits until the daemon closed its connection to the fake agent. */
+static void wait_agent_closed(void)
+{
+	uint64_t until = monotonic_ns() + 10000 * NS_PER_MS;
+
+	while (!atomic_load(&agent_closed) && monotonic_ns() < until)
+		usleep(10000);
+	cr_assert(atomic_load(&agent_closed), "the agent connection stayed");
+}
+
+Test(api, a_collected_exec_holds_its_budget_until_its_reply_is_sent,
+     .timeout = 60)
+{
+	static const char body[] = "{\"argv\":[\"x\"],\"stream\":false}";
+	char *text;
+	size_t len;
+
+	start("");
+	guest_mode = GUEST_EXEC_OUTPUT;
+	guest_output = 4 << 20;
+	/* The reply (5.3 MB of base64) waits for a client that reads
+	 * nothing yet: it must still count. */
+	int fd = request("POST", EXEC_PATH, body, sizeof(body) - 1);
+	wait_agent_closed();
+	usleep(200000);
+	cr_expect_geq(budget_used(), guest_output * 4 / 3,
+		      "an unsent reply of %zu bytes holds %llu of the budget",
+		      guest_output * 4 / 3, (unsigned long long)budget_used());
+	cr_expect_eq(answer(fd, &text, &len), 200);
+	cr_expect_gt(len, guest_output * 4 / 3);
+	free(text);
+	expect_budget_all_back();
+	stop();
+}
+
+/* @method @path (@body, or none) to a guest in @mode, under @config: the
+ * request ends, the agent connection is closed, the budget comes back. */
+static unsigned stalled_request(const char *config, enum guest_mode mode,
+				const char *method, const char *path,
+				const char *body, char **text)
+{
+	start(config);
+	guest_mode = mode;
+	unsigned status =
+		call(method, path, body, body ? strlen(body) : 0, text);
+	wait_agent_closed();
+	expect_budget_all_back();
+	stop();
+	return status;
+}
+
+/* A download the guest never ends: the request ends all the same, its
+ * body cut (a 200's headers went out with the first frame) or refused. */
+static void expect_download_ends(enum guest_mode mode)
+{
+	char *text;
+	unsigned status = stalled_request("max_file_bytes = 1M\n", mode, "GET",
+					  FILE_PATH, NULL, &text);
+
+	cr_expect(status == 200 || status == 500, "%s", text);
+	free(text);
+}
+
+Test(api, downloads_of_padded_empty_frames_or_foreign_ones_end, .timeout = 120)
+{
+	expect_download_ends(GUEST_READ_PADDED);
+	expect_download_ends(GUEST_READ_FOREIGN_IDS);
+}
+
+/* A collected exec whose guest sends output forever, as data or as
+ * padding, is killed and answered. */
+static void expect_flood_cut(enum guest_mode mode)
+{
+	char *text;
+	unsigned status = stalled_request(
+		"max_exec_output_bytes = 1M\n", mode, "POST", EXEC_PATH,
+		"{\"argv\":[\"x\"],\"stream\":false}", &text);
+
+	cr_expect_eq(status, 200, "%.300s", text);
+	cr_expect(strstr(text, "\"truncated\":true"), "%.300s", text);
+	cr_expect(strstr(text, "\"signal\":9"), "%.300s", text);
+	free(text);
+}
+
+Test(api, a_collected_exec_past_its_output_limit_is_killed_and_answered,
+     .timeout = 120)
+{
+	expect_flood_cut(GUEST_EXEC_FLOOD);
+	expect_flood_cut(GUEST_EXEC_PADDED);
+}
+
+/* POST /sandboxes with an env of @n entries of @value_len bytes each: the
+ * status.  No template is built here: an env that fits gets a 404 for
+ * the template, one that does not a 413 before. */
+static unsigned create_with_env(size_t n, size_t value_len)
+{
+	size_t cap = n * (value_len + 32) + 64, len;
+	char *body = malloc(cap), *text;
+
+	len = (size_t)sprintf(body, "{\"template\":\"none\",\"env\":{");
+	for (size_t i = 0; i < n; i++) {
+		len += (size_t)sprintf(body + len, "%s\"K%zu\":\"",
+				       i ? "," : "", i);
+		memset(body + len, 'v', value_len);
+		len += value_len;
+		body[len++] = '"';
+	}
+	len += (size_t)sprintf(body + len, "}}");
+	unsigned status = call("POST", "/sandboxes", body, len, &text);
+	free(text);
+	free(body);
+	return status;
+}
+
+Test(api, a_sandboxs_env_is_bounded_at_create, .timeout = 30)
+{
+	start("");
+	cr_expect_eq(create_with_env(256, 200), 404);
+	cr_expect_eq(create_with_env(257, 1), 413);
+	cr_expect_eq(create_with_env(2, 40 << 10), 413);
+	expect_budget_all_back();
+	stop();
+}
