@@ -36,7 +36,7 @@
 #define NET_MAX_HOST_ADDRS 64
 
 struct net_cidr {
-	uint32_t addr; /* host order, bits past prefix zero */
+	uint32_t addr;	/* host order, bits past prefix zero */
 	uint8_t prefix; /* 0..32 */
 };
 
@@ -63,7 +63,7 @@ struct net_addrs {
 enum net_verdict {
 	NET_PASS_ALLOW_OUT,
 	NET_PASS_INTERNET,
-	NET_PASS_REPLY,   /* answers a connection the host opened */
+	NET_PASS_REPLY, /* answers a connection the host opened */
 	NET_PASS_DNS,
 	NET_PASS_INBOUND, /* host -> sandbox */
 	NET_DROP_ALWAYS,  /* rule 1 */
