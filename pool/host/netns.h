@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * netns.h - a sandbox's network: its own namespace holding tap0 and veth0
+ * (guest_net.h), the host end of the veth, the sandbox's /30 from the
+ * daemon's pool, and the eBPF policy (bpf/policy.h) on both interfaces.
+ * Made while a clone is restored for the warm pool, never on the handout
+ * path; torn down with the clone.  The namespace is pinned on a file in the
+ * clone's run directory, which the VMM joins (its jail's --netns) and
+ * opens tap0 in (--net-tap).
+ *
+ * The host side (net_host_setup, once per daemon): IPv4 forwarding, a
+ * masquerade rule for the pool in an nftables table of this state
+ * directory's own, and removal of what a dead daemon of the same state
+ * directory left (host veths with its name prefix, pinned namespaces).
+ *
+ * Errors: 0, or -1 with a message naming the interface, address or file.
+ */
+#ifndef THAW_POOL_NETNS_H
+#define THAW_POOL_NETNS_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy.h"
+
+/* The daemon's network settings (config.h fills them). */
+struct net_config {
+	struct net_cidr pool; /* network_cidr, default 10.200.0.0/16 */
+	uint32_t n_dns;
+	uint32_t dns_servers[4]; /* dns_servers; default: the host's */
+	bool dns_always;	 /* DNS even when allow_internet is false */
+	char ifname_prefix[8]; /* host veths: "th" + a hash of the state dir */
+	char nft_table[32];    /* "thaw_" + that hash */
+};
+
+struct sandbox_net {
+	uint32_t index;	       /* which /30 of the pool */
+	uint32_t host_address; /* host order */
+	char netns_path[PATH_MAX];
+	char host_veth[IF_NAMESIZE];
+	struct bpf_policy *policy;
+};
+
+int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
+		   size_t errlen);
+void net_host_teardown(const struct net_config *cfg);
+
+/*
+ * Makes sandbox @index's namespace at @netns_path with tap0 owned by
+ * @tap_uid:@tap_gid (the VMM's jail ids), veth0, addresses, routes and
+ * @policy.
+ */
+int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
+		       uint32_t index, const char *netns_path, uid_t tap_uid,
+		       gid_t tap_gid, const struct net_policy *policy,
+		       char *err, size_t errlen);
+/* Replaces the policy (map writes only). */
+int sandbox_net_set_policy(struct sandbox_net *net,
+			   const struct net_policy *policy, char *err,
+			   size_t errlen);
+int sandbox_net_counters(struct sandbox_net *net, struct net_counters *out,
+			 char *err, size_t errlen);
+/* Removes the namespace (and so tap0 and both veth ends) and the pin. */
+void sandbox_net_destroy(struct sandbox_net *net);
+
+#endif
