@@ -442,6 +442,63 @@ Test(bpf_policy, nat_out_and_in)
 	}
 }
 
+/* ICMP "fragmentation needed" from @src to @dst about a TCP packet
+ * @qsrc -> @qdst it quotes (its header and 8 bytes). */
+static struct frame icmp_error(uint32_t src, uint32_t dst, uint32_t qsrc,
+			       uint32_t qdst)
+{
+	struct frame q = pkt(IPPROTO_TCP, qsrc, 40000, qdst, 443, TH_ACK);
+	struct frame f = pkt(IPPROTO_ICMP, src, 0, dst, 0, ICMP_DEST_UNREACH);
+	struct icmphdr *ih = (struct icmphdr *)l4_of(&f);
+	uint32_t quote = sizeof(struct iphdr) + 8;
+
+	ih->code = ICMP_FRAG_NEEDED;
+	ih->un.frag.mtu = htons(1400);
+	memcpy(l4_of(&f) + sizeof(*ih), ip_of(&q), quote);
+	ip_of(&f)->tot_len = htons(sizeof(struct iphdr) + sizeof(*ih) + quote);
+	f.len = ETH_HLEN + ntohs(ip_of(&f)->tot_len);
+	fix_sums(&f);
+	return f;
+}
+
+static struct iphdr *quoted(struct frame *f)
+{
+	return (struct iphdr *)(l4_of(f) + sizeof(struct icmphdr));
+}
+
+static void check_icmp_error(struct frame *f, uint32_t qsrc, uint32_t qdst)
+{
+	uint32_t n = ntohs(ip_of(f)->tot_len) - sizeof(struct iphdr);
+
+	cr_assert_eq(fold(sum16(l4_of(f), n, 0)), 0, "ICMP checksum");
+	cr_assert_eq(fold(sum16(quoted(f), sizeof(struct iphdr), 0)), 0,
+		     "quoted IP checksum");
+	cr_assert_eq(ntohl(quoted(f)->saddr), qsrc);
+	cr_assert_eq(ntohl(quoted(f)->daddr), qdst);
+}
+
+/* ICMP errors carry the NAT into the header they quote: path MTU
+ * discovery through the sandbox's address works both ways. */
+Test(bpf_policy, icmp_errors_quote_the_translated_header)
+{
+	struct frame f = icmp_error(PUBLIC, HOST_ADDRESS, HOST_ADDRESS, PUBLIC);
+
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	check_addrs(&f, PUBLIC, GUEST);
+	check_icmp_error(&f, GUEST, PUBLIC);
+	f = icmp_error(GUEST, PUBLIC, PUBLIC, GUEST);
+	expect(tap_prog, &f, NET_PASS_INTERNET);
+	check_addrs(&f, HOST_ADDRESS, PUBLIC);
+	check_icmp_error(&f, PUBLIC, HOST_ADDRESS);
+	/* A quote about someone else is left alone. */
+	f = icmp_error(PUBLIC, HOST_ADDRESS, A(1, 2, 3, 4), PUBLIC);
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	check_icmp_error(&f, A(1, 2, 3, 4), PUBLIC);
+	/* An error too short to quote an IP header. */
+	f = pkt(IPPROTO_ICMP, PUBLIC, 0, HOST_ADDRESS, 0, ICMP_DEST_UNREACH);
+	expect(veth_prog, &f, NET_DROP_MALFORMED);
+}
+
 Test(bpf_policy, udp_without_checksum_keeps_none)
 {
 	struct frame f = pkt(IPPROTO_UDP, GUEST, 40000, PUBLIC, 443, 0);
