@@ -423,30 +423,40 @@ static __always_inline int decide(struct __sk_buff *skb, struct pkt *p,
 					     : NET_DROP_NO_INTERNET;
 }
 
+/* What both programs do first: the Ethernet type, ARP (between @arp_a and
+ * @arp_b, network order) and the IPv4 headers into @p.  PARSED, or the TC
+ * action to return. */
+static __always_inline int receive(struct __sk_buff *skb, struct pkt *p,
+				   __u32 arp_a, __u32 arp_b)
+{
+	__u16 proto;
+	int v;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
+			       sizeof(proto)))
+		return count(skb, NET_DROP_MALFORMED);
+	if (proto == bpf_htons(ETH_P_ARP)) {
+		v = check_arp(skb, arp_a, arp_b);
+		return v == PARSED ? TC_ACT_OK : count(skb, v);
+	}
+	v = parse(skb, p);
+	return v == PARSED ? PARSED : count(skb, v);
+}
+
 SEC("tc")
 int tap_ingress(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	const struct policy_config *c = bpf_map_lookup_elem(&config, &zero);
 	struct pkt p;
-	__u16 proto;
 	int v;
 
 	if (!c)
 		return TC_ACT_SHOT;
-	if (skb->len < ETH_HLEN)
-		return count(skb, NET_DROP_MALFORMED);
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
-			       sizeof(proto)))
-		return count(skb, NET_DROP_MALFORMED);
-	if (proto == bpf_htons(ETH_P_ARP)) {
-		v = check_arp(skb, bpf_htonl(GUEST_NET_GUEST_ADDR),
-			      bpf_htonl(GUEST_NET_GATEWAY_ADDR));
-		return v == PARSED ? TC_ACT_OK : count(skb, v);
-	}
-	v = parse(skb, &p);
+	v = receive(skb, &p, bpf_htonl(GUEST_NET_GUEST_ADDR),
+		    bpf_htonl(GUEST_NET_GATEWAY_ADDR));
 	if (v != PARSED)
-		return count(skb, v);
+		return v;
 	v = decide(skb, &p, c);
 	if (v >= NET_DROP_ALWAYS)
 		return count(skb, v);
@@ -473,25 +483,15 @@ int veth_ingress(struct __sk_buff *skb)
 	const struct policy_config *c = bpf_map_lookup_elem(&config, &zero);
 	struct policy_flow_key k = {};
 	struct pkt p;
-	__u16 proto;
 	__u32 s;
 	int v;
 
 	if (!c)
 		return TC_ACT_SHOT;
-	if (skb->len < ETH_HLEN)
-		return count(skb, NET_DROP_MALFORMED);
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
-			       sizeof(proto)))
-		return count(skb, NET_DROP_MALFORMED);
-	if (proto == bpf_htons(ETH_P_ARP)) {
-		v = check_arp(skb, bpf_htonl(c->host_peer),
-			      bpf_htonl(c->host_address));
-		return v == PARSED ? TC_ACT_OK : count(skb, v);
-	}
-	v = parse(skb, &p);
+	v = receive(skb, &p, bpf_htonl(c->host_peer),
+		    bpf_htonl(c->host_address));
 	if (v != PARSED)
-		return count(skb, v);
+		return v;
 	s = bpf_ntohl(p.saddr);
 	if (bpf_ntohl(p.daddr) != c->host_address || bad_source(c, s))
 		return count(skb, NET_DROP_ALWAYS);

@@ -539,34 +539,39 @@ Test(bpf_policy, dns_redirect_both_ways)
 	expect(tap_prog, &f, NET_DROP_ALWAYS);
 }
 
+/* A new policy on new interfaces, for other net_addrs. */
+static void reload(void)
+{
+	bpf_policy_destroy(pol);
+	close(tap_prog);
+	close(veth_prog);
+	sh("ip link del tp");
+	load();
+}
+
+/* A query through the gateway, and one straight to dns_server. */
+static void dns_verdicts(enum net_verdict via_gateway, enum net_verdict direct)
+{
+	struct frame f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
+
+	expect(tap_prog, &f, via_gateway);
+	f = pkt(IPPROTO_UDP, GUEST, 5353, DNS_SERVER, 53, 0);
+	expect(tap_prog, &f, direct);
+}
+
 Test(bpf_policy, dns_needs_internet_or_dns_always)
 {
-	struct frame f;
-
+	dns_verdicts(NET_PASS_DNS, NET_PASS_INTERNET);
 	policy.allow_internet = false;
 	update();
-	f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
-	expect(tap_prog, &f, NET_DROP_NO_INTERNET);
-	/* Straight to the server: an ordinary public address. */
-	f = pkt(IPPROTO_UDP, GUEST, 5353, DNS_SERVER, 53, 0);
-	expect(tap_prog, &f, NET_DROP_NO_INTERNET);
-
-	bpf_policy_destroy(pol);
-	sh("ip link del tp");
+	dns_verdicts(NET_DROP_NO_INTERNET, NET_DROP_NO_INTERNET);
 	addrs.dns_always = true;
-	load();
-	f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
-	expect(tap_prog, &f, NET_PASS_DNS);
-	f = pkt(IPPROTO_UDP, GUEST, 5353, DNS_SERVER, 53, 0);
-	expect(tap_prog, &f, NET_DROP_NO_INTERNET);
-
-	bpf_policy_destroy(pol);
-	sh("ip link del tp");
+	reload();
+	dns_verdicts(NET_PASS_DNS, NET_DROP_NO_INTERNET);
 	addrs.dns_server = 0;
 	policy.allow_internet = true;
-	load();
-	f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
-	expect(tap_prog, &f, NET_DROP_ALWAYS);
+	reload();
+	dns_verdicts(NET_DROP_ALWAYS, NET_PASS_INTERNET);
 }
 
 Test(bpf_policy, host_opened_connections_only)
@@ -641,6 +646,23 @@ Test(bpf_policy, inbound_only_to_host_address_from_sane_sources)
 	expect(veth_prog, &f, NET_DROP_ALWAYS);
 }
 
+static const struct {
+	bool tap; /* else veth */
+	uint16_t op;
+	uint32_t spa, tpa;
+	bool passes;
+} arps[] = {
+	{ true, 1, GUEST, GATEWAY, true },
+	{ true, 2, GUEST, GATEWAY, true },
+	{ true, 1, GUEST, A(169, 254, 169, 254), false },
+	{ true, 1, A(169, 254, 0, 20), GATEWAY, false },
+	{ true, 3, GUEST, GATEWAY, false },
+	{ false, 1, HOST_PEER, HOST_ADDRESS, true },
+	{ false, 2, HOST_ADDRESS, HOST_PEER, true },
+	{ false, 1, HOST_PEER, A(10, 200, 0, 10), false },
+	{ false, 1, GUEST, GATEWAY, false },
+};
+
 Test(bpf_policy, not_ipv4_or_not_unicast)
 {
 	struct frame f = out_tcp(PUBLIC, 80);
@@ -672,22 +694,15 @@ Test(bpf_policy, not_ipv4_or_not_unicast)
 
 	/* ARP: between the guest and its gateway, the host and the
 	 * sandbox's address; nothing else. */
-	a = arp(1, GUEST, GATEWAY);
-	cr_assert_eq(run(tap_prog, &a), TC_ACT_OK);
-	a = arp(2, GUEST, GATEWAY);
-	cr_assert_eq(run(tap_prog, &a), TC_ACT_OK);
-	a = arp(1, GUEST, A(169, 254, 169, 254));
-	expect(tap_prog, &a, NET_DROP_ALWAYS);
-	a = arp(1, A(169, 254, 0, 20), GATEWAY);
-	expect(tap_prog, &a, NET_DROP_ALWAYS);
-	a = arp(3, GUEST, GATEWAY);
-	expect(tap_prog, &a, NET_DROP_ALWAYS);
-	a = arp(1, HOST_PEER, HOST_ADDRESS);
-	cr_assert_eq(run(veth_prog, &a), TC_ACT_OK);
-	a = arp(2, HOST_ADDRESS, HOST_PEER);
-	cr_assert_eq(run(veth_prog, &a), TC_ACT_OK);
-	a = arp(1, HOST_PEER, A(10, 200, 0, 10));
-	expect(veth_prog, &a, NET_DROP_ALWAYS);
+	for (size_t i = 0; i < sizeof(arps) / sizeof(*arps); i++) {
+		int prog = arps[i].tap ? tap_prog : veth_prog;
+
+		a = arp(arps[i].op, arps[i].spa, arps[i].tpa);
+		if (arps[i].passes)
+			cr_assert_eq(run(prog, &a), TC_ACT_OK, "arp %zu", i);
+		else
+			expect(prog, &a, NET_DROP_ALWAYS);
+	}
 	a = arp(1, GUEST, GATEWAY);
 	a.b[ETH_HLEN + 1] = 6; /* IEEE 802 hardware */
 	expect(tap_prog, &a, NET_DROP_ALWAYS);
