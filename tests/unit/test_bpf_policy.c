@@ -14,7 +14,10 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_packet.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
+#include <poll.h>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <netinet/ip.h>
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1017,4 +1021,181 @@ Test(bpf_policy_attach, short_frames_through_a_real_tap, .init = own_netns)
 	cr_assert_eq(c.packets[NET_DROP_ALWAYS], 0);
 	bpf_policy_destroy(pol);
 	close(fd);
+}
+
+/* The path a sandbox's packets take: a TAP with the guest's offloads
+ * (virtio-net header), the namespace forwarding to veth0, the host's end in
+ * another namespace ("H", made here).  The namespace's settings are the
+ * ones pool/host/netns.c must make: ip_forward, and accept_local on both
+ * interfaces (after the NAT a packet from the guest comes from
+ * host_address, and a DNS answer from the gateway: addresses of the
+ * namespace's own, martians to the kernel without it). */
+static char h_ns[32];
+
+static void drop_h(void)
+{
+	char cmd[64];
+
+	if (h_ns[0]) {
+		snprintf(cmd, sizeof(cmd), "ip netns del %s", h_ns);
+		if (system(cmd) != 0)
+			fprintf(stderr, "%s failed\n", cmd);
+	}
+	teardown();
+}
+
+/* An AF_PACKET socket on @ifname in namespace @ns. */
+static int packet_socket_in(const char *ns, const char *ifname)
+{
+	char path[64];
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), other, s;
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
+				   .sll_protocol = htons(ETH_P_ALL) };
+	struct timeval tv = { .tv_sec = 5 };
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	other = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(self >= 0 && other >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(setns(other, CLONE_NEWNET), 0);
+	s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	sll.sll_ifindex = (int)if_nametoindex(ifname);
+	cr_assert(s >= 0 && sll.sll_ifindex > 0);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sll, sizeof(sll)), 0);
+	cr_assert_eq(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)),
+		     0);
+	cr_assert_eq(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(other);
+	return s;
+}
+
+/* Reads from @fd (skipping @skip bytes of each) until an IPv4 TCP or UDP
+ * (@proto) frame from @sport: into @f. */
+static void receive_l4(int fd, size_t skip, uint8_t proto, uint16_t sport,
+		       struct frame *f)
+{
+	uint8_t buf[2048];
+
+	for (int i = 0; i < 100; i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		cr_assert_eq(poll(&p, 1, 5000), 1,
+			     "no frame of protocol %u from port %u in 5 s",
+			     proto, sport);
+		n = read(fd, buf, sizeof(buf));
+		cr_assert_gt(n, 0, "read: %s", strerror(errno));
+		if ((size_t)n < skip + ETH_HLEN + sizeof(struct iphdr) +
+					sizeof(struct udphdr) ||
+		    (size_t)n - skip > sizeof(f->b))
+			continue;
+		memcpy(f->b, buf + skip, n - skip);
+		f->len = (uint32_t)(n - skip);
+		if (f->b[12] == 0x08 && f->b[13] == 0 &&
+		    ip_of(f)->protocol == proto &&
+		    /* the source port leads TCP and UDP headers alike */
+		    ((struct udphdr *)l4_of(f))->source == htons(sport))
+			return;
+	}
+	cr_assert_fail("no frame of protocol %u from port %u", proto, sport);
+}
+
+/* What a TCP checksum field holds under offload: the pseudo header's sum,
+ * folded, not inverted. */
+static uint16_t partial_sum(struct frame *f)
+{
+	struct iphdr *ip = ip_of(f);
+	uint32_t l4len = ntohs(ip->tot_len) - sizeof(*ip);
+
+	return htons(
+		(uint16_t)~fold(sum16(&ip->saddr, 8, IPPROTO_TCP + l4len)));
+}
+
+Test(bpf_policy_attach, forwarded_through_a_real_namespace, .init = own_netns,
+     .fini = drop_h)
+{
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
+	struct virtio_net_hdr vh = {
+		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+		.csum_start = ETH_HLEN + sizeof(struct iphdr),
+		.csum_offset = offsetof(struct tcphdr, check),
+	};
+	uint8_t buf[sizeof(vh) + sizeof(((struct frame *)0)->b)];
+	struct frame f = out_tcp(PUBLIC, 80), got;
+	struct tcphdr *th = (struct tcphdr *)l4_of(&f);
+	char cmd[1024];
+	int tap, h, sock;
+
+	default_addrs();
+	snprintf(h_ns, sizeof(h_ns), "thaw-bpf-test-%d", (int)getpid());
+	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	cr_assert_geq(tap, 0);
+	strcpy(ifr.ifr_name, GUEST_NET_TAP_NAME);
+	cr_assert_eq(ioctl(tap, TUNSETIFF, &ifr), 0, "TUNSETIFF: %s",
+		     strerror(errno));
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; ip netns add %1$s; "
+		 "ip link add veth0 type veth peer name hostend netns %1$s; "
+		 "ip link set tap0 address 06:00:ac:10:00:01 up; "
+		 "ip addr add 169.254.0.22/30 dev tap0; "
+		 "ip neigh add 169.254.0.21 lladdr 06:00:ac:10:00:02 dev tap0; "
+		 "ip addr add 10.200.0.6/30 dev veth0; ip link set veth0 up; "
+		 "ip route add default via 10.200.0.5; "
+		 "sysctl -qw net.ipv4.ip_forward=1 "
+		 "net.ipv4.conf.tap0.accept_local=1 "
+		 "net.ipv4.conf.veth0.accept_local=1; "
+		 "ip -n %1$s addr add 10.200.0.5/30 dev hostend; "
+		 "ip -n %1$s link set hostend up",
+		 h_ns);
+	sh(cmd);
+	cr_assert_eq(bpf_policy_attach(&pol,
+				       (int)if_nametoindex(GUEST_NET_TAP_NAME),
+				       (int)if_nametoindex(GUEST_NET_VETH_NAME),
+				       &addrs, &policy, err, sizeof(err)),
+		     0, "%s", err);
+	h = packet_socket_in(h_ns, "hostend");
+
+	/* Out: the guest's checksum offload (CHECKSUM_PARTIAL: the field
+	 * holds the pseudo header's sum) follows the new source. */
+	th->check = partial_sum(&f);
+	memcpy(buf, &vh, sizeof(vh));
+	memcpy(buf + sizeof(vh), f.b, f.len);
+	cr_assert_eq(write(tap, buf, sizeof(vh) + f.len),
+		     (ssize_t)(sizeof(vh) + f.len), "write: %s",
+		     strerror(errno));
+	receive_l4(h, 0, IPPROTO_TCP, 40000, &got);
+	cr_assert_eq(ntohl(ip_of(&got)->saddr), HOST_ADDRESS);
+	cr_assert_eq(fold(sum16(ip_of(&got), sizeof(struct iphdr), 0)), 0);
+	th = (struct tcphdr *)l4_of(&got);
+	cr_assert_eq(th->check, partial_sum(&got),
+		     "partial checksum not moved to the new source");
+
+	/* In: the host's answer reaches the guest, checksums whole. */
+	strcpy(ifr.ifr_name, GUEST_NET_VETH_NAME);
+	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(ioctl(sock, SIOCGIFHWADDR, &ifr), 0, "%s",
+		     strerror(errno));
+	close(sock);
+	f = pkt(IPPROTO_TCP, PUBLIC, 80, HOST_ADDRESS, 40000, TH_SYN | TH_ACK);
+	memcpy(f.b, ifr.ifr_hwaddr.sa_data, ETH_ALEN);
+	cr_assert_eq(write(h, f.b, f.len), (ssize_t)f.len, "write: %s",
+		     strerror(errno));
+	receive_l4(tap, sizeof(vh), IPPROTO_TCP, 80, &got);
+	check_addrs(&got, PUBLIC, GUEST);
+
+	/* DNS through the gateway, there and back. */
+	f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
+	memset(buf, 0, sizeof(vh));
+	memcpy(buf + sizeof(vh), f.b, f.len);
+	cr_assert_eq(write(tap, buf, sizeof(vh) + f.len),
+		     (ssize_t)(sizeof(vh) + f.len));
+	receive_l4(h, 0, IPPROTO_UDP, 5353, &got);
+	check_addrs(&got, HOST_ADDRESS, DNS_SERVER);
+	f = pkt(IPPROTO_UDP, DNS_SERVER, 53, HOST_ADDRESS, 5353, 0);
+	memcpy(f.b, ifr.ifr_hwaddr.sa_data, ETH_ALEN);
+	cr_assert_eq(write(h, f.b, f.len), (ssize_t)f.len);
+	receive_l4(tap, sizeof(vh), IPPROTO_UDP, 53, &got);
+	check_addrs(&got, GATEWAY, GUEST);
+	close(h);
+	close(tap);
 }
