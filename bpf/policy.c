@@ -16,6 +16,7 @@
  * old byte just before the flip (it runs for microseconds, in an RCU
  * section) is done long before another bpf_policy_update comes round.
  *
+ * A sandbox's updates come one at a time (the caller serializes them).
  * Errors: -1 with a message naming the step, map, field or value.
  */
 #include <arpa/inet.h>
