@@ -390,6 +390,25 @@ Test(bpf_policy, always_dropped_even_when_allowed)
 	to(PUBLIC, NET_PASS_ALLOW_OUT); /* 0.0.0.0/0 is listed */
 }
 
+static const struct {
+	uint32_t addr;
+	enum net_verdict v;
+} order[] = {
+	{ A(10, 1, 2, 3), NET_PASS_ALLOW_OUT },
+	{ A(8, 8, 8, 8), NET_PASS_ALLOW_OUT },
+	{ A(10, 2, 3, 4), NET_DROP_DENY_OUT },
+	{ A(8, 8, 8, 9), NET_DROP_DENY_OUT },
+	{ A(1, 1, 1, 1), NET_DROP_DENY_OUT },
+	{ A(192, 168, 1, 1), NET_DROP_PRIVATE },
+	{ A(172, 16, 0, 1), NET_DROP_PRIVATE },
+	{ A(172, 31, 255, 1), NET_DROP_PRIVATE },
+	{ A(100, 64, 0, 1), NET_DROP_PRIVATE },
+	{ A(100, 127, 0, 1), NET_DROP_PRIVATE },
+	{ A(172, 32, 0, 1), NET_PASS_INTERNET },
+	{ A(100, 128, 0, 1), NET_PASS_INTERNET },
+	{ A(9, 9, 9, 9), NET_PASS_INTERNET },
+};
+
 Test(bpf_policy, allow_beats_deny_beats_private)
 {
 	add(policy.allow_out, &policy.n_allow, "10.1.0.0/16");
@@ -398,19 +417,8 @@ Test(bpf_policy, allow_beats_deny_beats_private)
 	add(policy.deny_out, &policy.n_deny, "8.8.8.0/24");
 	add(policy.deny_out, &policy.n_deny, "1.0.0.0/8");
 	update();
-	to(A(10, 1, 2, 3), NET_PASS_ALLOW_OUT);
-	to(A(8, 8, 8, 8), NET_PASS_ALLOW_OUT);
-	to(A(10, 2, 3, 4), NET_DROP_DENY_OUT);
-	to(A(8, 8, 8, 9), NET_DROP_DENY_OUT);
-	to(A(1, 1, 1, 1), NET_DROP_DENY_OUT);
-	to(A(192, 168, 1, 1), NET_DROP_PRIVATE);
-	to(A(172, 16, 0, 1), NET_DROP_PRIVATE);
-	to(A(172, 31, 255, 1), NET_DROP_PRIVATE);
-	to(A(100, 64, 0, 1), NET_DROP_PRIVATE);
-	to(A(100, 127, 0, 1), NET_DROP_PRIVATE);
-	to(A(172, 32, 0, 1), NET_PASS_INTERNET);
-	to(A(100, 128, 0, 1), NET_PASS_INTERNET);
-	to(A(9, 9, 9, 9), NET_PASS_INTERNET);
+	for (size_t i = 0; i < sizeof(order) / sizeof(*order); i++)
+		to(order[i].addr, order[i].v);
 }
 
 Test(bpf_policy, allow_internet_off)
