@@ -36,6 +36,8 @@
 #define BOOT_TIMEOUT_S 900
 #define EXEC_TIMEOUT_S 300
 #define HTTP_PORT "8080"
+/* iproute2's (nested-kvm.sh's host has busybox's ip first in PATH). */
+#define IP "/usr/sbin/ip"
 #define NS_A "thaw-vmmnet-a"
 #define NS_B "thaw-vmmnet-b"
 
@@ -57,16 +59,16 @@ static void sh(const char *fmt, ...)
 /* Namespace @ns with tap0 as a sandbox's, and busybox httpd on it. */
 static void make_namespace(const char *ns)
 {
-	sh("ip netns add %s && ip -n %s link set lo up && "
-	   "ip -n %s tuntap add " GUEST_NET_TAP_NAME " mode tap && "
-	   "ip -n %s link set " GUEST_NET_TAP_NAME
-	   " address 06:00:ac:10:00:01 && "
-	   "ip -n %s addr add " GUEST_NET_GATEWAY_ADDR_STR
-	   "/%d dev " GUEST_NET_TAP_NAME
-	   " && ip -n %s link set " GUEST_NET_TAP_NAME " up",
+	sh(IP " netns add %s && " IP " -n %s link set lo up && " IP
+	      " -n %s tuntap add " GUEST_NET_TAP_NAME " mode tap && " IP
+	      " -n %s link set " GUEST_NET_TAP_NAME
+	      " address 06:00:ac:10:00:01 && " IP
+	      " -n %s addr add " GUEST_NET_GATEWAY_ADDR_STR
+	      "/%d dev " GUEST_NET_TAP_NAME " && " IP
+	      " -n %s link set " GUEST_NET_TAP_NAME " up",
 	   ns, ns, ns, ns, ns, GUEST_NET_PREFIX, ns);
-	sh("ip netns exec %s busybox httpd -p " GUEST_NET_GATEWAY_ADDR_STR
-	   ":" HTTP_PORT " -h %s",
+	sh(IP " netns exec %s busybox httpd -p " GUEST_NET_GATEWAY_ADDR_STR
+	      ":" HTTP_PORT " -h %s",
 	   ns, www);
 }
 
@@ -76,8 +78,8 @@ static void remove_namespace(const char *ns)
 
 	/* httpd first: its namespace goes with its last process. */
 	snprintf(cmd, sizeof(cmd),
-		 "ip netns pids %s 2>/dev/null | xargs -r kill; "
-		 "ip netns del %s 2>/dev/null",
+		 IP " netns pids %s 2>/dev/null | xargs -r kill; " IP
+		    " netns del %s 2>/dev/null",
 		 ns, ns);
 	(void)!system(cmd);
 }
@@ -186,6 +188,9 @@ static void setup(void)
 {
 	if (geteuid() != 0)
 		cr_skip_test("needs root (network namespaces, TAPs)");
+	/* ip netns keeps its pins in /run/netns; nested-kvm.sh's host has
+	 * no /run. */
+	cr_assert(mkdir("/run", 0755) == 0 || errno == EEXIST);
 	cr_assert(mkdtemp(www));
 	cr_assert(mkdtemp(snapshot_dir));
 	remove_namespace(NS_A);
