@@ -43,6 +43,7 @@
 
 static char www[64] = "/tmp/thaw-vmmnet-www-XXXXXX";
 static char snapshot_dir[64] = "/tmp/thaw-vmmnet-snap-XXXXXX";
+static int home_netns = -1; /* the test's own namespace, to go back to */
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...)
@@ -191,6 +192,8 @@ static void setup(void)
 	/* ip netns keeps its pins in /run/netns; nested-kvm.sh's host has
 	 * no /run. */
 	cr_assert(mkdir("/run", 0755) == 0 || errno == EEXIST);
+	home_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(home_netns, 0);
 	cr_assert(mkdtemp(www));
 	cr_assert(mkdtemp(snapshot_dir));
 	remove_namespace(NS_A);
@@ -201,6 +204,9 @@ static void teardown(void)
 {
 	char cmd[256];
 
+	/* Out of the namespaces first: removing one kills what is in it. */
+	if (home_netns >= 0 && setns(home_netns, CLONE_NEWNET) == 0)
+		close(home_netns);
 	remove_namespace(NS_A);
 	remove_namespace(NS_B);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s %s", www, snapshot_dir);
