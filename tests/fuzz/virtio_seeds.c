@@ -78,14 +78,15 @@ static void avail(uint8_t queue, uint8_t head)
 	u8(head);
 }
 
-static void post_rx(int n)
+/* @n buffers of 1 KiB on @queue (both devices' RX), notified. */
+static void post_rx(uint8_t queue, int n)
 {
 	for (int i = 0; i < n; i++) {
-		desc(VSOCK_QUEUE_RX, i, RX_BUF(i), 0x400, VIRTQ_DESC_F_WRITE);
-		avail(VSOCK_QUEUE_RX, i);
+		desc(queue, i, RX_BUF(i), 0x400, VIRTQ_DESC_F_WRITE);
+		avail(queue, i);
 	}
 	op(OP_NOTIFY);
-	u8(VSOCK_QUEUE_RX);
+	u8(queue);
 }
 
 /* A guest packet on TX: header and @data in one descriptor. */
@@ -115,16 +116,6 @@ static void send(uint16_t pkt_op, uint32_t src_port, uint32_t dst_port,
 	avail(VSOCK_QUEUE_TX, i);
 	op(OP_NOTIFY);
 	u8(VSOCK_QUEUE_TX);
-}
-
-static void net_post_rx(int n)
-{
-	for (int i = 0; i < n; i++) {
-		desc(NET_QUEUE_RX, i, RX_BUF(i), 0x400, VIRTQ_DESC_F_WRITE);
-		avail(NET_QUEUE_RX, i);
-	}
-	op(OP_NOTIFY);
-	u8(NET_QUEUE_RX);
 }
 
 /* A 60-byte Ethernet frame (broadcast ARP-sized) behind a header. */
@@ -202,14 +193,14 @@ int main(int argc, char **argv)
 
 	op(OP_BRING_UP);
 	u8(0);
-	post_rx(4);
+	post_rx(VSOCK_QUEUE_RX, 4);
 	send(VIRTIO_VSOCK_OP_REQUEST, 50000, 1025, NULL, 0);
 	op(OP_RUN);
 	save(argv[1], "virtio_vsock", "refused");
 
 	op(OP_BRING_UP);
 	u8(1);
-	post_rx(8);
+	post_rx(VSOCK_QUEUE_RX, 8);
 	client("CONNECT 1024\n");
 	send(VIRTIO_VSOCK_OP_RESPONSE, 1024, VSOCK_LOCAL_PORT_FIRST, NULL, 0);
 	client("hello guest\n");
@@ -227,7 +218,7 @@ int main(int argc, char **argv)
 
 	op(OP_BRING_UP);
 	u8(3);
-	net_post_rx(4);
+	post_rx(NET_QUEUE_RX, 4);
 	net_tx(0, 0);
 	op(OP_TAP_DRAIN);
 	net_tap_frame(0, 0);
@@ -236,12 +227,12 @@ int main(int argc, char **argv)
 
 	op(OP_BRING_UP);
 	u8(2);
-	net_post_rx(2);
+	post_rx(NET_QUEUE_RX, 2);
 	net_tx(VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4);
 	net_tap_frame(VIRTIO_NET_HDR_F_NEEDS_CSUM, 0);
 	op(OP_BRING_UP);
 	u8(0);
-	net_post_rx(2);
+	post_rx(NET_QUEUE_RX, 2);
 	net_tx(VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4);
 	net_tap_frame(VIRTIO_NET_HDR_F_DATA_VALID, 0);
 	save(argv[1], "virtio_net", "offloads");
