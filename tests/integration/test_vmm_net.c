@@ -7,8 +7,8 @@
  * httpd.  The guest, through its agent, pings the gateway and fetches a
  * file from it.  Then the VM is snapshotted, and the snapshot restored into
  * a second namespace with a tap0 of its own (what every clone gets), the
- * restored agent given CLONE (which forgets the gateway's neighbour entry),
- * and the guest does it again, through the new TAP.
+ * restored agent given CLONE, which must forget the gateway's neighbour
+ * entry the snapshot has, and the guest does it again, through the new TAP.
  *
  * The VMMs run unjailed in the test's own process tree, the test joining
  * each namespace before starting one (the jailed path, --netns, is the
@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +157,17 @@ static void expect_network(struct agent_conn *agent, const char *ns)
 	cr_assert(strstr(out, GUEST_NET_GUEST_ADDR_STR "/30"), "eth0: %s", out);
 }
 
+/* Whether the guest's neighbour table has an entry for its gateway. */
+static bool knows_gateway(struct agent_conn *agent)
+{
+	char out[4096];
+
+	cr_assert_eq(
+		guest_sh(agent, "ip neigh show dev eth0", out, sizeof(out)), 0,
+		"guest: %s", out);
+	return strstr(out, GUEST_NET_GATEWAY_ADDR_STR " ") != NULL;
+}
+
 static void write_page(const char *ns)
 {
 	char path[128];
@@ -241,6 +253,7 @@ Test(vmm_net, guest_reaches_its_gateway_before_and_after_a_restore,
 	enter_namespace(NS_A);
 	start(&vmm, &agent, boot_args);
 	expect_network(&agent, NS_A);
+	cr_assert(knows_gateway(&agent), "the ping left no neighbour entry");
 	agent_close(&agent);
 	snprintf(cmd, sizeof(cmd), "snapshot %s", snapshot_dir);
 	cr_assert_eq(vmm_process_control(&vmm, cmd, reply, sizeof(reply), err,
@@ -257,6 +270,7 @@ Test(vmm_net, guest_reaches_its_gateway_before_and_after_a_restore,
 	cr_assert_eq(agent_clone(&agent, 2, "clone", "vmmnet-test", err,
 				 sizeof(err)),
 		     0, "%s", err);
+	cr_assert(!knows_gateway(&agent), "CLONE kept the old neighbour entry");
 	expect_network(&agent, NS_B);
 	agent_close(&agent);
 	vmm_process_remove(&vmm);
