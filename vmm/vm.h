@@ -10,8 +10,7 @@
  * socket's threads when configured) and blocks until the VM stops;
  * vm_destroy() releases everything.  Each of those threads loads its
  * seccomp filter before its work, the main thread last, and no vCPU enters
- * KVM_RUN before every
- * filter is in place (seccomp_filters.h).
+ * KVM_RUN before every filter is in place (seccomp_filters.h).
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all
