@@ -279,7 +279,8 @@ static void remove_run_dir(const char *dir)
 
 /*
  * The cgroups of this state directory's daemon (cgroup.h): named after the
- * directory's real path, so two spellings of one directory are one group.
+ * directory's real path, so two spellings of one directory are one group;
+ * its network's names too (config_net_host), and its resolvers.
  */
 static int init_cgroups(struct daemon *d)
 {
@@ -290,6 +291,12 @@ static int init_cgroups(struct daemon *d)
 			  strerror(errno));
 		return -1;
 	}
+	config_net_host(&d->cfg, owner, "/etc/resolv.conf");
+	if (d->cfg.dns_from_host && !d->cfg.net.n_dns)
+		log_warning("dns_servers: /etc/resolv.conf names no nameserver "
+			    "a sandbox can reach (loopback ones are skipped): "
+			    "sandboxes have no DNS; dns_servers in the config "
+			    "names resolvers");
 	if (cgroup_init(&d->cgroups, d->cfg.cgroup_parent, owner, err,
 			sizeof(err)) < 0) {
 		log_error("%s", err);
