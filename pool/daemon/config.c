@@ -1119,3 +1119,8 @@ void config_net_host(struct daemon_config *c, const char *state_dir,
 	if (c->dns_from_host)
 		host_nameservers(&c->net, resolv_conf);
 }
+
+void config_net_policy(const struct template_config *t, struct net_policy *out)
+{
+	*out = (struct net_policy){ .allow_internet = t->allow_internet };
+}

@@ -94,6 +94,12 @@ struct sandbox {
 	bool agent_lost; /* it was dropped */
 	bool stopped;	 /* its VMM died */
 	char stop_reason[160];
+	/* Its network (netns.h), NULL with network = none; made and
+	 * destroyed with the clone (pools.c).  @policy is what its maps hold:
+	 * set with them, its template's (config_net_policy) until a request
+	 * sets another (api_sandboxes.c). */
+	struct sandbox_net *net;
+	struct net_policy policy;
 	struct sandbox *next;
 };
 
