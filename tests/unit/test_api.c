@@ -8,6 +8,8 @@
  * (api_memory_budget_bytes) taken while bodies are parsed and replies sent,
  * and given back to the byte; requests that end however the guest floods.
  * Criterion's .timeout turns a request that never ends into a failure.
+ * The network routes are checked here too, on a sandbox without a network
+ * and on one whose network is a record only (no maps).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -485,6 +487,70 @@ Test(api, a_sandboxs_env_is_bounded_at_create, .timeout = 30)
 	cr_expect_eq(create_with_env(256, 200), 404);
 	cr_expect_eq(create_with_env(257, 1), 413);
 	cr_expect_eq(create_with_env(2, 40 << 10), 413);
+	expect_budget_all_back();
+	stop();
+}
+
+/* @method @path with @body answers @status with @part in it. */
+static void expect_call(const char *method, const char *path, const char *body,
+			unsigned status, const char *part)
+{
+	char *text;
+
+	cr_expect_eq(call(method, path, body, strlen(body), &text), status,
+		     "%s %s: %.400s", method, path, text);
+	cr_expect(strstr(text, part), "%s %s: no %s in %.400s", method, path,
+		  part, text);
+	free(text);
+}
+
+#define SANDBOX_PATH "/sandboxes/" SANDBOX_ID
+#define NETWORK_PATH SANDBOX_PATH "/network"
+
+/* A sandbox without a network (network = none): null, and nothing to set. */
+Test(api, a_sandbox_without_a_network, .timeout = 30)
+{
+	start("");
+	expect_call("GET", SANDBOX_PATH, "", 200, "\"network\":null");
+	expect_call("POST", NETWORK_PATH, "{\"allow_internet\":false}", 409,
+		    "has no network");
+	expect_call("POST", "/sandboxes/fedcba9876543210/network", "{}", 404,
+		    "not_found");
+	expect_call("GET", "/metrics", "", 200,
+		    "# TYPE thaw_sandbox_network_packets_total counter\n"
+		    "# HELP thaw_sandbox_network_bytes_total");
+	expect_budget_all_back();
+	stop();
+}
+
+/* A sandbox's network as GET shows it; a bad policy is refused before
+ * any map is written (the maps here are not real: the policy is never
+ * set, nor are counters read). */
+Test(api, a_sandboxs_network_is_shown_and_checked, .timeout = 30)
+{
+	struct sandbox_net net = { .host_address = 0x0ac80006 };
+
+	start("");
+	sandbox.net = &net;
+	sandbox.policy = (struct net_policy){
+		.allow_internet = false,
+		.n_allow = 2,
+		.allow_out = { { 0x0a000000, 8 }, { 0xc0a80107, 32 } },
+		.n_deny = 1,
+		.deny_out = { { 0, 0 } },
+	};
+	expect_call("GET", SANDBOX_PATH, "", 200,
+		    "\"network\":{\"allow_internet\":false,"
+		    "\"allow_out\":[\"10.0.0.0/8\",\"192.168.1.7/32\"],"
+		    "\"deny_out\":[\"0.0.0.0/0\"],"
+		    "\"host_address\":\"10.200.0.6\"}");
+	expect_call("POST", NETWORK_PATH, "{\"allow_out\":[\"10.0.0.1/8\"]}",
+		    400, "'10.0.0.1/8' is not a CIDR");
+	expect_call("POST", NETWORK_PATH, "{\"allow_internet\":\"no\"}", 400,
+		    "must be true or false");
+	expect_call("POST", NETWORK_PATH, "[]", 400, "bad_request");
+	expect_call("GET", NETWORK_PATH, "", 405, "method_not_allowed");
+	sandbox.net = NULL;
 	expect_budget_all_back();
 	stop();
 }
