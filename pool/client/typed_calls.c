@@ -307,17 +307,26 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 	return ret;
 }
 
+/* GET /sandboxes/@id's answer into *@answer (the caller's to release). */
+static int get_sandbox(struct thaw_client *c, const char *id, json_t **answer,
+		       char *err, size_t errlen)
+{
+	char *path = sandbox_path(c, id, "");
+	int ret = json_call(c, "GET", path, NULL, answer, err, errlen);
+
+	free(path);
+	return ret;
+}
+
 int thaw_client_get(struct thaw_client *c, const char *id,
 		    struct thaw_sandbox *s, char *err, size_t errlen)
 {
-	char *path = sandbox_path(c, id, "");
 	json_t *answer = NULL;
-	int ret = json_call(c, "GET", path, NULL, &answer, err, errlen);
+	int ret = get_sandbox(c, id, &answer, err, errlen);
 
 	if (ret == 0)
 		ret = take_one_sandbox(s, answer, err, errlen);
 	json_decref(answer);
-	free(path);
 	return ret;
 }
 
@@ -375,14 +384,12 @@ int thaw_client_get_network(struct thaw_client *c, const char *id,
 			    struct thaw_sandbox_network *n, char *err,
 			    size_t errlen)
 {
-	char *path = sandbox_path(c, id, "");
 	json_t *answer = NULL;
-	int ret = json_call(c, "GET", path, NULL, &answer, err, errlen);
+	int ret = get_sandbox(c, id, &answer, err, errlen);
 
 	if (ret == 0)
 		ret = take_network(n, answer, err, errlen);
 	json_decref(answer);
-	free(path);
 	return ret;
 }
 

@@ -608,19 +608,27 @@ static const char sandbox_json[] =
 	"\"restore_ms\":41.7,\"restore\":{\"host_ms\":3.9,"
 	"\"guest_ms\":37.8},\"handout_ms\":0.08}";
 
-Test(client, sandbox_create_prints_the_id)
+/* `thaw WORDS...` (a create) against a daemon answering 201 once. */
+static void create_with(char *const words[], struct fake_daemon *f,
+			struct run_result *r)
 {
-	struct fake_daemon f = {
+	*f = (struct fake_daemon){
 		.answers = { { json_answer("201 Created", sandbox_json) } },
 		.nr_answers = 1,
 	};
+	fake_start(f);
+	thaw(words, r);
+	fake_stop(f);
+}
+
+Test(client, sandbox_create_prints_the_id)
+{
+	static struct fake_daemon f;
 	struct run_result r;
 
-	fake_start(&f);
-	thaw(WORDS("sandbox", "create", "--socket", sock, "--template", "py",
-		   "--timeout", "60", "--env", "K=V"),
-	     &r);
-	fake_stop(&f);
+	create_with(WORDS("sandbox", "create", "--socket", sock, "--template",
+			  "py", "--timeout", "60", "--env", "K=V"),
+		    &f, &r);
 	expect_status(&r, 0);
 	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
 	expect_err(&r, "restore 41.7 ms (host side 3.9 ms, guest side 37.8 "
@@ -1287,18 +1295,13 @@ Test(client, network_usage_errors)
 
 Test(client, sandbox_create_sends_the_network)
 {
-	struct fake_daemon f = {
-		.answers = { { json_answer("201 Created", sandbox_json) } },
-		.nr_answers = 1,
-	};
+	static struct fake_daemon f;
 	struct run_result r;
 
-	fake_start(&f);
-	thaw(WORDS("sandbox", "create", "--socket", sock, "--allow-out",
-		   "10.0.0.0/8", "--no-internet", "--allow-out", "1.2.3.4",
-		   "--deny-out", "8.8.8.8/32"),
-	     &r);
-	fake_stop(&f);
+	create_with(WORDS("sandbox", "create", "--socket", sock, "--allow-out",
+			  "10.0.0.0/8", "--no-internet", "--allow-out",
+			  "1.2.3.4", "--deny-out", "8.8.8.8/32"),
+		    &f, &r);
 	expect_status(&r, 0);
 	cr_expect_str_eq(body_of(f.requests[0]),
 			 "{\"network\":{\"allow_internet\":false,"
