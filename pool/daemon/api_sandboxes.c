@@ -149,14 +149,16 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 
 		json_array_append_new(
 			list,
-			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,"
+				  "s:b}",
 				  "name", t->name, "snapshot", pl->snapshot_id,
 				  "mem_mib", (int)t->mem_mib, "vcpus",
 				  (int)t->vcpus, "min_ready", (int)t->min_ready,
 				  "max_total", (int)t->max_total, "ready",
 				  (int)pl->ready, "restoring",
-				  (int)pl->restoring, "leased",
-				  (int)pl->leased));
+				  (int)pl->restoring, "leased", (int)pl->leased,
+				  "network", t->network ? "nat" : "none",
+				  "allow_internet", t->allow_internet));
 	}
 	pthread_mutex_unlock(&d->lock);
 	return api_reply_json(conn, r, 200,
