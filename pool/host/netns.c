@@ -293,7 +293,8 @@ static int make_veth(struct nl_sock *sock, const char *host_name, int host_ns,
 
 /* What the namespace's thread needs, and what it answers. */
 struct ns_job {
-	struct sandbox_net *net;
+	const char *pin;
+	struct sandbox_net *net; /* NULL: tap0 alone (net_tap_namespace) */
 	uid_t tap_uid;
 	gid_t tap_gid;
 	const struct net_policy *policy;
@@ -304,15 +305,13 @@ struct ns_job {
 	int ret;
 };
 
-/* Everything inside the namespace, the thread being in it. */
-static int configure_inside(struct ns_job *job, struct nl_sock *host,
-			    struct nl_sock *sock)
+/* tap0, up with its address and MAC: its ifindex, or -1 with @err. */
+static int configure_tap(struct ns_job *job, struct nl_sock *sock)
 {
 	static const unsigned char tap_mac[] = GUEST_NET_TAP_MAC;
-	struct sandbox_net *net = job->net;
 	char *err = job->err;
 	size_t errlen = job->errlen;
-	int tap, veth, host_veth;
+	int tap;
 
 	/* The guest is IPv4-only: no IPv6 addresses, DAD or router
 	 * solicitations on our links (ENOENT: no IPv6 at all). */
@@ -320,6 +319,30 @@ static int configure_inside(struct ns_job *job, struct nl_sock *host,
 			 errlen) < 0 &&
 	    errno != ENOENT)
 		return -1;
+	if (make_tap(job->tap_uid, job->tap_gid, err, errlen) < 0)
+		return -1;
+	tap = (int)if_nametoindex(GUEST_NET_TAP_NAME);
+	if (!tap)
+		return fail(err, errlen, "%s vanished: %s", GUEST_NET_TAP_NAME,
+			    strerror(errno));
+	if (link_up(sock, "lo", NULL, err, errlen) < 0 ||
+	    add_address(sock, GUEST_NET_TAP_NAME, tap, GUEST_NET_GATEWAY_ADDR,
+			GUEST_NET_PREFIX, err, errlen) < 0 ||
+	    link_up(sock, GUEST_NET_TAP_NAME, tap_mac, err, errlen) < 0)
+		return -1;
+	return tap;
+}
+
+/* A sandbox's: tap0, veth0, both veth ends' addresses, the route out,
+ * the policy. */
+static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
+			     struct nl_sock *sock)
+{
+	struct sandbox_net *net = job->net;
+	char *err = job->err;
+	size_t errlen = job->errlen;
+	int tap, veth, host_veth;
+
 	/* Routing between tap0 and veth0; the policy's NAT makes the
 	 * guest's packets come from host_address, veth0's own address,
 	 * which tap0 must accept, and reverse-path filtering must not
@@ -329,22 +352,17 @@ static int configure_inside(struct ns_job *job, struct nl_sock *host,
 	    write_sysctl("net/ipv4/conf/default/rp_filter", "0", err, errlen) <
 		    0)
 		return -1;
-	if (make_tap(job->tap_uid, job->tap_gid, err, errlen) < 0 ||
+	tap = configure_tap(job, sock);
+	if (tap < 0 ||
 	    write_sysctl("net/ipv4/conf/" GUEST_NET_TAP_NAME "/accept_local",
 			 "1", err, errlen) < 0 ||
 	    make_veth(sock, net->host_veth, job->host_ns, err, errlen) < 0)
 		return -1;
-	tap = (int)if_nametoindex(GUEST_NET_TAP_NAME);
 	veth = (int)if_nametoindex(GUEST_NET_VETH_NAME);
-	if (!tap || !veth)
-		return fail(err, errlen, "%s or %s vanished: %s",
-			    GUEST_NET_TAP_NAME, GUEST_NET_VETH_NAME,
+	if (!veth)
+		return fail(err, errlen, "%s vanished: %s", GUEST_NET_VETH_NAME,
 			    strerror(errno));
-	if (link_up(sock, "lo", NULL, err, errlen) < 0 ||
-	    add_address(sock, GUEST_NET_TAP_NAME, tap, GUEST_NET_GATEWAY_ADDR,
-			GUEST_NET_PREFIX, err, errlen) < 0 ||
-	    link_up(sock, GUEST_NET_TAP_NAME, tap_mac, err, errlen) < 0 ||
-	    add_address(sock, GUEST_NET_VETH_NAME, veth, net->host_address, 30,
+	if (add_address(sock, GUEST_NET_VETH_NAME, veth, net->host_address, 30,
 			err, errlen) < 0 ||
 	    link_up(sock, GUEST_NET_VETH_NAME, NULL, err, errlen) < 0 ||
 	    add_default_route(sock, veth, job->addrs.host_peer, err, errlen) <
@@ -379,19 +397,56 @@ static void *ns_thread(void *arg)
 	if (unshare(CLONE_NEWNET) < 0) {
 		fail(job->err, job->errlen, "unshare(CLONE_NEWNET): %s",
 		     strerror(errno));
-	} else if (mount("/proc/thread-self/ns/net", job->net->netns_path, NULL,
-			 MS_BIND, NULL) < 0) {
-		fail(job->err, job->errlen, "%s: bind mount: %s",
-		     job->net->netns_path, strerror(errno));
+	} else if (mount("/proc/thread-self/ns/net", job->pin, NULL, MS_BIND,
+			 NULL) < 0) {
+		fail(job->err, job->errlen, "%s: bind mount: %s", job->pin,
+		     strerror(errno));
 	} else {
 		sock = route_socket(job->err, job->errlen, "sandbox");
-		if (sock)
-			job->ret = configure_inside(job, host, sock);
+		if (sock && job->net)
+			job->ret = configure_sandbox(job, host, sock);
+		else if (sock)
+			job->ret = configure_tap(job, sock) < 0 ? -1 : 0;
 	}
 	if (sock)
 		nl_socket_free(sock);
 	nl_socket_free(host);
 	return NULL;
+}
+
+/*
+ * Creates @job's pin and runs its thread.  0, or -1 with @err, errno being
+ * EEXIST when the pin was there already (someone else's).
+ */
+static int run_job(struct ns_job *job)
+{
+	pthread_t thread;
+	int fd, e;
+
+	job->ret = -1;
+	fd = open(job->pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0) {
+		e = errno;
+		fail(job->err, job->errlen, "%s: %s", job->pin, strerror(e));
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	job->host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (job->host_ns < 0) {
+		fail(job->err, job->errlen, "/proc/self/ns/net: %s",
+		     strerror(errno));
+	} else {
+		e = pthread_create(&thread, NULL, ns_thread, job);
+		if (e)
+			fail(job->err, job->errlen, "namespace thread: %s",
+			     strerror(e));
+		else
+			pthread_join(thread, NULL);
+		close(job->host_ns);
+	}
+	errno = 0;
+	return job->ret;
 }
 
 /* The host's own IPv4 addresses, which no guest may reach. */
@@ -419,7 +474,7 @@ static bool is_netns(const char *path)
 	return statfs(path, &fs) == 0 && fs.f_type == NSFS_MAGIC;
 }
 
-static void remove_pin(const char *path)
+void net_pin_remove(const char *path)
 {
 	if (is_netns(path))
 		umount2(path, MNT_DETACH);
@@ -447,6 +502,7 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 {
 	uint32_t base = slot_base(cfg, index);
 	struct ns_job job = {
+		.pin = netns_path,
 		.net = net,
 		.tap_uid = tap_uid,
 		.tap_gid = tap_gid,
@@ -461,9 +517,6 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 			.dns_always = cfg->dns_always,
 		},
 	};
-	pthread_t thread;
-	int fd, e;
-
 	memset(net, 0, sizeof(*net));
 	if (!base)
 		return fail(err, errlen,
@@ -477,29 +530,31 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 		     netns_path) >= (int)sizeof(net->netns_path))
 		return fail(err, errlen, "%s: path too long", netns_path);
 	host_addresses(&job.addrs);
-	fd = open(netns_path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-	if (fd < 0) {
-		e = errno;
-		net->netns_path[0] = '\0';
-		return fail(err, errlen, "%s: %s", netns_path, strerror(e));
-	}
-	close(fd);
-	job.host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (job.host_ns < 0) {
-		fail(err, errlen, "/proc/self/ns/net: %s", strerror(errno));
-	} else {
-		e = pthread_create(&thread, NULL, ns_thread, &job);
-		if (e)
-			fail(err, errlen, "namespace thread: %s", strerror(e));
-		else
-			pthread_join(thread, NULL);
-		close(job.host_ns);
-	}
-	if (job.ret < 0) {
+	if (run_job(&job) < 0) {
+		if (errno == EEXIST)
+			net->netns_path[0] = '\0'; /* not ours */
 		sandbox_net_destroy(net);
 		return -1;
 	}
 	return 0;
+}
+
+int net_tap_namespace(const char *netns_path, uid_t tap_uid, gid_t tap_gid,
+		      char *err, size_t errlen)
+{
+	struct ns_job job = {
+		.pin = netns_path,
+		.tap_uid = tap_uid,
+		.tap_gid = tap_gid,
+		.err = err,
+		.errlen = errlen,
+	};
+
+	if (run_job(&job) == 0)
+		return 0;
+	if (errno != EEXIST)
+		net_pin_remove(netns_path);
+	return -1;
 }
 
 int sandbox_net_set_policy(struct sandbox_net *net,
@@ -535,7 +590,7 @@ void sandbox_net_destroy(struct sandbox_net *net)
 		net->host_veth[0] = '\0';
 	}
 	if (net->netns_path[0])
-		remove_pin(net->netns_path);
+		net_pin_remove(net->netns_path);
 	net->netns_path[0] = '\0';
 }
 
@@ -576,7 +631,7 @@ static int remove_stale_pins(const char *run_dir)
 			     NET_PIN_NAME) >= (int)sizeof(path) ||
 		    access(path, F_OK) < 0)
 			continue;
-		remove_pin(path);
+		net_pin_remove(path);
 		removed++;
 	}
 	if (dp)

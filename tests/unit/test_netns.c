@@ -216,3 +216,21 @@ Test(netns, an_index_past_the_pool_is_refused)
 	cr_expect(strstr(err, "16384"), "%s", err);
 	cr_expect_neq(access(pin, F_OK), 0, "%s made", pin);
 }
+
+Test(netns, a_templates_namespace_holds_tap0_alone)
+{
+	char pin[PATH_MAX], err[512] = "";
+	int status;
+
+	pin_path(pin, sizeof(pin), 9);
+	cr_assert_eq(net_tap_namespace(pin, TAP_UID, TAP_GID, err, sizeof(err)),
+		     0, "%s", err);
+	expect_inside(pin, "ip -d link show tap0",
+		      "persist on user 1879114731 group 1879114732");
+	expect_inside(pin, "ip -o -4 addr show dev tap0", "169.254.0.22/30");
+	run(&status, "nsenter --net=%s ip link show veth0 2>/dev/null", pin);
+	cr_expect_neq(status, 0, "a template's namespace has a veth0");
+	net_pin_remove(pin);
+	cr_expect(!mounted(pin), "%s still mounted", pin);
+	cr_expect_neq(access(pin, F_OK), 0, "%s left", pin);
+}
