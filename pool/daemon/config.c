@@ -813,9 +813,13 @@ static int finish(struct parser *p)
 		if (rc)
 			return rc;
 	}
+	/* Until the config has keys for them (network, network_cidr):
+	 * every template networked, from 10.200.0.0/16. */
+	c->net.pool = (struct net_cidr){ 0x0ac80000u, 16 };
 	for (i = 0; i < c->nr_templates; i++) {
 		struct template_config *t = &c->templates[i];
 
+		t->network = true;
 		if (!t->memory_limit_mib)
 			t->memory_limit_mib = t->mem_mib + MEMORY_OVERHEAD_MIB;
 		if (t->cpu_percent == CONFIG_AUTO)

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "jail.h"
+#include "netns.h"
 
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
 /* A value the file says is "auto": derived once the file is read. */
@@ -61,6 +62,7 @@ struct template_config {
 	uint32_t pids_limit;
 	uint32_t restore_parallel; /* restores of this template at once */
 	bool page_in_lazy;	   /* page_in = lazy (default prefetch) */
+	bool network; /* each sandbox has a network (netns.h); default on */
 };
 
 struct daemon_config {
@@ -82,6 +84,8 @@ struct daemon_config {
 	 * cgroup controller (debugging) */
 	bool require_limits;
 	struct jail_ids jail_ids;
+	/* The sandboxes' networks; names filled by the daemon */
+	struct net_config net;
 	struct template_config *templates;
 	size_t nr_templates;
 };
