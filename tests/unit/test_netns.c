@@ -4,19 +4,31 @@
  * namespaces, veths, TAPs, addresses, routes and an nftables table on this
  * host, in a pool (10.254.0.0/16) and under names (a hash of a scratch
  * directory) no thaw uses.  What is inside a namespace is read with
- * `nsenter --net=PIN ip ...`, the way an operator would look.  Root only;
- * run under the VM lock (tests/CMakeLists.txt).
+ * `nsenter --net=PIN ip ...`, the way an operator would look; a stand-in
+ * for the guest on tap0 answers ARP and pings, so the host's ping of a
+ * sandbox's host address goes through the eBPF policy's NAT both ways.  Root
+ * only; run under the VM lock (tests/CMakeLists.txt).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "guest_net.h"
 #include "netns.h"
 
 #define TAP_UID 1879114731u /* no other test's jail id */
@@ -71,6 +83,122 @@ static bool mounted(const char *path)
 
 	run(&status, "grep -q ' %s ' /proc/self/mountinfo", path);
 	return status == 0;
+}
+
+/*
+ * A guest's stand-in on a sandbox's tap0 (what the VMM opens): it answers
+ * ARP for the guest's address and ICMP echo requests to it, so that the
+ * host reaches the sandbox's host address through the policy's NAT as it
+ * reaches a real guest.
+ */
+struct fake_guest {
+	const char *pin;
+	pthread_t thread;
+	atomic_bool stop;
+	int answered; /* echo requests answered */
+};
+
+static uint16_t ip_checksum(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)p[i] << 8 | p[i + 1];
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* Turns @f (@len bytes, a frame for the guest) into its answer; its
+ * length, or 0 for none. */
+static size_t answer(uint8_t *f, size_t len)
+{
+	static const uint8_t guest_mac[] = GUEST_NET_GUEST_MAC;
+	uint32_t guest = htonl(GUEST_NET_GUEST_ADDR);
+	uint8_t tmp[6];
+
+	memcpy(f, f + 6, 6); /* back to the sender */
+	memcpy(f + 6, guest_mac, 6);
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x06 && f[21] == 1 &&
+	    !memcmp(f + 38, &guest, 4)) {
+		f[21] = 2; /* ARP reply: we are the target */
+		memcpy(tmp, f + 22, 6);
+		memcpy(f + 32, tmp, 6);
+		memcpy(tmp, f + 28, 4);
+		memcpy(f + 22, guest_mac, 6);
+		memcpy(f + 28, &guest, 4);
+		memcpy(f + 38, tmp, 4);
+		return 42;
+	}
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 &&
+	    f[23] == 1 /* ICMP */ && f[34] == 8 /* echo */ &&
+	    !memcmp(f + 30, &guest, 4)) {
+		size_t ip_len = (size_t)f[16] << 8 | f[17];
+
+		if (ip_len < 28 || 14 + ip_len > len)
+			return 0;
+		memcpy(tmp, f + 26, 4); /* swap the addresses */
+		memcpy(f + 26, f + 30, 4);
+		memcpy(f + 30, tmp, 4);
+		f[34] = 0; /* echo reply */
+		f[36] = f[37] = 0;
+		uint16_t sum = ip_checksum(f + 34, ip_len - 20);
+		f[36] = sum >> 8;
+		f[37] = sum & 0xff;
+		return 14 + ip_len;
+	}
+	return 0;
+}
+
+static void *fake_guest_run(void *arg)
+{
+	struct fake_guest *g = arg;
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI };
+	int ns = open(g->pin, O_RDONLY | O_CLOEXEC), tap = -1;
+	uint8_t frame[2048];
+
+	if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+		goto out;
+	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
+	if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
+		goto out;
+	while (!atomic_load(&g->stop)) {
+		struct pollfd p = { .fd = tap, .events = POLLIN };
+		ssize_t n;
+		size_t out;
+
+		if (poll(&p, 1, 50) != 1)
+			continue;
+		n = read(tap, frame, sizeof(frame));
+		out = n > 0 ? answer(frame, (size_t)n) : 0;
+		if (out && write(tap, frame, out) == (ssize_t)out &&
+		    frame[34] == 0)
+			g->answered++;
+	}
+out:
+	if (tap >= 0)
+		close(tap);
+	if (ns >= 0)
+		close(ns);
+	return NULL;
+}
+
+static void fake_guest_start(struct fake_guest *g, const char *pin)
+{
+	g->pin = pin;
+	atomic_init(&g->stop, false);
+	g->answered = 0;
+	cr_assert_eq(pthread_create(&g->thread, NULL, fake_guest_run, g), 0);
+}
+
+static void fake_guest_stop(struct fake_guest *g)
+{
+	atomic_store(&g->stop, true);
+	pthread_join(g->thread, NULL);
 }
 
 static void setup(void)
@@ -157,10 +285,16 @@ Test(netns, two_sandboxes_made_and_removed)
 				     nets[i].host_veth),
 				 want),
 			  "%s has no %s", nets[i].host_veth, want);
-		/* The host reaches the sandbox's address over its veth. */
+		/* The host reaches the sandbox's address over its veth, the
+		 * policy's NAT taking it to the guest's. */
+		struct fake_guest guest;
+		fake_guest_start(&guest, pin);
 		snprintf(want, sizeof(want), "10.254.0.%d", 4 * i + 2);
-		run(&status, "busybox ping -c 1 -W 2 %s >/dev/null 2>&1", want);
+		run(&status, "busybox ping -c 1 -W 3 %s >/dev/null 2>&1", want);
+		fake_guest_stop(&guest);
 		cr_expect_eq(status, 0, "ping %s failed", want);
+		cr_expect_eq(guest.answered, 1, "the guest answered %d pings",
+			     guest.answered);
 	}
 	cr_expect(strstr(run(&status, "nft list table ip %s", cfg.nft_table),
 			 "masquerade"),
