@@ -279,7 +279,8 @@ static void remove_run_dir(const char *dir)
 
 /*
  * The cgroups of this state directory's daemon (cgroup.h): named after the
- * directory's real path, so two spellings of one directory are one group.
+ * directory's real path, so two spellings of one directory are one group;
+ * its network's names too (config_net_host), and its resolvers.
  */
 static int init_cgroups(struct daemon *d)
 {
@@ -290,6 +291,12 @@ static int init_cgroups(struct daemon *d)
 			  strerror(errno));
 		return -1;
 	}
+	config_net_host(&d->cfg, owner, "/etc/resolv.conf");
+	if (d->cfg.dns_from_host && !d->cfg.net.n_dns)
+		log_warning("dns_servers: /etc/resolv.conf names no nameserver "
+			    "a sandbox can reach (loopback ones are skipped): "
+			    "sandboxes have no DNS; dns_servers in the config "
+			    "names resolvers");
 	if (cgroup_init(&d->cgroups, d->cfg.cgroup_parent, owner, err,
 			sizeof(err)) < 0) {
 		log_error("%s", err);
@@ -348,14 +355,14 @@ static int check_limits(const struct daemon *d)
 /*
  * The host's side of the sandboxes' networks (netns.h), if a template has
  * one: before clean_leftovers(), which cannot remove a run directory that
- * still holds a dead daemon's pinned namespace.  Names (host veths,
- * nftables table) come from the state directory's real path, as the
- * cgroups' do.  A network needs the jail, which is how the VMM enters it.
+ * still holds a dead daemon's pinned namespace.  Its names (host veths,
+ * nftables table) are init_cgroups()'s config_net_host()'s.  A network
+ * needs the jail, which is how the VMM enters it.
  */
 static int init_network(struct daemon *d)
 {
 	struct net_config *net = &d->cfg.net;
-	char owner[PATH_MAX], err[PATH_MAX + 512];
+	char err[PATH_MAX + 512];
 	uint32_t slots = 1u << (32 - net->pool.prefix) >> 2;
 
 	for (size_t i = 0; i < d->cfg.nr_templates; i++) {
@@ -371,12 +378,6 @@ static int init_network(struct daemon *d)
 	}
 	if (!d->network)
 		return 0;
-	if (!realpath(d->state_dir, owner)) {
-		log_error("cannot resolve state directory %s: %s", d->state_dir,
-			  strerror(errno));
-		return -1;
-	}
-	net_config_names(net, owner);
 	if (slots > d->cfg.max_sandboxes)
 		slots = d->cfg.max_sandboxes;
 	d->net_free = calloc(slots, sizeof(*d->net_free));

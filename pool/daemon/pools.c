@@ -187,10 +187,12 @@ static void net_index_put(struct daemon *d, uint32_t index)
 static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 			       gid_t gid, char *err, size_t errlen)
 {
-	/* The template's policy until requests carry their own. */
-	static const struct net_policy internet = { .allow_internet = true };
 	struct sandbox *c = arg;
 	struct daemon *d = c->pool->d;
+	/* The template's policy; a create replaces it (map writes only). */
+	const struct net_policy policy = {
+		.allow_internet = c->pool->t->allow_internet,
+	};
 	uint32_t index = 0;
 	bool have = false;
 	double started_ms = monotonic_ms();
@@ -207,7 +209,7 @@ static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 		return -ENOSPC;
 	}
 	if (sandbox_net_create(&c->net, &d->cfg.net, index, netns_path, uid,
-			       gid, &internet, err, errlen) < 0) {
+			       gid, &policy, err, errlen) < 0) {
 		net_index_put(d, index);
 		return -EIO;
 	}

@@ -54,7 +54,6 @@
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <nftables/libnftables.h>
-#include <xxhash.h>
 
 #include "guest_net.h"
 #include "log.h"
@@ -70,16 +69,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -1;
-}
-
-void net_config_names(struct net_config *cfg, const char *state_dir)
-{
-	unsigned hash =
-		(unsigned)XXH64(state_dir, strlen(state_dir), 0) & 0xffff;
-
-	snprintf(cfg->ifname_prefix, sizeof(cfg->ifname_prefix), "th%04x",
-		 hash);
-	snprintf(cfg->nft_table, sizeof(cfg->nft_table), "thaw_%04x", hash);
 }
 
 /* The first address of sandbox @index's /30, or 0 past the pool. */

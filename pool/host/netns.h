@@ -37,12 +37,6 @@ struct net_config {
 	char nft_table[32];    /* "thaw_" + that hash */
 };
 
-/*
- * Fills @cfg's ifname_prefix and nft_table from a hash of @state_dir: two
- * daemons of two state directories never touch each other's.
- */
-void net_config_names(struct net_config *cfg, const char *state_dir);
-
 /* A sandbox's pin is <run_dir>/<its directory>/NET_PIN_NAME: where
  * net_host_setup() looks for a dead daemon's. */
 #define NET_PIN_NAME "netns"

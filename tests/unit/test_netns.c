@@ -2,8 +2,8 @@
 /*
  * test_netns.c - a sandbox's network (pool/host/netns.h) made for real:
  * namespaces, veths, TAPs, addresses, routes and an nftables table on this
- * host, in a pool (10.254.0.0/16) and under names (a hash of a scratch
- * directory) no thaw uses.  What is inside a namespace is read with
+ * host, in a pool (10.254.0.0/16) and under names (a scratch directory's)
+ * no thaw uses.  What is inside a namespace is read with
  * `nsenter --net=PIN ip ...`, the way an operator would look; a stand-in
  * for the guest on tap0 answers ARP and pings, so the host's ping of a
  * sandbox's host address goes through the eBPF policy's NAT both ways.  Root
@@ -209,7 +209,11 @@ static void setup(void)
 		cr_skip_test("network namespaces need root");
 	cr_assert(mkdtemp(run_dir), "mkdtemp");
 	cfg.pool = (struct net_cidr){ 0x0afe0000u, 16 }; /* 10.254.0.0/16 */
-	net_config_names(&cfg, run_dir);
+	/* Names of this run's own ("tt" + 5 of mkdtemp's letters). */
+	snprintf(cfg.ifname_prefix, sizeof(cfg.ifname_prefix), "tt%s",
+		 run_dir + strlen(run_dir) - 5);
+	snprintf(cfg.nft_table, sizeof(cfg.nft_table), "thaw_test_%s",
+		 run_dir + strlen(run_dir) - 6);
 	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
 		     err);
 }
