@@ -237,7 +237,7 @@ static void put_network(struct text *t, struct daemon *d)
 
 	pthread_mutex_lock(&d->lock);
 	for (struct sandbox *c = d->leased; c; c = c->next)
-		max += c->net != NULL;
+		max += c->net_made;
 	if (max) {
 		held = calloc(max, sizeof(*held));
 		counts = calloc(max, sizeof(*counts));
@@ -245,7 +245,7 @@ static void put_network(struct text *t, struct daemon *d)
 	}
 	for (struct sandbox *c = d->leased; c && held && counts && ok;
 	     c = c->next) {
-		if (c->net) {
+		if (c->net_made) {
 			c->refs++;
 			held[n++] = c;
 		}
@@ -256,7 +256,7 @@ static void put_network(struct text *t, struct daemon *d)
 	for (size_t i = 0; i < n; i++) {
 		char err[256];
 
-		ok[i] = sandbox_net_counters(held[i]->net, &counts[i], err,
+		ok[i] = sandbox_net_counters(&held[i]->net, &counts[i], err,
 					     sizeof(err)) == 0;
 	}
 	put_net_family(t, "thaw_sandbox_network_packets_total",

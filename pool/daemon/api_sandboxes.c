@@ -89,9 +89,9 @@ static json_t *network_json(const struct sandbox *c)
 	struct in_addr in;
 	char host[INET_ADDRSTRLEN];
 
-	if (!c->net)
+	if (!c->net_made)
 		return json_null();
-	in.s_addr = htonl(c->net->host_address);
+	in.s_addr = htonl(c->net.host_address);
 	inet_ntop(AF_INET, &in, host, sizeof(host));
 	return json_pack(
 		"{s:b,s:o,s:o,s:s}", "allow_internet", c->policy.allow_internet,
@@ -327,7 +327,7 @@ static int set_policy(struct daemon *d, struct sandbox *c,
 	int ret;
 
 	pthread_mutex_lock(&policy_lock);
-	ret = sandbox_net_set_policy(c->net, policy, why, sizeof(why));
+	ret = sandbox_net_set_policy(&c->net, policy, why, sizeof(why));
 	if (ret == 0) {
 		pthread_mutex_lock(&d->lock);
 		c->policy = *policy;
@@ -367,8 +367,9 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	/* A clone the pool made without its network cannot be handed out
 	 * with a policy it would not enforce. */
 	if (req.has_network &&
-	    (!c->net || set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
-		if (!c->net)
+	    (!c->net_made ||
+	     set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
+		if (!c->net_made)
 			snprintf(err, sizeof(err), "sandbox %s has no network",
 				 c->id);
 		sandbox_release(d, c->id);
@@ -461,7 +462,7 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return api_no_sandbox(conn, r);
-	if (!c->net) {
+	if (!c->net_made) {
 		snprintf(err, sizeof(err),
 			 "sandbox %s has no network (template \"%s\": network "
 			 "= none)",

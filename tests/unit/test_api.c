@@ -528,10 +528,9 @@ Test(api, a_sandbox_without_a_network, .timeout = 30)
  * set, nor are counters read). */
 Test(api, a_sandboxs_network_is_shown_and_checked, .timeout = 30)
 {
-	struct sandbox_net net = { .host_address = 0x0ac80006 };
-
 	start("");
-	sandbox.net = &net;
+	sandbox.net = (struct sandbox_net){ .host_address = 0x0ac80006 };
+	sandbox.net_made = true;
 	sandbox.policy = (struct net_policy){
 		.allow_internet = false,
 		.n_allow = 2,
@@ -550,7 +549,7 @@ Test(api, a_sandboxs_network_is_shown_and_checked, .timeout = 30)
 		    "must be true or false");
 	expect_call("POST", NETWORK_PATH, "[]", 400, "bad_request");
 	expect_call("GET", NETWORK_PATH, "", 405, "method_not_allowed");
-	sandbox.net = NULL;
+	sandbox.net_made = false;
 	expect_budget_all_back();
 	stop();
 }
