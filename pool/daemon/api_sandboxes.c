@@ -115,9 +115,10 @@ static json_t *sandbox_json(const struct sandbox *c, bool detail)
 		"restore_ms", hundredths(c->restore_ms), "restore",
 		restore_phases_json(c), "handout_ms", hundredths(c->handout_ms),
 		"state", c->stopped ? "stopped" : "running");
+	if (j)
+		json_object_set_new(j, "network", network_json(c));
 	if (j && detail) {
 		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
-		json_object_set_new(j, "network", network_json(c));
 		if (c->stopped)
 			json_object_set_new(j, "stop_reason",
 					    json_string(c->stop_reason));
