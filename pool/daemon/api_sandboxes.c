@@ -261,15 +261,15 @@ int api_parse_network(json_t *net, const struct net_policy *defaults,
 	return 0;
 }
 
-/* "network" of a create for template @t: 0 (none given: its pool's
- * policy stays), or 400 with a message in @err. */
+/* "network" of a create for template @t: 0 (none given, or null: its
+ * pool's policy stays), or 400 with a message in @err. */
 static int create_network(json_t *body, const struct template_config *t,
 			  struct create_request *req, char *err, size_t errlen)
 {
 	json_t *net = json_object_get(body, "network");
 	struct net_policy defaults;
 
-	if (!net)
+	if (!net || json_is_null(net))
 		return 0;
 	if (!t->network) {
 		snprintf(err, errlen,
@@ -292,6 +292,7 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 	const char *name = "default";
 
 	req->env = NULL;
+	req->has_network = false;
 	if (tmpl && !json_is_string(tmpl)) {
 		snprintf(err, errlen, "\"template\" must be a string");
 		return 400;

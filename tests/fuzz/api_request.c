@@ -111,12 +111,13 @@ static void create_body(json_t *body)
 	static const struct daemon_config cfg = { .templates = &tdefault,
 						  .nr_templates = 1 };
 	struct create_request req = { 0 };
+	json_t *net = json_object_get(body, "network");
 	char err[512];
 
 	if (api_parse_create(body, &cfg, &req, err, sizeof(err)) == 0 &&
 	    (req.template != &tdefault || req.timeout_s < 1 ||
 	     req.timeout_s > MAX_TIMEOUT_S ||
-	     req.has_network != !!json_object_get(body, "network") ||
+	     req.has_network != (net && !json_is_null(net)) ||
 	     (req.has_network && !policy_ok(&req.network))))
 		abort();
 	api_free_strv(req.env);

@@ -229,6 +229,11 @@ Test(api_parse, create_takes_a_network)
 		  err);
 	json_decref(body);
 
+	body = json_loads("{\"network\":null}", 0, NULL);
+	cr_expect_eq(api_parse_create(body, &cfg, &req, err, sizeof(err)), 0);
+	cr_expect_not(req.has_network, "null: none given");
+	json_decref(body);
+
 	body = json_loads("{\"template\":\"offline\"}", 0, NULL);
 	cr_expect_eq(api_parse_create(body, &cfg, &req, err, sizeof(err)), 0);
 	json_decref(body);
