@@ -176,9 +176,10 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 		   err))
 		return c->cmd->fail_status;
 	fprintf(stderr,
-		"thaw: sandbox of template %s, restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms\n",
+		"thaw: sandbox of template %s, restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms%s%s\n",
 		or_dash(s.template), s.restore_ms, s.restore.host_ms,
-		s.restore.guest_ms, s.handout_ms);
+		s.restore.guest_ms, s.handout_ms,
+		s.host_address[0] ? ", host address " : "", s.host_address);
 	printf("%s\n", s.id);
 	return 0;
 }

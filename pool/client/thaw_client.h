@@ -160,7 +160,8 @@ struct thaw_sandbox {
 	char stop_reason[256];
 	double restore_ms, handout_ms;
 	struct thaw_restore_phases restore;
-	long pid; /* GET /sandboxes/{id} only */
+	long pid;	       /* GET /sandboxes/{id} only */
+	char host_address[16]; /* "A.B.C.D"; "": no network */
 };
 
 /*

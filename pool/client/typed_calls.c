@@ -130,7 +130,9 @@ static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 	    !take_string(s->expires, sizeof(s->expires), o, "expires") ||
 	    !take_string(s->state, sizeof(s->state), o, "state") ||
 	    !take_string(s->stop_reason, sizeof(s->stop_reason), o,
-			 "stop_reason"))
+			 "stop_reason") ||
+	    !take_string(s->host_address, sizeof(s->host_address),
+			 json_object_get(o, "network"), "host_address"))
 		return too_long("sandbox field", err, errlen);
 	s->restore_ms = number(o, "restore_ms");
 	take_restore_phases(&s->restore, json_object_get(o, "restore"));

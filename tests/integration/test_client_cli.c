@@ -608,12 +608,12 @@ static const char sandbox_json[] =
 	"\"restore_ms\":41.7,\"restore\":{\"host_ms\":3.9,"
 	"\"guest_ms\":37.8},\"handout_ms\":0.08}";
 
-/* `thaw WORDS...` (a create) against a daemon answering 201 once. */
-static void create_with(char *const words[], struct fake_daemon *f,
-			struct run_result *r)
+/* `thaw WORDS...` (a create) against a daemon answering 201 with @json. */
+static void create_with(char *const words[], const char *json,
+			struct fake_daemon *f, struct run_result *r)
 {
 	*f = (struct fake_daemon){
-		.answers = { { json_answer("201 Created", sandbox_json) } },
+		.answers = { { json_answer("201 Created", json) } },
 		.nr_answers = 1,
 	};
 	fake_start(f);
@@ -628,7 +628,7 @@ Test(client, sandbox_create_prints_the_id)
 
 	create_with(WORDS("sandbox", "create", "--socket", sock, "--template",
 			  "py", "--timeout", "60", "--env", "K=V"),
-		    &f, &r);
+		    sandbox_json, &f, &r);
 	expect_status(&r, 0);
 	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
 	expect_err(&r, "restore 41.7 ms (host side 3.9 ms, guest side 37.8 "
@@ -1293,6 +1293,12 @@ Test(client, network_usage_errors)
 		EXIT_USAGE, "--allow-out: '1.2.3.4/40' is not a CIDR");
 }
 
+static const char network_json[] =
+	"{\"id\":\"3f9a0c2e71d4b805\",\"template\":\"py\","
+	"\"network\":{\"allow_internet\":true,"
+	"\"allow_out\":[\"10.0.0.0/8\",\"192.168.1.0/24\"],\"deny_out\":[],"
+	"\"host_address\":\"10.200.0.2\"}}";
+
 Test(client, sandbox_create_sends_the_network)
 {
 	static struct fake_daemon f;
@@ -1301,20 +1307,15 @@ Test(client, sandbox_create_sends_the_network)
 	create_with(WORDS("sandbox", "create", "--socket", sock, "--allow-out",
 			  "10.0.0.0/8", "--no-internet", "--allow-out",
 			  "1.2.3.4", "--deny-out", "8.8.8.8/32"),
-		    &f, &r);
+		    network_json, &f, &r);
 	expect_status(&r, 0);
+	expect_err(&r, "handout 0.00 ms, host address 10.200.0.2\n");
 	cr_expect_str_eq(body_of(f.requests[0]),
 			 "{\"network\":{\"allow_internet\":false,"
 			 "\"allow_out\":[\"10.0.0.0/8\",\"1.2.3.4\"],"
 			 "\"deny_out\":[\"8.8.8.8/32\"]}}");
 	run_result_free(&r);
 }
-
-static const char network_json[] =
-	"{\"id\":\"3f9a0c2e71d4b805\",\"template\":\"py\","
-	"\"network\":{\"allow_internet\":true,"
-	"\"allow_out\":[\"10.0.0.0/8\",\"192.168.1.0/24\"],\"deny_out\":[],"
-	"\"host_address\":\"10.200.0.2\"}}";
 
 /* Without policy options it shows; with them it replaces, then shows. */
 Test(client, sandbox_network_shows_and_sets)
