@@ -318,6 +318,24 @@ Test(client, sandbox_usage_errors)
 			   "unexpected argument 'extra'");
 	expect_usage_error(WORDS("sandbox", "rm"), EXIT_USAGE,
 			   "thaw sandbox rm: no sandbox id given");
+	/* A network policy's CIDRs: the daemon's parser, before a request. */
+	expect_usage_error(
+		WORDS("sandbox", "create", "--allow-out", "10.0.0.1/8"),
+		EXIT_USAGE,
+		"thaw sandbox create: --allow-out: '10.0.0.1/8' is "
+		"not a CIDR: address bits past /8 are set");
+	expect_usage_error(
+		WORDS("sandbox", "create", "--deny-out", "example.com"),
+		EXIT_USAGE, "--deny-out: 'example.com' is not a CIDR");
+	expect_usage_error(WORDS("sandbox", "create", "--internet"), EXIT_USAGE,
+			   "thaw sandbox create: unknown option '--internet'");
+	expect_usage_error(WORDS("sandbox", "network"), EXIT_USAGE,
+			   "thaw sandbox network: no sandbox id given");
+	expect_usage_error(WORDS("sandbox", "network", "a", "b"), EXIT_USAGE,
+			   "thaw sandbox network: unexpected argument 'b'");
+	expect_usage_error(
+		WORDS("sandbox", "network", "a", "--allow-out", "1.2.3.4/40"),
+		EXIT_USAGE, "--allow-out: '1.2.3.4/40' is not a CIDR");
 }
 
 Test(client, sandbox_without_command_prints_usage)
@@ -1270,27 +1288,6 @@ Test(base64, rejects_what_is_not_base64)
 			       "'%s' decoded", bad[i]);
 		cr_expect_eq(errno, EINVAL, "'%s'", bad[i]);
 	}
-}
-
-Test(client, network_usage_errors)
-{
-	expect_usage_error(
-		WORDS("sandbox", "create", "--allow-out", "10.0.0.1/8"),
-		EXIT_USAGE,
-		"thaw sandbox create: --allow-out: '10.0.0.1/8' is "
-		"not a CIDR: address bits past /8 are set");
-	expect_usage_error(
-		WORDS("sandbox", "create", "--deny-out", "example.com"),
-		EXIT_USAGE, "--deny-out: 'example.com' is not a CIDR");
-	expect_usage_error(WORDS("sandbox", "create", "--internet"), EXIT_USAGE,
-			   "thaw sandbox create: unknown option '--internet'");
-	expect_usage_error(WORDS("sandbox", "network"), EXIT_USAGE,
-			   "thaw sandbox network: no sandbox id given");
-	expect_usage_error(WORDS("sandbox", "network", "a", "b"), EXIT_USAGE,
-			   "thaw sandbox network: unexpected argument 'b'");
-	expect_usage_error(
-		WORDS("sandbox", "network", "a", "--allow-out", "1.2.3.4/40"),
-		EXIT_USAGE, "--allow-out: '1.2.3.4/40' is not a CIDR");
 }
 
 static const char network_json[] =
