@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy_abi.h"
+
 #define NET_POLICY_MAX_CIDRS 64
 #define NET_MAX_HOST_ADDRS 64
 
@@ -59,21 +61,7 @@ struct net_addrs {
 	uint32_t host_addrs[NET_MAX_HOST_ADDRS]; /* the host's own */
 };
 
-/* Packets and bytes per decision (index: enum net_verdict). */
-enum net_verdict {
-	NET_PASS_ALLOW_OUT,
-	NET_PASS_INTERNET,
-	NET_PASS_REPLY, /* answers a connection the host opened */
-	NET_PASS_DNS,
-	NET_PASS_INBOUND, /* host -> sandbox */
-	NET_DROP_ALWAYS,  /* rule 1 */
-	NET_DROP_DENY_OUT,
-	NET_DROP_PRIVATE,
-	NET_DROP_NO_INTERNET,
-	NET_DROP_MALFORMED,
-	NET_VERDICTS
-};
-
+/* Packets and bytes per decision: enum net_verdict, in policy_abi.h. */
 struct net_counters {
 	uint64_t packets[NET_VERDICTS];
 	uint64_t bytes[NET_VERDICTS];
