@@ -282,8 +282,8 @@ out:
 static const char run_usage[] =
 	"usage: thaw run [--mem MiB] [--vcpus N] [--kernel K --initrd I] [--cmdline EXTRA]\n"
 	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
-	"                -- CMD [ARG...]\n"
-	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy]\n"
+	"                [--network] -- CMD [ARG...]\n"
+	"       thaw run --from SNAPSHOT [--page-in prefetch|lazy] [--network]\n"
 	"                [--timeout S] [--boot-timeout S] [--no-jail] [--log-max BYTES]\n"
 	"                -- CMD [ARG...]\n"
 	"       thaw run --from SNAPSHOT --record-working-set [--no-jail] [--log-max BYTES]\n"
@@ -295,7 +295,9 @@ static const char run_usage[] =
 	"--record-working-set runs a fixed warm-up instead of CMD in a clone of\n"
 	"SNAPSHOT and records the pages it touched, which later restores read\n"
 	"ahead (--page-in prefetch); no other run records them.\n"
-	"--log-max bounds each of the VMM's logs (default 3M, see thaw-vmm).\n";
+	"--log-max bounds each of the VMM's logs (default 3M, see thaw-vmm).\n"
+	"--network gives the guest its network device, tap0 in a namespace of\n"
+	"its own with no way out (a snapshot taken with it needs it).\n";
 
 int thaw_run(int argc, char **argv)
 {

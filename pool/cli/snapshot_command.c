@@ -192,8 +192,8 @@ static int describe_template(const struct machine_options *o,
 {
 	char err[PATH_MAX + 64];
 
-	if (template_identify(kernel, initrd, o->mem, o->vcpus, o->cmdline, t,
-			      err, sizeof(err)) < 0) {
+	if (template_identify(kernel, initrd, o->mem, o->vcpus, o->cmdline,
+			      o->network, t, err, sizeof(err)) < 0) {
 		fprintf(stderr, "thaw snapshot create: %s\n", err);
 		return -1;
 	}
@@ -246,13 +246,16 @@ out:
 
 static const char create_usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
-	"                            [--cmdline EXTRA] [--no-jail]\n"
-	"       thaw snapshot create --from ID [--no-jail]\n"
+	"                            [--cmdline EXTRA] [--network] [--no-jail]\n"
+	"       thaw snapshot create --from ID [--network] [--no-jail]\n"
 	"Boots the guest (or restores a clone of snapshot ID), snapshots it once\n"
 	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
 	"--from ID is ID's child: ID cannot be removed before it.  The VMM runs\n"
 	"jailed, writing only the new snapshot's directory; --no-jail\n"
-	"(debugging only) drops the jail.\n";
+	"(debugging only) drops the jail.  --network gives the guest its\n"
+	"network device (tap0 in a namespace of its own, no way out), as a\n"
+	"daemon's templates with network = nat have it; restore such a\n"
+	"snapshot with --network too.\n";
 
 static int parse_create(int argc, char **argv, struct machine_options *o)
 {
@@ -530,8 +533,8 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 
 static const char usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
-	"                            [--cmdline EXTRA] [--no-jail]\n"
-	"       thaw snapshot create --from ID [--no-jail]\n"
+	"                            [--cmdline EXTRA] [--network] [--no-jail]\n"
+	"       thaw snapshot create --from ID [--network] [--no-jail]\n"
 	"       thaw snapshot ls\n"
 	"       thaw snapshot verify ID\n"
 	"       thaw snapshot rm ID\n"

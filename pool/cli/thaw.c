@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "capfile.h"
+#include "netns.h"
 #include "thaw.h"
 #include "thawd.h"
 #include "vmm_process.h"
@@ -42,6 +43,9 @@ bool machine_option(struct machine_options *m, int opt, const char *arg)
 		return true;
 	case 'J':
 		m->no_jail = true;
+		return true;
+	case 'N':
+		m->network = true;
 		return true;
 	case 'X':
 		m->log_max = arg;
@@ -71,13 +75,23 @@ int machine_options_check(const struct machine_options *m, const char *who)
 	return -1;
 }
 
+/* vmm_place's net_prepare for --network. */
+static int tap_namespace(void *arg, const char *netns_path, uid_t uid,
+			 gid_t gid, char *err, size_t errlen)
+{
+	(void)arg;
+	return net_tap_namespace(netns_path, uid, gid, err, errlen);
+}
+
 int machine_start(struct vmm_process *vmm, const char *who,
 		  const struct machine_options *m, const char *const vmm_args[],
 		  const char *out_dir, struct agent_conn *agent, int timeout_s)
 {
 	struct vmm_place place = { .no_jail = m->no_jail,
 				   .out_dir = out_dir,
-				   .log_max = m->log_max };
+				   .log_max = m->log_max,
+				   .net_prepare =
+					   m->network ? tap_namespace : NULL };
 	/* vmm_process's messages quote the VMM's 512-byte reason. */
 	char err[PATH_MAX + 1024], console[4096];
 

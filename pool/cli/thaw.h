@@ -27,6 +27,10 @@ struct machine_options {
 	const char *log_max; /* --log-max: the VMM's logs' bound, or NULL */
 	bool boot_flags;     /* one of the five boot options was given */
 	bool no_jail;	     /* --no-jail: debugging only (vmm_process.h) */
+	/* --network: the guest gets its network device, tap0 in a namespace
+	 * of its own with no way out: what a template of a daemon's
+	 * `network = nat` pool is booted, and its snapshot restored, with. */
+	bool network;
 };
 
 /* clang-format off */
@@ -41,6 +45,7 @@ struct machine_options {
 	{ "cmdline", required_argument, NULL, 'c' }, \
 	{ "from", required_argument, NULL, 'f' },   \
 	{ "no-jail", no_argument, NULL, 'J' },       \
+	{ "network", no_argument, NULL, 'N' },       \
 	{ "log-max", required_argument, NULL, 'X' }
 /* clang-format on */
 

@@ -21,19 +21,25 @@
  * involve more than one key (check_orders(), check_sum()) run once the whole
  * file is read; they blame the key the file set last, on its line.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "config.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define BUILTIN "<built-in config>"
+
+/* dns_servers holds this many. */
+#define NET_DNS_MAX ((int)ARRAY_SIZE(((struct net_config *)0)->dns_servers))
 
 const char config_default_text[] =
 	"; thawd's configuration (`thaw daemon --config FILE`).  This text is the\n"
@@ -111,6 +117,26 @@ const char config_default_text[] =
 	"; and other daemons (each takes only free ids).\n"
 	"jail_ids = " JAIL_IDS_DEFAULT "\n"
 	";\n"
+	"; Network (templates with network = nat).  Each sandbox has a network\n"
+	"; namespace of its own, reached through a veth whose two ends take the\n"
+	"; next /30 of network_cidr: the host's end, and the sandbox's host\n"
+	"; address (its guest's servers answer there).  Its traffic leaves the\n"
+	"; host masqueraded to the host's own address.  At least a /30; not in\n"
+	"; 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16 or 224.0.0.0/3; nothing else\n"
+	"; on the host may use it.\n"
+	"network_cidr = 10.200.0.0/16\n"
+	"; The resolvers sandboxes may use (a guest asks its gateway, which\n"
+	"; forwards to them): up to 4 IPv4 addresses, comma-separated.  \"\" is\n"
+	"; the host's nameservers in /etc/resolv.conf, loopback ones skipped (the\n"
+	"; daemon says at start-up when none is left: sandboxes then have no\n"
+	"; DNS); none turns DNS off.\n"
+	"dns_servers =\n"
+	"; DNS even for a sandbox without internet (allow_internet = false):\n"
+	"; names then resolve, though their addresses stay out of reach.  A\n"
+	"; resolver carries data out of the sandbox in its queries, so it is\n"
+	"; off by default.  true or false.\n"
+	"dns_without_internet = false\n"
+	";\n"
 	"; Admission.  While its host is overloaded the daemon starts no restore\n"
 	"; (the warm pools are not refilled) and answers a create that would need\n"
 	"; one 503 \"overloaded\" with Retry-After (so do waiting creates that\n"
@@ -178,7 +204,16 @@ const char config_default_text[] =
 	"restore_parallel = 4\n"
 	"; prefetch: a restore reads the snapshot's working set in before the\n"
 	"; sandbox is handed out; lazy: the guest's pages are read on first touch.\n"
-	"page_in = prefetch\n";
+	"page_in = prefetch\n"
+	"; nat: each sandbox has a network (the [daemon]'s network_cidr): it\n"
+	"; reaches the internet but never the host, other sandboxes or\n"
+	"; link-local addresses (cloud metadata), and private ranges only where\n"
+	"; its policy opens them (pool/API.md, Network); none: no network\n"
+	"; device at all.\n"
+	"network = nat\n"
+	"; A sandbox's allow_internet when its create request does not say:\n"
+	"; whether it reaches public addresses.  true or false.\n"
+	"allow_internet = true\n";
 
 enum key_type {
 	KEY_STRING,
@@ -187,12 +222,14 @@ enum key_type {
 	KEY_TOKEN,	/* a secret: never shown in a message */
 	KEY_TOKEN_FILE, /* sets the token from a file */
 	KEY_U32,
-	KEY_BYTES, /* uint64_t; K, M, G suffixes */
-	KEY_PAGE_IN,
+	KEY_BYTES,    /* uint64_t; K, M, G suffixes */
+	KEY_SWITCH,   /* bool: key->choices[1] (true) or [0] (false) */
 	KEY_CHOICE,   /* a string, one of key->choices */
 	KEY_BOOL,     /* true or false */
 	KEY_ID_RANGE, /* struct jail_ids, "FIRST-LAST" */
 	KEY_U32_AUTO, /* KEY_U32, or "auto": CONFIG_AUTO, which finish() sets */
+	KEY_NET_POOL, /* struct net_cidr: network_cidr */
+	KEY_DNS,      /* daemon_config's net.dns_servers and dns_from_host */
 };
 
 struct key {
@@ -208,6 +245,7 @@ struct key {
 #define DAEMON(f, type, min, max) { #f, type, FIELD(daemon_config, f), min, max, NULL }
 #define TEMPLATE(f, type, min, max) { #f, type, FIELD(template_config, f), min, max, NULL }
 #define DAEMON_CHOICE(f, ...) { #f, KEY_CHOICE, FIELD(daemon_config, f), 0, 0, (const char *const[]){ __VA_ARGS__, NULL } }
+#define TEMPLATE_SWITCH(name, f, off, on) { name, KEY_SWITCH, FIELD(template_config, f), 0, 0, (const char *const[]){ off, on, NULL } }
 /* clang-format on */
 
 /*
@@ -240,6 +278,11 @@ static const struct key daemon_keys[] = {
 	DAEMON(jail, KEY_BOOL, 0, 0),
 	DAEMON(require_limits, KEY_BOOL, 0, 0),
 	DAEMON(jail_ids, KEY_ID_RANGE, 0, 0),
+	{ "network_cidr", KEY_NET_POOL, FIELD(daemon_config, net.pool), 0, 0,
+	  NULL },
+	{ "dns_servers", KEY_DNS, FIELD(daemon_config, net), 0, 0, NULL },
+	{ "dns_without_internet", KEY_BOOL,
+	  FIELD(daemon_config, net.dns_always), 0, 0, NULL },
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -257,12 +300,13 @@ static const struct key template_keys[] = {
 	TEMPLATE(memory_limit_mib, KEY_U32, 0, 1 << 20),
 	TEMPLATE(pids_limit, KEY_U32, 0, 1 << 22),
 	TEMPLATE(restore_parallel, KEY_U32, 1, 64),
-	{ "page_in", KEY_PAGE_IN, FIELD(template_config, page_in_lazy), 0, 0,
-	  NULL },
+	TEMPLATE_SWITCH("page_in", page_in_lazy, "prefetch", "lazy"),
+	TEMPLATE_SWITCH("network", network, "none", "nat"),
+	TEMPLATE(allow_internet, KEY_BOOL, 0, 0),
 };
 
 /* Where each key of one section was set: 0 for not in this file. */
-#define SECTION_KEYS_MAX 24
+#define SECTION_KEYS_MAX 32
 struct section_src {
 	unsigned header, key[SECTION_KEYS_MAX];
 };
@@ -445,6 +489,129 @@ static int set_choice(struct parser *p, const struct key *k,
 			expected);
 }
 
+/*
+ * Addresses a sandbox's network may not use: "this network", the host's
+ * loopback, link-local (the guest side of every sandbox, guest_net.h, and
+ * cloud metadata), multicast and the reserved 240/4 with broadcast.  A
+ * resolver may be link-local (a cloud's, such as 169.254.169.253): the
+ * host routes a sandbox's queries there as its own.
+ */
+static const struct {
+	struct net_cidr net;
+	const char *text, *what;
+	bool dns_ok;
+} reserved_nets[] = {
+	{ { 0x00000000, 8 }, "0.0.0.0/8", "this network", false },
+	{ { 0x7f000000, 8 }, "127.0.0.0/8", "loopback", false },
+	{ { 0xa9fe0000, 16 }, "169.254.0.0/16", "link-local", true },
+	{ { 0xe0000000, 3 }, "224.0.0.0/3", "multicast and reserved", false },
+};
+
+/* The entry of reserved_nets @net overlaps, or -1. */
+static int reserved_net(struct net_cidr net)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(reserved_nets); i++) {
+		uint8_t prefix = net.prefix < reserved_nets[i].net.prefix
+					 ? net.prefix
+					 : reserved_nets[i].net.prefix;
+		uint32_t mask = prefix ? ~0u << (32 - prefix) : 0;
+
+		if (!((net.addr ^ reserved_nets[i].net.addr) & mask))
+			return (int)i;
+	}
+	return -1;
+}
+
+/* network_cidr: room for one sandbox's /30 at least, nothing reserved. */
+static int set_net_pool(struct parser *p, const struct key *k,
+			const char *value, struct net_cidr *out)
+{
+	struct net_cidr net;
+	char why[160];
+	int r;
+
+	if (net_cidr_parse(value, &net, why, sizeof(why)) < 0)
+		return fail_key(p, p->line, NULL, k->name, value, -EINVAL, "%s",
+				why);
+	if (net.prefix > 30)
+		return fail_key(p, p->line, NULL, k->name, value, -EINVAL,
+				"smaller than a /30, which each sandbox takes");
+	r = reserved_net(net);
+	if (r >= 0)
+		return fail_key(p, p->line, NULL, k->name, value, -EINVAL,
+				"overlaps %s (%s)", reserved_nets[r].text,
+				reserved_nets[r].what);
+	*out = net;
+	return 0;
+}
+
+/* Whether resolver @a is one a sandbox's queries can go to. */
+static bool dns_reachable(uint32_t a)
+{
+	int r = reserved_net((struct net_cidr){ a, 32 });
+
+	return r < 0 || reserved_nets[r].dns_ok;
+}
+
+/* "A.B.C.D" (nothing around it) into @out, host order. */
+static bool parse_ipv4(const char *s, uint32_t *out)
+{
+	struct in_addr in;
+
+	if (inet_pton(AF_INET, s, &in) != 1)
+		return false;
+	*out = ntohl(in.s_addr);
+	return true;
+}
+
+/*
+ * dns_servers: "" (the host's: config_net_host() reads them), "none", or
+ * up to NET_DNS_MAX addresses a sandbox's namespace can reach.
+ */
+static int set_dns(struct parser *p, const struct key *k, const char *value,
+		   struct daemon_config *c)
+{
+	struct net_config *net = &c->net;
+	char list[256], *rest = list, *item;
+
+	net->n_dns = 0;
+	c->dns_from_host = !*value;
+	if (!*value || !strcmp(value, "none"))
+		return 0;
+	snprintf(list, sizeof(list), "%s",
+		 value); /* inih's lines are shorter */
+	while ((item = strsep(&rest, ","))) {
+		size_t len;
+		uint32_t a;
+		int r;
+
+		item += strspn(item, " \t");
+		len = strlen(item);
+		while (len && isspace((unsigned char)item[len - 1]))
+			item[--len] = '\0';
+		if (!parse_ipv4(item, &a))
+			return fail_key(
+				p, p->line, NULL, k->name, value, -EINVAL,
+				"'%s' is not an IPv4 address (A.B.C.D), "
+				"nor is the value \"\" or none",
+				item);
+		r = reserved_net((struct net_cidr){ a, 32 });
+		if (!dns_reachable(a))
+			return fail_key(p, p->line, NULL, k->name, value,
+					-EINVAL,
+					"'%s' is in %s (%s): a sandbox cannot "
+					"reach it",
+					item, reserved_nets[r].text,
+					reserved_nets[r].what);
+		if (net->n_dns == NET_DNS_MAX)
+			return fail_key(p, p->line, NULL, k->name, value,
+					-EINVAL, "more than %d addresses",
+					NET_DNS_MAX);
+		net->dns_servers[net->n_dns++] = a;
+	}
+	return 0;
+}
+
 static int set_key(struct parser *p, const struct key *k, void *base,
 		   const struct template_config *t, const char *value)
 {
@@ -529,13 +696,18 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 					"%s", why);
 		return 0;
 	}
-	case KEY_PAGE_IN:
+	case KEY_NET_POOL:
+		return set_net_pool(p, k, value, (struct net_cidr *)field);
+	case KEY_DNS:
+		return set_dns(p, k, value, base);
+	case KEY_SWITCH:
 		break;
 	}
-	if (strcmp(value, "prefetch") && strcmp(value, "lazy"))
+	if (strcmp(value, k->choices[0]) && strcmp(value, k->choices[1]))
 		return fail_key(p, p->line, t, k->name, shown, -EINVAL,
-				"neither prefetch nor lazy");
-	*(bool *)field = !strcmp(value, "lazy");
+				"neither %s nor %s", k->choices[0],
+				k->choices[1]);
+	*(bool *)field = !strcmp(value, k->choices[1]);
 	return 0;
 }
 
@@ -909,4 +1081,47 @@ const struct template_config *config_template(const struct daemon_config *c,
 		if (!strcmp(c->templates[i].name, name))
 			return &c->templates[i];
 	return NULL;
+}
+
+/*
+ * The "nameserver A.B.C.D" lines of @path (resolv.conf(5)), IPv4 ones a
+ * sandbox can reach (not loopback: a stub resolver on the host, such as
+ * systemd-resolved's 127.0.0.53), the first NET_DNS_MAX of them.
+ * An unreadable file has none.
+ */
+static void host_nameservers(struct net_config *net, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char line[256];
+
+	net->n_dns = 0;
+	while (f && fgets(line, sizeof(line), f) && net->n_dns < NET_DNS_MAX) {
+		char word[16], addr[64];
+		uint32_t a;
+
+		if (sscanf(line, "%15s %63s", word, addr) == 2 &&
+		    !strcmp(word, "nameserver") && parse_ipv4(addr, &a) &&
+		    dns_reachable(a))
+			net->dns_servers[net->n_dns++] = a;
+	}
+	if (f)
+		fclose(f);
+}
+
+void config_net_host(struct daemon_config *c, const char *state_dir,
+		     const char *resolv_conf)
+{
+	uint64_t h = cgroup_owner_hash(state_dir);
+
+	snprintf(c->net.ifname_prefix, sizeof(c->net.ifname_prefix),
+		 "th%05" PRIx64, h & 0xfffff);
+	snprintf(c->net.nft_table, sizeof(c->net.nft_table), "thaw_%016" PRIx64,
+		 h);
+	if (c->dns_from_host)
+		host_nameservers(&c->net, resolv_conf);
+}
+
+void config_net_policy(const struct template_config *t, struct net_policy *out)
+{
+	*out = (struct net_policy){ .allow_internet = t->allow_internet };
 }

@@ -14,11 +14,13 @@
  *				admit_cpu_pressure, admit_memory_pressure,
  *				admit_io_pressure, admit_min_available_percent,
  *				admit_restore_slowdown, jail, jail_ids,
- *				require_limits
+ *				require_limits, network_cidr, dns_servers,
+ *				dns_without_internet
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
- *				restore_parallel, page_in
+ *				restore_parallel, page_in, network,
+ *				allow_internet
  *
  * A key a file leaves out keeps the embedded default's value; each
  * [template NAME] starts from the embedded [template default], and a file
@@ -31,6 +33,10 @@
  * sections start in the first column (inih would take an indented line for
  * the continuation of the previous value) and a line holds at most 198
  * characters (inih's buffer).
+ *
+ * The network keys fill struct net_config (netns.h) but for what depends
+ * on the host: config_net_host() adds that once the state directory is
+ * known.
  */
 #ifndef THAW_POOL_DAEMON_CONFIG_H
 #define THAW_POOL_DAEMON_CONFIG_H
@@ -41,6 +47,7 @@
 #include <stdint.h>
 
 #include "jail.h"
+#include "netns.h"
 
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
 /* A value the file says is "auto": derived once the file is read. */
@@ -61,6 +68,8 @@ struct template_config {
 	uint32_t pids_limit;
 	uint32_t restore_parallel; /* restores of this template at once */
 	bool page_in_lazy;	   /* page_in = lazy (default prefetch) */
+	bool network;		   /* network = nat; false: none */
+	bool allow_internet;	   /* a create's default (API.md) */
 };
 
 struct daemon_config {
@@ -82,6 +91,10 @@ struct daemon_config {
 	 * cgroup controller (debugging) */
 	bool require_limits;
 	struct jail_ids jail_ids;
+	/* network_cidr, dns_servers, dns_without_internet; the rest is
+	 * config_net_host()'s */
+	struct net_config net;
+	bool dns_from_host; /* dns_servers = "": config_net_host() reads them */
 	struct template_config *templates;
 	size_t nr_templates;
 };
@@ -97,6 +110,21 @@ extern const char config_default_text[];
 int config_load(struct daemon_config *c, const char *path, char *err,
 		size_t errlen);
 void config_free(struct daemon_config *c);
+
+/*
+ * Completes @c->net for the daemon of @state_dir (its real path): the host
+ * veths' name prefix and the nftables table from cgroup.h's hash of it
+ * ("th" + 5 hex digits, "thaw_" + 16), so a restarted daemon finds what a
+ * dead one of the same directory left; with dns_servers = "" the
+ * nameservers of @resolv_conf, loopback ones skipped (none left: no DNS,
+ * which the caller says).
+ */
+void config_net_host(struct daemon_config *c, const char *state_dir,
+		     const char *resolv_conf);
+
+/* A sandbox of @t's policy when no request set one: allow_internet as
+ * the template says, no allow_out or deny_out. */
+void config_net_policy(const struct template_config *t, struct net_policy *out);
 
 /* The template called @name, or NULL. */
 const struct template_config *config_template(const struct daemon_config *c,

@@ -279,7 +279,8 @@ static void remove_run_dir(const char *dir)
 
 /*
  * The cgroups of this state directory's daemon (cgroup.h): named after the
- * directory's real path, so two spellings of one directory are one group.
+ * directory's real path, so two spellings of one directory are one group;
+ * its network's names too (config_net_host), and its resolvers.
  */
 static int init_cgroups(struct daemon *d)
 {
@@ -290,6 +291,12 @@ static int init_cgroups(struct daemon *d)
 			  strerror(errno));
 		return -1;
 	}
+	config_net_host(&d->cfg, owner, "/etc/resolv.conf");
+	if (d->cfg.dns_from_host && !d->cfg.net.n_dns)
+		log_warning("dns_servers: /etc/resolv.conf names no nameserver "
+			    "a sandbox can reach (loopback ones are skipped): "
+			    "sandboxes have no DNS; dns_servers in the config "
+			    "names resolvers");
 	if (cgroup_init(&d->cgroups, d->cfg.cgroup_parent, owner, err,
 			sizeof(err)) < 0) {
 		log_error("%s", err);
@@ -343,6 +350,50 @@ static int check_limits(const struct daemon *d)
 			    err);
 	}
 	return ret;
+}
+
+/*
+ * The host's side of the sandboxes' networks (netns.h), if a template has
+ * one: before clean_leftovers(), which cannot remove a run directory that
+ * still holds a dead daemon's pinned namespace.  Its names (host veths,
+ * nftables table) are init_cgroups()'s config_net_host()'s.  A network
+ * needs the jail, which is how the VMM enters it.
+ */
+static int init_network(struct daemon *d)
+{
+	struct net_config *net = &d->cfg.net;
+	char err[PATH_MAX + 512];
+	uint32_t slots = 1u << (32 - net->pool.prefix) >> 2;
+
+	for (size_t i = 0; i < d->cfg.nr_templates; i++) {
+		struct template_config *t = &d->cfg.templates[i];
+
+		if (t->network && !d->cfg.jail) {
+			log_warning("template %s: no network: jail = false "
+				    "(a VMM enters its network with its jail)",
+				    t->name);
+			t->network = false;
+		}
+		d->network |= t->network;
+	}
+	if (!d->network)
+		return 0;
+	if (slots > d->cfg.max_sandboxes)
+		slots = d->cfg.max_sandboxes;
+	d->net_free = calloc(slots, sizeof(*d->net_free));
+	if (!d->net_free) {
+		log_error("out of memory");
+		return -1;
+	}
+	while (d->net_nfree < slots) {
+		d->net_free[d->net_nfree] = slots - 1 - d->net_nfree;
+		d->net_nfree++;
+	}
+	if (net_host_setup(net, d->run_dir, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* What a dead daemon left: run directories, cgroups (and their VMMs). */
@@ -428,12 +479,16 @@ static void record_working_set(const struct pool *pl)
 			 "--from",
 			 (char *)pl->snapshot_id,
 			 "--record-working-set",
-			 "--no-jail",
+			 NULL,
 			 NULL };
 	double started_ms = monotonic_ms();
 
-	if (pl->d->cfg.jail) /* drop "--no-jail" */
-		argv[5] = NULL;
+	/* A networked template's snapshot has the device: it needs its
+	 * TAP; without a jail there is no network (init_network()). */
+	if (!pl->d->cfg.jail)
+		argv[5] = "--no-jail";
+	else if (pl->t->network)
+		argv[5] = "--network";
 	snprintf(path, sizeof(path), "%s/workingset.bin", pl->snapshot_dir);
 	if (pl->t->page_in_lazy || access(path, F_OK) == 0)
 		return;
@@ -473,8 +528,8 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 	}
 	snprintf(mem, sizeof(mem), "%u", t->mem_mib);
 	snprintf(vcpus, sizeof(vcpus), "%u", t->vcpus);
-	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline, &rec, err,
-			      sizeof(err)) < 0) {
+	if (template_identify(kernel, initrd, mem, vcpus, t->cmdline,
+			      t->network, &rec, err, sizeof(err)) < 0) {
 		log_error("template %s: %s", t->name, err);
 		return -1;
 	}
@@ -496,12 +551,15 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 				 NULL,
 				 NULL,
 				 NULL,
+				 NULL,
 				 NULL };
 		double started_ms;
 		int n = 11;
 
 		if (!d->cfg.jail)
 			argv[n++] = "--no-jail";
+		if (t->network)
+			argv[n++] = "--network";
 		if (t->cmdline[0]) {
 			argv[n++] = "--cmdline";
 			argv[n++] = (char *)t->cmdline;
@@ -611,7 +669,8 @@ int thaw_daemon(int argc, char **argv)
 		goto out;
 	if (init_cgroups(&d) < 0)
 		goto out;
-	if (check_limits(&d) < 0 || clean_leftovers(&d) < 0) {
+	if (check_limits(&d) < 0 || init_network(&d) < 0 ||
+	    clean_leftovers(&d) < 0) {
 		cgroup_release(&d.cgroups);
 		goto out;
 	}
@@ -652,8 +711,11 @@ stop:
 	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
 		log_error("%s", err);
 	cgroup_release(&d.cgroups);
+	if (d.network)
+		net_host_teardown(&d.cfg.net);
 	rmdir(d.run_dir);
 out:
+	free(d.net_free);
 	free(d.pools);
 	config_free(&d.cfg);
 	if (lock >= 0)

@@ -91,6 +91,14 @@ struct sandbox {
 	/* Held from its restore on, idle: a guest whose agent or vsock
 	 * device dropped it is noticed (pools.c) without asking it. */
 	struct agent_conn agent;
+	/* Its network (netns.h), when its template has one: made by
+	 * restore() before its VMM starts, net_made from then on.  @policy
+	 * is what its maps hold: set with them, its template's
+	 * (config_net_policy) until a request sets another
+	 * (api_sandboxes.c). */
+	struct sandbox_net net;
+	bool net_made;
+	struct net_policy policy;
 	bool agent_lost; /* it was dropped */
 	bool stopped;	 /* its VMM died */
 	char stop_reason[160];
@@ -167,6 +175,12 @@ struct daemon {
 	pthread_t reaper;
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
+
+	/* Some template has a network: the host's side is set up.  The
+	 * sandboxes' indexes in cfg.net.pool not in use (under lock): a
+	 * stack, lowest on top. */
+	bool network;
+	uint32_t *net_free, net_nfree;
 };
 
 /* pools.c */

@@ -173,6 +173,50 @@ static void free_env(char **env)
 	free(env);
 }
 
+static void net_index_put(struct daemon *d, uint32_t index)
+{
+	pthread_mutex_lock(&d->lock);
+	d->net_free[d->net_nfree++] = index;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * vmm_place's net_prepare for a networked template's clone (@arg): its
+ * namespace, veth, TAP and policy, with a free index of the pool.
+ */
+static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
+			       gid_t gid, char *err, size_t errlen)
+{
+	struct sandbox *c = arg;
+	struct daemon *d = c->pool->d;
+	uint32_t index = 0;
+	bool have = false;
+	double started_ms = monotonic_ms();
+
+	pthread_mutex_lock(&d->lock);
+	if (d->net_nfree) {
+		index = d->net_free[--d->net_nfree];
+		have = true;
+	}
+	pthread_mutex_unlock(&d->lock);
+	/* Never: there are max_sandboxes indexes, if the pool has room. */
+	if (!have) {
+		snprintf(err, errlen, "no free address in network_cidr");
+		return -ENOSPC;
+	}
+	/* The template's policy; a create replaces it (map writes only). */
+	config_net_policy(c->pool->t, &c->policy);
+	if (sandbox_net_create(&c->net, &d->cfg.net, index, netns_path, uid,
+			       gid, &c->policy, err, errlen) < 0) {
+		net_index_put(d, index);
+		return -EIO;
+	}
+	c->net_made = true;
+	log_write(LOG_LEVEL_DEBUG, c->id, "network %s made in %.1f ms",
+		  c->net.host_veth, monotonic_ms() - started_ms);
+	return 0;
+}
+
 /* Everything a sandbox holds, in reverse order of taking it; no lock
  * held. */
 static void sandbox_destroy(struct daemon *d, struct sandbox *c)
@@ -182,6 +226,10 @@ static void sandbox_destroy(struct daemon *d, struct sandbox *c)
 	agent_close(&c->agent);
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
+	if (c->net_made) {
+		sandbox_net_destroy(&c->net);
+		net_index_put(d, c->net.index);
+	}
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
 		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 	if (c->registered) {
@@ -265,6 +313,8 @@ static int restore(struct pool *pl, struct sandbox *c)
 		.cgroup = &c->cg,
 		.no_jail = !d->cfg.jail,
 		.jail_ids = &d->cfg.jail_ids,
+		.net_prepare = t->network ? sandbox_net_prepare : NULL,
+		.net_arg = c,
 	};
 	ret = vmm_process_start(&c->vmm, vmm_args, &place, err, sizeof(err));
 	if (ret == 0)

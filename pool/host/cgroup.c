@@ -394,7 +394,7 @@ static int init_v1(struct cgroup_root *root, const char *parent,
 }
 
 /* FNV-1a, 64 bits: documented in cgroup.h, so tests can find the group. */
-static uint64_t owner_hash(const char *owner)
+uint64_t cgroup_owner_hash(const char *owner)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 
@@ -418,7 +418,8 @@ int cgroup_init(struct cgroup_root *root, const char *parent, const char *owner,
 	r = check_name(parent, "parent cgroup", err, errlen);
 	if (r)
 		return r;
-	snprintf(own, sizeof(own), "state-%016" PRIx64, owner_hash(owner));
+	snprintf(own, sizeof(own), "state-%016" PRIx64,
+		 cgroup_owner_hash(owner));
 	root->v2 = statfs(CGROUP_FS, &s) == 0 &&
 		   (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC;
 	for (int i = 0; i < INIT_TRIES; i++) {

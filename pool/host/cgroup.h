@@ -51,6 +51,10 @@ struct cgroup_root {
 	char missing[CGROUP_NR][PATH_MAX + 160];
 };
 
+/* The hash the daemon's group is named after (FNV-1a 64 of @owner); the
+ * daemon's network names the same owner with it too. */
+uint64_t cgroup_owner_hash(const char *owner);
+
 /* "cpu", "memory", "pids": the kernel's name of controller @c. */
 const char *cgroup_controller_name(enum cgroup_controller c);
 

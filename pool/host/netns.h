@@ -37,6 +37,10 @@ struct net_config {
 	char nft_table[32];    /* "thaw_" + that hash */
 };
 
+/* A sandbox's pin is <run_dir>/<its directory>/NET_PIN_NAME: where
+ * net_host_setup() looks for a dead daemon's. */
+#define NET_PIN_NAME "netns"
+
 struct sandbox_net {
 	uint32_t index;	       /* which /30 of the pool */
 	uint32_t host_address; /* host order */
@@ -66,5 +70,14 @@ int sandbox_net_counters(struct sandbox_net *net, struct net_counters *out,
 			 char *err, size_t errlen);
 /* Removes the namespace (and so tap0 and both veth ends) and the pin. */
 void sandbox_net_destroy(struct sandbox_net *net);
+
+/*
+ * A namespace holding tap0 alone (no way out), pinned at @netns_path: a
+ * template boots in one, so that its snapshot has the network device.
+ */
+int net_tap_namespace(const char *netns_path, uid_t tap_uid, gid_t tap_gid,
+		      char *err, size_t errlen);
+/* Unmounts and removes a pin (the namespace goes with its last process). */
+void net_pin_remove(const char *path);
 
 #endif

@@ -45,7 +45,7 @@ static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1],
 }
 
 int template_identify(const char *kernel, const char *initrd, const char *mem,
-		      const char *vcpus, const char *cmdline,
+		      const char *vcpus, const char *cmdline, bool network,
 		      struct template_record *t, char *err, size_t errlen)
 {
 	char key[CATALOG_HASH_LEN * 2 + 64];
@@ -73,6 +73,9 @@ int template_identify(const char *kernel, const char *initrd, const char *mem,
 		XXH3_64bits_update(st, " ", 1);
 		XXH3_64bits_update(st, cmdline, strlen(cmdline));
 	}
+	/* Without one, ids stay as they were before networks. */
+	if (network)
+		XXH3_64bits_update(st, " network", 8);
 	snprintf(t->id, sizeof(t->id), "%016llx",
 		 (unsigned long long)XXH3_64bits_digest(st));
 	XXH3_freeState(st);

@@ -2,12 +2,14 @@
 /*
  * template.h - what a template is: the machine that was booted to be
  * snapshotted.  Its id is derived from its inputs, so `thaw snapshot create`
- * and the daemon, given the same kernel and initramfs files, memory, vCPUs
- * and extra command line, find the same template in the catalog.
+ * and the daemon, given the same kernel and initramfs files, memory, vCPUs,
+ * extra command line and network device (or none), find the same template
+ * in the catalog.
  */
 #ifndef THAW_POOL_HOST_TEMPLATE_H
 #define THAW_POOL_HOST_TEMPLATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "catalog.h"
@@ -18,7 +20,7 @@
  * @err naming the file that could not be read.
  */
 int template_identify(const char *kernel, const char *initrd, const char *mem,
-		      const char *vcpus, const char *cmdline,
+		      const char *vcpus, const char *cmdline, bool network,
 		      struct template_record *t, char *err, size_t errlen);
 
 #endif

@@ -25,8 +25,10 @@
 
 #include "cgroup.h"
 #include "clock.h"
+#include "guest_net.h"
 #include "interrupt.h"
 #include "io.h"
+#include "netns.h"
 
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
@@ -108,7 +110,8 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 		     const char **argv, int *n, char id[16], char *err,
 		     size_t errlen)
 {
-	int ret = jail_empty_netns(err, errlen);
+	bool net = place && place->net_prepare;
+	int ret = net ? 0 : jail_empty_netns(err, errlen);
 
 	if (ret == 0)
 		ret = jail_id_claim(place ? place->jail_ids : NULL, &vmm->jail,
@@ -124,6 +127,19 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 		jail_id_release(&vmm->jail);
 		return ret;
 	}
+	if (net) {
+		snprintf(vmm->netns, sizeof(vmm->netns), "%s/%s", vmm->dir,
+			 NET_PIN_NAME);
+		ret = place->net_prepare(place->net_arg, vmm->netns,
+					 vmm->jail.id, vmm->jail.id, err,
+					 errlen);
+		if (ret < 0) {
+			vmm->netns[0] = '\0'; /* net_prepare cleaned up */
+			return ret;
+		}
+		argv[(*n)++] = "--net-tap";
+		argv[(*n)++] = GUEST_NET_TAP_NAME;
+	}
 	snprintf(id, 16, "%u", vmm->jail.id);
 	argv[(*n)++] = "--jail";
 	argv[(*n)++] = vmm->root;
@@ -132,7 +148,7 @@ static int plan_jail(struct vmm_process *vmm, const struct vmm_place *place,
 	argv[(*n)++] = "--gid";
 	argv[(*n)++] = id;
 	argv[(*n)++] = "--netns";
-	argv[(*n)++] = JAIL_NETNS_FILE;
+	argv[(*n)++] = net ? vmm->netns : JAIL_NETNS_FILE;
 	if (place && place->out_dir) {
 		argv[(*n)++] = "--writable";
 		argv[(*n)++] = place->out_dir;
@@ -170,9 +186,9 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 {
 	const struct cgroup *cgroup = place ? place->cgroup : NULL;
 	bool jailed = !(place && place->no_jail);
-	/* Ours: a jail's 10, 3 sockets' and logs' 6, --log-max, --ready-fd,
-	 * NULL. */
-	const char *argv[MAX_VMM_ARGS + 21];
+	/* Ours: a jail's 10 and its network's 2, 3 sockets' and logs' 6,
+	 * --log-max, --ready-fd, NULL. */
+	const char *argv[MAX_VMM_ARGS + 23];
 	char id[16]; /* the jail's uid and gid */
 	int n = 0, ret, ready[2];
 
@@ -187,6 +203,13 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	ret = make_run_dir(vmm, place ? place->run_dir : NULL, err, errlen);
 	if (ret < 0)
 		return ret;
+	if (!jailed && place->net_prepare) {
+		snprintf(err, errlen,
+			 "no network without the jail: the VMM joins its "
+			 "namespace as it enters the jail");
+		vmm_process_remove(vmm);
+		return -EINVAL;
+	}
 	if (jailed) {
 		ret = plan_jail(vmm, place, argv, &n, id, err, errlen);
 		if (ret < 0) {
@@ -742,11 +765,13 @@ void vmm_process_remove(struct vmm_process *vmm)
 	unlink(vmm->control);
 	unlink(vmm->vmm_log);
 	unlink(vmm->console_log);
+	if (vmm->netns[0])
+		net_pin_remove(vmm->netns);
 	/* Its mounts were in its own namespace, gone with it. */
 	if (vmm->root[0]) {
 		rmdir(vmm->root);
 		jail_id_release(&vmm->jail);
 	}
 	rmdir(vmm->dir);
-	vmm->dir[0] = vmm->root[0] = '\0';
+	vmm->dir[0] = vmm->root[0] = vmm->netns[0] = '\0';
 }

@@ -43,6 +43,7 @@ struct vmm_process {
 	char vmm_log[96];
 	char console_log[96];
 	char root[96];	     /* the jail's root, "" when not jailed */
+	char netns[96];	     /* its network's pin, "" without one */
 	struct jail_id jail; /* its uid and gid while it lives */
 	pid_t pid;
 	/* Polls readable once the VMM has ended (pidfd_open): a supervisor
@@ -74,16 +75,26 @@ struct vmm_place {
 	const struct jail_ids *jail_ids;
 	const char *out_dir;
 	const char *log_max;
+	/*
+	 * A network (jailed VMMs only): once the run directory and the
+	 * jail's id exist, @net_prepare makes a namespace pinned at
+	 * @netns_path (the run directory's NET_PIN_NAME, netns.h) holding
+	 * tap0 owned by @uid:@gid, the jail's; the VMM joins it (--netns)
+	 * instead of the shared empty one and opens tap0 (--net-tap).
+	 * vmm_process_remove() unpins it.  NULL: no network.
+	 */
+	int (*net_prepare)(void *arg, const char *netns_path, uid_t uid,
+			   gid_t gid, char *err, size_t errlen);
+	void *net_arg;
 };
 
 /*
  * Creates the run directory and starts thaw-vmm with @vmm_args (NULL
  * terminated; the VMM path first) plus the run directory's --vsock,
  * --control and --console-log, @place's --log-max, and its jail's --jail,
- * --uid, --gid and
- * --writable.  @place may be NULL.  A VMM that cannot be
- * run or put in its cgroup exits with VMM_EXEC_FAILED and says why in its
- * log.
+ * --uid, --gid, --netns and --writable (and --net-tap with a network).  @place
+ * may be NULL.  A VMM that cannot be run or put in its cgroup exits with
+ * VMM_EXEC_FAILED and says why in its log.
  *
  * PR_SET_PDEATHSIG fires when the *thread* that forked exits: a threaded
  * caller must start VMMs from threads that live as long as the sandboxes.

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "config.h"
 
 static char path[64];	    /* the config file of a test */
@@ -100,6 +101,11 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect(d->require_limits);
 	cr_expect_eq(d->jail_ids.first, 1879048192u);
 	cr_expect_eq(d->jail_ids.last, 1879113727u);
+	cr_expect_eq(d->net.pool.addr, 0x0ac80000u, "10.200.0.0");
+	cr_expect_eq(d->net.pool.prefix, 16);
+	cr_expect(d->dns_from_host, "dns_servers = \"\": the host's");
+	cr_expect_eq(d->net.n_dns, 0, "config_net_host() reads them");
+	cr_expect_not(d->net.dns_always);
 }
 
 static void expect_default_template(const struct template_config *t,
@@ -121,6 +127,8 @@ static void expect_default_template(const struct template_config *t,
 	cr_expect_eq(t->pids_limit, 256);
 	cr_expect_eq(t->restore_parallel, 4);
 	cr_expect_not(t->page_in_lazy);
+	cr_expect(t->network, "network = nat");
+	cr_expect(t->allow_internet);
 }
 
 Test(config, builtin_default_has_the_documented_values)
@@ -173,6 +181,11 @@ Test(config, default_text_documents_every_key)
 		"pids_limit",
 		"restore_parallel",
 		"page_in",
+		"network_cidr",
+		"dns_servers",
+		"dns_without_internet",
+		"network",
+		"allow_internet",
 	};
 	char line[64];
 	size_t i;
@@ -230,6 +243,9 @@ Test(config, file_overrides_values)
 		"admit_io_pressure = 50\n"
 		"admit_min_available_percent = 10\n"
 		"admit_restore_slowdown = 1000\n"
+		"network_cidr = 192.168.128.0/17\n"
+		"dns_servers = 1.1.1.1, 8.8.8.8 ,169.254.169.253,9.9.9.9\n"
+		"dns_without_internet = true\n"
 		"\n"
 		"[template default]\n"
 		"kernel = /boot/vmlinux\n"
@@ -244,7 +260,9 @@ Test(config, file_overrides_values)
 		"cpu_percent = 150\n"
 		"pids_limit = 0\n"
 		"restore_parallel = 2\n"
-		"page_in = lazy\n");
+		"page_in = lazy\n"
+		"network = none\n"
+		"allow_internet = false\n");
 	cr_expect_str_eq(c.socket, "/run/thaw/api.sock");
 	cr_expect_str_eq(c.socket_group, "thaw");
 	cr_expect_str_eq(c.state_dir, "/var/lib/thaw");
@@ -267,6 +285,15 @@ Test(config, file_overrides_values)
 	cr_expect_eq(c.admit_io_pressure, 50);
 	cr_expect_eq(c.admit_min_available_percent, 10);
 	cr_expect_eq(c.admit_restore_slowdown, 1000);
+	cr_expect_eq(c.net.pool.addr, 0xc0a88000u);
+	cr_expect_eq(c.net.pool.prefix, 17);
+	cr_expect_not(c.dns_from_host);
+	cr_assert_eq(c.net.n_dns, 4);
+	cr_expect_eq(c.net.dns_servers[0], 0x01010101u);
+	cr_expect_eq(c.net.dns_servers[1], 0x08080808u);
+	cr_expect_eq(c.net.dns_servers[2], 0xa9fea9fdu, "a cloud's resolver");
+	cr_expect_eq(c.net.dns_servers[3], 0x09090909u);
+	cr_expect(c.net.dns_always);
 
 	cr_assert_eq(c.nr_templates, 1);
 	const struct template_config *t = config_template(&c, "default");
@@ -286,6 +313,76 @@ Test(config, file_overrides_values)
 	cr_expect_eq(t->pids_limit, 0);
 	cr_expect_eq(t->restore_parallel, 2);
 	cr_expect(t->page_in_lazy);
+	cr_expect_not(t->network);
+	cr_expect_not(t->allow_internet);
+}
+
+Test(config, dns_servers_none_is_no_dns)
+{
+	load_ok("[daemon]\ndns_servers = none\n");
+	cr_expect_not(c.dns_from_host);
+	cr_expect_eq(c.net.n_dns, 0);
+	config_net_host(&c, "/var/lib/thaw", "/nonexistent");
+	cr_expect_eq(c.net.n_dns, 0, "none: the host's are not read");
+}
+
+/* resolv.conf's IPv4 nameservers a sandbox can reach, at most 4. */
+Test(config, dns_servers_default_to_the_hosts)
+{
+	make_file(token_path, "# generated\n"
+			      "search example.com\n"
+			      "nameserver 127.0.0.53\n"
+			      "nameserver ::1\n"
+			      "; nameserver 9.9.9.9\n"
+			      "nameserver\t10.0.0.2\n"
+			      "nameserver 0.0.0.0\n"
+			      "nameserver 1.1.1.1 # trailing\n"
+			      "nameserver 1.0.0.1\n"
+			      "nameserver 8.8.8.8\n"
+			      "nameserver 8.8.4.4\n");
+	load_ok("");
+	config_net_host(&c, "/var/lib/thaw", token_path);
+	cr_assert_eq(c.net.n_dns, 4);
+	cr_expect_eq(c.net.dns_servers[0], 0x0a000002u);
+	cr_expect_eq(c.net.dns_servers[1], 0x01010101u);
+	cr_expect_eq(c.net.dns_servers[2], 0x01000001u);
+	cr_expect_eq(c.net.dns_servers[3], 0x08080808u);
+
+	/* Only loopback ones (systemd-resolved): none, which the daemon says.
+	 */
+	remove_file(token_path);
+	make_file(token_path, "nameserver 127.0.0.53\n");
+	config_net_host(&c, "/var/lib/thaw", token_path);
+	cr_expect_eq(c.net.n_dns, 0);
+	config_net_host(&c, "/var/lib/thaw", "/nonexistent");
+	cr_expect_eq(c.net.n_dns, 0);
+
+	/* A list in the file: resolv.conf is not read. */
+	config_free(&c);
+	load_ok("[daemon]\ndns_servers = 9.9.9.9\n");
+	config_net_host(&c, "/var/lib/thaw", token_path);
+	cr_assert_eq(c.net.n_dns, 1);
+	cr_expect_eq(c.net.dns_servers[0], 0x09090909u);
+}
+
+/* The state directory's names: cgroup.h's hash, so a restarted daemon
+ * finds its veths and table; another directory has others. */
+Test(config, network_names_follow_the_state_directory)
+{
+	char prefix[16], table[40];
+	uint64_t h = cgroup_owner_hash("/var/lib/thaw");
+
+	load_ok("");
+	config_net_host(&c, "/var/lib/thaw", "/nonexistent");
+	snprintf(prefix, sizeof(prefix), "th%05x", (unsigned)(h & 0xfffff));
+	snprintf(table, sizeof(table), "thaw_%016llx", (unsigned long long)h);
+	cr_expect_str_eq(c.net.ifname_prefix, prefix);
+	cr_expect_str_eq(c.net.nft_table, table);
+	cr_expect_eq(strlen(c.net.ifname_prefix), 7);
+	cr_expect_eq(strlen(c.net.nft_table), 21);
+	config_net_host(&c, "/var/lib/thaw2", "/nonexistent");
+	cr_expect_str_neq(c.net.ifname_prefix, prefix);
+	cr_expect_str_neq(c.net.nft_table, table);
 }
 
 Test(config, templates_each_start_from_the_defaults)
@@ -546,6 +643,53 @@ static const struct bad_case bad_cases[] = {
 	/* Other values. */
 	{ "[template a]\npage_in = eager\n", 2,
 	  "page_in = \"eager\": neither prefetch nor lazy" },
+	/* The network. */
+	{ "[template a]\nnetwork = bridge\n", 2,
+	  "[template a] network = \"bridge\": neither none nor nat" },
+	{ "[template a]\nallow_internet = yes\n", 2,
+	  "[template a] allow_internet = \"yes\": expected true or false" },
+	{ "[daemon]\nnetwork_cidr = 10.200.0.0\n", 2,
+	  "[daemon] network_cidr = \"10.200.0.0\": smaller than a /30" },
+	{ "[daemon]\nnetwork_cidr = 10.200.0.0/31\n", 2,
+	  "network_cidr = \"10.200.0.0/31\": smaller than a /30" },
+	{ "[daemon]\nnetwork_cidr = 10.200.0.1/16\n", 2,
+	  "network_cidr = \"10.200.0.1/16\": '10.200.0.1/16' is not a CIDR: address bits past /16 are set" },
+	{ "[daemon]\nnetwork_cidr = 10.200.0.0/33\n", 2,
+	  "network_cidr = \"10.200.0.0/33\": '10.200.0.0/33' is not a CIDR" },
+	{ "[daemon]\nnetwork_cidr = tenish\n", 2,
+	  "network_cidr = \"tenish\": 'tenish' is not a CIDR" },
+	{ "[daemon]\nnetwork_cidr =\n", 2, "network_cidr = \"\": '' is not" },
+	{ "[daemon]\nnetwork_cidr = 127.0.0.0/16\n", 2,
+	  "network_cidr = \"127.0.0.0/16\": overlaps 127.0.0.0/8 (loopback)" },
+	{ "[daemon]\nnetwork_cidr = 169.254.0.0/30\n", 2,
+	  "network_cidr = \"169.254.0.0/30\": overlaps 169.254.0.0/16 (link-local)" },
+	{ "[daemon]\nnetwork_cidr = 168.0.0.0/6\n", 2,
+	  "overlaps 169.254.0.0/16 (link-local)" },
+	{ "[daemon]\nnetwork_cidr = 0.0.0.0/0\n", 2,
+	  "network_cidr = \"0.0.0.0/0\": overlaps 0.0.0.0/8" },
+	{ "[daemon]\nnetwork_cidr = 224.0.0.0/24\n", 2,
+	  "overlaps 224.0.0.0/3 (multicast and reserved)" },
+	{ "[daemon]\nnetwork_cidr = 255.255.255.252/30\n", 2,
+	  "overlaps 224.0.0.0/3" },
+	{ "[daemon]\ndns_servers = 127.0.0.53\n", 2,
+	  "[daemon] dns_servers = \"127.0.0.53\": '127.0.0.53' is in 127.0.0.0/8 (loopback): a sandbox cannot reach it" },
+	{ "[daemon]\ndns_servers = 1.1.1.1,x\n", 2,
+	  "dns_servers = \"1.1.1.1,x\": 'x' is not an IPv4 address" },
+	{ "[daemon]\ndns_servers = 1.1.1.0/24\n", 2,
+	  "'1.1.1.0/24' is not an IPv4 address" },
+	{ "[daemon]\ndns_servers = 1.1.1.1 8.8.8.8\n", 2,
+	  "'1.1.1.1 8.8.8.8' is not an IPv4 address" },
+	{ "[daemon]\ndns_servers = 1.1.1.1,,8.8.8.8\n", 2,
+	  "'' is not an IPv4 address" },
+	{ "[daemon]\ndns_servers = ,\n", 2, "'' is not an IPv4 address" },
+	{ "[daemon]\ndns_servers = 224.0.0.251\n", 2,
+	  "'224.0.0.251' is in 224.0.0.0/3" },
+	{ "[daemon]\ndns_servers = 1.1.1.1,1.0.0.1,8.8.8.8,8.8.4.4,9.9.9.9\n",
+	  2, "more than 4 addresses" },
+	{ "[daemon]\ndns_without_internet = 1\n", 2,
+	  "[daemon] dns_without_internet = \"1\": expected true or false" },
+	{ "[template a]\nnetwork_cidr = 10.0.0.0/8\n", 2,
+	  "[template a] network_cidr = \"10.0.0.0/8\": unknown key" },
 	{ "[daemon]\nlog_level = verbose\n", 2,
 	  "[daemon] log_level = \"verbose\": expected error, warning, info or debug" },
 	{ "[daemon]\nlog_level = INFO\n", 2, "log_level = \"INFO\": expected" },

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_netns.c - a sandbox's network (pool/host/netns.h) made for real:
+ * namespaces, veths, TAPs, addresses, routes and an nftables table on this
+ * host, in a pool (10.254.0.0/16) and under names (a scratch directory's)
+ * no thaw uses.  What is inside a namespace is read with
+ * `nsenter --net=PIN ip ...`, the way an operator would look; a stand-in
+ * for the guest on tap0 answers ARP and pings, so the host's ping of a
+ * sandbox's host address goes through the eBPF policy's NAT both ways.  Root
+ * only; run under the VM lock (tests/CMakeLists.txt).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "guest_net.h"
+#include "netns.h"
+
+#define TAP_UID 1879114731u /* no other test's jail id */
+#define TAP_GID 1879114732u
+
+static char run_dir[] = "/tmp/thaw-test-netns-XXXXXX";
+static struct net_config cfg;
+static const struct net_policy internet = { .allow_internet = true };
+
+/* @cmd's stdout (at most a few KiB), and its exit status in *@status. */
+static char *run(int *status, const char *fmt, ...)
+{
+	static char out[8192];
+	char cmd[1024];
+	size_t n = 0, r;
+	va_list ap;
+	FILE *p;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	p = popen(cmd, "r");
+	cr_assert(p, "popen %s", cmd);
+	while ((r = fread(out + n, 1, sizeof(out) - 1 - n, p)) > 0)
+		n += r;
+	out[n] = '\0';
+	*status = pclose(p);
+	return out;
+}
+
+/* Asserts that @cmd, run inside @pin's namespace, prints @want. */
+static void expect_inside(const char *pin, const char *cmd, const char *want)
+{
+	int status;
+	char *out = run(&status, "nsenter --net=%s %s 2>&1", pin, cmd);
+
+	cr_expect(status == 0 && strstr(out, want),
+		  "%s in %s: wanted \"%s\" in: %s", cmd, pin, want, out);
+}
+
+static bool host_link_exists(const char *name)
+{
+	int status;
+
+	run(&status, "ip link show dev %s 2>/dev/null", name);
+	return status == 0;
+}
+
+static bool mounted(const char *path)
+{
+	int status;
+
+	run(&status, "grep -q ' %s ' /proc/self/mountinfo", path);
+	return status == 0;
+}
+
+/*
+ * A guest's stand-in on a sandbox's tap0 (what the VMM opens): it answers
+ * ARP for the guest's address and ICMP echo requests to it, so that the
+ * host reaches the sandbox's host address through the policy's NAT as it
+ * reaches a real guest.
+ */
+struct fake_guest {
+	const char *pin;
+	pthread_t thread;
+	atomic_bool stop;
+	int answered; /* echo requests answered */
+};
+
+static uint16_t ip_checksum(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)p[i] << 8 | p[i + 1];
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* Turns @f (@len bytes, a frame for the guest) into its answer; its
+ * length, or 0 for none. */
+static size_t answer(uint8_t *f, size_t len)
+{
+	static const uint8_t guest_mac[] = GUEST_NET_GUEST_MAC;
+	uint32_t guest = htonl(GUEST_NET_GUEST_ADDR);
+	uint8_t tmp[6];
+
+	memcpy(f, f + 6, 6); /* back to the sender */
+	memcpy(f + 6, guest_mac, 6);
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x06 && f[21] == 1 &&
+	    !memcmp(f + 38, &guest, 4)) {
+		f[21] = 2; /* ARP reply: we are the target */
+		memcpy(tmp, f + 22, 6);
+		memcpy(f + 32, tmp, 6);
+		memcpy(tmp, f + 28, 4);
+		memcpy(f + 22, guest_mac, 6);
+		memcpy(f + 28, &guest, 4);
+		memcpy(f + 38, tmp, 4);
+		return 42;
+	}
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 &&
+	    f[23] == 1 /* ICMP */ && f[34] == 8 /* echo */ &&
+	    !memcmp(f + 30, &guest, 4)) {
+		size_t ip_len = (size_t)f[16] << 8 | f[17];
+
+		if (ip_len < 28 || 14 + ip_len > len)
+			return 0;
+		memcpy(tmp, f + 26, 4); /* swap the addresses */
+		memcpy(f + 26, f + 30, 4);
+		memcpy(f + 30, tmp, 4);
+		f[34] = 0; /* echo reply */
+		f[36] = f[37] = 0;
+		uint16_t sum = ip_checksum(f + 34, ip_len - 20);
+		f[36] = sum >> 8;
+		f[37] = sum & 0xff;
+		return 14 + ip_len;
+	}
+	return 0;
+}
+
+static void *fake_guest_run(void *arg)
+{
+	struct fake_guest *g = arg;
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI };
+	int ns = open(g->pin, O_RDONLY | O_CLOEXEC), tap = -1;
+	uint8_t frame[2048];
+
+	if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+		goto out;
+	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
+	if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
+		goto out;
+	while (!atomic_load(&g->stop)) {
+		struct pollfd p = { .fd = tap, .events = POLLIN };
+		ssize_t n;
+		size_t out;
+
+		if (poll(&p, 1, 50) != 1)
+			continue;
+		n = read(tap, frame, sizeof(frame));
+		out = n > 0 ? answer(frame, (size_t)n) : 0;
+		if (out && write(tap, frame, out) == (ssize_t)out &&
+		    frame[34] == 0)
+			g->answered++;
+	}
+out:
+	if (tap >= 0)
+		close(tap);
+	if (ns >= 0)
+		close(ns);
+	return NULL;
+}
+
+static void fake_guest_start(struct fake_guest *g, const char *pin)
+{
+	g->pin = pin;
+	atomic_init(&g->stop, false);
+	g->answered = 0;
+	cr_assert_eq(pthread_create(&g->thread, NULL, fake_guest_run, g), 0);
+}
+
+static void fake_guest_stop(struct fake_guest *g)
+{
+	atomic_store(&g->stop, true);
+	pthread_join(g->thread, NULL);
+}
+
+static void setup(void)
+{
+	char err[512] = "";
+
+	if (geteuid() != 0)
+		cr_skip_test("network namespaces need root");
+	cr_assert(mkdtemp(run_dir), "mkdtemp");
+	cfg.pool = (struct net_cidr){ 0x0afe0000u, 16 }; /* 10.254.0.0/16 */
+	/* Names of this run's own ("tt" + 5 of mkdtemp's letters). */
+	snprintf(cfg.ifname_prefix, sizeof(cfg.ifname_prefix), "tt%s",
+		 run_dir + strlen(run_dir) - 5);
+	snprintf(cfg.nft_table, sizeof(cfg.nft_table), "thaw_test_%s",
+		 run_dir + strlen(run_dir) - 6);
+	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
+		     err);
+}
+
+static void teardown(void)
+{
+	int status;
+
+	if (geteuid() != 0)
+		return;
+	net_host_teardown(&cfg);
+	run(&status, "nft list table ip %s 2>/dev/null", cfg.nft_table);
+	cr_expect_neq(status, 0, "table %s left", cfg.nft_table);
+	run(&status, "rm -rf %s", run_dir);
+}
+
+/* Sandbox @index's pin: <run_dir>/<index>/netns. */
+static void pin_path(char *path, size_t len, uint32_t index)
+{
+	snprintf(path, len, "%s/%u", run_dir, index);
+	mkdir(path, 0700);
+	snprintf(path, len, "%s/%u/%s", run_dir, index, NET_PIN_NAME);
+}
+
+static void create(struct sandbox_net *net, uint32_t index, double *ms)
+{
+	char pin[PATH_MAX], err[512] = "";
+	double t0;
+
+	pin_path(pin, sizeof(pin), index);
+	t0 = monotonic_ms();
+	cr_assert_eq(sandbox_net_create(net, &cfg, index, pin, TAP_UID, TAP_GID,
+					&internet, err, sizeof(err)),
+		     0, "%s", err);
+	if (ms)
+		*ms = monotonic_ms() - t0;
+}
+
+TestSuite(netns, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(netns, two_sandboxes_made_and_removed)
+{
+	struct sandbox_net nets[2];
+	double create_ms[2], destroy_ms[2], t0;
+	char pins[2][PATH_MAX], want[128];
+	int status;
+
+	for (int i = 0; i < 2; i++) {
+		create(&nets[i], (uint32_t)i, &create_ms[i]);
+		snprintf(pins[i], sizeof(pins[i]), "%s", nets[i].netns_path);
+	}
+	cr_expect_eq(nets[1].host_address, 0x0afe0006u, "10.254.0.6");
+	for (int i = 0; i < 2; i++) {
+		const char *pin = pins[i];
+
+		expect_inside(pin, "ip -o -4 addr show dev tap0",
+			      "169.254.0.22/30");
+		snprintf(want, sizeof(want), "10.254.0.%d/30", 4 * i + 2);
+		expect_inside(pin, "ip -o -4 addr show dev veth0", want);
+		snprintf(want, sizeof(want),
+			 "default via 10.254.0.%d dev veth0", 4 * i + 1);
+		expect_inside(pin, "ip -4 route show", want);
+		expect_inside(pin, "ip -d link show tap0",
+			      "link/ether 06:00:ac:10:00:01");
+		expect_inside(pin, "ip -d link show tap0",
+			      "tun type tap pi off vnet_hdr on persist on "
+			      "user 1879114731 group 1879114732");
+		expect_inside(pin, "ip link show veth0", ",UP,");
+		expect_inside(pin, "ip link show lo", ",UP,");
+		expect_inside(pin, "cat /proc/sys/net/ipv4/ip_forward", "1");
+		snprintf(want, sizeof(want), "10.254.0.%d/30", 4 * i + 1);
+		cr_expect(strstr(run(&status, "ip -o -4 addr show dev %s",
+				     nets[i].host_veth),
+				 want),
+			  "%s has no %s", nets[i].host_veth, want);
+		/* The host reaches the sandbox's address over its veth, the
+		 * policy's NAT taking it to the guest's. */
+		struct fake_guest guest;
+		fake_guest_start(&guest, pin);
+		snprintf(want, sizeof(want), "10.254.0.%d", 4 * i + 2);
+		run(&status, "busybox ping -c 1 -W 3 %s >/dev/null 2>&1", want);
+		fake_guest_stop(&guest);
+		cr_expect_eq(status, 0, "ping %s failed", want);
+		cr_expect_eq(guest.answered, 1, "the guest answered %d pings",
+			     guest.answered);
+	}
+	cr_expect(strstr(run(&status, "nft list table ip %s", cfg.nft_table),
+			 "masquerade"),
+		  "no masquerade in table %s", cfg.nft_table);
+	for (int i = 0; i < 2; i++) {
+		char host_veth[IF_NAMESIZE];
+
+		snprintf(host_veth, sizeof(host_veth), "%s", nets[i].host_veth);
+		t0 = monotonic_ms();
+		sandbox_net_destroy(&nets[i]);
+		destroy_ms[i] = monotonic_ms() - t0;
+		cr_expect(!host_link_exists(host_veth), "%s left", host_veth);
+		cr_expect(!mounted(pins[i]), "%s still mounted", pins[i]);
+		cr_expect_neq(access(pins[i], F_OK), 0, "%s left", pins[i]);
+	}
+	run(&status, "ip -o link show | grep -q ': %s'", cfg.ifname_prefix);
+	cr_expect_neq(status, 0, "host links named %s* left",
+		      cfg.ifname_prefix);
+	fprintf(stderr,
+		"sandbox_net_create: %.2f ms, %.2f ms; "
+		"sandbox_net_destroy: %.2f ms, %.2f ms\n",
+		create_ms[0], create_ms[1], destroy_ms[0], destroy_ms[1]);
+}
+
+Test(netns, a_dead_daemons_networks_are_removed)
+{
+	struct sandbox_net net;
+	char pin[PATH_MAX], host_veth[IF_NAMESIZE], err[512] = "";
+
+	create(&net, 7, NULL);
+	snprintf(pin, sizeof(pin), "%s", net.netns_path);
+	snprintf(host_veth, sizeof(host_veth), "%s", net.host_veth);
+	cr_assert(host_link_exists(host_veth));
+	cr_assert(mounted(pin));
+	/* The daemon dies: only what it held in its own memory goes. */
+	bpf_policy_destroy(net.policy);
+	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect(!host_link_exists(host_veth), "%s left", host_veth);
+	cr_expect(!mounted(pin), "%s still mounted", pin);
+	cr_expect_neq(access(pin, F_OK), 0, "%s left", pin);
+}
+
+Test(netns, an_index_past_the_pool_is_refused)
+{
+	struct sandbox_net net;
+	char pin[PATH_MAX], err[512] = "";
+
+	pin_path(pin, sizeof(pin), 16384); /* a /16 has 16384 /30s */
+	cr_expect_eq(sandbox_net_create(&net, &cfg, 16384, pin, TAP_UID,
+					TAP_GID, &internet, err, sizeof(err)),
+		     -1);
+	cr_expect(strstr(err, "16384"), "%s", err);
+	cr_expect_neq(access(pin, F_OK), 0, "%s made", pin);
+}
+
+Test(netns, a_templates_namespace_holds_tap0_alone)
+{
+	char pin[PATH_MAX], err[512] = "";
+	int status;
+
+	pin_path(pin, sizeof(pin), 9);
+	cr_assert_eq(net_tap_namespace(pin, TAP_UID, TAP_GID, err, sizeof(err)),
+		     0, "%s", err);
+	expect_inside(pin, "ip -d link show tap0",
+		      "persist on user 1879114731 group 1879114732");
+	expect_inside(pin, "ip -o -4 addr show dev tap0", "169.254.0.22/30");
+	run(&status, "nsenter --net=%s ip link show veth0 2>/dev/null", pin);
+	cr_expect_neq(status, 0, "a template's namespace has a veth0");
+	net_pin_remove(pin);
+	cr_expect(!mounted(pin), "%s still mounted", pin);
+	cr_expect_neq(access(pin, F_OK), 0, "%s left", pin);
+}
