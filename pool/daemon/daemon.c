@@ -570,7 +570,7 @@ int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
-	struct MHD_Daemon *server = NULL;
+	struct api_server *server = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
 	sigset_t unblocked;
@@ -635,10 +635,8 @@ int thaw_daemon(int argc, char **argv)
 	if (fd < 0)
 		goto stop;
 	server = api_start(&d, fd);
-	if (!server) {
-		close(fd);
+	if (!server)
 		goto stop;
-	}
 	log_info("serving on %s", d.socket_path);
 	thaw_wait_for_interrupt(&unblocked);
 	status = 0;
