@@ -29,12 +29,13 @@
  * own thread, soon after MHD_add_connection()) and freed by
  * MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd sends before it closes
  * the socket: a shutdown() under the lock never hits a reused descriptor.
+ * What a client can make happen again and again (refusals, cut heads) is
+ * logged through log_limited(): all on the accept thread, as that needs.
  * libmicrohttpd's own limit is set above ours (api.c): it counts a
  * connection until a little after NOTIFY_CLOSED, and a connection it
  * refused for that would never tell us.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -123,7 +124,8 @@ static void refuse(int fd, unsigned status, const char *reason,
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
 
 	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		log_info("http: refusing a connection: %s", strerror(errno));
+		log_limited(LOG_LEVEL_INFO, "http: refusing a connection: %s",
+			    strerror(errno));
 	close(fd);
 }
 
@@ -165,7 +167,7 @@ static struct api_conn *admit(struct api_conns *g, int fd, uid_t uid)
 			 "uid %u has %u connections open, the most one uid "
 			 "may (max_connections_per_uid)",
 			 (unsigned)uid, mine);
-		log_info("http: %s", msg);
+		log_limited(LOG_LEVEL_INFO, "http: %s", msg);
 		refuse(fd, 429, "Too Many Requests", "connections", NULL, msg);
 		return NULL;
 	}
@@ -187,10 +189,11 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 		if (!s->used || !s->started || !s->head_deadline_ms)
 			continue;
 		if (s->head_deadline_ms <= now) {
-			log_info("http: closing a connection of uid %u: no "
-				 "whole request head within %u s "
-				 "(header_timeout_s)",
-				 (unsigned)s->uid, g->cfg->header_timeout_s);
+			log_limited(LOG_LEVEL_INFO,
+				    "http: closing a connection of uid %u: no "
+				    "whole request head within %u s "
+				    "(header_timeout_s)",
+				    (unsigned)s->uid, g->cfg->header_timeout_s);
 			shutdown(s->fd, SHUT_RDWR);
 			s->head_deadline_ms = 0;
 		} else if (!next || s->head_deadline_ms < next) {
@@ -213,7 +216,8 @@ static void accept_one(struct api_conns *g)
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR &&
 		    errno != ECONNABORTED) {
-			log_warning("http: accept: %s", strerror(errno));
+			log_limited(LOG_LEVEL_WARNING, "http: accept: %s",
+				    strerror(errno));
 			/* EMFILE and the like: let connections end first. */
 			usleep(100 * 1000);
 		}
@@ -231,7 +235,8 @@ static void accept_one(struct api_conns *g)
 	if (MHD_add_connection(g->mhd, fd, (struct sockaddr *)&addr, addrlen) ==
 	    MHD_YES)
 		return;
-	log_warning("http: cannot serve a connection: %s", strerror(errno));
+	log_limited(LOG_LEVEL_WARNING, "http: cannot serve a connection: %s",
+		    strerror(errno));
 	pthread_mutex_lock(&g->lock);
 	if (s->used && s->fd == fd && !s->started)
 		s->used = false;
