@@ -17,13 +17,16 @@
  * handed to the next allocation of exactly its size.  While kept it is
  * poisoned: a use after free() is still ASan's use-after-poison, and an
  * overrun still hits the redzone ASan put after the real allocation; a
- * calloc()'d one is zeroed again.  What is lost is only ASan's quarantine
+ * calloc()'d one is zeroed again; freeing a kept block again aborts, as
+ * ASan's double-free report would.  What is lost is only ASan's quarantine
  * for these blocks: a dangling pointer into a block already handed out
  * again reads the new owner's bytes instead of failing.
  */
 #include <sanitizer/allocator_interface.h>
 #include <sanitizer/asan_interface.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void *__real_malloc(size_t size);
@@ -79,11 +82,24 @@ void *__wrap_calloc(size_t n, size_t size)
 
 void __wrap_free(void *p)
 {
-	size_t size = p ? __sanitizer_get_allocated_size(p) : 0;
+	/* Not ASan's live block (a double free, a wild pointer): ASan's own
+	 * free() says what it is. */
+	size_t size = p && __sanitizer_get_ownership(p)
+			      ? __sanitizer_get_allocated_size(p)
+			      : 0;
 
 	if (size <= BIG || nr_kept == KEPT_MAX) {
 		__real_free(p);
 		return;
+	}
+	/* A kept block is still ASan's, so a second free() of it lands here. */
+	for (int i = 0; i < nr_kept; i++) {
+		if (kept[i].p == p) {
+			fprintf(stderr,
+				"big_alloc_cache: double free of %p (%zu bytes)\n",
+				p, size);
+			abort();
+		}
 	}
 	ASAN_POISON_MEMORY_REGION(p, size);
 	kept[nr_kept].p = p;
