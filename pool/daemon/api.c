@@ -23,6 +23,9 @@
  * what a parse takes, per thread.  The budget is given back once the
  * request ends.
  *
+ * Connections are accepted by api_conns.c, not libmicrohttpd: it caps
+ * them per uid and gives each request head a deadline.
+ *
  * Routes are a table, not a switch: a path and a handler per method, so
  * that "which methods does this path take" (405 and its Allow header) is
  * read off the same entry that serves it.

@@ -594,6 +594,30 @@ Test(api, one_uid_holds_at_most_max_connections_per_uid, .timeout = 60)
 	stop();
 }
 
+Test(api, past_max_connections_the_next_is_503_at_once, .timeout = 60)
+{
+	int held[2];
+	char *text;
+
+	start("max_connections = 2\nmax_connections_per_uid = 2\n");
+	for (int i = 0; i < 2; i++) {
+		held[i] = connect_api();
+		cr_assert_geq(held[i], 0);
+	}
+	int extra = connect_api();
+	cr_assert_geq(extra, 0);
+	struct timeval patience = { .tv_sec = 5 };
+	setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
+	cr_expect_eq(answer(extra, &text, NULL), 503, "no answer in 5 s: %s",
+		     text);
+	cr_expect_not_null(strstr(text, "Retry-After: 1"), "%s", text);
+	cr_expect_not_null(strstr(text, "max_connections"), "%s", text);
+	free(text);
+	close(held[0]);
+	close(held[1]);
+	stop();
+}
+
 /* True once the daemon closed @fd (end of file or reset). */
 static bool closed_by_peer(int fd)
 {
