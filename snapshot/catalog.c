@@ -4,6 +4,7 @@
  */
 #include "catalog.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "log.h"
 
 /*
  * The map is reserved address space, not disk: the file grows only as pages
@@ -886,4 +888,88 @@ int catalog_remove_clone(struct catalog *c, const char *id,
 		ret = lmdb_error(c, rc, "clone", err, errlen);
 	}
 	return finish(c, txn, ret, err, errlen);
+}
+
+/* @fd's mode without group and other bits; 1 when it changed, 0 when
+ * already so, -errno. */
+static int tighten_fd(int fd, const char *path, const char *name)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!(st.st_mode & 077))
+		return 0;
+	if (fchmod(fd, st.st_mode & 0700) < 0)
+		return -errno;
+	log_info("%s%s%s was mode %04o, now %04o: snapshots and the catalog "
+		 "are their owner's alone",
+		 path, name ? "/" : "", name ? name : "",
+		 (unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 0700));
+	return 1;
+}
+
+/* @dir and the regular files directly in it. */
+static int tighten_dir(const char *dir, char *err, size_t errlen)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int changed = 0, ret;
+	struct dirent *e;
+	DIR *d;
+
+	if (dfd < 0) {
+		if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+			return 0;
+		errbuf_set(err, errlen, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	ret = tighten_fd(dfd, dir, NULL);
+	if (ret < 0 || !(d = fdopendir(dfd))) {
+		ret = ret < 0 ? ret : -errno;
+		errbuf_set(err, errlen, "%s: %s", dir, strerror(-ret));
+		close(dfd);
+		return ret;
+	}
+	changed = ret;
+	while ((e = readdir(d))) {
+		int fd = openat(dirfd(d), e->d_name,
+				O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+
+		if (fd < 0)
+			continue; /* a symbolic link, or gone */
+		ret = fstat(fd, &st) < 0    ? -errno
+		      : S_ISREG(st.st_mode) ? tighten_fd(fd, dir, e->d_name)
+					    : 0;
+		close(fd);
+		if (ret < 0) {
+			errbuf_set(err, errlen, "%s/%s: %s", dir, e->d_name,
+				   strerror(-ret));
+			closedir(d);
+			return ret;
+		}
+		changed += ret;
+	}
+	closedir(d);
+	return changed;
+}
+
+int catalog_tighten_modes(struct catalog *c, char *err, size_t errlen)
+{
+	struct snapshot_record *snaps;
+	size_t n;
+	int changed, ret;
+
+	changed = tighten_dir(c->dir, err, errlen);
+	if (changed < 0)
+		return changed;
+	ret = catalog_list_snapshots(c, &snaps, NULL, &n, err, errlen);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n && ret >= 0; i++) {
+		ret = tighten_dir(snaps[i].dir, err, errlen);
+		changed += ret > 0 ? ret : 0;
+	}
+	free(snaps);
+	return ret < 0 ? ret : changed;
 }

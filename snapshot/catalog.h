@@ -109,6 +109,18 @@ int catalog_add_snapshot(struct catalog *c, const struct template_record *tmpl,
 			 const struct snapshot_record *snap, char *err,
 			 size_t errlen);
 
+/*
+ * Snapshots written before guest memory was kept private (issue 14) have
+ * 0755 directories and 0644 files, and so may the catalog: takes the
+ * group's and others' bits off the catalog directory and its files, and
+ * off each recorded snapshot's directory and the regular files in it
+ * (symbolic links and absent directories are left alone), logging each
+ * change (log_info).  Idempotent: what it changed once it finds right
+ * after.  The number of modes changed, or a negative errno after a
+ * message.
+ */
+int catalog_tighten_modes(struct catalog *c, char *err, size_t errlen);
+
 /* Looks up @id; -ENOENT with a message naming it and the catalog if absent. */
 int catalog_get_snapshot(struct catalog *c, const char *id,
 			 struct snapshot_record *out, char *err, size_t errlen);

@@ -23,6 +23,9 @@
  * what a parse takes, per thread.  The budget is given back once the
  * request ends.
  *
+ * Connections are accepted by api_conns.c, not libmicrohttpd: it caps
+ * them per uid and gives each request head a deadline.
+ *
  * Routes are a table, not a switch: a path and a handler per method, so
  * that "which methods does this path take" (405 and its Allow header) is
  * read off the same entry that serves it.
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_internal.h"
 #include "clock.h"
@@ -647,6 +651,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		r->agent.fd = -1;
 		r->d = d;
 		*con_cls = r;
+		api_conn_head_in(conn);
 		return begin(conn, r, d, url, method);
 	}
 	if (r->answered) {
@@ -680,8 +685,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct request *r = *con_cls;
 
-	(void)conn;
 	(void)why;
+	api_conn_replied(conn);
 	if (!r)
 		return;
 	/* An upload cut short: closing the connection makes the agent drop
@@ -701,39 +706,80 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  */
 static void log_mhd(void *cls, const char *fmt, va_list ap)
 {
+	/* A connection handed over by MHD_add_connection() is of a type
+	 * libmicrohttpd does not know, so it tries TCP options on it and
+	 * says so each time; a Unix socket has neither Nagle nor corking. */
+	static const char *const not_tcp[] = {
+		"Setting TCP_NODELAY option",
+		"Setting TCP_CORK option",
+		"Failed to push the data from buffers",
+	};
 	char msg[4096];
 	size_t len;
 
 	(void)cls;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	for (size_t i = 0; i < ARRAY_SIZE(not_tcp); i++)
+		if (!strncmp(msg, not_tcp[i], strlen(not_tcp[i])))
+			return;
 	len = strlen(msg);
 	while (len > 0 && msg[len - 1] == '\n')
 		msg[--len] = '\0';
 	log_warning("http: %s", msg);
 }
 
-struct MHD_Daemon *api_start(struct daemon *d, int fd)
+struct api_server {
+	struct MHD_Daemon *mhd;
+	struct api_conns *conns;
+};
+
+struct api_server *api_start(struct daemon *d, int fd)
 {
+	struct api_server *s = calloc(1, sizeof(*s));
+
+	if (s)
+		s->conns = api_conns_new(&d->cfg, fd);
+	if (!s || !s->conns) {
+		log_error("cannot start the HTTP server: out of memory");
+		free(s);
+		close(fd);
+		return NULL;
+	}
 	/* Both allocators pair with free(): a thread using jansson while
 	 * this changes is unaffected. */
 	json_set_alloc_funcs(json_parse_malloc, free);
-	struct MHD_Daemon *server = MHD_start_daemon(
+	/* api_conns.c accepts (it knows the peer's uid) and enforces
+	 * max_connections; libmicrohttpd's limit is only a backstop, above
+	 * it (api_conns.c says why). */
+	s->mhd = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION |
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+			MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
 		0, NULL, NULL, handle, d, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
-		NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)d->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
-		completed, d, MHD_OPTION_END);
-
-	if (!server)
+		NULL, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)d->cfg.max_connections * 2,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+		MHD_OPTION_NOTIFY_COMPLETED, completed, d,
+		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, s->conns,
+		MHD_OPTION_END);
+	if (!s->mhd || api_conns_start(s->conns, s->mhd) < 0) {
 		log_error("cannot start the HTTP server");
-	return server;
+		if (s->mhd)
+			MHD_stop_daemon(s->mhd);
+		api_conns_free(s->conns);
+		free(s);
+		return NULL;
+	}
+	return s;
 }
 
-void api_stop(struct MHD_Daemon *server)
+void api_stop(struct api_server *s)
 {
-	if (server)
-		MHD_stop_daemon(server);
+	if (!s)
+		return;
+	api_conns_stop(s->conns);
+	MHD_stop_daemon(s->mhd);
+	api_conns_free(s->conns);
+	free(s);
 }

@@ -14,6 +14,8 @@
  *	api_agent.c	connecting to a sandbox's agent, waiting on it and on
  *			the HTTP client at once
  *	api_metrics.c	/metrics, /health and the requests counted by status
+ *	api_conns.c	accepting connections: a cap per uid, a deadline
+ *			for each request head
  *
  * Every route is an api_handler, called once the request's body (if any)
  * is in: it answers through api_reply*() and returns what libmicrohttpd
@@ -243,5 +245,30 @@ void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 /* ---- api_metrics.c ----------------------------------------------------- */
 
 void api_count_status(struct daemon *d, unsigned status);
+
+/* ---- api_conns.c: connections ------------------------------------------ */
+
+struct api_conns;
+
+/* The connections of @cfg's limits, accepted from the listening socket
+ * @fd (taken over: api_conns_free() closes it).  NULL when out of
+ * memory. */
+struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd);
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION, with the api_conns as
+ * its closure: ties connections to their slots, frees them. */
+void api_conns_notify(void *cls, struct MHD_Connection *conn,
+		      void **socket_context,
+		      enum MHD_ConnectionNotificationCode toe);
+/* Starts accepting for @mhd (MHD_USE_NO_LISTEN_SOCKET).  0 or -1. */
+int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd);
+/* Stops accepting; the connections already in stay. */
+void api_conns_stop(struct api_conns *g);
+/* After MHD_stop_daemon(): no connection is left. */
+void api_conns_free(struct api_conns *g);
+/* A request's head is in (its first handler call): no deadline while it
+ * is served. */
+void api_conn_head_in(struct MHD_Connection *conn);
+/* A request ended: the next head is due within header_timeout_s. */
+void api_conn_replied(struct MHD_Connection *conn);
 
 #endif

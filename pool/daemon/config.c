@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cgroup.h"
+#include "capfile.h"
 #include "config.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -71,6 +72,17 @@ const char config_default_text[] =
 	"max_sandboxes = 256\n"
 	"; API connections open at once, 1..65536.\n"
 	"max_connections = 512\n"
+	"; API connections one uid (of the socket's peer, SO_PEERCRED) may hold at\n"
+	"; once, 1..max_connections; the next is answered 429 and closed.  auto is\n"
+	"; a quarter of max_connections (128 of 512): far more than one client\n"
+	"; needs (a connection per request in flight), and one uid, however many\n"
+	"; it opens, leaves three quarters of the slots to the others.\n"
+	"max_connections_per_uid = auto\n"
+	"; Seconds a connection has to send a whole request head (request line\n"
+	"; and headers) from its accept or its previous reply, 1..3600; past it\n"
+	"; the connection is closed, however slowly it trickles bytes in (an idle\n"
+	"; one is closed after 120 s anyway).  nginx's client_header_timeout is 60.\n"
+	"header_timeout_s = 30\n"
 	"; Largest JSON request body, base64-encoded exec stdin included: an exec\n"
 	"; must fit in one 1M agent frame anyway.  While it is held and parsed a\n"
 	"; body takes 33 times its length from api_memory_budget_bytes.  1K..16M.\n"
@@ -99,6 +111,10 @@ const char config_default_text[] =
 	"; text: a line for people; json: a JSON object a line, for collectors.\n"
 	"; `thaw daemon --log-format` overrides it.\n"
 	"log_format = text\n"
+	"; Each sandbox's console.log and vmm.log keep at most about this many\n"
+	"; bytes: the head, then a mark and the latest bytes (thaw run\n"
+	"; --log-max, thaw-vmm --log-max).  1K..1024G.\n"
+	"log_max = 3M\n"
 	"; Every sandbox's VMM runs jailed: a uid and gid of its own from\n"
 	"; jail_ids, its own mount, PID, IPC, UTS and cgroup namespaces, a root\n"
 	"; holding only /dev/kvm and its snapshot, no capabilities, a seccomp\n"
@@ -261,6 +277,8 @@ static const struct key daemon_keys[] = {
 	  NULL },
 	DAEMON(max_sandboxes, KEY_U32, 1, 65536),
 	DAEMON(max_connections, KEY_U32, 1, 65536),
+	DAEMON(max_connections_per_uid, KEY_U32_AUTO, 1, 65536),
+	DAEMON(header_timeout_s, KEY_U32, 1, 3600),
 	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 16 << 20),
 	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
@@ -270,6 +288,7 @@ static const struct key daemon_keys[] = {
 	/* common/log.h's levels and formats */
 	DAEMON_CHOICE(log_level, "error", "warning", "info", "debug"),
 	DAEMON_CHOICE(log_format, "text", "json"),
+	DAEMON(log_max, KEY_BYTES, CAPFILE_MIN_MAX, CAPFILE_MAX_MAX),
 	DAEMON(admit_cpu_pressure, KEY_U32, 0, 100),
 	DAEMON(admit_memory_pressure, KEY_U32, 0, 100),
 	DAEMON(admit_io_pressure, KEY_U32, 0, 100),
@@ -973,6 +992,40 @@ static int check_sum(struct parser *p)
 	return 0;
 }
 
+/*
+ * max_connections_per_uid: auto is a quarter of max_connections, and a
+ * number must not exceed it.  The key set last is blamed.
+ */
+static int check_per_uid(struct parser *p)
+{
+	struct daemon_config *c = p->c;
+	const struct key *total = find_key(daemon_keys, ARRAY_SIZE(daemon_keys),
+					   "max_connections");
+	const struct key *per_uid =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys),
+			 "max_connections_per_uid");
+	unsigned tline = p->daemon_src.key[total - daemon_keys];
+	unsigned uline = p->daemon_src.key[per_uid - daemon_keys];
+	char value[16];
+
+	if (c->max_connections_per_uid == CONFIG_AUTO)
+		c->max_connections_per_uid =
+			c->max_connections / 4 ? c->max_connections / 4 : 1;
+	if (c->max_connections_per_uid <= c->max_connections)
+		return 0;
+	if (uline >= tline) {
+		snprintf(value, sizeof(value), "%u",
+			 c->max_connections_per_uid);
+		return fail_key(p, uline, NULL, per_uid->name, value, -EINVAL,
+				"more than max_connections (%u)",
+				c->max_connections);
+	}
+	snprintf(value, sizeof(value), "%u", c->max_connections);
+	return fail_key(p, tline, NULL, total->name, value, -EINVAL,
+			"less than max_connections_per_uid (%u)",
+			c->max_connections_per_uid);
+}
+
 /* What needs the whole file: the default template, derived values, checks. */
 static int finish(struct parser *p)
 {
@@ -996,7 +1049,8 @@ static int finish(struct parser *p)
 		if (rc)
 			return rc;
 	}
-	return check_sum(p);
+	rc = check_per_uid(p);
+	return rc ? rc : check_sum(p);
 }
 
 /*

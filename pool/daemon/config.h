@@ -7,10 +7,11 @@
  *
  *	[daemon]		socket, socket_group, state_dir, token,
  *				token_file, max_sandboxes, max_connections,
+ *				max_connections_per_uid, header_timeout_s,
  *				max_request_bytes, max_file_bytes,
  *				max_exec_output_bytes, api_memory_budget_bytes,
  *				restore_timeout_s,
- *				cgroup_parent, log_level, log_format,
+ *				cgroup_parent, log_level, log_format, log_max,
  *				admit_cpu_pressure, admit_memory_pressure,
  *				admit_io_pressure, admit_min_available_percent,
  *				admit_restore_slowdown, jail, jail_ids,
@@ -81,6 +82,10 @@ struct daemon_config {
 	char log_level[8];  /* error, warning, info or debug (log.h) */
 	char log_format[8]; /* text or json */
 	uint32_t max_sandboxes, max_connections, restore_timeout_s;
+	/* once loaded never CONFIG_AUTO (a quarter of max_connections) */
+	uint32_t max_connections_per_uid;
+	uint32_t header_timeout_s; /* a request head's deadline */
+	uint64_t log_max;	   /* each VMM log's bound (capfile.h) */
 	/* admission.h's limits; 0 turns one off */
 	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;
 	uint32_t admit_min_available_percent, admit_restore_slowdown;

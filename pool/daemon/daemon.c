@@ -430,6 +430,30 @@ static int clean_leftovers(struct daemon *d)
 }
 
 /*
+ * Once per start: snapshots from before issue 14 keep their 0755/0644
+ * modes (guest memory anyone on the host may read) until this takes them
+ * back.  A failure is logged and costs nothing else.
+ */
+static void tighten_snapshot_modes(struct daemon *d)
+{
+	char dir[PATH_MAX + 16], err[512];
+	struct catalog c;
+	int n = -1;
+
+	snprintf(dir, sizeof(dir), "%s/catalog", d->state_dir);
+	pthread_mutex_lock(&d->catalog_lock);
+	if (catalog_open(&c, dir, err, sizeof(err)) == 0) {
+		n = catalog_tighten_modes(&c, err, sizeof(err));
+		catalog_close(&c);
+	}
+	pthread_mutex_unlock(&d->catalog_lock);
+	if (n < 0)
+		log_warning("tightening the snapshots' modes: %s", err);
+	else if (n)
+		log_info("%d snapshot files and directories made private", n);
+}
+
+/*
  * The template's latest snapshot in the catalog, when this host can
  * restore it; false when there is none to use.
  */
@@ -628,7 +652,7 @@ int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
-	struct MHD_Daemon *server = NULL;
+	struct api_server *server = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
 	sigset_t unblocked;
@@ -674,6 +698,7 @@ int thaw_daemon(int argc, char **argv)
 		cgroup_release(&d.cgroups);
 		goto out;
 	}
+	tighten_snapshot_modes(&d);
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
 	if (!d.pools)
 		goto out;
@@ -694,10 +719,8 @@ int thaw_daemon(int argc, char **argv)
 	if (fd < 0)
 		goto stop;
 	server = api_start(&d, fd);
-	if (!server) {
-		close(fd);
+	if (!server)
 		goto stop;
-	}
 	log_info("serving on %s", d.socket_path);
 	thaw_wait_for_interrupt(&unblocked);
 	status = 0;

@@ -41,6 +41,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -308,6 +309,9 @@ static int restore(struct pool *pl, struct sandbox *c)
 	}
 	c->cgroup_made = true;
 	snprintf(run_dir, sizeof(run_dir), "%s/%s", d->run_dir, c->id);
+	/* thaw-vmm takes --log-max's syntax; plain bytes are that too. */
+	char log_max[24];
+	snprintf(log_max, sizeof(log_max), "%" PRIu64, d->cfg.log_max);
 	struct vmm_place place = {
 		.run_dir = run_dir,
 		.cgroup = &c->cg,
@@ -315,6 +319,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 		.jail_ids = &d->cfg.jail_ids,
 		.net_prepare = t->network ? sandbox_net_prepare : NULL,
 		.net_arg = c,
+		.log_max = log_max,
 	};
 	ret = vmm_process_start(&c->vmm, vmm_args, &place, err, sizeof(err));
 	if (ret == 0)

@@ -13,8 +13,9 @@
 
 #include "memory.h"
 
-/* /tmp/thaw-fuzz-XXXXXX/@name, made once per process, @name removed at
- * exit with the directory.  A name is at most 32 bytes. */
+/* /dev/shm/thaw-fuzz-XXXXXX/@name (/tmp/... without /dev/shm), made once
+ * per process, @name removed at exit with the directory.  A name is at
+ * most 32 bytes. */
 const char *fuzz_path(const char *name);
 
 /* Writes @size bytes of @data to @path, truncated or extended to

@@ -15,14 +15,19 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -49,7 +54,7 @@ static struct daemon d;
 static struct pool pool;
 static struct template_config tmpl;
 static struct sandbox sandbox;
-static struct MHD_Daemon *server;
+static struct api_server *server;
 #define DIR_TEMPLATE "/tmp/test_api.XXXXXX"
 static char dir[sizeof(DIR_TEMPLATE)];
 static char api_path[108];
@@ -245,17 +250,30 @@ static void stop(void)
 	cr_expect_eq(system(cmd), 0);
 }
 
+/* A connection to the API, nothing sent; -1 when connect() fails. */
+static int connect_api(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", api_path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Sends a request (Content-Length: @len of @body); returns the socket,
  * the answer not yet read. */
 static int request(const char *method, const char *path, const char *body,
 		   size_t len)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	char head[512];
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = connect_api();
 
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", api_path);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	cr_assert_geq(fd, 0);
 	int n = snprintf(head, sizeof(head),
 			 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
 			 "Content-Length: %zu\r\n\r\n",
@@ -617,5 +635,175 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 	net_host_teardown(net);
 	tmpl.network = tmpl.allow_internet = false;
 	expect_budget_all_back();
+	stop();
+}
+
+/* ---- connections: a cap per uid, a deadline per request head ---------- */
+
+/* The status of GET /health on a fresh connection of this process. */
+static unsigned health(void)
+{
+	char *text;
+	unsigned status = call("GET", "/health", "", 0, &text);
+
+	free(text);
+	return status;
+}
+
+/* GET /health answered 200 to a child as uid and gid 65534 ("nobody"):
+ * another uid than ours (root). */
+static bool served_as_another_uid(void)
+{
+	static const char req[] =
+		"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		char buf[64] = "";
+		unsigned code = 0;
+		int fd;
+
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		fd = connect_api();
+		if (fd < 0)
+			_exit(3);
+		if (write(fd, req, sizeof(req) - 1) != sizeof(req) - 1 ||
+		    read(fd, buf, sizeof(buf) - 1) <= 0)
+			_exit(4);
+		sscanf(buf, "HTTP/1.1 %u", &code);
+		_exit(code == 200 ? 0 : 5);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status), "the child died");
+	cr_expect_eq(WEXITSTATUS(status), 0,
+		     "the other uid's request failed at step %d",
+		     WEXITSTATUS(status));
+	return WIFEXITED(status) && !WEXITSTATUS(status);
+}
+
+/* A new connection is answered @status, with @part in the answer, at
+ * once (5 s at most), without sending anything. */
+static void expect_refused(unsigned status, const char *part)
+{
+	struct timeval patience = { .tv_sec = 5 };
+	int fd = connect_api();
+	char *text;
+
+	cr_assert_geq(fd, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
+	cr_expect_eq(answer(fd, &text, NULL), status, "no answer in 5 s: %s",
+		     text);
+	cr_expect_not_null(strstr(text, part), "%s", text);
+	free(text);
+}
+
+Test(api, one_uid_holds_at_most_max_connections_per_uid, .timeout = 60)
+{
+	int held[3];
+
+	if (geteuid())
+		cr_skip_test(
+			"needs root: a second uid connects through setresuid");
+	start("max_connections = 8\nmax_connections_per_uid = 3\n");
+	/* nobody may reach the socket: the test's directory is 0700. */
+	cr_assert_eq(chmod(dir, 0711), 0);
+	cr_assert_eq(chmod(api_path, 0666), 0);
+	for (int i = 0; i < 3; i++) {
+		held[i] = connect_api();
+		cr_assert_geq(held[i], 0);
+	}
+	/* The fourth of root's is answered 429 and closed, at once: it
+	 * costs no thread, and needs no request. */
+	expect_refused(429, "max_connections_per_uid");
+	cr_expect_eq(health(), 429, "still the limit");
+	/* Another uid is served meanwhile. */
+	served_as_another_uid();
+	/* A slot given back is root's again (once libmicrohttpd closed it). */
+	close(held[0]);
+	unsigned status = 0;
+	for (int i = 0; i < 100 && (status = health()) != 200; i++)
+		usleep(50 * 1000);
+	cr_expect_eq(status, 200);
+	close(held[1]);
+	close(held[2]);
+	stop();
+}
+
+Test(api, past_max_connections_the_next_is_503_at_once, .timeout = 60)
+{
+	int held[2];
+
+	start("max_connections = 2\nmax_connections_per_uid = 2\n");
+	for (int i = 0; i < 2; i++) {
+		held[i] = connect_api();
+		cr_assert_geq(held[i], 0);
+	}
+	expect_refused(503, "Retry-After: 1");
+	close(held[0]);
+	close(held[1]);
+	stop();
+}
+
+/* True once the daemon closed @fd (end of file or reset). */
+static bool closed_by_peer(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+Test(api, a_request_head_trickled_in_is_cut_at_header_timeout_s, .timeout = 60)
+{
+	static const char head[] =
+		"GET /health HTTP/1.1\r\nHost: x\r\n"
+		"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+	start("header_timeout_s = 3\n");
+	int fd = connect_api();
+	cr_assert_geq(fd, 0);
+	uint64_t t0 = monotonic_ns();
+	size_t sent = 0;
+
+	/* A byte a second: libmicrohttpd's idle timeout (120 s) never
+	 * fires; the head's deadline does. */
+	bool closed = false;
+	while (sent < 15 && !(closed = closed_by_peer(fd))) {
+		if (send(fd, head + sent, 1, MSG_NOSIGNAL) != 1) {
+			closed = true;
+			break;
+		}
+		sent++;
+		usleep(1000 * 1000);
+	}
+	double s = (double)(monotonic_ns() - t0) / 1e9;
+	cr_expect(closed, "still open after %zu bytes in %.1f s", sent, s);
+	cr_expect_geq(s, 2.5, "closed after %.1f s, before the deadline", s);
+	cr_expect_lt(s, 10, "closed after %.1f s", s);
+	close(fd);
+	/* A head sent at once is served, and the deadline starts over after
+	 * its reply: the connection is then closed the same way. */
+	fd = connect_api();
+	cr_assert_geq(fd, 0);
+	static const char keep[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+	cr_assert_eq(send(fd, keep, sizeof(keep) - 1, MSG_NOSIGNAL),
+		     (ssize_t)sizeof(keep) - 1);
+	char buf[512] = "";
+	cr_assert_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	cr_expect_eq(strncmp(buf, "HTTP/1.1 200", 12), 0, "%s", buf);
+	t0 = monotonic_ns();
+	while (!closed_by_peer(fd) && monotonic_ns() - t0 < 10000 * NS_PER_MS)
+		usleep(100 * 1000);
+	s = (double)(monotonic_ns() - t0) / 1e9;
+	cr_expect(s >= 2.5 && s < 10,
+		  "an idle kept-alive connection closed after %.1f s", s);
+	close(fd);
 	stop();
 }

@@ -887,3 +887,62 @@ Test(catalog, writer_killed_with_9_leaves_a_consistent_catalog, .timeout = 60)
 	free(list);
 	free(clones);
 }
+
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(lstat(path, &st), 0, "%s: %s", path, strerror(errno));
+	return st.st_mode & 07777;
+}
+
+static void make_file(const char *path, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f, "%s", path);
+	fclose(f);
+	cr_assert_eq(chmod(path, mode), 0);
+}
+
+Test(catalog, modes_from_before_private_snapshots_are_tightened_once)
+{
+	struct template_record t;
+	struct snapshot_record s;
+	char snap[256], file[320], other[320], link[320], data[256];
+
+	/* A snapshot as thaw wrote it before issue 14: 0755 and 0644, the
+	 * catalog too; and a symbolic link, which must stay as it is, to a
+	 * file outside. */
+	snprintf(snap, sizeof(snap), "%s/state/snapshots/aaaa", tmp);
+	snprintf(file, sizeof(file), "%s/memory.img", snap);
+	snprintf(other, sizeof(other), "%s/elsewhere", tmp);
+	snprintf(link, sizeof(link), "%s/link", snap);
+	snprintf(data, sizeof(data), "%s/data.mdb", dir);
+	snprintf(file, sizeof(file), "%s/state/snapshots", tmp);
+	cr_assert_eq(mkdir(file, 0755), 0);
+	cr_assert_eq(mkdir(snap, 0755), 0);
+	cr_assert_eq(chmod(snap, 0755), 0);
+	snprintf(file, sizeof(file), "%s/memory.img", snap);
+	make_file(file, 0644);
+	make_file(other, 0644);
+	cr_assert_eq(symlink(other, link), 0);
+	cr_assert_eq(chmod(dir, 0755), 0);
+	cr_assert_eq(chmod(data, 0644), 0);
+	make_records(&t, &s, "aaaaaaaaaaaaaaaa", "", 1);
+	snprintf(s.dir, sizeof(s.dir), "%s", snap);
+	cr_assert_eq(catalog_add_snapshot(&cat, &t, &s, err, sizeof(err)), 0,
+		     "%s", err);
+	/* One whose directory is gone is no error. */
+	add("bbbbbbbbbbbbbbbb", "", 2);
+
+	cr_expect_eq(catalog_tighten_modes(&cat, err, sizeof(err)), 4, "%s",
+		     err);
+	cr_expect_eq(mode_of(dir), 0700);
+	cr_expect_eq(mode_of(data), 0600);
+	cr_expect_eq(mode_of(snap), 0700);
+	cr_expect_eq(mode_of(file), 0600);
+	cr_expect_eq(mode_of(other), 0644, "followed a symbolic link");
+	cr_expect_eq(catalog_tighten_modes(&cat, err, sizeof(err)), 0,
+		     "changed again: %s", err);
+}

@@ -85,6 +85,9 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_str_eq(d->cgroup_parent, "thaw");
 	cr_expect_eq(d->max_sandboxes, 256);
 	cr_expect_eq(d->max_connections, 512);
+	cr_expect_eq(d->max_connections_per_uid, 128, "auto: a quarter");
+	cr_expect_eq(d->header_timeout_s, 30);
+	cr_expect_eq(d->log_max, 3ull << 20);
 	cr_expect_eq(d->max_request_bytes, 2ull << 20);
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
@@ -151,6 +154,8 @@ Test(config, default_text_documents_every_key)
 		"token_file",
 		"max_sandboxes",
 		"max_connections",
+		"max_connections_per_uid",
+		"header_timeout_s",
 		"max_request_bytes",
 		"max_file_bytes",
 		"max_exec_output_bytes",
@@ -159,6 +164,7 @@ Test(config, default_text_documents_every_key)
 		"cgroup_parent",
 		"log_level",
 		"log_format",
+		"log_max",
 		"admit_cpu_pressure",
 		"admit_memory_pressure",
 		"admit_io_pressure",
@@ -741,6 +747,20 @@ static const struct bad_case bad_cases[] = {
 	  "[daemon]: a second [daemon] (the first is on line 1)" },
 	{ "[daemon]\nmax_connections = 5\nmax_connections = 6\n", 3,
 	  "max_connections = \"6\": already set on line 2" },
+	/* log_max takes --log-max's syntax and range (capfile.h). */
+	{ "[daemon]\nlog_max = 1023\n", 2,
+	  "log_max = \"1023\": out of range 1024..1099511627776" },
+	{ "[daemon]\nlog_max = 2T\n", 2, "log_max = \"2T\": not a number" },
+	{ "[daemon]\nlog_max = 2048G\n", 2, "out of range" },
+	/* One uid may not be allowed every connection slot and more. */
+	{ "[daemon]\nmax_connections_per_uid = 513\n", 2,
+	  "max_connections_per_uid = \"513\": more than max_connections (512)" },
+	{ "[daemon]\nmax_connections_per_uid = 8\nmax_connections = 4\n", 3,
+	  "max_connections = \"4\": less than max_connections_per_uid (8)" },
+	{ "[daemon]\nmax_connections_per_uid = 0\n", 2,
+	  "out of range 1..65536" },
+	{ "[daemon]\nheader_timeout_s = 0\n", 2,
+	  "header_timeout_s = \"0\": out of range 1..3600" },
 	/* Template names. */
 	{ "[template a/b]\n", 1, "[template a/b]: bad template name" },
 	{ "[template a b]\n", 1, "[template a b]: bad template name" },
@@ -782,4 +802,20 @@ Test(config, each_error_names_file_line_and_key)
 		cr_expect(is_zero(&c), "case %zu: left loaded", i);
 		config_free(&c);
 	}
+}
+
+Test(config, connection_limits_and_log_max)
+{
+	load_ok("[daemon]\nmax_connections = 10\nlog_max = 16K\n");
+	cr_expect_eq(c.max_connections_per_uid, 2, "auto: a quarter of 10");
+	cr_expect_eq(c.log_max, 16 << 10);
+	config_free(&c);
+	load_ok("[daemon]\nmax_connections = 3\nheader_timeout_s = 5\n");
+	cr_expect_eq(c.max_connections_per_uid, 1, "auto: never 0");
+	cr_expect_eq(c.header_timeout_s, 5);
+	config_free(&c);
+	load_ok("[daemon]\nmax_connections_per_uid = 512\nlog_max = 1G\n");
+	cr_expect_eq(c.max_connections_per_uid, 512,
+		     "all: the operator's call");
+	cr_expect_eq(c.log_max, 1ull << 30);
 }

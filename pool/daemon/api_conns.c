@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * api_conns.c - who may hold the API's connections, and for how long
+ * without a request (api_internal.h).
+ *
+ * libmicrohttpd runs a thread per connection and takes at most
+ * max_connections; its own timeout (120 s) counts idle time only.  So
+ * one member of the socket's group could hold every slot: open them all,
+ * or trickle a byte of a request head now and then on each (slowloris).
+ * Two rules stop that:
+ *
+ *  - A uid (the peer's, SO_PEERCRED) holds at most max_connections_per_uid
+ *    connections.  libmicrohttpd's accept callback sees only an address,
+ *    which tells nothing on a Unix socket, so the server is started with
+ *    MHD_USE_NO_LISTEN_SOCKET and this file's thread accepts: it reads the
+ *    peer's uid, and refuses (a 429, or a 503 when every slot is taken) and
+ *    closes before any thread is spent on the connection; the others go to
+ *    MHD_add_connection().
+ *  - A connection must deliver a whole request head within
+ *    header_timeout_s of its accept or of its previous reply.  Each slot
+ *    has a deadline, cleared when the head is in (the request's first
+ *    handler call) and set again when the request ends; the accept thread
+ *    wakes at the earliest one and shuts the socket of a connection past
+ *    it, so its thread reads an end of file and libmicrohttpd closes it.
+ *
+ * The slots are a table of max_connections under one lock.  A slot is
+ * taken at the accept, tied to its libmicrohttpd connection by
+ * MHD_CONNECTION_NOTIFY_STARTED (its socket context, from libmicrohttpd's
+ * own thread, soon after MHD_add_connection()) and freed by
+ * MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd sends before it closes
+ * the socket: a shutdown() under the lock never hits a reused descriptor.
+ * What a client can make happen again and again (refusals, cut heads) is
+ * logged through log_limited(): all on the accept thread, as that needs.
+ * libmicrohttpd's own limit is set above ours (api.c): it counts a
+ * connection until a little after NOTIFY_CLOSED, and a connection it
+ * refused for that would never tell us.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api_internal.h"
+#include "clock.h"
+#include "log.h"
+
+struct api_conn {
+	bool used;
+	bool started; /* tied to a libmicrohttpd connection */
+	int fd;
+	uid_t uid;
+	uint64_t head_deadline_ms; /* monotonic; 0: serving a request */
+	struct api_conns *owner;
+};
+
+struct api_conns {
+	const struct daemon_config *cfg;
+	struct MHD_Daemon *mhd;
+	int listen_fd;
+	int wake_fd; /* wakes the thread: a new deadline, or a stop */
+	atomic_bool stopping;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	struct api_conn *slots; /* cfg->max_connections */
+};
+
+static uint64_t now_ms(void)
+{
+	return monotonic_ns() / 1000000;
+}
+
+struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd)
+{
+	struct api_conns *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->slots = calloc(cfg->max_connections, sizeof(*g->slots));
+	g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!g->slots || g->wake_fd < 0) {
+		if (g->wake_fd >= 0)
+			close(g->wake_fd);
+		free(g->slots);
+		free(g);
+		return NULL;
+	}
+	g->cfg = cfg;
+	g->listen_fd = fd;
+	pthread_mutex_init(&g->lock, NULL);
+	return g;
+}
+
+/*
+ * An answer written straight to a refused connection, which then closes:
+ * no thread is spent on it.  The socket is new, so the short reply fits
+ * its buffer; one that does not is dropped with the connection.
+ */
+static void refuse(int fd, unsigned status, const char *reason,
+		   const char *code, const char *retry_after,
+		   const char *message)
+{
+	char body[384], head[256];
+	int blen =
+		snprintf(body, sizeof(body),
+			 "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+			 code, message);
+	int hlen = snprintf(head, sizeof(head),
+			    "HTTP/1.1 %u %s\r\nContent-Type: application/json"
+			    "\r\nConnection: close\r\n%s%s%sContent-Length: "
+			    "%d\r\n\r\n",
+			    status, reason, retry_after ? "Retry-After: " : "",
+			    retry_after ? retry_after : "",
+			    retry_after ? "\r\n" : "", blen);
+	struct iovec iov[2] = { { head, (size_t)hlen },
+				{ body, (size_t)blen } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_limited(LOG_LEVEL_INFO, "http: refusing a connection: %s",
+			    strerror(errno));
+	close(fd);
+}
+
+/* Takes a slot for @fd of @uid, or refuses it (and closes @fd). */
+static struct api_conn *admit(struct api_conns *g, int fd, uid_t uid)
+{
+	struct api_conn *free_slot = NULL;
+	uint32_t mine = 0;
+	char msg[160];
+
+	pthread_mutex_lock(&g->lock);
+	for (uint32_t i = 0; i < g->cfg->max_connections; i++) {
+		struct api_conn *s = &g->slots[i];
+
+		if (!s->used)
+			free_slot = free_slot ? free_slot : s;
+		else if (s->uid == uid)
+			mine++;
+	}
+	if (free_slot && mine < g->cfg->max_connections_per_uid)
+		*free_slot = (struct api_conn){
+			.used = true,
+			.fd = fd,
+			.uid = uid,
+			.head_deadline_ms =
+				now_ms() + g->cfg->header_timeout_s * 1000ull,
+			.owner = g,
+		};
+	pthread_mutex_unlock(&g->lock);
+	if (!free_slot) {
+		snprintf(msg, sizeof(msg),
+			 "all %u connections (max_connections) are in use",
+			 g->cfg->max_connections);
+		refuse(fd, 503, "Service Unavailable", "unavailable", "1", msg);
+		return NULL;
+	}
+	if (mine >= g->cfg->max_connections_per_uid) {
+		snprintf(msg, sizeof(msg),
+			 "uid %u has %u connections open, the most one uid "
+			 "may (max_connections_per_uid)",
+			 (unsigned)uid, mine);
+		log_limited(LOG_LEVEL_INFO, "http: %s", msg);
+		refuse(fd, 429, "Too Many Requests", "connections", NULL, msg);
+		return NULL;
+	}
+	return free_slot;
+}
+
+/* Shuts the connections past their head deadline; the next deadline, or
+ * 0 when none is pending. */
+static uint64_t enforce_deadlines(struct api_conns *g)
+{
+	uint64_t now = now_ms(), next = 0;
+
+	pthread_mutex_lock(&g->lock);
+	for (uint32_t i = 0; i < g->cfg->max_connections; i++) {
+		struct api_conn *s = &g->slots[i];
+
+		/* Before NOTIFY_STARTED the socket may be one libmicrohttpd
+		 * could not take and closed (out of memory): never touched. */
+		if (!s->used || !s->started || !s->head_deadline_ms)
+			continue;
+		if (s->head_deadline_ms <= now) {
+			log_limited(LOG_LEVEL_INFO,
+				    "http: closing a connection of uid %u: no "
+				    "whole request head within %u s "
+				    "(header_timeout_s)",
+				    (unsigned)s->uid, g->cfg->header_timeout_s);
+			shutdown(s->fd, SHUT_RDWR);
+			s->head_deadline_ms = 0;
+		} else if (!next || s->head_deadline_ms < next) {
+			next = s->head_deadline_ms;
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
+	return next;
+}
+
+static void accept_one(struct api_conns *g)
+{
+	struct sockaddr_un addr;
+	socklen_t addrlen = sizeof(addr);
+	struct ucred cred;
+	socklen_t credlen = sizeof(cred);
+	int fd = accept4(g->listen_fd, (struct sockaddr *)&addr, &addrlen,
+			 SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR &&
+		    errno != ECONNABORTED) {
+			log_limited(LOG_LEVEL_WARNING, "http: accept: %s",
+				    strerror(errno));
+			/* EMFILE and the like: let connections end first. */
+			usleep(100 * 1000);
+		}
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0) {
+		log_warning("http: SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	struct api_conn *s = admit(g, fd, cred.uid);
+	if (!s)
+		return;
+	/* It closes @fd whatever happens. */
+	if (MHD_add_connection(g->mhd, fd, (struct sockaddr *)&addr, addrlen) ==
+	    MHD_YES)
+		return;
+	log_limited(LOG_LEVEL_WARNING, "http: cannot serve a connection: %s",
+		    strerror(errno));
+	pthread_mutex_lock(&g->lock);
+	if (s->used && s->fd == fd && !s->started)
+		s->used = false;
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void wake(struct api_conns *g)
+{
+	uint64_t one = 1;
+
+	if (write(g->wake_fd, &one, sizeof(one)) != sizeof(one) &&
+	    errno != EAGAIN)
+		log_error("http: cannot wake the accepting thread: %s",
+			  strerror(errno));
+}
+
+static void *accept_main(void *arg)
+{
+	struct api_conns *g = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = g->listen_fd, .events = POLLIN },
+				       { .fd = g->wake_fd, .events = POLLIN } };
+		uint64_t next = enforce_deadlines(g), now = now_ms();
+		int timeout = !next ? -1 : next <= now ? 0 : (int)(next - now);
+
+		if (poll(p, 2, timeout) < 0 && errno != EINTR) {
+			log_error("http: poll: %s", strerror(errno));
+			return NULL;
+		}
+		if (p[1].revents) {
+			uint64_t n;
+
+			if (atomic_load(&g->stopping))
+				return NULL;
+			if (read(g->wake_fd, &n, sizeof(n)) < 0 &&
+			    errno != EAGAIN)
+				log_error("http: eventfd: %s", strerror(errno));
+		}
+		if (p[0].revents)
+			accept_one(g);
+	}
+}
+
+int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd)
+{
+	int err;
+
+	g->mhd = mhd;
+	err = pthread_create(&g->thread, NULL, accept_main, g);
+	if (err) {
+		log_error("http: cannot start the accepting thread: %s",
+			  strerror(err));
+		return -1;
+	}
+	g->running = true;
+	return 0;
+}
+
+void api_conns_stop(struct api_conns *g)
+{
+	if (!g || !g->running)
+		return;
+	atomic_store(&g->stopping, true);
+	wake(g);
+	pthread_join(g->thread, NULL);
+	g->running = false;
+}
+
+void api_conns_free(struct api_conns *g)
+{
+	if (!g)
+		return;
+	api_conns_stop(g);
+	close(g->listen_fd);
+	close(g->wake_fd);
+	pthread_mutex_destroy(&g->lock);
+	free(g->slots);
+	free(g);
+}
+
+void api_conns_notify(void *cls, struct MHD_Connection *conn,
+		      void **socket_context,
+		      enum MHD_ConnectionNotificationCode toe)
+{
+	struct api_conns *g = cls;
+	struct api_conn *s = *socket_context;
+
+	pthread_mutex_lock(&g->lock);
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+			conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		for (uint32_t i = 0; info && i < g->cfg->max_connections; i++) {
+			s = &g->slots[i];
+			if (s->used && !s->started &&
+			    s->fd == info->connect_fd) {
+				s->started = true;
+				*socket_context = s;
+				break;
+			}
+		}
+	} else if (s) {
+		s->used = false;
+		*socket_context = NULL;
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* The slot of @conn, or NULL (not ours: never, once started). */
+static struct api_conn *slot_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return info ? info->socket_context : NULL;
+}
+
+void api_conn_head_in(struct MHD_Connection *conn)
+{
+	struct api_conn *s = slot_of(conn);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->owner->lock);
+	s->head_deadline_ms = 0;
+	pthread_mutex_unlock(&s->owner->lock);
+}
+
+void api_conn_replied(struct MHD_Connection *conn)
+{
+	struct api_conn *s = slot_of(conn);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->owner->lock);
+	s->head_deadline_ms =
+		now_ms() + s->owner->cfg->header_timeout_s * 1000ull;
+	pthread_mutex_unlock(&s->owner->lock);
+	/* The accept thread may be asleep until a later deadline, or with
+	 * none. */
+	wake(s->owner);
+}
