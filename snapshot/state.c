@@ -71,6 +71,8 @@ const char *state_tag_name(uint32_t tag)
 		return "virtio-mmio";
 	case STATE_DEV_VSOCK:
 		return "vsock";
+	case STATE_DEV_NET:
+		return "net";
 	}
 	return "unknown";
 }

@@ -96,6 +96,7 @@ enum state_tag {
 	STATE_DEV_RTC = 0x302,
 	STATE_DEV_VIRTIO_MMIO = 0x303, /* instance: transport index */
 	STATE_DEV_VSOCK = 0x304,
+	STATE_DEV_NET = 0x305,
 };
 
 /* Human name of @tag for messages ("vcpu regs", "serial", ...). */

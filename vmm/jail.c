@@ -124,6 +124,12 @@ static int build_root(const struct jail *j, struct vm_config *cfg, int netns_fd)
 		return fail("unshare", NULL);
 	if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
 		return fail("setns", j->netns);
+	/* The TAP is the namespace's, and /dev/net/tun is gone below. */
+	if (cfg->net_tap) {
+		cfg->net_tap_fd = net_tap_open(cfg->net_tap);
+		if (cfg->net_tap_fd < 0)
+			return -1;
+	}
 	/* Nothing we mount may show up in the host's namespace. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail("make / private", NULL);

@@ -21,8 +21,9 @@
  * owner's alone, mode 0600: main() opens them before the jail, see
  * snapshot/preopen.h), its two listening sockets (their
  * paths are in the supervisor's run directory, which the jail does not
- * show), /proc/self/pagemap for recording a working set, and the PVM
- * detection, which reads /sys.  A guest-initiated vsock connection looks
+ * show), its TAP (net_tap: opened right after joining the namespace,
+ * where the TAP is), /proc/self/pagemap for recording a working set, and the
+ * PVM detection, which reads /sys.  A guest-initiated vsock connection looks
  * for a host socket by path, which no path in the jail names: it is
  * refused.
  *

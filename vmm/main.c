@@ -27,6 +27,7 @@
 
 #include "capfile.h"
 #include "default_kernel.h"
+#include "guest_net.h"
 #include "jail.h"
 #include "log.h"
 #include "preopen.h"
@@ -37,11 +38,12 @@ static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"
 	"                [--mem MiB] [--vcpus N] [--console-log PATH]\n"
 	"                [--log-max BYTES]\n"
-	"                [--vsock PATH] [--control PATH] [--pvm auto|on|off]\n"
+	"                [--vsock PATH] [--control PATH] [--net-tap NAME]\n"
+	"                [--pvm auto|on|off]\n"
 	"                [--ready-fd FD] [--no-seccomp] [JAIL] [LOGGING]\n"
 	"       thaw-vmm --restore DIR [--page-in prefetch|lazy]\n"
 	"                [--console-log PATH] [--log-max BYTES]\n"
-	"                [--vsock PATH] [--control PATH]\n"
+	"                [--vsock PATH] [--control PATH] [--net-tap NAME]\n"
 	"                [--pvm auto|on|off] [--ready-fd FD] [--no-seccomp]\n"
 	"                [JAIL] [LOGGING]\n"
 	"\n"
@@ -62,6 +64,13 @@ static const char usage[] =
 	"  --vsock PATH        add a virtio-vsock device (guest CID 3); host\n"
 	"                      programs reach guest ports through the Unix\n"
 	"                      socket PATH (\"CONNECT <port>\\n\")\n"
+	"  --net-tap NAME      add a virtio-net device (eth0, " GUEST_NET_GUEST_ADDR_STR
+	"/%d,\n"
+	"                      gateway " GUEST_NET_GATEWAY_ADDR_STR
+	") over the existing TAP NAME of\n"
+	"                      the VMM's network namespace (--netns when\n"
+	"                      jailed); a restore needs it exactly when the\n"
+	"                      snapshot has a network device\n"
 	"  --control PATH      serve the control socket PATH (lines: ping,\n"
 	"                      status, pause, resume, snapshot DIR,\n"
 	"                      working-set FILE, stop)\n"
@@ -106,7 +115,7 @@ static const char usage[] =
 static void print_usage(FILE *f)
 {
 	fprintf(f, usage, MEMORY_MIN_MIB, MEMORY_MAX_MIB, VM_DEFAULT_MEM_MIB,
-		VM_MAX_VCPUS);
+		VM_MAX_VCPUS, GUEST_NET_PREFIX);
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
@@ -235,6 +244,7 @@ int main(int argc, char **argv)
 		{ "pvm", required_argument, NULL, 'p' },
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "control", required_argument, NULL, 'C' },
+		{ "net-tap", required_argument, NULL, 'T' },
 		{ "restore", required_argument, NULL, 'r' },
 		{ "page-in", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'L' },
@@ -262,6 +272,7 @@ int main(int argc, char **argv)
 		.vsock_fd = -1,
 		.control_fd = -1,
 		.pagemap_fd = -1,
+		.net_tap_fd = -1,
 	};
 	struct jail jail = { 0 };
 	bool boot_flags = false; /* flags that only make sense for a boot */
@@ -327,6 +338,9 @@ int main(int argc, char **argv)
 			break;
 		case 'C':
 			cfg.control_path = optarg;
+			break;
+		case 'T':
+			cfg.net_tap = optarg;
 			break;
 		case 'r':
 			cfg.restore_dir = optarg;
@@ -406,6 +420,10 @@ int main(int argc, char **argv)
 	if ((jail.uid || jail.gid || jail.writable || jail.netns) && !jail.root)
 		return usage_error(
 			"--uid, --gid, --writable and --netns need --jail");
+	/* A jail without --netns makes an empty namespace: no TAP there. */
+	if (cfg.net_tap && jail.root && !jail.netns)
+		return usage_error("--net-tap with --jail needs --netns: the "
+				   "TAP is looked up in that namespace");
 	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
 		return usage_error("--jail needs --kernel: the default kernel "
 				   "is built outside the jail");

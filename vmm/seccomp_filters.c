@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <linux/filter.h>
+#include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -136,6 +137,18 @@ static const struct rule vsock_thread[] = {
 };
 
 /*
+ * The virtio-net device thread: epoll, its eventfd and the TAP (frames are
+ * one read or writev each), TUNSETOFFLOAD when the driver's features
+ * change, IRQ lines.
+ */
+static const struct rule net_thread[] = {
+	ALLOW(epoll_wait),
+	ALLOW(epoll_ctl),
+	ALLOW(read),
+	ALLOW(writev),
+};
+
+/*
  * The control thread: its socket's clients, and the snapshot and working
  * set files it writes where its supervisor says (the jail's root bounds
  * where that can be), /proc/self/pagemap for the working set.
@@ -178,6 +191,11 @@ static const unsigned long vsock_ioctls[] = {
 	KVM_IRQ_LINE,
 };
 
+static const unsigned long net_ioctls[] = {
+	KVM_IRQ_LINE,
+	TUNSETOFFLOAD,
+};
+
 /* A snapshot reads every vCPU's and the VM's state (x86/kvm_state.c). */
 static const unsigned long control_ioctls[] = {
 	KVM_CHECK_EXTENSION,
@@ -218,6 +236,7 @@ static const struct role_list roles[VMM_THREAD_ROLES] = {
 	[VMM_THREAD_VCPU] = { "vcpu", NULL, 0, LIST(vcpu_ioctls) },
 	[VMM_THREAD_VSOCK] = { "vsock", LIST(vsock_thread),
 			       LIST(vsock_ioctls) },
+	[VMM_THREAD_NET] = { "net", LIST(net_thread), LIST(net_ioctls) },
 	[VMM_THREAD_CONTROL] = { "control", LIST(control_thread),
 				 LIST(control_ioctls) },
 };

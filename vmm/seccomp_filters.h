@@ -6,7 +6,8 @@
  * thread gets an allow-list of its own, as small as its work: a vCPU thread
  * runs KVM_RUN and a few state ioctls on its vCPU and writes the console;
  * the vsock device thread moves bytes between guest memory and Unix
- * sockets; the control thread serves its socket and writes snapshots; the
+ * sockets; the virtio-net thread moves frames between guest memory and
+ * its TAP; the control thread serves its socket and writes snapshots; the
  * main thread waits for signals and tears the VM down.  Anything else kills
  * the whole VMM.  The lists are built with libseccomp; ioctl is allowed
  * only for the request numbers a role uses, socket only for the one kind
@@ -43,11 +44,12 @@ enum vmm_thread_role {
 	VMM_THREAD_MAIN,
 	VMM_THREAD_VCPU,
 	VMM_THREAD_VSOCK,
+	VMM_THREAD_NET,
 	VMM_THREAD_CONTROL,
 	VMM_THREAD_ROLES,
 };
 
-/* "main", "vcpu", "vsock" or "control". */
+/* "main", "vcpu", "vsock", "net" or "control". */
 const char *vmm_thread_role_name(enum vmm_thread_role role);
 
 /*

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest_net.h"
 #include "kvm_ioctl.h"
 #include "log.h"
 #include "seccomp_filters.h"
@@ -263,6 +264,16 @@ out:
 #define XSTR(x) STR(x)
 static const char vsock_cmdline[] = " virtio_mmio.device=4K@" XSTR(
 	VIRTIO_MMIO_BASE) ":" XSTR(VIRTIO_MMIO_FIRST_IRQ);
+/* The network's window, and eth0 configured by the kernel itself (IP_PNP)
+ * as every sandbox has it (guest_net.h): no DHCP, no init script, and
+ * /proc/net/pnp, which the initramfs's /etc/resolv.conf points at, names
+ * the gateway as the resolver. */
+static const char net_cmdline[] =
+	" virtio_mmio.device=4K@" XSTR(VIRTIO_MMIO_NET_BASE) ":" XSTR(
+		VIRTIO_MMIO_NET_IRQ) " ip=" GUEST_NET_GUEST_ADDR_STR
+				     "::" GUEST_NET_GATEWAY_ADDR_STR
+				     ":" GUEST_NET_NETMASK_STR
+				     "::eth0:off:" GUEST_NET_DNS_ADDR_STR;
 
 /*
  * The guest's command line; with @tsc_khz (not 0) the TSC's rate too, which
@@ -275,8 +286,9 @@ static char *build_cmdline(const struct vm *vm, const struct vm_config *cfg,
 
 	if (tsc_khz > 0)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%d", tsc_khz);
-	if (asprintf(&cmdline, "%s%s%s%s%s%s%s", base_cmdline,
-		     cfg->vsock_path ? vsock_cmdline : "", vm->pvm ? " " : "",
+	if (asprintf(&cmdline, "%s%s%s%s%s%s%s%s", base_cmdline,
+		     cfg->vsock_path ? vsock_cmdline : "",
+		     cfg->net_tap ? net_cmdline : "", vm->pvm ? " " : "",
 		     vm->pvm ? pvm_kernel_cmdline() : "", tsc,
 		     cfg->cmdline_extra ? " " : "",
 		     cfg->cmdline_extra ? cfg->cmdline_extra : "") < 0) {

@@ -55,6 +55,7 @@
 #include "devices/i8042.h"
 #include "devices/rtc.h"
 #include "devices/serial.h"
+#include "devices/virtio_net.h"
 #include "devices/vsock.h"
 #include "memory.h"
 #include "vcpu_stats.h"
@@ -91,6 +92,7 @@ struct vm_config {
 	int nr_vcpus;
 	enum pvm_mode pvm;
 	const char *vsock_path;	  /* host side of the agent channel, or NULL */
+	const char *net_tap;	  /* the TAP of a virtio-net device, or NULL */
 	const char *control_path; /* control.h's socket, or NULL */
 	int console_fd;		  /* guest console copy, -1 for none */
 	int console_log_fd;	  /* -1 for none */
@@ -98,9 +100,9 @@ struct vm_config {
 	const char *restore_dir;  /* restore this snapshot instead of booting */
 	enum page_in_mode page_in;
 	/* Opened before a jail (jail.h) hid what they name; -1: not yet,
-	 * vm_create() opens vsock_path and control_path itself and
-	 * recording a working set opens /proc/self/pagemap. */
-	int vsock_fd, control_fd, pagemap_fd;
+	 * vm_create() opens vsock_path, control_path and net_tap itself
+	 * and recording a working set opens /proc/self/pagemap. */
+	int vsock_fd, control_fd, pagemap_fd, net_tap_fd;
 	const char *writable_dir; /* the jail's JAIL_OUT_DIR, host path */
 };
 
@@ -134,6 +136,7 @@ struct vm {
 	struct i8042 i8042;
 	struct rtc rtc;
 	struct vsock vsock;
+	struct net_dev net;
 	uint32_t devices_created; /* vm_devices.c: bit i, table entry i */
 	struct control control;
 	bool control_ready;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "guest_net.h"
 #include "kvm_ioctl.h"
 #include "x86/layout.h"
 
@@ -146,20 +147,28 @@ static int vsock_create(struct vm *vm, const struct vm_config *cfg)
 			  irq_line(vm, VIRTIO_MMIO_FIRST_IRQ));
 }
 
-static int vsock_attach(struct vm *vm)
+/* A virtio-mmio window at @base whose queue notifications wake the device
+ * thread's @notify_fd without an exit. */
+static int attach_virtio_mmio(struct vm *vm, const char *name, uint64_t base,
+			      struct virtio_mmio *transport, int notify_fd)
 {
-	/* Queue notifications wake the device thread without an exit. */
 	struct kvm_ioeventfd notify = {
-		.addr = VIRTIO_MMIO_BASE + VIRTIO_MMIO_QUEUE_NOTIFY,
+		.addr = base + VIRTIO_MMIO_QUEUE_NOTIFY,
 		.len = 4,
-		.fd = vsock_notify_fd(&vm->vsock),
+		.fd = notify_fd,
 	};
 
 	if (KVM_IOCTL(vm->vm_fd, KVM_IOEVENTFD, &notify) < 0)
 		return -1;
-	return bus_register(&vm->mmio, "vsock", VIRTIO_MMIO_BASE,
-			    VIRTIO_MMIO_SIZE, vsock_transport(&vm->vsock),
+	return bus_register(&vm->mmio, name, base, VIRTIO_MMIO_SIZE, transport,
 			    virtio_mmio_io);
+}
+
+static int vsock_attach(struct vm *vm)
+{
+	return attach_virtio_mmio(vm, "vsock", VIRTIO_MMIO_BASE,
+				  vsock_transport(&vm->vsock),
+				  vsock_notify_fd(&vm->vsock));
 }
 
 static int vsock_start_vm(struct vm *vm)
@@ -178,6 +187,49 @@ static void vsock_resume_vm(struct vm *vm)
 }
 
 DEFINE_DEVICE_STATE_OPS(vsock, vsock_stop)
+
+/* The sandbox's network: virtio-net over its TAP on the second window. */
+
+static bool net_wanted(const struct vm_config *cfg)
+{
+	return cfg->net_tap != NULL;
+}
+
+static int net_create(struct vm *vm, const struct vm_config *cfg)
+{
+	static const uint8_t mac[6] = GUEST_NET_GUEST_MAC;
+	int fd = cfg->net_tap_fd >= 0 ? cfg->net_tap_fd
+				      : net_tap_open(cfg->net_tap);
+
+	if (fd < 0)
+		return -1;
+	return net_init(&vm->net, fd, mac, &vm->mem,
+			irq_line(vm, VIRTIO_MMIO_NET_IRQ));
+}
+
+static int net_attach(struct vm *vm)
+{
+	return attach_virtio_mmio(vm, "net", VIRTIO_MMIO_NET_BASE,
+				  net_transport(&vm->net),
+				  net_notify_fd(&vm->net));
+}
+
+static int net_start_vm(struct vm *vm)
+{
+	return net_start(&vm->net);
+}
+
+static void net_pause_vm(struct vm *vm)
+{
+	net_pause(&vm->net);
+}
+
+static void net_resume_vm(struct vm *vm)
+{
+	net_resume(&vm->net);
+}
+
+DEFINE_DEVICE_STATE_OPS(net, net_stop)
 
 /* The order of creation, of the sections in state.bin and of restores. */
 static const struct vm_device devices[] = {
@@ -216,6 +268,18 @@ static const struct vm_device devices[] = {
 		.pause = vsock_pause_vm,
 		.resume = vsock_resume_vm,
 		.destroy = vsock_destroy_vm,
+	},
+	{
+		.state_tag = STATE_DEV_NET,
+		.wanted = net_wanted,
+		.create = net_create,
+		.attach = net_attach,
+		.save = net_save_vm,
+		.restore = net_restore_vm,
+		.start = net_start_vm,
+		.pause = net_pause_vm,
+		.resume = net_resume_vm,
+		.destroy = net_destroy_vm,
 	},
 };
 

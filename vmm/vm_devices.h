@@ -12,8 +12,8 @@
  * below, so adding a device is one entry, not edits in creation, save,
  * restore, pausing and teardown.  What they still know of particular
  * devices is the machine's shape: the kernel command line announcing the
- * virtio-mmio window and the console UART flushed when the VM stops (vm.c),
- * and the saved configuration's has_vsock (vm_snapshot.c).
+ * virtio-mmio windows and the console UART flushed when the VM stops (vm.c),
+ * and the saved configuration's device bits (vm_snapshot.c).
  *
  * A device is identified by its snapshot section's tag (state.h), which
  * state_tag_name() turns into the name messages use.  Devices are created,

@@ -20,13 +20,13 @@
  * its hash root, then the state file, then fsyncs the directory.
  *
  * Restoring goes in an order each step depends on: the state file is read
- * and checked (same kind of CPU, a consistent shape, an agent channel iff
- * the snapshot has one) before /dev/kvm is opened, so a snapshot this host
- * cannot run fails early and cheaply; memory is the memory file mapped
- * MAP_PRIVATE (pages come from the page cache, shared by every clone of
- * the snapshot, and a clone's writes stay its own), optionally prefetched
- * with io_uring from the working set; it must be in place before the VM's
- * memory slots are registered (vm_create_kvm(), vm_internal.h).  Then the
+ * and checked (same kind of CPU, a consistent shape, an agent channel and
+ * a network device iff the snapshot has them) before /dev/kvm is opened, so a
+ * snapshot this host cannot run fails early and cheaply; memory is the memory
+ * file mapped MAP_PRIVATE (pages come from the page cache, shared by every
+ * clone of the snapshot, and a clone's writes stay its own), optionally
+ * prefetched with io_uring from the working set; it must be in place before the
+ * VM's memory slots are registered (vm_create_kvm(), vm_internal.h).  Then the
  * vCPUs' state, then KVM's VM state (the irqchip) before the devices,
  * which re-drive their IRQ lines into it; last, the vCPUs are told they
  * were paused, so the guest's clocks do not count the time in between as
@@ -62,8 +62,13 @@
 struct saved_config {
 	uint64_t mem_size;
 	uint32_t nr_vcpus;
-	uint32_t has_vsock;
+	/* SAVED_VSOCK | SAVED_NET.  Once a 0/1 has_vsock: snapshots from
+	 * before the network read the same. */
+	uint32_t devices;
 };
+
+#define SAVED_VSOCK 1u
+#define SAVED_NET 2u
 
 static int snapshot_path(char *out, const char *dir, const char *file)
 {
@@ -95,7 +100,8 @@ static int check_snapshot(const struct state_reader *r,
 		return -1;
 	if (sc->nr_vcpus < 1 || sc->nr_vcpus > VM_MAX_VCPUS ||
 	    sc->nr_vcpus != r->header.nr_vcpus ||
-	    sc->mem_size != r->header.mem_size || sc->has_vsock > 1) {
+	    sc->mem_size != r->header.mem_size ||
+	    (sc->devices & ~(SAVED_VSOCK | SAVED_NET))) {
 		log_error(
 			"snapshot state %s: inconsistent machine (%u vCPUs, header says %u; %llu bytes of memory, header says %llu)",
 			r->path, sc->nr_vcpus, r->header.nr_vcpus,
@@ -103,11 +109,24 @@ static int check_snapshot(const struct state_reader *r,
 			(unsigned long long)r->header.mem_size);
 		return -1;
 	}
-	if (sc->has_vsock != (cfg->vsock_path != NULL)) {
+	if (!!(sc->devices & SAVED_VSOCK) != (cfg->vsock_path != NULL)) {
 		log_error("snapshot %s %s an agent channel: %s --vsock",
-			  cfg->restore_dir, sc->has_vsock ? "has" : "has no",
-			  sc->has_vsock ? "give it a socket path with"
-					: "leave out");
+			  cfg->restore_dir,
+			  sc->devices & SAVED_VSOCK ? "has" : "has no",
+			  sc->devices & SAVED_VSOCK
+				  ? "give it a socket path with"
+				  : "leave out");
+		return -1;
+	}
+	/* A clone's network is its own TAP; one the snapshot has no device
+	 * for would be silently unused, so it is refused too. */
+	if (!!(sc->devices & SAVED_NET) != (cfg->net_tap != NULL)) {
+		log_error("snapshot %s %s a network device: %s --net-tap",
+			  cfg->restore_dir,
+			  sc->devices & SAVED_NET ? "has" : "has no",
+			  sc->devices & SAVED_NET
+				  ? "give it the clone's TAP with"
+				  : "leave out");
 		return -1;
 	}
 	return 0;
@@ -195,10 +214,13 @@ out:
 
 static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 {
-	struct saved_config sc = { .mem_size = vm->mem.size,
-				   .nr_vcpus = vm->nr_vcpus,
-				   .has_vsock =
-					   vm_has_device(vm, STATE_DEV_VSOCK) };
+	struct saved_config sc = {
+		.mem_size = vm->mem.size,
+		.nr_vcpus = vm->nr_vcpus,
+		.devices =
+			(vm_has_device(vm, STATE_DEV_VSOCK) ? SAVED_VSOCK : 0) |
+			(vm_has_device(vm, STATE_DEV_NET) ? SAVED_NET : 0),
+	};
 	struct state_file_header header = {
 		.cpu_signature = host_cpu_signature(),
 		.mem_size = vm->mem.size,

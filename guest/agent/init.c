@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * init.c - what thaw-agent does because it is the guest's PID 1, CLONE
- * (which changes the whole guest), and the log.  The kernel hands init an
+ * (which changes the whole guest: entropy, clock, hostname, the network's
+ * neighbours), and the log.  The kernel hands init an
  * empty system: no /proc, /sys, /dev/pts or /tmp, no PATH and HOME=/.
  * Setup failures are logged, not fatal: a guest with, say, no devpts can
  * still run most commands, and an init that gave up would panic the kernel
@@ -19,9 +20,16 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
 #include <linux/random.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sys/socket.h>
 
 #include "agent.h"
+#include "guest_net.h"
 
 static int log_fd = STDERR_FILENO;
 
@@ -232,6 +240,54 @@ static int reseed_rng(const struct thaw_field *entropy, const char **what)
 	return ret;
 }
 
+/*
+ * A clone's eth0 (thaw-vmm --net-tap) is on another host's TAP than the
+ * template's: forget what the snapshot's neighbour table knew of the
+ * gateway, the only neighbour a /30 has, so the first packet asks anew
+ * instead of trusting an entry from before.  The TAP's MAC is the same in
+ * every sandbox (guest_net.h), so this costs at most one ARP exchange; a
+ * guest without eth0, or with no entry, has nothing to forget.  One
+ * RTM_DELNEIGH and its acknowledgement, both inside the guest.
+ */
+static void forget_gateway(void)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct ndmsg ndm;
+		struct rtattr rta;
+		uint32_t dst;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req),
+			.nlmsg_type = RTM_DELNEIGH,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK },
+		.ndm = { .ndm_family = AF_INET },
+		.rta = { .rta_len = RTA_LENGTH(sizeof(uint32_t)),
+			 .rta_type = NDA_DST },
+		.dst = htonl(GUEST_NET_GATEWAY_ADDR),
+	};
+	struct {
+		struct nlmsghdr nh;
+		struct nlmsgerr err;
+	} ack;
+	unsigned int ifindex = if_nametoindex("eth0");
+	int fd, err = 0;
+
+	if (!ifindex)
+		return;
+	req.ndm.ndm_ifindex = (int)ifindex;
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0 || send(fd, &req, sizeof(req), 0) < 0 ||
+	    recv(fd, &ack, sizeof(ack), 0) < (ssize_t)sizeof(ack))
+		err = errno;
+	else if (ack.nh.nlmsg_type == NLMSG_ERROR)
+		err = -ack.err.error;
+	if (fd >= 0)
+		close(fd);
+	if (err && err != ENOENT)
+		agent_log("CLONE: forgetting eth0's gateway neighbour: %s",
+			  strerror(err));
+}
+
 void clone_apply(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
 	const struct thaw_field *host = thaw_get(m, THAW_T_HOSTNAME);
@@ -260,6 +316,7 @@ void clone_apply(struct conn *c, uint32_t req, const struct thaw_msg *m)
 		conn_error(c, req, -ret, "CLONE: %s: %s", what, strerror(-ret));
 		return;
 	}
+	forget_gateway();
 	/* The schema bounds SANDBOX_ID to fit. */
 	thaw_get_str(m, THAW_T_SANDBOX_ID, agent.sandbox_id,
 		     sizeof(agent.sandbox_id));

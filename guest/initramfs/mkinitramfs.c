@@ -7,7 +7,9 @@
  * an uncompressed archive only costs memory that clones share anyway.
  *
  * It always contains the directory skeleton, /dev/console (the kernel opens
- * it for init's stdio before anything can mount devtmpfs), busybox with a
+ * it for init's stdio before anything can mount devtmpfs), /etc/resolv.conf
+ * as a link to /proc/net/pnp (where the kernel's ip= configuration writes
+ * the resolver, thaw-vmm --net-tap), busybox with a
  * link for each of its applets (/bin/sh among them), and the given /init;
  * --file adds more (the guest agent, test scripts).  Entries have fixed owners,
  * times and inode numbers, so the same inputs give the same bytes.  The archive
@@ -362,6 +364,9 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = add_entry(&a, "dev/console", S_IFCHR | 0600, 5, 1, NULL,
 				0);
+	if (!ret)
+		ret = add_entry(&a, "etc/resolv.conf", S_IFLNK | 0777, 0, 0,
+				"/proc/net/pnp", strlen("/proc/net/pnp"));
 	if (!ret)
 		ret = add_host_file(&a, "bin/busybox", busybox);
 	if (!ret)

@@ -262,6 +262,7 @@ Test(state, tag_names)
 	cr_assert_str_eq(state_tag_name(STATE_DEV_SERIAL), "serial");
 	cr_assert_str_eq(state_tag_name(STATE_VM_CLOCK), "vm clock");
 	cr_assert_str_eq(state_tag_name(STATE_DEV_VSOCK), "vsock");
+	cr_assert_str_eq(state_tag_name(STATE_DEV_NET), "net");
 	cr_assert_str_eq(state_tag_name(0x2ff), "unknown");
 	/* Every tag of the enum has its own name. */
 	for (uint32_t tag = 0; tag < 0x400; tag++) {

@@ -400,6 +400,21 @@ int virtio_mmio_avail_idx(struct virtio_mmio *vm, uint16_t queue, uint16_t *idx)
 	return ret;
 }
 
+void virtio_mmio_unpop(struct virtio_mmio *vm, uint16_t queue, uint16_t count)
+{
+	struct virtio_mmio_state *s = &vm->state;
+
+	pthread_mutex_lock(&vm->lock);
+	/* A reset in between zeroed the queue: nothing to give back.  A
+	 * reset and a new set-up in between move next_avail behind where the
+	 * new driver starts: the queue then reads stale ring entries, checked
+	 * like any others, and only that guest's own queue suffers. */
+	if (queue < vm->ops->num_queues && device_live(s) &&
+	    s->queues[queue].ready)
+		s->queues[queue].next_avail -= count;
+	pthread_mutex_unlock(&vm->lock);
+}
+
 int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,
 		     uint32_t len)
 {

@@ -152,6 +152,14 @@ int virtio_mmio_pop(struct virtio_mmio *vm, uint16_t queue,
 int virtio_mmio_avail_idx(struct virtio_mmio *vm, uint16_t queue,
 			  uint16_t *idx);
 
+/*
+ * Gives back the last @count chains popped from @queue and not pushed: the
+ * driver's buffers are available again, to be popped anew (what a backend
+ * does when a frame needs more buffers than the driver has made
+ * available).  Nothing when the device is not live.
+ */
+void virtio_mmio_unpop(struct virtio_mmio *vm, uint16_t queue, uint16_t count);
+
 /* Returns chain @head to the driver with @len bytes written into it.
  * Returns 0, or -1 if the queue was reset meanwhile or @head is bogus. */
 int virtio_mmio_push(struct virtio_mmio *vm, uint16_t queue, uint16_t head,

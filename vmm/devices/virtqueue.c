@@ -185,6 +185,25 @@ int virtq_avail_idx(const struct guest_memory *mem,
 	return 0;
 }
 
+int virtq_chain_iov(const struct virtq_chain *chain, bool writable,
+		    struct iovec *iov, uint64_t *total)
+{
+	int cnt = 0;
+
+	*total = 0;
+	for (uint16_t i = 0; i < chain->count; i++) {
+		const struct virtq_segment *s = &chain->segments[i];
+
+		if (s->writable != writable)
+			continue;
+		iov[cnt].iov_base = s->addr;
+		iov[cnt].iov_len = s->len;
+		cnt++;
+		*total += s->len;
+	}
+	return cnt;
+}
+
 int virtq_push(const struct guest_memory *mem, struct virtq_state *vq,
 	       uint16_t head, uint32_t len)
 {

@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "memory.h"
 
@@ -123,6 +124,14 @@ int virtq_pop(const struct guest_memory *mem, struct virtq_state *vq,
  */
 int virtq_avail_idx(const struct guest_memory *mem,
 		    const struct virtq_state *vq, uint16_t *idx);
+
+/*
+ * The device-readable (@writable false) or device-writable part of @chain
+ * as iovecs into @iov (room for VIRTQ_MAX_SIZE); returns how many, their
+ * bytes in @total.
+ */
+int virtq_chain_iov(const struct virtq_chain *chain, bool writable,
+		    struct iovec *iov, uint64_t *total);
 
 /* Hands chain @head back with @len bytes written.  Returns 0, or -1 if the
  * queue is not ready or @head is not a descriptor index. */

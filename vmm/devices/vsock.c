@@ -25,11 +25,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,14 +37,12 @@
 #include "seccomp_filters.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
-#define EPOLL_BATCH 32
 #define VSOCK_PORT_ANY 0xffffffffu
 #define VSOCK_CID_ANY 0xffffffffu
 
-/* epoll tags: the eventfd, the listener, or a connection slot (low half)
- * with the slot's generation (high half). */
-#define TAG_KICK 0
-#define TAG_LISTEN 1
+/* epoll tags: the device thread's kick (device_thread.h), the listener,
+ * or a connection slot (low half) with the slot's generation (high half). */
+#define TAG_LISTEN (DEVICE_THREAD_TAG_KICK + 1)
 #define TAG_CONN_BASE 2
 
 /* Walks an iovec array; idx == cnt or off < iov[idx].iov_len. */
@@ -103,26 +99,6 @@ static size_t iov_copy(struct iov_cursor *dst, struct iov_cursor *src,
 	return done;
 }
 
-/* The device-readable or device-writable part of @chain as iovecs. */
-static int chain_iov(const struct virtq_chain *chain, bool writable,
-		     struct iovec *iov, uint64_t *total)
-{
-	int cnt = 0;
-
-	*total = 0;
-	for (uint16_t i = 0; i < chain->count; i++) {
-		const struct virtq_segment *s = &chain->segments[i];
-
-		if (s->writable != writable)
-			continue;
-		iov[cnt].iov_base = s->addr;
-		iov[cnt].iov_len = s->len;
-		cnt++;
-		*total += s->len;
-	}
-	return cnt;
-}
-
 static void count_dropped(struct vsock *v)
 {
 	atomic_fetch_add_explicit(&v->dropped, 1, memory_order_relaxed);
@@ -130,13 +106,7 @@ static void count_dropped(struct vsock *v)
 
 static void kick(struct vsock *v)
 {
-	uint64_t one = 1;
-
-	/* EAGAIN means the counter is already non-zero: a wakeup is due. */
-	if (write(v->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_limited(LOG_LEVEL_WARNING,
-			    "vsock %s: cannot wake device thread: %s",
-			    v->uds_path, strerror(errno));
+	device_thread_kick(&v->thread);
 }
 
 /* --- Connection table --------------------------------------------------- */
@@ -247,7 +217,8 @@ static void watch_conn(struct vsock *v, struct vsock_conn *c)
 		/* epoll would report the hangup forever; pump_conn drains
 		 * what is left as the guest makes room for it. */
 		if (c->registered)
-			epoll_ctl(v->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+			epoll_ctl(v->thread.epoll_fd, EPOLL_CTL_DEL, c->fd,
+				  NULL);
 		c->registered = false;
 		return;
 	}
@@ -260,7 +231,7 @@ static void watch_conn(struct vsock *v, struct vsock_conn *c)
 	/* CONNECTING keeps an empty mask: hangups are still reported. */
 	if (c->registered && c->events == ev.events)
 		return;
-	if (epoll_ctl(v->epoll_fd, op, c->fd, &ev) < 0) {
+	if (epoll_ctl(v->thread.epoll_fd, op, c->fd, &ev) < 0) {
 		log_limited(LOG_LEVEL_WARNING,
 			    "vsock %s: epoll_ctl for host port %u: %s",
 			    v->uds_path, c->local_port, strerror(errno));
@@ -394,17 +365,8 @@ static void dispatch(struct vsock *v, const struct epoll_event *ev)
 {
 	uint64_t tag = ev->data.u64;
 	uint32_t slot = (uint32_t)tag - TAG_CONN_BASE;
-	uint64_t count;
 	struct vsock_conn *c;
 
-	if (tag == TAG_KICK) {
-		if (read(v->kick_fd, &count, sizeof(count)) < 0 &&
-		    errno != EAGAIN)
-			log_limited(LOG_LEVEL_WARNING,
-				    "vsock %s: eventfd read: %s", v->uds_path,
-				    strerror(errno));
-		return;
-	}
 	if (tag == TAG_LISTEN) {
 		accept_clients(v);
 		return;
@@ -550,7 +512,7 @@ static void tx_chain(struct vsock *v, const struct virtq_chain *chain)
 	struct virtio_vsock_hdr hdr;
 	struct vsock_conn *c = NULL;
 	uint64_t total;
-	int cnt = chain_iov(chain, false, iov, &total);
+	int cnt = virtq_chain_iov(chain, false, iov, &total);
 
 	if (total < HDR_SIZE) {
 		count_dropped(v); /* no addresses to answer */
@@ -723,7 +685,7 @@ static uint32_t write_packet(struct vsock *v, const struct virtq_chain *chain,
 		.op = op,
 	};
 	uint64_t room;
-	int cnt = chain_iov(chain, true, iov, &room);
+	int cnt = virtq_chain_iov(chain, true, iov, &room);
 	struct vsock_rst *rst;
 
 	if (room < HDR_SIZE || (op == VIRTIO_VSOCK_OP_RW && room == HDR_SIZE)) {
@@ -796,8 +758,9 @@ static void expire_conns(struct vsock *v)
 /* How often to look for the driver's acknowledgement of a reset event. */
 #define RESET_EVENT_POLL_MS 2
 
-static int next_timeout(const struct vsock *v)
+static int next_timeout(void *device)
 {
+	const struct vsock *v = device;
 	uint64_t now = now_ms();
 	uint64_t nearest = UINT64_MAX;
 
@@ -876,7 +839,7 @@ static bool send_reset_event(struct vsock *v)
 		    0 ||
 	    virtio_mmio_pop(&v->transport, VSOCK_QUEUE_EVENT, &chain) <= 0)
 		return false;
-	cursor_init(&dst, iov, chain_iov(&chain, true, iov, &room), 0);
+	cursor_init(&dst, iov, virtq_chain_iov(&chain, true, iov, &room), 0);
 	cursor_init(&src, &event_iov, 1, 0);
 	/* A buffer too small gets what fits; Linux ignores such an event. */
 	len = iov_copy(&dst, &src, sizeof(event));
@@ -888,36 +851,12 @@ static bool send_reset_event(struct vsock *v)
 	return false;
 }
 
-/*
- * Between passes the thread holds no chain and touches no guest memory: the
- * place to honour vsock_pause().  A stop ends the wait too.
- */
-static void pause_point(struct vsock *v)
-{
-	pthread_mutex_lock(&v->pause_lock);
-	if (v->pause_requested) {
-		v->idle = true;
-		pthread_cond_broadcast(&v->pause_cond);
-		while (v->pause_requested && !atomic_load(&v->stop))
-			pthread_cond_wait(&v->pause_cond, &v->pause_lock);
-		v->idle = false;
-	}
-	pthread_mutex_unlock(&v->pause_lock);
-}
-
-/* An exited thread touches nothing either: a later pause must not wait. */
-static void thread_exits(struct vsock *v)
-{
-	pthread_mutex_lock(&v->pause_lock);
-	v->idle = true;
-	pthread_cond_broadcast(&v->pause_cond);
-	pthread_mutex_unlock(&v->pause_lock);
-}
-
 /* One pass over what epoll reported (@n @events), the queues and the
  * time-outs. */
-static void work(struct vsock *v, const struct epoll_event *events, int n)
+static void work(void *device, const struct epoll_event *events, int n)
 {
+	struct vsock *v = device;
+
 	v->more_work = false;
 	for (int i = 0; i < n; i++)
 		dispatch(v, &events[i]);
@@ -931,45 +870,9 @@ static void work(struct vsock *v, const struct epoll_event *events, int n)
 		fill_rx(v);
 }
 
-static void *vsock_thread(void *arg)
-{
-	struct vsock *v = arg;
-	struct epoll_event events[EPOLL_BATCH];
-	int n;
-
-	if (vmm_seccomp_enter(VMM_THREAD_VSOCK) < 0) {
-		thread_exits(v);
-		return NULL;
-	}
-	while (!atomic_load(&v->stop)) {
-		n = epoll_wait(v->epoll_fd, events, EPOLL_BATCH,
-			       next_timeout(v));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			log_error("vsock %s: epoll_wait: %s", v->uds_path,
-				  strerror(errno));
-			break;
-		}
-		/* The events wait with us: sockets are not guest memory. */
-		pause_point(v);
-		if (atomic_load(&v->stop))
-			break;
-		work(v, events, n);
-	}
-	thread_exits(v);
-	return NULL;
-}
-
 int vsock_run_once(struct vsock *v, int timeout_ms)
 {
-	struct epoll_event events[EPOLL_BATCH];
-	int n = epoll_wait(v->epoll_fd, events, EPOLL_BATCH, timeout_ms);
-
-	if (n < 0)
-		return -1;
-	work(v, events, n);
-	return 0;
+	return device_thread_run_once(&v->thread, timeout_ms);
 }
 
 /* --- Transport callbacks (vCPU threads) --------------------------------- */
@@ -1027,18 +930,6 @@ static bool guest_cid_valid(uint64_t cid)
 	return cid > VSOCK_HOST_CID && cid < VSOCK_CID_ANY;
 }
 
-static int epoll_add(struct vsock *v, int fd, uint32_t events, uint64_t tag)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = tag };
-
-	if (epoll_ctl(v->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		log_error("vsock %s: epoll_ctl: %s", v->uds_path,
-			  strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * Binds uds_path, or adopts @listen_fd already listening there (a jailed
  * VMM's: then uds_path is someone else's to remove, and owns_path false).
@@ -1064,25 +955,6 @@ static int open_listener(struct vsock *v, int listen_fd)
 	return 0;
 }
 
-static int init_pause(struct vsock *v)
-{
-	int err = pthread_mutex_init(&v->pause_lock, NULL);
-
-	if (err) {
-		log_error("vsock %s: pthread_mutex_init: %s", v->uds_path,
-			  strerror(err));
-		return -1;
-	}
-	err = pthread_cond_init(&v->pause_cond, NULL);
-	if (err) {
-		log_error("vsock %s: pthread_cond_init: %s", v->uds_path,
-			  strerror(err));
-		pthread_mutex_destroy(&v->pause_lock);
-		return -1;
-	}
-	return 0;
-}
-
 static void close_host_side(struct vsock *v)
 {
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++)
@@ -1093,11 +965,7 @@ static void close_host_side(struct vsock *v)
 		if (v->owns_path)
 			unlink(v->uds_path);
 	}
-	if (v->epoll_fd >= 0)
-		close(v->epoll_fd);
-	if (v->kick_fd >= 0)
-		close(v->kick_fd);
-	v->listen_fd = v->epoll_fd = v->kick_fd = -1;
+	v->listen_fd = -1;
 }
 
 int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
@@ -1105,7 +973,7 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	       struct irq_line irq)
 {
 	memset(v, 0, sizeof(*v));
-	v->listen_fd = v->epoll_fd = v->kick_fd = -1;
+	v->listen_fd = -1;
 	for (int i = 0; i < VSOCK_MAX_CONNECTIONS; i++)
 		v->conns[i].fd = -1;
 	if (!guest_cid_valid(guest_cid)) {
@@ -1123,29 +991,22 @@ int vsock_init(struct vsock *v, uint64_t guest_cid, const char *uds_path,
 	v->state.guest_cid = guest_cid;
 	v->state.next_local_port = VSOCK_LOCAL_PORT_FIRST;
 	v->request_timeout_ms = VSOCK_REQUEST_TIMEOUT_MS;
-	atomic_init(&v->stop, false);
 	atomic_init(&v->reset_requested, false);
 	atomic_init(&v->dropped, 0);
 
+	snprintf(v->thread_name, sizeof(v->thread_name), "vsock %s", uds_path);
 	if (open_listener(v, listen_fd) < 0)
 		goto fail;
-	v->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	v->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (v->kick_fd < 0 || v->epoll_fd < 0) {
-		log_error("vsock %s: eventfd/epoll_create1: %s", uds_path,
-			  strerror(errno));
+	if (device_thread_init(&v->thread, v->thread_name, VMM_THREAD_VSOCK, v,
+			       work, next_timeout) < 0)
 		goto fail;
-	}
 	/* The listener is edge-triggered: accept_clients() runs until EAGAIN,
 	 * and if accept fails for want of fds the pending client waits for
 	 * the next one instead of spinning this thread. */
-	if (epoll_add(v, v->kick_fd, EPOLLIN, TAG_KICK) < 0 ||
-	    epoll_add(v, v->listen_fd, EPOLLIN | EPOLLET, TAG_LISTEN) < 0)
-		goto fail;
-	if (virtio_mmio_init(&v->transport, "vsock", &vsock_ops, v, mem, irq))
-		goto fail;
-	if (init_pause(v)) {
-		virtio_mmio_destroy(&v->transport);
+	if (device_thread_watch(&v->thread, EPOLL_CTL_ADD, v->listen_fd,
+				EPOLLIN | EPOLLET, TAG_LISTEN) < 0 ||
+	    virtio_mmio_init(&v->transport, "vsock", &vsock_ops, v, mem, irq)) {
+		device_thread_destroy(&v->thread);
 		goto fail;
 	}
 	return 0;
@@ -1156,61 +1017,24 @@ fail:
 
 int vsock_start(struct vsock *v)
 {
-	sigset_t all, old;
-	int err;
-
-	/* Signals are for the main and vCPU threads, not this one. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&v->thread, NULL, vsock_thread, v);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err) {
-		log_error("vsock %s: pthread_create: %s", v->uds_path,
-			  strerror(err));
-		return -1;
-	}
-	v->thread_running = true;
-	return 0;
+	return device_thread_start(&v->thread);
 }
 
 void vsock_stop(struct vsock *v)
 {
-	if (v->thread_running) {
-		/* Under the lock, so a paused thread cannot miss it. */
-		pthread_mutex_lock(&v->pause_lock);
-		atomic_store(&v->stop, true);
-		pthread_cond_broadcast(&v->pause_cond);
-		pthread_mutex_unlock(&v->pause_lock);
-		kick(v);
-		pthread_join(v->thread, NULL);
-		v->thread_running = false;
-	}
+	device_thread_destroy(&v->thread);
 	close_host_side(v);
-	pthread_cond_destroy(&v->pause_cond);
-	pthread_mutex_destroy(&v->pause_lock);
 	virtio_mmio_destroy(&v->transport);
 }
 
 void vsock_pause(struct vsock *v)
 {
-	if (!v->thread_running)
-		return;
-	pthread_mutex_lock(&v->pause_lock);
-	v->pause_requested = true;
-	kick(v);
-	while (!v->idle)
-		pthread_cond_wait(&v->pause_cond, &v->pause_lock);
-	pthread_mutex_unlock(&v->pause_lock);
+	device_thread_pause(&v->thread);
 }
 
 void vsock_resume(struct vsock *v)
 {
-	if (!v->thread_running)
-		return;
-	pthread_mutex_lock(&v->pause_lock);
-	v->pause_requested = false;
-	pthread_cond_broadcast(&v->pause_cond);
-	pthread_mutex_unlock(&v->pause_lock);
+	device_thread_resume(&v->thread);
 }
 
 void vsock_save(struct vsock *v, struct state_writer *w)

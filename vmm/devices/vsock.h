@@ -57,6 +57,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "devices/device_thread.h"
 #include "devices/virtio_mmio.h"
 #include "devices/vsock_conn.h"
 #include "irq.h"
@@ -169,22 +170,13 @@ struct vsock {
 	uint32_t request_timeout_ms;
 
 	char uds_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char thread_name[sizeof("vsock ") +
+			 sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	bool owns_path; /* we bound uds_path: ours to remove */
-	int epoll_fd;
-	int kick_fd; /* eventfd: vCPU threads -> device thread */
-	pthread_t thread;
-	bool thread_running;
-
-	/* vsock_pause() sets pause_requested and waits for idle, which the
-	 * thread sets while it waits for the resume or when it exits. */
-	pthread_mutex_t pause_lock;
-	pthread_cond_t pause_cond;
-	bool pause_requested;
-	bool idle;
+	struct device_thread thread;
 
 	/* Set from vCPU threads. */
-	atomic_bool stop;
 	atomic_bool reset_requested;
 };
 
@@ -252,7 +244,7 @@ static inline struct virtio_mmio *vsock_transport(struct vsock *vsock)
  */
 static inline int vsock_notify_fd(const struct vsock *vsock)
 {
-	return vsock->kick_fd;
+	return vsock->thread.kick_fd;
 }
 
 #endif

@@ -49,5 +49,12 @@
 #define VIRTIO_MMIO_BASE 0xd0000000
 #define VIRTIO_MMIO_SIZE 0x1000
 #define VIRTIO_MMIO_FIRST_IRQ 5
+/* The network's window and IRQ: the second, whether vsock is there or not
+ * (literals: the guest's command line spells them). */
+#define VIRTIO_MMIO_NET_BASE 0xd0001000
+#define VIRTIO_MMIO_NET_IRQ 6
+_Static_assert(VIRTIO_MMIO_NET_BASE == VIRTIO_MMIO_BASE + VIRTIO_MMIO_SIZE &&
+		       VIRTIO_MMIO_NET_IRQ == VIRTIO_MMIO_FIRST_IRQ + 1,
+	       "the network has the second virtio-mmio window");
 
 #endif

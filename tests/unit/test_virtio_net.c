@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * test_virtio_net.c - the virtio-net device, with the test as both the
+ * guest's driver (registers through virtio_mmio_io, rings and frames in
+ * test guest memory) and the TAP: one end of a SOCK_SEQPACKET socket pair
+ * is the device's backend, so each frame is one message, as on a TAP.
+ *
+ * Most tests run the device without its thread, one pass at a time
+ * (net_run_once), so what a pass did is known exactly when it returns;
+ * the thread's own test waits with a deadline.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "devices/virtio_net.h"
+#include "guest_net.h"
+#include "state_file.h"
+
+#define QSZ 64
+#define QUEUE_GPA(q) (0x10000ULL * ((q) + 1))
+#define RX_BUF_GPA(i) (0x100000ULL + (uint64_t)(i)*0x1000)
+#define TX_BUF_GPA(i) (0x200000ULL + (uint64_t)(i)*0x12000)
+#define RX_BUF_SIZE 2048
+#define WAIT_MS 3000
+
+static struct guest_memory mem;
+static uint8_t *guest;
+static struct net_dev dev;
+static int peer; /* the "TAP"'s other side: what the host network sees */
+static uint16_t rx_last_used, tx_next;
+static const uint8_t guest_mac[6] = GUEST_NET_GUEST_MAC;
+
+static const uint64_t all_features =
+	(1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_EVENT_IDX) |
+	(1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_STATUS) |
+	(1ULL << VIRTIO_NET_F_MRG_RXBUF) | (1ULL << VIRTIO_NET_F_CSUM) |
+	(1ULL << VIRTIO_NET_F_GUEST_CSUM) | (1ULL << VIRTIO_NET_F_HOST_TSO4) |
+	(1ULL << VIRTIO_NET_F_GUEST_TSO4);
+
+/* --- Guest driver ------------------------------------------------------- */
+
+static void reg_write(uint64_t offset, uint32_t value)
+{
+	virtio_mmio_io(net_transport(&dev), offset, (uint8_t *)&value, 4, true);
+}
+
+static uint32_t reg_read(uint64_t offset)
+{
+	uint32_t value;
+
+	virtio_mmio_io(net_transport(&dev), offset, (uint8_t *)&value, 4,
+		       false);
+	return value;
+}
+
+static struct virtq_desc *desc(int q, uint16_t i)
+{
+	return (struct virtq_desc *)(guest + QUEUE_GPA(q)) + i;
+}
+
+static struct virtq_avail *avail(int q)
+{
+	return (struct virtq_avail *)(guest + QUEUE_GPA(q) + 0x1000);
+}
+
+static struct virtq_used *used(int q)
+{
+	return (struct virtq_used *)(guest + QUEUE_GPA(q) + 0x2000);
+}
+
+static uint16_t used_idx(int q)
+{
+	return __atomic_load_n(&used(q)->idx, __ATOMIC_ACQUIRE);
+}
+
+static void make_available(int q, uint16_t head)
+{
+	uint16_t idx = avail(q)->idx;
+
+	avail(q)->ring[idx % QSZ] = head;
+	__atomic_store_n(&avail(q)->idx, (uint16_t)(idx + 1), __ATOMIC_RELEASE);
+}
+
+static bool needs_reset(void)
+{
+	return reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET;
+}
+
+/* Resets the device and sets it up with @features and empty queues. */
+static void bring_up(uint64_t features)
+{
+	uint32_t status = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER;
+
+	reg_write(VIRTIO_MMIO_STATUS, 0);
+	memset(guest + QUEUE_GPA(0), 0, 2 * 0x10000);
+	rx_last_used = tx_next = 0;
+	reg_write(VIRTIO_MMIO_STATUS, status);
+	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
+	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
+	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
+	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
+	status |= VIRTIO_STATUS_FEATURES_OK;
+	reg_write(VIRTIO_MMIO_STATUS, status);
+	cr_assert(reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_FEATURES_OK);
+	for (int q = 0; q < NET_NUM_QUEUES; q++) {
+		reg_write(VIRTIO_MMIO_QUEUE_SEL, q);
+		cr_assert_eq(reg_read(VIRTIO_MMIO_QUEUE_NUM_MAX),
+			     NET_QUEUE_SIZE);
+		reg_write(VIRTIO_MMIO_QUEUE_NUM, QSZ);
+		reg_write(VIRTIO_MMIO_QUEUE_DESC_LOW, QUEUE_GPA(q));
+		reg_write(VIRTIO_MMIO_QUEUE_DRIVER_LOW, QUEUE_GPA(q) + 0x1000);
+		reg_write(VIRTIO_MMIO_QUEUE_DEVICE_LOW, QUEUE_GPA(q) + 0x2000);
+		reg_write(VIRTIO_MMIO_QUEUE_READY, 1);
+	}
+	reg_write(VIRTIO_MMIO_STATUS, status | VIRTIO_STATUS_DRIVER_OK);
+	cr_assert(!needs_reset());
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+}
+
+static void post_rx(uint16_t i, uint32_t len)
+{
+	*desc(NET_QUEUE_RX, i) = (struct virtq_desc){
+		.addr = RX_BUF_GPA(i),
+		.len = len,
+		.flags = VIRTQ_DESC_F_WRITE,
+	};
+	make_available(NET_QUEUE_RX, i);
+}
+
+/* A frame as the TAP carries it: header, then @len bytes of pattern. */
+static size_t make_frame(uint8_t *buf, uint32_t len, uint8_t seed)
+{
+	struct virtio_net_hdr_v1 hdr = { 0 };
+
+	memcpy(buf, &hdr, NET_HDR_SIZE);
+	for (uint32_t i = 0; i < len; i++)
+		buf[NET_HDR_SIZE + i] = (uint8_t)(seed + i * 7);
+	return NET_HDR_SIZE + len;
+}
+
+/* Puts @frame on TX split into @pieces descriptors; notifies. */
+static void tx_post(const uint8_t *frame, size_t len, int pieces)
+{
+	uint16_t first = (uint16_t)(tx_next * 4 % QSZ);
+	size_t off = 0, part = len / pieces;
+
+	memcpy(guest + TX_BUF_GPA(tx_next % 4), frame, len);
+	for (int i = 0; i < pieces; i++) {
+		size_t n = i == pieces - 1 ? len - off : part;
+
+		*desc(NET_QUEUE_TX,
+		      (uint16_t)(first + i)) = (struct virtq_desc){
+			.addr = TX_BUF_GPA(tx_next % 4) + off,
+			.len = (uint32_t)n,
+			.flags = i == pieces - 1 ? 0 : VIRTQ_DESC_F_NEXT,
+			.next = (uint16_t)(first + i + 1),
+		};
+		off += n;
+	}
+	tx_next++;
+	make_available(NET_QUEUE_TX, first);
+}
+
+/* The next used RX element, asserted to be there. */
+static struct virtq_used_elem rx_used(void)
+{
+	cr_assert_neq(used_idx(NET_QUEUE_RX), rx_last_used,
+		      "no RX buffer used");
+	return used(NET_QUEUE_RX)->ring[rx_last_used++ % QSZ];
+}
+
+static ssize_t peer_recv(uint8_t *buf, size_t size)
+{
+	return recv(peer, buf, size, MSG_DONTWAIT);
+}
+
+/* --- Fixture ------------------------------------------------------------ */
+
+static void noop_irq(void *ctx, uint32_t gsi, int level)
+{
+	(void)ctx;
+	(void)gsi;
+	(void)level;
+}
+
+static struct irq_line irq = { .set_level = noop_irq, .gsi = 6 };
+
+/* A fresh device over a fresh socket pair; @peer gets the other end. */
+static void make_device(struct net_dev *d)
+{
+	int sv[2];
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv),
+		     0);
+	cr_assert_eq(net_init(d, sv[0], guest_mac, &mem, irq), 0);
+	peer = sv[1];
+}
+
+static void setup(void)
+{
+	cr_assert_eq(guest_memory_create(&mem, MEMORY_MIN_MIB), 0);
+	guest = mem.host;
+	make_device(&dev);
+	bring_up(all_features);
+}
+
+static void teardown(void)
+{
+	net_stop(&dev);
+	close(peer);
+	guest_memory_destroy(&mem);
+}
+
+TestSuite(virtio_net, .init = setup, .fini = teardown, .timeout = 30);
+
+/* --- Tests -------------------------------------------------------------- */
+
+Test(virtio_net, identity_and_config)
+{
+	uint8_t config[sizeof(struct virtio_net_config)];
+	uint16_t status;
+
+	cr_assert_eq(reg_read(VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_NET);
+	reg_write(VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
+	cr_assert_eq(reg_read(VIRTIO_MMIO_DEVICE_FEATURES) &
+			     (uint32_t)all_features,
+		     (uint32_t)all_features);
+	for (uint32_t i = 0; i < sizeof(config); i++)
+		virtio_mmio_io(net_transport(&dev), VIRTIO_MMIO_CONFIG + i,
+			       &config[i], 1, false);
+	cr_assert_arr_eq(config, guest_mac, 6);
+	memcpy(&status, config + 6, 2);
+	cr_assert_eq(status, VIRTIO_NET_S_LINK_UP);
+	/* Past the end reads zeros, a write changes nothing. */
+	uint32_t beyond = 0xdeadbeef;
+
+	virtio_mmio_io(net_transport(&dev), VIRTIO_MMIO_CONFIG + 0x80,
+		       (uint8_t *)&beyond, 4, false);
+	cr_assert_eq(beyond, 0);
+	virtio_mmio_io(net_transport(&dev), VIRTIO_MMIO_CONFIG,
+		       (uint8_t *)&beyond, 4, true);
+	virtio_mmio_io(net_transport(&dev), VIRTIO_MMIO_CONFIG, config, 6,
+		       false);
+	cr_assert_arr_eq(config, guest_mac, 6);
+}
+
+Test(virtio_net, tx_frame_reaches_the_tap)
+{
+	uint8_t frame[NET_HDR_SIZE + 1500], got[sizeof(frame) + 16];
+	size_t len = make_frame(frame, 1400, 3);
+
+	tx_post(frame, len, 3);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_TX), 1);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len);
+	cr_assert_arr_eq(got, frame, len);
+	cr_assert_eq(dev.tx_frames, 1);
+	cr_assert_eq(peer_recv(got, sizeof(got)), -1, "one frame, one write");
+}
+
+Test(virtio_net, rx_frame_into_one_buffer)
+{
+	uint8_t frame[NET_HDR_SIZE + 100];
+	struct virtio_net_hdr_v1 hdr;
+	size_t len = make_frame(frame, 100, 9);
+	struct virtq_used_elem e;
+
+	post_rx(0, RX_BUF_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	e = rx_used();
+	cr_assert_eq(e.id, 0);
+	cr_assert_eq(e.len, len);
+	memcpy(&hdr, guest + RX_BUF_GPA(0), NET_HDR_SIZE);
+	cr_assert_eq(hdr.num_buffers, 1);
+	cr_assert_arr_eq(guest + RX_BUF_GPA(0) + NET_HDR_SIZE,
+			 frame + NET_HDR_SIZE, 100);
+	cr_assert_eq(dev.rx_frames, 1);
+}
+
+Test(virtio_net, rx_mergeable_buffers)
+{
+	static uint8_t frame[NET_HDR_SIZE + 5000];
+	struct virtio_net_hdr_v1 hdr;
+	size_t len = make_frame(frame, 5000, 1), off = 0;
+	uint16_t n = 0;
+
+	for (uint16_t i = 0; i < 4; i++)
+		post_rx(i, RX_BUF_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 3, "5012 bytes in 2048s");
+	memcpy(&hdr, guest + RX_BUF_GPA(0), NET_HDR_SIZE);
+	cr_assert_eq(hdr.num_buffers, 3);
+	while (used_idx(NET_QUEUE_RX) != rx_last_used) {
+		struct virtq_used_elem e = rx_used();
+
+		cr_assert_eq(e.id, n++, "buffers in order");
+		cr_assert_eq(e.len,
+			     len - off < RX_BUF_SIZE ? len - off : RX_BUF_SIZE);
+		if (off)
+			cr_assert_arr_eq(guest + RX_BUF_GPA(e.id), frame + off,
+					 e.len);
+		off += e.len;
+	}
+	cr_assert_eq(off, len);
+}
+
+Test(virtio_net, no_buffers_means_backpressure)
+{
+	uint8_t a[NET_HDR_SIZE + 64], b[NET_HDR_SIZE + 64], peek[8];
+	size_t len = make_frame(a, 64, 1);
+
+	make_frame(b, 64, 2);
+	/* No RX buffer posted. */
+	cr_assert_eq(send(peer, a, len, 0), (ssize_t)len);
+	cr_assert_eq(send(peer, b, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 0);
+	cr_assert(!dev.tap_watched, "the TAP is left alone without buffers");
+	/* The second frame is still the backend's: nothing spins on it. */
+	cr_assert_gt(
+		recv(dev.tap_fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT),
+		0);
+	cr_assert_eq(net_run_once(&dev, 50), 0, "a wait with nothing due");
+	cr_assert_eq(dev.rx_frames, 0);
+
+	post_rx(0, RX_BUF_SIZE);
+	post_rx(1, RX_BUF_SIZE);
+	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, NET_QUEUE_RX);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 2, "both frames, in order");
+	cr_assert_arr_eq(guest + RX_BUF_GPA(0) + NET_HDR_SIZE,
+			 a + NET_HDR_SIZE, 64);
+	cr_assert_arr_eq(guest + RX_BUF_GPA(1) + NET_HDR_SIZE, b + NET_HDR_SIZE,
+			 64);
+	cr_assert(dev.tap_watched);
+	cr_assert_eq(dev.rx_dropped, 0);
+}
+
+Test(virtio_net, frame_waits_for_enough_mergeable_buffers)
+{
+	static uint8_t frame[NET_HDR_SIZE + 5000];
+	size_t len = make_frame(frame, 5000, 4);
+
+	post_rx(0, RX_BUF_SIZE);
+	post_rx(1, RX_BUF_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 0, "two buffers of three");
+	post_rx(2, RX_BUF_SIZE);
+	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, NET_QUEUE_RX);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 3);
+	cr_assert_eq(rx_used().id, 0, "the buffers given back come first");
+	cr_assert(!needs_reset());
+}
+
+Test(virtio_net, without_mrg_rxbuf_a_frame_takes_one_buffer)
+{
+	static uint8_t frame[NET_HDR_SIZE + 3000];
+	size_t len = make_frame(frame, 3000, 5);
+
+	bring_up(all_features & ~(1ULL << VIRTIO_NET_F_MRG_RXBUF));
+	post_rx(0, RX_BUF_SIZE);
+	post_rx(1, RX_BUF_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(send(peer, frame, 200, 0), 200);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	/* Too big for a buffer: dropped, and the buffer kept for the next. */
+	cr_assert_eq(dev.rx_dropped, 1);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 1);
+	cr_assert_eq(rx_used().len, 200);
+}
+
+Test(virtio_net, offloads_only_as_negotiated)
+{
+	uint8_t frame[NET_HDR_SIZE + 100], got[256];
+	struct virtio_net_hdr_v1 hdr = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+					 .gso_type = VIRTIO_NET_HDR_GSO_TCPV4,
+					 .gso_size = 1448 };
+	size_t len = make_frame(frame, 100, 6);
+
+	memcpy(frame, &hdr, NET_HDR_SIZE);
+	/* TSO negotiated: passes; without the features: dropped. */
+	tx_post(frame, len, 1);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len);
+	bring_up((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MAC));
+	tx_post(frame, len, 1);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_TX), 1, "the buffer is returned");
+	cr_assert_eq(peer_recv(got, sizeof(got)), -1);
+	cr_assert_eq(dev.tx_dropped, 1);
+	/* RX: an offloaded frame for a driver without GUEST_CSUM. */
+	post_rx(0, RX_BUF_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	hdr = (struct virtio_net_hdr_v1){ .flags =
+						  VIRTIO_NET_HDR_F_DATA_VALID };
+	memcpy(frame, &hdr, NET_HDR_SIZE);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(dev.rx_dropped, 1);
+	cr_assert_eq(used_idx(NET_QUEUE_RX), 1);
+	memcpy(&hdr, guest + RX_BUF_GPA(0), NET_HDR_SIZE);
+	cr_assert_eq(hdr.flags, 0, "flags zero without GUEST_CSUM");
+}
+
+Test(virtio_net, garbage_from_the_guest)
+{
+	uint8_t frame[NET_HDR_SIZE + 100], got[256];
+	size_t len = make_frame(frame, 100, 7);
+
+	/* Runts and oversized frames are dropped, their buffers returned. */
+	tx_post(frame, NET_HDR_SIZE + 4, 1);
+	*desc(NET_QUEUE_TX, 0) =
+		(struct virtq_desc){ .addr = TX_BUF_GPA(0),
+				     .len = NET_FRAME_MAX + 1 };
+	make_available(NET_QUEUE_TX, 0);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_TX), 2);
+	cr_assert_eq(dev.tx_dropped, 2);
+	cr_assert_eq(peer_recv(got, sizeof(got)), -1);
+
+	/* An RX buffer without room for the header drops the frame. */
+	post_rx(0, 8);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(rx_used().len, 0);
+	cr_assert_eq(dev.rx_dropped, 1);
+	cr_assert(!needs_reset());
+
+	/* A descriptor loop: the device needs a reset, the host is fine. */
+	*desc(NET_QUEUE_TX, 5) =
+		(struct virtq_desc){ .addr = TX_BUF_GPA(0),
+				     .len = 64,
+				     .flags = VIRTQ_DESC_F_NEXT,
+				     .next = 5 };
+	make_available(NET_QUEUE_TX, 5);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert(needs_reset());
+	/* A buffer outside guest memory, after a reset. */
+	bring_up(all_features);
+	*desc(NET_QUEUE_RX, 0) = (struct virtq_desc){
+		.addr = mem.size - 16, .len = 4096, .flags = VIRTQ_DESC_F_WRITE
+	};
+	make_available(NET_QUEUE_RX, 0);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert(needs_reset());
+
+	/* And after the next reset it works again. */
+	bring_up(all_features);
+	tx_post(frame, len, 2);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len);
+}
+
+Test(virtio_net, reset_drops_the_held_frame)
+{
+	uint8_t frame[NET_HDR_SIZE + 64];
+	size_t len = make_frame(frame, 64, 8);
+
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(dev.rx_len, len, "held for want of buffers");
+	reg_write(VIRTIO_MMIO_STATUS, 0);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(dev.rx_len, 0);
+	cr_assert(!dev.tap_watched, "no driver, no reading");
+}
+
+/* Saves the device, replaces it with a fresh one over a new backend (a
+ * clone's TAP) and restores it there. */
+static void snapshot_and_restore(void)
+{
+	struct state_writer w;
+	struct state_reader r;
+
+	state_writer_init(&w);
+	net_pause(&dev);
+	net_save(&dev, &w);
+	state_file_through(&w, &r);
+	net_stop(&dev);
+	close(peer);
+	make_device(&dev);
+	cr_assert_eq(net_restore(&dev, &r), 0);
+	state_reader_close(&r);
+}
+
+Test(virtio_net, save_restore_round_trip)
+{
+	uint8_t frame[NET_HDR_SIZE + 300], got[512];
+	size_t len = make_frame(frame, 300, 9);
+
+	tx_post(frame, len, 1);
+	post_rx(0, RX_BUF_SIZE);
+	post_rx(1, RX_BUF_SIZE);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len);
+
+	snapshot_and_restore();
+	cr_assert(reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DRIVER_OK);
+	cr_assert(dev.live);
+	/* Queue positions carried over: the next TX is the second. */
+	tx_post(frame, len, 2);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	cr_assert_eq(net_run_once(&dev, 100), 0);
+	cr_assert_eq(used_idx(NET_QUEUE_TX), 2);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len,
+		     "TX on the new backend");
+	cr_assert_eq(rx_used().len, len, "RX from the new backend");
+}
+
+Test(virtio_net, restore_rejects_bad_state)
+{
+	struct net_state bad = dev.state;
+	struct state_writer w;
+	struct state_reader r;
+	struct net_dev other;
+	int keep = peer;
+
+	bad.mac[0] |= 1; /* multicast */
+	state_writer_init(&w);
+	net_save(&dev, &w);
+	state_file_through(&w, &r);
+	state_reader_close(&r);
+
+	state_file_one_section(&r, STATE_DEV_NET, &bad, sizeof(bad));
+	make_device(&other);
+	cr_assert_eq(net_restore(&other, &r), -1);
+	cr_assert_eq(other.transport.state.status, 0);
+	state_reader_close(&r);
+	bad = dev.state;
+	bad.status = 0x80;
+	state_file_one_section(&r, STATE_DEV_NET, &bad, sizeof(bad));
+	cr_assert_eq(net_restore(&other, &r), -1);
+	state_reader_close(&r);
+	/* A good section without its transport. */
+	state_file_one_section(&r, STATE_DEV_NET, &dev.state,
+			       sizeof(dev.state));
+	cr_assert_eq(net_restore(&other, &r), -1);
+	state_reader_close(&r);
+	net_stop(&other);
+	close(peer);
+	peer = keep;
+}
+
+Test(virtio_net, thread_moves_frames_and_pauses)
+{
+	uint8_t frame[NET_HDR_SIZE + 64], got[256];
+	size_t len = make_frame(frame, 64, 10);
+	uint64_t deadline = monotonic_ns() / NS_PER_MS + WAIT_MS;
+
+	cr_assert_eq(net_start(&dev), 0);
+	net_pause(&dev);
+	tx_post(frame, len, 1);
+	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, NET_QUEUE_TX);
+	usleep(50 * 1000);
+	cr_assert_eq(used_idx(NET_QUEUE_TX), 0, "paused: no work");
+	net_resume(&dev);
+	while (used_idx(NET_QUEUE_TX) == 0)
+		cr_assert_lt(monotonic_ns() / NS_PER_MS, deadline);
+	cr_assert_eq(peer_recv(got, sizeof(got)), (ssize_t)len);
+	post_rx(0, RX_BUF_SIZE);
+	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, NET_QUEUE_RX);
+	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
+	while (used_idx(NET_QUEUE_RX) == 0)
+		cr_assert_lt(monotonic_ns() / NS_PER_MS, deadline);
+}
