@@ -16,6 +16,8 @@
 # config live in DIR.  `down` removes it all, also after a failed `up`.
 set -u
 action=$1 dir=$2
+# nested-kvm.sh's L1 has PATH=/bin; the host's programs keep their paths.
+PATH=$PATH:/usr/sbin:/usr/bin:/sbin
 
 # name, host end's address, namespace's address, marker
 hosts="inet:198.51.100.1:198.51.100.10:internet
@@ -35,7 +37,9 @@ down() {
 }
 
 up() {
-	mkdir -p "$dir" || return 1
+	mkdir -p "$dir" /run/netns || return 1
+	# dnsmasq looks its user up (L1 has no /etc/passwd).
+	[ -e /etc/passwd ] || echo "root:x:0:0:root:/:/bin/sh" >/etc/passwd
 	for h in $hosts; do
 		IFS=: read -r name host_end addr marker <<EOF
 $h
@@ -59,7 +63,7 @@ EOF
 	# The link to 169.254.169.0/24 is the host's only way there; make
 	# sure it is this one (the host may route link-local elsewhere).
 	ip route replace 169.254.169.254/32 dev tw-meta || return 1
-	ip netns exec thawtest-inet dnsmasq --keep-in-foreground \
+	ip netns exec thawtest-inet dnsmasq --keep-in-foreground --user=root \
 		--no-resolv --no-hosts --listen-address=198.51.100.10 \
 		--bind-interfaces --address=/internet.thaw.test/198.51.100.10 \
 		--pid-file="$dir/dnsmasq.pidfile" </dev/null >/dev/null 2>&1 &
