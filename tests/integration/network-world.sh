@@ -17,7 +17,10 @@
 set -u
 action=$1 dir=$2
 # nested-kvm.sh's L1 has PATH=/bin; the host's programs keep their paths.
-PATH=$PATH:/usr/sbin:/usr/bin:/sbin
+# Its sh (busybox's) runs its own applets before any in PATH, and its ip
+# has no netns: iproute2's, by its path (a function wins over an applet).
+PATH=/usr/sbin:/usr/bin:/sbin:$PATH
+ip() { /usr/sbin/ip "$@"; }
 
 # name, host end's address, namespace's address, marker
 hosts="inet:198.51.100.1:198.51.100.10:internet
@@ -39,7 +42,8 @@ down() {
 up() {
 	mkdir -p "$dir" /run/netns || return 1
 	# dnsmasq looks its user up (L1 has no /etc/passwd).
-	[ -e /etc/passwd ] || echo "root:x:0:0:root:/:/bin/sh" >/etc/passwd
+	[ -e /etc/passwd ] || { mkdir -p /etc &&
+		echo "root:x:0:0:root:/:/bin/sh" >/etc/passwd; }
 	for h in $hosts; do
 		IFS=: read -r name host_end addr marker <<EOF
 $h

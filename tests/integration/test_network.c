@@ -237,10 +237,10 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000)
 	snprintf(config, sizeof(config), "%s/thawd.ini", state);
 	snprintf(log_path, sizeof(log_path), "%s/thawd.log", state);
 	setenv("THAW_TOKEN", TOKEN, 1);
-	/* nested-kvm.sh's L1 has PATH=/bin; ip, curl and the rest are where
-	 * they are on the host. */
+	/* nested-kvm.sh's L1 has PATH=/bin (busybox's ip among them); ip,
+	 * curl and the rest are where they are on the host. */
 	char path[4096];
-	snprintf(path, sizeof(path), "%s:/usr/sbin:/usr/bin:/sbin",
+	snprintf(path, sizeof(path), "/usr/sbin:/usr/bin:/sbin:%s",
 		 getenv("PATH") ? getenv("PATH") : "/bin");
 	setenv("PATH", path, 1);
 
