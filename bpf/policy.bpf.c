@@ -21,6 +21,12 @@
  * So is a guest packet whose source is not the guest's address (spoofing)
  * or whose Ethernet destination is a group address.
  *
+ * The NAT rewrites the guest's address to host_address on the way out and
+ * back on the way in, and DNS to the gateway to dns_server and back (the
+ * flow map tells a redirected query's answer from one to a query the
+ * guest sent dns_server itself); ICMP errors get the same rewrite in the
+ * header they quote, so path MTU discovery works through the NAT.
+ *
  * ARP is the one non-IPv4 protocol that passes, uncounted: from the guest
  * only between it and its gateway (the TAP answers it), from the host only
  * between host_peer and host_address.
@@ -91,6 +97,7 @@ struct {
 struct pkt {
 	__u32 saddr, daddr;
 	__u32 l4_off;
+	__u32 l4_len;	    /* the IP payload's length */
 	__u16 sport, dport; /* ICMP echo: the identifier in both */
 	__u8 proto;
 	__u8 icmp_type;
@@ -118,6 +125,9 @@ struct icmp_head {
 };
 #define ICMP_ECHOREPLY 0
 #define ICMP_ECHO 8
+#define ICMP_DEST_UNREACH 3
+#define ICMP_TIME_EXCEEDED 11
+#define ICMP_PARAMETERPROB 12
 
 struct arp_ipv4 {
 	__u16 hrd;
@@ -192,6 +202,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	p->proto = ip.protocol;
 	p->l4_off = IP_OFF + sizeof(ip);
 	room = tot - sizeof(ip);
+	p->l4_len = room;
 	p->icmp_type = 0;
 	p->syn = 0;
 	if (ip.protocol == IPPROTO_TCP) {
@@ -257,6 +268,56 @@ static __always_inline int rewrite(struct __sk_buff *skb, struct pkt *p,
 		return -1;
 	return bpf_skb_store_bytes(skb, field_off, &new, sizeof(new), 0) ? -1
 									 : 0;
+}
+
+/* @check, a ones' complement checksum over data holding @old, once @old
+ * is @new (RFC 1624; any byte order, as long as all three share it). */
+static __always_inline __u16 csum_update(__u16 check, __u32 old, __u32 new)
+{
+	__u32 sum = (__u16)~check;
+
+	sum += (__u16)~old + (__u16) ~(old >> 16) + (__u16) new +
+	       (__u16)(new >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+/* An ICMP error quotes the header of the packet it is about: the NAT
+ * rewrites the quoted address at @field_off (an offset in struct iphdr)
+ * from @old to @new as well, or the receiving stack cannot tie the error
+ * to its socket (path MTU discovery depends on it).  The quoted header's
+ * checksum and the ICMP checksum (no pseudo header) follow; the quoted L4
+ * checksum is left, as receivers never check it.  0 (done, or nothing to
+ * do), or -1: a quote too short to hold an IP header (drop). */
+static __always_inline int rewrite_quoted(struct __sk_buff *skb, struct pkt *p,
+					  __u32 field_off, __u32 old, __u32 new)
+{
+	__u32 quote = p->l4_off + sizeof(struct icmp_head);
+	__u32 icmp_csum = p->l4_off + offsetof(struct icmp_head, checksum);
+	__u32 check_off = quote + offsetof(struct iphdr, check);
+	__u16 check, new_check;
+	__u32 addr;
+
+	if (p->proto != IPPROTO_ICMP || (p->icmp_type != ICMP_DEST_UNREACH &&
+					 p->icmp_type != ICMP_TIME_EXCEEDED &&
+					 p->icmp_type != ICMP_PARAMETERPROB))
+		return 0;
+	if (p->l4_len < sizeof(struct icmp_head) + sizeof(struct iphdr) ||
+	    bpf_skb_load_bytes(skb, quote + field_off, &addr, sizeof(addr)) ||
+	    bpf_skb_load_bytes(skb, check_off, &check, sizeof(check)))
+		return -1;
+	if (addr != old)
+		return 0;
+	new_check = csum_update(check, old, new);
+	if (bpf_l4_csum_replace(skb, icmp_csum, old, new, sizeof(new)) ||
+	    bpf_l4_csum_replace(skb, icmp_csum, check, new_check,
+				sizeof(new_check)) ||
+	    bpf_skb_store_bytes(skb, quote + field_off, &new, sizeof(new), 0) ||
+	    bpf_skb_store_bytes(skb, check_off, &new_check, sizeof(new_check),
+				0))
+		return -1;
+	return 0;
 }
 
 /* Rule 1's ranges (host order): 0/8, 127/8, 169.254/16, multicast and
@@ -362,35 +423,48 @@ static __always_inline int decide(struct __sk_buff *skb, struct pkt *p,
 					     : NET_DROP_NO_INTERNET;
 }
 
+/* What both programs do first: the Ethernet type, ARP (between @arp_a and
+ * @arp_b, network order) and the IPv4 headers into @p.  PARSED, or the TC
+ * action to return. */
+static __always_inline int receive(struct __sk_buff *skb, struct pkt *p,
+				   __u32 arp_a, __u32 arp_b)
+{
+	__u16 proto;
+	int v;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
+			       sizeof(proto)))
+		return count(skb, NET_DROP_MALFORMED);
+	if (proto == bpf_htons(ETH_P_ARP)) {
+		v = check_arp(skb, arp_a, arp_b);
+		return v == PARSED ? TC_ACT_OK : count(skb, v);
+	}
+	v = parse(skb, p);
+	return v == PARSED ? PARSED : count(skb, v);
+}
+
 SEC("tc")
 int tap_ingress(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	const struct policy_config *c = bpf_map_lookup_elem(&config, &zero);
 	struct pkt p;
-	__u16 proto;
 	int v;
 
 	if (!c)
 		return TC_ACT_SHOT;
-	if (skb->len < ETH_HLEN)
-		return count(skb, NET_DROP_MALFORMED);
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
-			       sizeof(proto)))
-		return count(skb, NET_DROP_MALFORMED);
-	if (proto == bpf_htons(ETH_P_ARP)) {
-		v = check_arp(skb, bpf_htonl(GUEST_NET_GUEST_ADDR),
-			      bpf_htonl(GUEST_NET_GATEWAY_ADDR));
-		return v == PARSED ? TC_ACT_OK : count(skb, v);
-	}
-	v = parse(skb, &p);
+	v = receive(skb, &p, bpf_htonl(GUEST_NET_GUEST_ADDR),
+		    bpf_htonl(GUEST_NET_GATEWAY_ADDR));
 	if (v != PARSED)
-		return count(skb, v);
+		return v;
 	v = decide(skb, &p, c);
 	if (v >= NET_DROP_ALWAYS)
 		return count(skb, v);
 	/* NAT after the verdict: the world sees the sandbox's host address. */
-	if (rewrite(skb, &p, IP_SADDR_OFF, p.saddr, bpf_htonl(c->host_address)))
+	if (rewrite(skb, &p, IP_SADDR_OFF, p.saddr,
+		    bpf_htonl(c->host_address)) ||
+	    rewrite_quoted(skb, &p, offsetof(struct iphdr, daddr), p.saddr,
+			   bpf_htonl(c->host_address)))
 		return count(skb, NET_DROP_MALFORMED);
 	return count(skb, v);
 }
@@ -409,25 +483,15 @@ int veth_ingress(struct __sk_buff *skb)
 	const struct policy_config *c = bpf_map_lookup_elem(&config, &zero);
 	struct policy_flow_key k = {};
 	struct pkt p;
-	__u16 proto;
 	__u32 s;
 	int v;
 
 	if (!c)
 		return TC_ACT_SHOT;
-	if (skb->len < ETH_HLEN)
-		return count(skb, NET_DROP_MALFORMED);
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto,
-			       sizeof(proto)))
-		return count(skb, NET_DROP_MALFORMED);
-	if (proto == bpf_htons(ETH_P_ARP)) {
-		v = check_arp(skb, bpf_htonl(c->host_peer),
-			      bpf_htonl(c->host_address));
-		return v == PARSED ? TC_ACT_OK : count(skb, v);
-	}
-	v = parse(skb, &p);
+	v = receive(skb, &p, bpf_htonl(c->host_peer),
+		    bpf_htonl(c->host_address));
 	if (v != PARSED)
-		return count(skb, v);
+		return v;
 	s = bpf_ntohl(p.saddr);
 	if (bpf_ntohl(p.daddr) != c->host_address || bad_source(c, s))
 		return count(skb, NET_DROP_ALWAYS);
@@ -462,7 +526,9 @@ int veth_ingress(struct __sk_buff *skb)
 			add_flow(&k);
 	}
 	if (rewrite(skb, &p, IP_DADDR_OFF, p.daddr,
-		    bpf_htonl(GUEST_NET_GUEST_ADDR)))
+		    bpf_htonl(GUEST_NET_GUEST_ADDR)) ||
+	    rewrite_quoted(skb, &p, offsetof(struct iphdr, saddr), p.daddr,
+			   bpf_htonl(GUEST_NET_GUEST_ADDR)))
 		return count(skb, NET_DROP_MALFORMED);
 	return count(skb, v);
 }

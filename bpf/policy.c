@@ -9,13 +9,16 @@
  * new one with deny_out of the old, or allow_internet ahead of the lists).
  * The lists live in two generations in each trie (policy_abi.h): an update
  * writes the new lists into the idle generation, then flips one byte of
- * the config map (the generation bit and allow_internet together).  A
+ * the config map (the generation bit and allow_internet together).  It
+ * writes only the difference between what the idle generation holds (the
+ * policy before the live one) and the new lists.  A
  * packet reads that byte once and looks up only its generation, so it sees
  * the old policy or the new one whole.  The old generation's entries stay
- * until the next update clears them before writing: a packet that read the
+ * until the next update rewrites them: a packet that read the
  * old byte just before the flip (it runs for microseconds, in an RCU
  * section) is done long before another bpf_policy_update comes round.
  *
+ * A sandbox's updates come one at a time (the caller serializes them).
  * Errors: -1 with a message naming the step, map, field or value.
  */
 #include <arpa/inet.h>
@@ -36,7 +39,8 @@ struct bpf_policy {
 	struct policy_bpf *skel;
 	struct policy_config cfg; /* as in the config map */
 	struct net_policy live;	  /* the live generation's lists */
-	struct net_policy idle;	  /* what may be left in the other one */
+	struct net_policy idle;	  /* what the other one holds */
+	bool idle_unknown;	  /* an update failed half way: clear it */
 };
 
 static int check_cidrs(const char *name, const struct net_cidr *c, uint32_t n,
@@ -72,26 +76,76 @@ static struct policy_lpm_key lpm_key(uint32_t gen, const struct net_cidr *c)
 	return k;
 }
 
-/* Writes (@add) or removes @n entries of generation @gen in @map. */
-static int write_list(struct bpf_map *map, uint32_t gen,
-		      const struct net_cidr *c, uint32_t n, bool add, char *err,
-		      size_t errlen)
+static bool listed(const struct net_cidr *c, uint32_t n,
+		   const struct net_cidr *x)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (c[i].addr == x->addr && c[i].prefix == x->prefix)
+			return true;
+	return false;
+}
+
+static int map_error(struct bpf_map *map, const char *what,
+		     const struct net_cidr *c, uint32_t gen, char *err,
+		     size_t errlen)
+{
+	snprintf(err, errlen, "%s %#x/%u in map %s (generation %u): %s", what,
+		 c->addr, c->prefix, bpf_map__name(map), gen, strerror(errno));
+	return -1;
+}
+
+/* Turns generation @gen of @map from list @from into list @to, writing
+ * only the difference: an update that changes one CIDR costs two
+ * syscalls, not a hundred. */
+static int sync_list(struct bpf_map *map, uint32_t gen,
+		     const struct net_cidr *from, uint32_t n_from,
+		     const struct net_cidr *to, uint32_t n_to, char *err,
+		     size_t errlen)
 {
 	int fd = bpf_map__fd(map);
 	uint8_t one = 1;
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct policy_lpm_key k = lpm_key(gen, &c[i]);
-		int r = add ? bpf_map_update_elem(fd, &k, &one, BPF_ANY)
-			    : bpf_map_delete_elem(fd, &k);
+	for (uint32_t i = 0; i < n_from; i++) {
+		struct policy_lpm_key k = lpm_key(gen, &from[i]);
 
 		/* A list may name one CIDR twice: gone at the first. */
-		if (r && !(!add && errno == ENOENT)) {
+		if (!listed(to, n_to, &from[i]) &&
+		    bpf_map_delete_elem(fd, &k) && errno != ENOENT)
+			return map_error(map, "removing", &from[i], gen, err,
+					 errlen);
+	}
+	for (uint32_t i = 0; i < n_to; i++) {
+		struct policy_lpm_key k = lpm_key(gen, &to[i]);
+
+		if (!listed(from, n_from, &to[i]) &&
+		    bpf_map_update_elem(fd, &k, &one, BPF_ANY))
+			return map_error(map, "adding", &to[i], gen, err,
+					 errlen);
+	}
+	return 0;
+}
+
+/* Removes every entry of generation @gen from @map: after a failed
+ * update, when what it holds is no list's. */
+static int clear_gen(struct bpf_map *map, uint32_t gen, char *err,
+		     size_t errlen)
+{
+	struct policy_lpm_key keys[2 * NET_POLICY_MAX_CIDRS], k;
+	int fd = bpf_map__fd(map);
+	uint32_t n = 0;
+	void *prev = NULL;
+
+	while (n < 2 * NET_POLICY_MAX_CIDRS &&
+	       bpf_map_get_next_key(fd, prev, &k) == 0) {
+		if (k.gen == htonl(gen))
+			keys[n++] = k;
+		prev = &k;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (bpf_map_delete_elem(fd, &keys[i]) && errno != ENOENT) {
 			snprintf(err, errlen,
-				 "%s %#x/%u in map %s (generation %u): %s",
-				 add ? "adding" : "removing", c[i].addr,
-				 c[i].prefix, bpf_map__name(map), gen,
-				 strerror(errno));
+				 "clearing generation %u of map %s: %s", gen,
+				 bpf_map__name(map), strerror(errno));
 			return -1;
 		}
 	}
@@ -123,18 +177,22 @@ int bpf_policy_update(struct bpf_policy *p, const struct net_policy *policy,
 	    check_cidrs("deny_out", policy->deny_out, policy->n_deny, err,
 			errlen))
 		return -1;
-	if (write_list(allow, gen, p->idle.allow_out, p->idle.n_allow, false,
-		       err, errlen) ||
-	    write_list(deny, gen, p->idle.deny_out, p->idle.n_deny, false, err,
-		       errlen))
+	if (p->idle_unknown) {
+		if (clear_gen(allow, gen, err, errlen) ||
+		    clear_gen(deny, gen, err, errlen))
+			return -1;
+		memset(&p->idle, 0, sizeof(p->idle));
+		p->idle_unknown = false;
+	}
+	/* Until both are through, the idle generation is half of each. */
+	p->idle_unknown = true;
+	if (sync_list(allow, gen, p->idle.allow_out, p->idle.n_allow,
+		      policy->allow_out, policy->n_allow, err, errlen) ||
+	    sync_list(deny, gen, p->idle.deny_out, p->idle.n_deny,
+		      policy->deny_out, policy->n_deny, err, errlen))
 		return -1;
-	/* From here on the idle generation holds part of @policy. */
 	p->idle = *policy;
-	if (write_list(allow, gen, policy->allow_out, policy->n_allow, true,
-		       err, errlen) ||
-	    write_list(deny, gen, policy->deny_out, policy->n_deny, true, err,
-		       errlen))
-		return -1;
+	p->idle_unknown = false;
 	p->cfg.state =
 		gen | (policy->allow_internet ? POLICY_STATE_INTERNET : 0);
 	if (write_config(p, err, errlen)) {

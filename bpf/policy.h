@@ -12,14 +12,21 @@
  *   1. dropped whatever the policy says: not IPv4 (ARP to the gateway
  *      excepted), 169.254.0.0/16 (metadata, link-local; DNS to the gateway
  *      excepted, below), 127.0.0.0/8, the host's own addresses, the
- *      daemon's address pool (other sandboxes), multicast and broadcast,
- *      malformed or truncated headers -- unless it answers a connection
- *      the host opened to the sandbox's host address (a flow map);
+ *      daemon's address pool (other sandboxes), 0.0.0.0/8, multicast and
+ *      240.0.0.0/4 (reserved, the broadcast address), group MACs,
+ *      a source other than the guest's address, IP protocols other than
+ *      TCP, UDP and ICMP, and (NET_DROP_MALFORMED) malformed or truncated
+ *      headers, IP options and fragments (policy.bpf.c says why) --
+ *      unless it answers a connection the host opened to the sandbox's
+ *      host address (a flow map);
  *   2. allow_out: passed;  3. deny_out: dropped;
  *   4. private ranges (10/8, 172.16/12, 192.168/16, 100.64/10): dropped;
  *   5. the rest: passed if allow_internet.
  * DNS to the gateway (UDP/TCP 53) goes to dns_server, and only if
  * allow_internet or dns_always.
+ * From the host, only packets to host_address pass (NET_PASS_INBOUND),
+ * and none from rule 1's ranges or the pool but host_peer; ARP between
+ * host_peer and host_address passes uncounted.
  *
  * Each sandbox has its own copy of the programs and maps: a policy change
  * is map writes only, and takes effect for the next packet.

@@ -6,11 +6,11 @@
  * Life cycle: vm_create() does all setup (files are loaded and validated
  * before /dev/kvm is opened, guest memory is registered before the irqchip
  * because PVM hosts make the other order 15x slower); vm_run() starts one
- * thread per vCPU (plus the vsock device's and the control socket's threads
- * when configured) and blocks until the VM stops; vm_destroy() releases
- * everything.  Each of those threads loads its seccomp filter before its
- * work, the main thread last, and no vCPU enters KVM_RUN before every
- * filter is in place (seccomp_filters.h).
+ * thread per vCPU (plus the vsock and network devices' and the control
+ * socket's threads when configured) and blocks until the VM stops;
+ * vm_destroy() releases everything.  Each of those threads loads its
+ * seccomp filter before its work, the main thread last, and no vCPU enters
+ * KVM_RUN before every filter is in place (seccomp_filters.h).
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all

@@ -81,6 +81,24 @@ void vm_guest_requested_reset(void *ctx)
 		destroy(&vm->name);                                       \
 	}
 
+/*
+ * The start, pause and resume entries of a device with a thread, kept in
+ * vm->NAME, whose own API has NAME_start(), NAME_pause() and NAME_resume().
+ */
+#define DEFINE_DEVICE_THREAD_OPS(name)              \
+	static int name##_start_vm(struct vm *vm)   \
+	{                                           \
+		return name##_start(&vm->name);     \
+	}                                           \
+	static void name##_pause_vm(struct vm *vm)  \
+	{                                           \
+		name##_pause(&vm->name);            \
+	}                                           \
+	static void name##_resume_vm(struct vm *vm) \
+	{                                           \
+		name##_resume(&vm->name);           \
+	}
+
 /* The UART at COM1: the guest's console. */
 
 static int serial_create(struct vm *vm, const struct vm_config *cfg)
@@ -171,21 +189,7 @@ static int vsock_attach(struct vm *vm)
 				  vsock_notify_fd(&vm->vsock));
 }
 
-static int vsock_start_vm(struct vm *vm)
-{
-	return vsock_start(&vm->vsock);
-}
-
-static void vsock_pause_vm(struct vm *vm)
-{
-	vsock_pause(&vm->vsock);
-}
-
-static void vsock_resume_vm(struct vm *vm)
-{
-	vsock_resume(&vm->vsock);
-}
-
+DEFINE_DEVICE_THREAD_OPS(vsock)
 DEFINE_DEVICE_STATE_OPS(vsock, vsock_stop)
 
 /* The sandbox's network: virtio-net over its TAP on the second window. */
@@ -214,21 +218,7 @@ static int net_attach(struct vm *vm)
 				  net_notify_fd(&vm->net));
 }
 
-static int net_start_vm(struct vm *vm)
-{
-	return net_start(&vm->net);
-}
-
-static void net_pause_vm(struct vm *vm)
-{
-	net_pause(&vm->net);
-}
-
-static void net_resume_vm(struct vm *vm)
-{
-	net_resume(&vm->net);
-}
-
+DEFINE_DEVICE_THREAD_OPS(net)
 DEFINE_DEVICE_STATE_OPS(net, net_stop)
 
 /* The order of creation, of the sections in state.bin and of restores. */

@@ -79,6 +79,21 @@ static int snapshot_path(char *out, const char *dir, const char *file)
 	return 0;
 }
 
+/* Whether device @bit is in the snapshot exactly when the command line
+ * (@given: its @flag) asks for it; 0, or -1 after a message. */
+static int check_device(const struct saved_config *sc, const char *dir,
+			uint32_t bit, bool given, const char *what,
+			const char *add_hint, const char *flag)
+{
+	bool saved = sc->devices & bit;
+
+	if (saved == given)
+		return 0;
+	log_error("snapshot %s %s %s: %s %s", dir, saved ? "has" : "has no",
+		  what, saved ? add_hint : "leave out", flag);
+	return -1;
+}
+
 /* Refuses a snapshot this VMM and host cannot run, before KVM is opened. */
 static int check_snapshot(const struct state_reader *r,
 			  const struct vm_config *cfg, struct saved_config *sc)
@@ -109,26 +124,15 @@ static int check_snapshot(const struct state_reader *r,
 			(unsigned long long)r->header.mem_size);
 		return -1;
 	}
-	if (!!(sc->devices & SAVED_VSOCK) != (cfg->vsock_path != NULL)) {
-		log_error("snapshot %s %s an agent channel: %s --vsock",
-			  cfg->restore_dir,
-			  sc->devices & SAVED_VSOCK ? "has" : "has no",
-			  sc->devices & SAVED_VSOCK
-				  ? "give it a socket path with"
-				  : "leave out");
-		return -1;
-	}
 	/* A clone's network is its own TAP; one the snapshot has no device
 	 * for would be silently unused, so it is refused too. */
-	if (!!(sc->devices & SAVED_NET) != (cfg->net_tap != NULL)) {
-		log_error("snapshot %s %s a network device: %s --net-tap",
-			  cfg->restore_dir,
-			  sc->devices & SAVED_NET ? "has" : "has no",
-			  sc->devices & SAVED_NET
-				  ? "give it the clone's TAP with"
-				  : "leave out");
+	if (check_device(sc, cfg->restore_dir, SAVED_VSOCK,
+			 cfg->vsock_path != NULL, "an agent channel",
+			 "give it a socket path with", "--vsock") < 0 ||
+	    check_device(sc, cfg->restore_dir, SAVED_NET, cfg->net_tap != NULL,
+			 "a network device", "give it the clone's TAP with",
+			 "--net-tap") < 0)
 		return -1;
-	}
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * sandbox_commands.c - `thaw sandbox create|ls|rm`, `thaw exec` and
- * `thaw cp`: the daemon's HTTP API (API.md) as commands.
+ * sandbox_commands.c - `thaw sandbox create|ls|rm|network`, `thaw exec`
+ * and `thaw cp`: the daemon's HTTP API (API.md) as commands.
  *
  * The requests are the client library's (pool/client/thaw_client.h); this
  * file parses options, finds the daemon's socket, and prints.  A call that
@@ -11,6 +11,9 @@
  * long command's output shows as it is written and a large file never
  * sits in memory; a ^C (thaw_interrupted, the library's cancel flag) ends
  * the transfer at once: the daemon kills a command whose client went away.
+ * A network policy's CIDRs are checked here with the daemon's own parser
+ * (net_cidr_parse), so a typo is a usage error naming the option before
+ * any request.
  *
  * Exit status: thaw exec exits with the command's own status (128 + signal
  * when a signal killed it, 124 when its --timeout passed, as timeout(1)),
@@ -33,6 +36,7 @@
 #include "interrupt.h"
 #include "io.h"
 #include "paths.h"
+#include "policy.h"
 #include "thaw.h"
 #include "thaw_client.h"
 
@@ -48,6 +52,10 @@ struct options {
 	long timeout_s;	  /* 0: not given */
 	const char **env; /* --env K=V..., NULL-terminated; or NULL */
 	size_t nr_env;
+	/* --allow-out, --deny-out: NULL-terminated; or NULL */
+	const char **allow_out, **deny_out;
+	size_t nr_allow_out, nr_deny_out;
+	int internet; /* -1: --no-internet, 1: --internet, 0: neither */
 	bool send_stdin, json;
 };
 
@@ -133,12 +141,26 @@ static const char *or_dash(const char *s)
 	return *s ? s : "-";
 }
 
+/* The policy options of @o into @n; false when none was given. */
+static bool network_options(const struct options *o, struct thaw_network *n)
+{
+	*n = (struct thaw_network){ .allow_internet =
+					    o->internet ? o->internet > 0 : -1,
+				    .allow_out = o->allow_out,
+				    .deny_out = o->deny_out };
+	return o->internet || o->allow_out || o->deny_out;
+}
+
 static int sandbox_create(struct client *c, const struct options *o, int argc,
 			  char **argv)
 {
-	const struct thaw_create spec = { .template = o->template,
-					  .timeout_s = o->timeout_s,
-					  .env = o->env };
+	struct thaw_network net;
+	const struct thaw_create spec = {
+		.template = o->template,
+		.timeout_s = o->timeout_s,
+		.env = o->env,
+		.network = network_options(o, &net) ? &net : NULL,
+	};
 	const char *who = c->cmd->name;
 	struct thaw_client *conn;
 	struct thaw_sandbox s;
@@ -154,10 +176,48 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 		   err))
 		return c->cmd->fail_status;
 	fprintf(stderr,
-		"thaw: sandbox of template %s, restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms\n",
+		"thaw: sandbox of template %s, restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms%s%s\n",
 		or_dash(s.template), s.restore_ms, s.restore.host_ms,
-		s.restore.guest_ms, s.handout_ms);
+		s.restore.guest_ms, s.handout_ms,
+		s.host_address[0] ? ", host address " : "", s.host_address);
 	printf("%s\n", s.id);
+	return 0;
+}
+
+/* `thaw sandbox network ID [policy options]`: without them shows the
+ * sandbox's network, with them replaces its policy, then shows it. */
+static int sandbox_network(struct client *c, const struct options *o, int argc,
+			   char **argv)
+{
+	const char *who = c->cmd->name;
+	struct thaw_sandbox_network n;
+	struct thaw_network policy;
+	struct thaw_client *conn;
+	char err[ERR_MAX];
+	int ret;
+
+	if (argc < 1)
+		return usage_error(c->cmd, "no sandbox id given");
+	if (argc > 1)
+		return usage_error(c->cmd, "unexpected argument '%s'", argv[1]);
+	if (!(conn = connection(c, who)))
+		return c->cmd->fail_status;
+	if (network_options(o, &policy))
+		ret = thaw_client_set_network(conn, argv[0], &policy, &n, err,
+					      sizeof(err));
+	else
+		ret = thaw_client_get_network(conn, argv[0], &n, err,
+					      sizeof(err));
+	if (report(who, ret, err))
+		return c->cmd->fail_status;
+	if (!n.present) {
+		printf("network none\n");
+		return 0;
+	}
+	printf("host_address %s\nallow_internet %s\nallow_out %s\n"
+	       "deny_out %s\n",
+	       or_dash(n.host_address), n.allow_internet ? "true" : "false",
+	       or_dash(n.allow_out), or_dash(n.deny_out));
 	return 0;
 }
 
@@ -577,14 +637,51 @@ static const struct option long_options[] = {
 	{ "cwd", required_argument, NULL, 'C' },
 	{ "stdin", no_argument, NULL, 'i' },
 	{ "json", no_argument, NULL, 'j' },
+	{ "allow-out", required_argument, NULL, 'a' },
+	{ "deny-out", required_argument, NULL, 'd' },
+	{ "internet", no_argument, NULL, 'I' },
+	{ "no-internet", no_argument, NULL, 'N' },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* Appends @arg to the NULL-terminated *@v of *@n; false without memory
+ * (after a message). */
+static bool append(const struct command *cmd, const char ***v, size_t *n,
+		   const char *arg)
+{
+	const char **grown = realloc(*v, (*n + 2) * sizeof(**v));
+
+	if (!grown) {
+		fprintf(stderr, "%s: out of memory\n", cmd->name);
+		return false;
+	}
+	grown[(*n)++] = arg;
+	grown[*n] = NULL;
+	*v = grown;
+	return true;
+}
+
+/* --allow-out or --deny-out @arg onto its list: a CIDR, at most the
+ * daemon's NET_POLICY_MAX_CIDRS; -1 to go on, or an exit status. */
+static int add_cidr(const struct command *cmd, const char *option,
+		    const char ***v, size_t *n, const char *arg)
+{
+	struct net_cidr cidr;
+	char why[160];
+
+	if (net_cidr_parse(arg, &cidr, why, sizeof(why)) < 0)
+		return usage_error(cmd, "--%s: %s", option, why);
+	if (*n == NET_POLICY_MAX_CIDRS)
+		return usage_error(cmd, "--%s: more than %d CIDRs", option,
+				   NET_POLICY_MAX_CIDRS);
+	return append(cmd, v, n, arg) ? -1 : cmd->fail_status;
+}
 
 /* Takes option @opt; -1 to go on, or the exit status of a usage error. */
 static int take_option(const struct command *cmd, struct options *o, int opt,
 		       const char *arg)
 {
-	const char *eq, **env;
+	const char *eq;
 	char *end;
 
 	switch (opt) {
@@ -621,14 +718,20 @@ static int take_option(const struct command *cmd, struct options *o, int opt,
 		if (!thaw_client_is_text(arg))
 			return usage_error(cmd, "--env '%s' is not UTF-8 text",
 					   arg);
-		env = realloc(o->env, (o->nr_env + 2) * sizeof(*env));
-		if (!env) {
-			fprintf(stderr, "%s: out of memory\n", cmd->name);
+		if (!append(cmd, &o->env, &o->nr_env, arg))
 			return cmd->fail_status;
-		}
-		env[o->nr_env++] = arg;
-		env[o->nr_env] = NULL;
-		o->env = env;
+		break;
+	case 'a':
+		return add_cidr(cmd, "allow-out", &o->allow_out,
+				&o->nr_allow_out, arg);
+	case 'd':
+		return add_cidr(cmd, "deny-out", &o->deny_out, &o->nr_deny_out,
+				arg);
+	case 'I':
+		o->internet = 1;
+		break;
+	case 'N':
+		o->internet = -1;
 		break;
 	}
 	return -1;
@@ -683,6 +786,8 @@ static int client_main(const struct command *cmd, int argc, char **argv)
 	}
 	thaw_client_close(c.conn);
 	free(o.env);
+	free(o.allow_out);
+	free(o.deny_out);
 	return status;
 }
 
@@ -694,12 +799,23 @@ static int client_main(const struct command *cmd, int argc, char **argv)
 
 static const char sandbox_usage[] =
 	"usage: thaw sandbox create [--template T] [--timeout S] [--env K=V]...\n"
+	"                           [--allow-out CIDR]... [--deny-out CIDR]...\n"
+	"                           [--no-internet]\n"
 	"       thaw sandbox ls [--json]\n"
 	"       thaw sandbox rm ID...\n"
+	"       thaw sandbox network ID [--allow-out CIDR]... [--deny-out CIDR]...\n"
+	"                               [--internet | --no-internet]\n"
 	"Sandboxes are clones thawd (thaw daemon) hands out from its warm pools.\n"
 	"create prints the new sandbox's id; the daemon removes it --timeout\n"
 	"seconds later (the template's default when not given) unless rm does\n"
-	"first.  Its --env is set for every thaw exec in it.\n" SOCKET_HELP;
+	"first.  Its --env is set for every thaw exec in it.\n"
+	"A sandbox reaches the internet but not the host, other sandboxes,\n"
+	"link-local addresses (cloud metadata) or private ranges (10/8,\n"
+	"172.16/12, 192.168/16, 100.64/10).  --allow-out opens a CIDR\n"
+	"(A.B.C.D/N; link-local and the host stay closed), --deny-out closes one,\n"
+	"--no-internet closes the rest.  network shows sandbox ID's network;\n"
+	"given any of these options it replaces its policy, what is not given\n"
+	"being the template's default again.\n" SOCKET_HELP;
 
 static const char exec_usage[] =
 	"usage: thaw exec [--env K=V]... [--cwd DIR] [--timeout S] [--stdin]\n"
@@ -721,7 +837,7 @@ static const char cp_usage[] =
 static const struct command sandbox_commands[] = {
 	{ .name = SANDBOX "create",
 	  .usage = sandbox_usage,
-	  .accepts = "Tte",
+	  .accepts = "TteadN",
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
 	  .run = sandbox_create },
@@ -737,6 +853,12 @@ static const struct command sandbox_commands[] = {
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
 	  .run = sandbox_rm },
+	{ .name = SANDBOX "network",
+	  .usage = sandbox_usage,
+	  .accepts = "adIN",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_network },
 };
 
 int thaw_sandbox(int argc, char **argv)

@@ -28,8 +28,9 @@
  *   the connection is what tells the daemon to kill an exec's command.
  * - Typed helpers cover what the CLI, the bench and the tests do: create,
  *   get, list, delete and ping sandboxes, exec with its events streamed to a
- *   callback, file upload and download, the templates' pool state and a
- *   metric's value.  thaw_client_call() is any request, raw.
+ *   callback, file upload and download, a sandbox's network policy, the
+ *   templates' pool state and a metric's value.  thaw_client_call() is any
+ * request, raw.
  */
 #ifndef THAW_POOL_CLIENT_THAW_CLIENT_H
 #define THAW_POOL_CLIENT_THAW_CLIENT_H
@@ -159,13 +160,26 @@ struct thaw_sandbox {
 	char stop_reason[256];
 	double restore_ms, handout_ms;
 	struct thaw_restore_phases restore;
-	long pid; /* GET /sandboxes/{id} only */
+	long pid;	       /* GET /sandboxes/{id} only */
+	char host_address[16]; /* "A.B.C.D"; "": no network */
+};
+
+/*
+ * A network policy to send (API.md's "network"): what is left unset is the
+ * template's.  CIDRs are "A.B.C.D/N" text, checked by the daemon.
+ */
+struct thaw_network {
+	int allow_internet; /* -1: the template's; 0 or 1 */
+	const char *const
+		*allow_out;	     /* NULL-terminated; NULL: the template's */
+	const char *const *deny_out; /* NULL-terminated; NULL: the template's */
 };
 
 struct thaw_create {
 	const char *template;	/* NULL: the daemon's default */
 	unsigned timeout_s;	/* 0: the template's */
 	const char *const *env; /* "KEY=VALUE"s, NULL-terminated; or NULL */
+	const struct thaw_network *network; /* NULL: the template's policy */
 };
 
 /* POST /sandboxes; @s gets the answer (an id, or THAW_CLIENT_ANSWER). */
@@ -180,6 +194,28 @@ int thaw_client_list(struct thaw_client *c, struct thaw_sandbox **list,
  * stopped, why. */
 int thaw_client_get(struct thaw_client *c, const char *id,
 		    struct thaw_sandbox *s, char *err, size_t errlen);
+
+/* A sandbox's network as GET /sandboxes/{id} describes it. */
+#define THAW_CLIENT_CIDRS_MAX 1280 /* 64 CIDRs of up to 18 bytes, spaced */
+struct thaw_sandbox_network {
+	bool present; /* false: a template with network = none */
+	bool allow_internet;
+	char host_address[16];		       /* "A.B.C.D" */
+	char allow_out[THAW_CLIENT_CIDRS_MAX]; /* "A.B.C.D/N ...", or "" */
+	char deny_out[THAW_CLIENT_CIDRS_MAX];
+};
+
+/* GET /sandboxes/@id's "network" into @n. */
+int thaw_client_get_network(struct thaw_client *c, const char *id,
+			    struct thaw_sandbox_network *n, char *err,
+			    size_t errlen);
+
+/* POST /sandboxes/@id/network: replaces its policy with @policy (what it
+ * leaves unset: the template's); @n (or NULL) gets the result. */
+int thaw_client_set_network(struct thaw_client *c, const char *id,
+			    const struct thaw_network *policy,
+			    struct thaw_sandbox_network *n, char *err,
+			    size_t errlen);
 
 /* DELETE /sandboxes/@id. */
 int thaw_client_delete(struct thaw_client *c, const char *id, char *err,

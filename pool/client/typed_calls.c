@@ -130,7 +130,9 @@ static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 	    !take_string(s->expires, sizeof(s->expires), o, "expires") ||
 	    !take_string(s->state, sizeof(s->state), o, "state") ||
 	    !take_string(s->stop_reason, sizeof(s->stop_reason), o,
-			 "stop_reason"))
+			 "stop_reason") ||
+	    !take_string(s->host_address, sizeof(s->host_address),
+			 json_object_get(o, "network"), "host_address"))
 		return too_long("sandbox field", err, errlen);
 	s->restore_ms = number(o, "restore_ms");
 	take_restore_phases(&s->restore, json_object_get(o, "restore"));
@@ -245,6 +247,39 @@ static int bad_env(char *err, size_t errlen)
 			   "an env entry is not KEY=VALUE in UTF-8");
 }
 
+/* Strings, NULL-terminated, as a JSON array; NULL when one is not text. */
+static json_t *string_array(const char *const *v)
+{
+	json_t *a = json_array();
+
+	for (; a && *v; v++) {
+		if (json_array_append_new(a, json_string(*v)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* @n as API.md's "network" object; NULL when a CIDR is not text. */
+static json_t *network_object(const struct thaw_network *n)
+{
+	json_t *o = json_object();
+
+	if (o && n->allow_internet >= 0 &&
+	    !set(o, "allow_internet", json_boolean(n->allow_internet)))
+		goto fail;
+	if (o && n->allow_out &&
+	    !set(o, "allow_out", string_array(n->allow_out)))
+		goto fail;
+	if (o && n->deny_out && !set(o, "deny_out", string_array(n->deny_out)))
+		goto fail;
+	return o;
+fail:
+	json_decref(o);
+	return NULL;
+}
+
 int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		       struct thaw_sandbox *s, char *err, size_t errlen)
 {
@@ -261,6 +296,9 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		ret = oom(err, errlen);
 	else if (spec->env && !set(body, "env", env_object(spec->env)))
 		ret = bad_env(err, errlen);
+	else if (spec->network &&
+		 !set(body, "network", network_object(spec->network)))
+		ret = not_text("network policy", err, errlen);
 	else
 		ret = json_call(c, "POST", "/sandboxes", body, &answer, err,
 				errlen);
@@ -271,16 +309,109 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 	return ret;
 }
 
+/* GET /sandboxes/@id's answer into *@answer (the caller's to release). */
+static int get_sandbox(struct thaw_client *c, const char *id, json_t **answer,
+		       char *err, size_t errlen)
+{
+	char *path = sandbox_path(c, id, "");
+	int ret = json_call(c, "GET", path, NULL, answer, err, errlen);
+
+	free(path);
+	return ret;
+}
+
 int thaw_client_get(struct thaw_client *c, const char *id,
 		    struct thaw_sandbox *s, char *err, size_t errlen)
 {
-	char *path = sandbox_path(c, id, "");
 	json_t *answer = NULL;
-	int ret = json_call(c, "GET", path, NULL, &answer, err, errlen);
+	int ret = get_sandbox(c, id, &answer, err, errlen);
 
 	if (ret == 0)
 		ret = take_one_sandbox(s, answer, err, errlen);
 	json_decref(answer);
+	return ret;
+}
+
+/* A list of CIDR strings as "A.B.C.D/N ..."; false when it is no such
+ * list or will not fit. */
+static bool take_cidrs(char *out, size_t len, const json_t *list)
+{
+	const json_t *v;
+	size_t i, n = 0;
+
+	out[0] = '\0';
+	if (!json_is_array(list))
+		return false;
+	json_array_foreach(list, i, v)
+	{
+		const char *s = json_string_value(v);
+		int w = snprintf(out + n, len - n, "%s%s", n ? " " : "",
+				 s ? s : "");
+
+		if (!s || w < 0 || (size_t)w >= len - n)
+			return false;
+		n += w;
+	}
+	printable(out);
+	return true;
+}
+
+/* A sandbox answer's "network" into @n. */
+static int take_network(struct thaw_sandbox_network *n, const json_t *answer,
+			char *err, size_t errlen)
+{
+	const json_t *o = json_object_get(answer, "network");
+
+	memset(n, 0, sizeof(*n));
+	if (!json_is_object(answer) ||
+	    (o && !json_is_null(o) && !json_is_object(o)))
+		return client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				   "the daemon's answer has no network object");
+	if (!json_is_object(o))
+		return 0;
+	n->present = true;
+	n->allow_internet = json_is_true(json_object_get(o, "allow_internet"));
+	if (!take_string(n->host_address, sizeof(n->host_address), o,
+			 "host_address") ||
+	    !take_cidrs(n->allow_out, sizeof(n->allow_out),
+			json_object_get(o, "allow_out")) ||
+	    !take_cidrs(n->deny_out, sizeof(n->deny_out),
+			json_object_get(o, "deny_out")))
+		return client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				   "the daemon's network object is malformed");
+	return 0;
+}
+
+int thaw_client_get_network(struct thaw_client *c, const char *id,
+			    struct thaw_sandbox_network *n, char *err,
+			    size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = get_sandbox(c, id, &answer, err, errlen);
+
+	if (ret == 0)
+		ret = take_network(n, answer, err, errlen);
+	json_decref(answer);
+	return ret;
+}
+
+int thaw_client_set_network(struct thaw_client *c, const char *id,
+			    const struct thaw_network *policy,
+			    struct thaw_sandbox_network *n, char *err,
+			    size_t errlen)
+{
+	char *path = sandbox_path(c, id, "/network");
+	json_t *body = network_object(policy), *answer = NULL;
+	int ret;
+
+	if (!body)
+		ret = not_text("network policy", err, errlen);
+	else
+		ret = json_call(c, "POST", path, body, &answer, err, errlen);
+	if (ret == 0 && n)
+		ret = take_network(n, answer, err, errlen);
+	json_decref(answer);
+	json_decref(body);
 	free(path);
 	return ret;
 }

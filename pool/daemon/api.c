@@ -466,6 +466,7 @@ static const struct api_route routes[] = {
 	{ "", true, .get = api_get_sandbox, .del = api_delete_sandbox },
 	{ "/exec", true, .post = api_exec },
 	{ "/timeout", true, .post = api_set_timeout },
+	{ "/network", true, .post = api_set_network },
 	{ "/ping", true, .post = api_ping_sandbox },
 	{ "/files", true, .get = api_get_file, .put = api_put_file_end,
 	  .put_begin = api_put_file_begin, .put_piece = api_put_file_piece },

@@ -146,18 +146,29 @@ int api_parse_exec(json_t *body, const struct sandbox *c,
 		   struct agent_exec_request *req, char ***argv_out,
 		   char ***env_out, void **stdin_out, bool *stream, char *err,
 		   size_t errlen);
-/* A POST /sandboxes body: its template (config's), lease and env. */
+/* A POST /sandboxes body: its template (config's), lease, env and
+ * network policy. */
 struct create_request {
 	const struct template_config *template;
 	uint32_t timeout_s;
 	char **env; /* the caller frees it (api_free_strv), also on error */
 	size_t nr_env;
+	bool has_network; /* "network" given: @network, else the pool's */
+	struct net_policy network;
 };
 
 /* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
  * or 400/404 with a message in @err. */
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		     struct create_request *req, char *err, size_t errlen);
+/*
+ * api_sandboxes.c: a "network" object (POST /sandboxes' field, POST
+ * /sandboxes/ID/network's body) into @out, what it leaves out from
+ * @defaults (the template's); 0, or 400 with a message in @err naming the
+ * field and, for a bad CIDR, its text (net_cidr_parse).
+ */
+int api_parse_network(json_t *net, const struct net_policy *defaults,
+		      struct net_policy *out, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
  * message in @err. */
 bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
@@ -219,7 +230,7 @@ int api_client_fd(struct MHD_Connection *conn);
 /* ---- the routes -------------------------------------------------------- */
 
 api_handler api_create_sandbox, api_list_sandboxes, api_get_sandbox,
-	api_delete_sandbox, api_set_timeout, api_ping_sandbox,
+	api_delete_sandbox, api_set_timeout, api_set_network, api_ping_sandbox,
 	api_get_templates;
 api_handler api_exec;
 api_handler api_get_file, api_put_file_begin, api_put_file_end;

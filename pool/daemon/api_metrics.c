@@ -11,6 +11,11 @@
  * last ones, taken once a second, not fresh ones per scrape.  Every
  * reply passes through api_count_status (from api_reply), so no route can
  * forget to be counted.
+ *
+ * The exception is each handed-out sandbox's network counters (netns.h),
+ * read from its maps after that pass, the sandboxes held meanwhile: a map
+ * read per sandbox is a system call, which the daemon's lock is not held
+ * across.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -188,6 +193,88 @@ static void put_admission(struct text *t, const struct daemon *d)
 	}
 }
 
+/* enum net_verdict's names in the metrics' "verdict" label. */
+static const char *const verdict_names[] = {
+	[NET_PASS_ALLOW_OUT] = "pass_allow_out",
+	[NET_PASS_INTERNET] = "pass_internet",
+	[NET_PASS_REPLY] = "pass_reply",
+	[NET_PASS_DNS] = "pass_dns",
+	[NET_PASS_INBOUND] = "pass_inbound",
+	[NET_DROP_ALWAYS] = "drop_always",
+	[NET_DROP_DENY_OUT] = "drop_deny_out",
+	[NET_DROP_PRIVATE] = "drop_private",
+	[NET_DROP_NO_INTERNET] = "drop_no_internet",
+	[NET_DROP_MALFORMED] = "drop_malformed",
+};
+_Static_assert(sizeof(verdict_names) / sizeof(verdict_names[0]) == NET_VERDICTS,
+	       "a name per verdict");
+
+/* One network counter of every sandbox in @held whose read worked. */
+static void put_net_family(struct text *t, const char *name, const char *help,
+			   struct sandbox *const *held,
+			   const struct net_counters *counts, const bool *ok,
+			   size_t n, size_t field)
+{
+	put(t, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (size_t i = 0; i < n; i++) {
+		const uint64_t *v =
+			(const void *)((const char *)&counts[i] + field);
+
+		for (int k = 0; ok[i] && k < NET_VERDICTS; k++)
+			put(t,
+			    "%s{sandbox=\"%s\",verdict=\"%s\"} %" PRIu64 "\n",
+			    name, held[i]->id, verdict_names[k], v[k]);
+	}
+}
+
+/* The handed-out sandboxes' network counters; see the top of the file. */
+static void put_network(struct text *t, struct daemon *d)
+{
+	struct sandbox **held = NULL;
+	struct net_counters *counts = NULL;
+	bool *ok = NULL;
+	size_t n = 0, max = 0;
+
+	pthread_mutex_lock(&d->lock);
+	for (struct sandbox *c = d->leased; c; c = c->next)
+		max += c->net_made;
+	if (max) {
+		held = calloc(max, sizeof(*held));
+		counts = calloc(max, sizeof(*counts));
+		ok = calloc(max, sizeof(*ok));
+	}
+	for (struct sandbox *c = d->leased; c && held && counts && ok;
+	     c = c->next) {
+		if (c->net_made) {
+			c->refs++;
+			held[n++] = c;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (max && n < max)
+		t->failed = true; /* out of memory */
+	for (size_t i = 0; i < n; i++) {
+		char err[256];
+
+		ok[i] = sandbox_net_counters(&held[i]->net, &counts[i], err,
+					     sizeof(err)) == 0;
+	}
+	put_net_family(t, "thaw_sandbox_network_packets_total",
+		       "Packets of a handed-out sandbox by the policy's "
+		       "verdict.",
+		       held, counts, ok, n,
+		       offsetof(struct net_counters, packets));
+	put_net_family(t, "thaw_sandbox_network_bytes_total",
+		       "Bytes of a handed-out sandbox by the policy's verdict.",
+		       held, counts, ok, n,
+		       offsetof(struct net_counters, bytes));
+	for (size_t i = 0; i < n; i++)
+		sandbox_put(d, held[i]);
+	free(held);
+	free(counts);
+	free(ok);
+}
+
 enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 				struct daemon *d)
 {
@@ -229,6 +316,7 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 	    "thaw_api_memory_budget_bytes %" PRIu64 "\n",
 	    d->api_memory_used, d->cfg.api_memory_budget_bytes);
 	pthread_mutex_unlock(&d->lock);
+	put_network(&t, d);
 	if (t.failed) {
 		free(t.buf);
 		return MHD_NO;

@@ -10,7 +10,17 @@
  * held (sandbox_get) until its answer is built, so a concurrent delete or
  * expiry cannot free it under us; deleting kills its VMM at once even
  * while an exec holds it.
+ *
+ * A sandbox's network policy (API.md, "network") is checked here
+ * (api_parse_network) and written to its maps by sandbox_net_set_policy
+ * (netns.h): at create, only when the request gives one (a clone comes
+ * from its pool with its template's), and by POST /sandboxes/ID/network.
+ * policy_lock orders the writes, so that the sandbox's record
+ * (sandbox.policy, read under the daemon's lock) always says what its maps
+ * hold last, and the daemon's lock is never held across a map write.
  */
+#include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -50,6 +60,46 @@ static json_t *restore_phases_json(const struct sandbox *c)
 			 hundredths(c->identity_ms));
 }
 
+/* "A.B.C.D/N" of @c into @out (at least 19 bytes). */
+static void format_cidr(const struct net_cidr *c, char *out, size_t len)
+{
+	struct in_addr in = { .s_addr = htonl(c->addr) };
+	char addr[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &in, addr, sizeof(addr));
+	snprintf(out, len, "%s/%u", addr, c->prefix);
+}
+
+static json_t *cidrs_json(const struct net_cidr *cidrs, uint32_t n)
+{
+	json_t *list = json_array();
+	char text[24];
+
+	for (uint32_t i = 0; i < n; i++) {
+		format_cidr(&cidrs[i], text, sizeof(text));
+		json_array_append_new(list, json_string(text));
+	}
+	return list;
+}
+
+/* The sandbox's "network" of API.md: its policy and host address, or null
+ * without a network; call with the daemon locked. */
+static json_t *network_json(const struct sandbox *c)
+{
+	struct in_addr in;
+	char host[INET_ADDRSTRLEN];
+
+	if (!c->net_made)
+		return json_null();
+	in.s_addr = htonl(c->net.host_address);
+	inet_ntop(AF_INET, &in, host, sizeof(host));
+	return json_pack(
+		"{s:b,s:o,s:o,s:s}", "allow_internet", c->policy.allow_internet,
+		"allow_out", cidrs_json(c->policy.allow_out, c->policy.n_allow),
+		"deny_out", cidrs_json(c->policy.deny_out, c->policy.n_deny),
+		"host_address", host);
+}
+
 /* The sandbox object of API.md; call with the daemon locked. */
 static json_t *sandbox_json(const struct sandbox *c, bool detail)
 {
@@ -65,6 +115,8 @@ static json_t *sandbox_json(const struct sandbox *c, bool detail)
 		"restore_ms", hundredths(c->restore_ms), "restore",
 		restore_phases_json(c), "handout_ms", hundredths(c->handout_ms),
 		"state", c->stopped ? "stopped" : "running");
+	if (j)
+		json_object_set_new(j, "network", network_json(c));
 	if (j && detail) {
 		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
 		if (c->stopped)
@@ -98,14 +150,16 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 
 		json_array_append_new(
 			list,
-			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,"
+				  "s:b}",
 				  "name", t->name, "snapshot", pl->snapshot_id,
 				  "mem_mib", (int)t->mem_mib, "vcpus",
 				  (int)t->vcpus, "min_ready", (int)t->min_ready,
 				  "max_total", (int)t->max_total, "ready",
 				  (int)pl->ready, "restoring",
-				  (int)pl->restoring, "leased",
-				  (int)pl->leased));
+				  (int)pl->restoring, "leased", (int)pl->leased,
+				  "network", t->network ? "nat" : "none",
+				  "allow_internet", t->allow_internet));
 	}
 	pthread_mutex_unlock(&d->lock);
 	return api_reply_json(conn, r, 200,
@@ -136,15 +190,109 @@ static bool env_fits(char *const *env, size_t n, char *err, size_t errlen)
 	return false;
 }
 
+/* @what ("allow_out") of @net: at most NET_POLICY_MAX_CIDRS CIDRs. */
+static bool parse_cidrs(json_t *net, const char *what, struct net_cidr *out,
+			uint32_t *n, char *err, size_t errlen)
+{
+	json_t *list = json_object_get(net, what), *v;
+	size_t i;
+
+	if (!list)
+		return true;
+	if (!json_is_array(list) ||
+	    json_array_size(list) > NET_POLICY_MAX_CIDRS) {
+		snprintf(err, errlen,
+			 "\"network\": \"%s\" must be an array of at most %d "
+			 "CIDRs (\"A.B.C.D/N\")",
+			 what, NET_POLICY_MAX_CIDRS);
+		return false;
+	}
+	json_array_foreach(list, i, v)
+	{
+		char why[160];
+
+		if (!json_is_string(v)) {
+			snprintf(err, errlen,
+				 "\"network\": \"%s\"[%zu] is not a string",
+				 what, i);
+			return false;
+		}
+		if (net_cidr_parse(json_string_value(v), &out[i], why,
+				   sizeof(why)) < 0) {
+			snprintf(err, errlen, "\"network\": \"%s\"[%zu]: %s",
+				 what, i, why);
+			return false;
+		}
+	}
+	*n = (uint32_t)json_array_size(list);
+	return true;
+}
+
+int api_parse_network(json_t *net, const struct net_policy *defaults,
+		      struct net_policy *out, char *err, size_t errlen)
+{
+	static const char *const fields[] = { "allow_internet", "allow_out",
+					      "deny_out", NULL };
+	json_t *internet = json_object_get(net, "allow_internet");
+	char why[256];
+
+	*out = *defaults;
+	if (!json_is_object(net)) {
+		snprintf(err, errlen, "\"network\" must be an object");
+		return 400;
+	}
+	if (!api_known_fields(net, fields, why, sizeof(why))) {
+		snprintf(err, errlen, "\"network\": %s", why);
+		return 400;
+	}
+	if (internet && !json_is_boolean(internet)) {
+		snprintf(err, errlen,
+			 "\"network\": \"allow_internet\" must be true or "
+			 "false");
+		return 400;
+	}
+	if (internet)
+		out->allow_internet = json_is_true(internet);
+	if (!parse_cidrs(net, "allow_out", out->allow_out, &out->n_allow, err,
+			 errlen) ||
+	    !parse_cidrs(net, "deny_out", out->deny_out, &out->n_deny, err,
+			 errlen))
+		return 400;
+	return 0;
+}
+
+/* "network" of a create for template @t: 0 (none given, or null: its
+ * pool's policy stays), or 400 with a message in @err. */
+static int create_network(json_t *body, const struct template_config *t,
+			  struct create_request *req, char *err, size_t errlen)
+{
+	json_t *net = json_object_get(body, "network");
+	struct net_policy defaults;
+
+	if (!net || json_is_null(net))
+		return 0;
+	if (!t->network) {
+		snprintf(err, errlen,
+			 "template \"%s\" has no network (network = none): "
+			 "no \"network\" to set",
+			 t->name);
+		return 400;
+	}
+	config_net_policy(t, &defaults);
+	req->has_network = true;
+	return api_parse_network(net, &defaults, &req->network, err, errlen);
+}
+
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		     struct create_request *req, char *err, size_t errlen)
 {
 	static const char *const fields[] = { "template", "timeout_s", "env",
-					      NULL };
+					      "network", NULL };
 	json_t *tmpl = json_object_get(body, "template");
 	const char *name = "default";
 
 	req->env = NULL;
+	req->has_network = false;
 	if (tmpl && !json_is_string(tmpl)) {
 		snprintf(err, errlen, "\"template\" must be a string");
 		return 400;
@@ -166,7 +314,34 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		snprintf(err, errlen, "no template \"%.200s\"", name);
 		return 404;
 	}
-	return 0;
+	return create_network(body, req->template, req, err, errlen);
+}
+
+/* Orders policy writes: see the top of the file. */
+static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Writes @policy to held sandbox @c's maps and its record; 0, or -1 with a
+ * message in @err. */
+static int set_policy(struct daemon *d, struct sandbox *c,
+		      const struct net_policy *policy, char *err, size_t errlen)
+{
+	char why[256];
+	int ret;
+
+	pthread_mutex_lock(&policy_lock);
+	ret = sandbox_net_set_policy(&c->net, policy, why, sizeof(why));
+	if (ret == 0) {
+		pthread_mutex_lock(&d->lock);
+		c->policy = *policy;
+		pthread_mutex_unlock(&d->lock);
+	}
+	pthread_mutex_unlock(&policy_lock);
+	if (ret < 0)
+		snprintf(err, errlen,
+			 "sandbox %s: cannot set its network "
+			 "policy: %s",
+			 c->id, why);
+	return ret;
 }
 
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
@@ -191,6 +366,18 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 		pool_handout(pl, req.timeout_s, req.env, &c, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
+	/* A clone the pool made without its network cannot be handed out
+	 * with a policy it would not enforce. */
+	if (req.has_network &&
+	    (!c->net_made ||
+	     set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
+		if (!c->net_made)
+			snprintf(err, sizeof(err), "sandbox %s has no network",
+				 c->id);
+		sandbox_release(d, c->id);
+		sandbox_put(d, c);
+		return api_reply_error(conn, r, 500, "%s", err);
+	}
 	return send_sandbox(conn, r, c, 201, false);
 }
 
@@ -263,6 +450,40 @@ enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 	pthread_mutex_lock(&d->lock);
 	c->expires_ns = lease_deadline_ns(monotonic_ns(), timeout_s);
 	pthread_mutex_unlock(&d->lock);
+	return send_sandbox(conn, r, c, 200, true);
+}
+
+/* POST /sandboxes/ID/network: the whole policy replaced, what the body
+ * leaves out taken from the template, as at create. */
+enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
+				struct daemon *d)
+{
+	struct net_policy defaults, policy;
+	char err[512];
+	struct sandbox *c = sandbox_get(d, r->id);
+
+	if (!c)
+		return api_no_sandbox(conn, r);
+	if (!c->net_made) {
+		snprintf(err, sizeof(err),
+			 "sandbox %s has no network (template \"%s\": network "
+			 "= none)",
+			 c->id, c->pool->t->name);
+		sandbox_put(d, c);
+		return api_reply_error(conn, r, 409, "%s", err);
+	}
+	config_net_policy(c->pool->t, &defaults);
+	json_t *body = api_body_object(r, err, sizeof(err));
+	int status = body ? api_parse_network(body, &defaults, &policy, err,
+					      sizeof(err))
+			  : 400;
+	json_decref(body);
+	if (!status && set_policy(d, c, &policy, err, sizeof(err)) < 0)
+		status = 500;
+	if (status) {
+		sandbox_put(d, c);
+		return api_reply_error(conn, r, status, "%s", err);
+	}
 	return send_sandbox(conn, r, c, 200, true);
 }
 

@@ -206,9 +206,10 @@ const char config_default_text[] =
 	"; sandbox is handed out; lazy: the guest's pages are read on first touch.\n"
 	"page_in = prefetch\n"
 	"; nat: each sandbox has a network (the [daemon]'s network_cidr): it\n"
-	"; reaches the internet, never the host, other sandboxes, link-local\n"
-	"; addresses (cloud metadata) or private ranges unless its policy lists\n"
-	"; them (pool/API.md, \"network\"); none: no network device at all.\n"
+	"; reaches the internet but never the host, other sandboxes or\n"
+	"; link-local addresses (cloud metadata), and private ranges only where\n"
+	"; its policy opens them (pool/API.md, Network); none: no network\n"
+	"; device at all.\n"
 	"network = nat\n"
 	"; A sandbox's allow_internet when its create request does not say:\n"
 	"; whether it reaches public addresses.  true or false.\n"
@@ -1118,4 +1119,9 @@ void config_net_host(struct daemon_config *c, const char *state_dir,
 		 h);
 	if (c->dns_from_host)
 		host_nameservers(&c->net, resolv_conf);
+}
+
+void config_net_policy(const struct template_config *t, struct net_policy *out)
+{
+	*out = (struct net_policy){ .allow_internet = t->allow_internet };
 }

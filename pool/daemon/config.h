@@ -122,6 +122,10 @@ void config_free(struct daemon_config *c);
 void config_net_host(struct daemon_config *c, const char *state_dir,
 		     const char *resolv_conf);
 
+/* A sandbox of @t's policy when no request set one: allow_internet as
+ * the template says, no allow_out or deny_out. */
+void config_net_policy(const struct template_config *t, struct net_policy *out);
+
 /* The template called @name, or NULL. */
 const struct template_config *config_template(const struct daemon_config *c,
 					      const char *name);

@@ -92,9 +92,13 @@ struct sandbox {
 	 * device dropped it is noticed (pools.c) without asking it. */
 	struct agent_conn agent;
 	/* Its network (netns.h), when its template has one: made by
-	 * restore() before its VMM starts, net_made from then on. */
+	 * restore() before its VMM starts, net_made from then on.  @policy
+	 * is what its maps hold: set with them, its template's
+	 * (config_net_policy) until a request sets another
+	 * (api_sandboxes.c). */
 	struct sandbox_net net;
 	bool net_made;
+	struct net_policy policy;
 	bool agent_lost; /* it was dropped */
 	bool stopped;	 /* its VMM died */
 	char stop_reason[160];

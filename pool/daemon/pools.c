@@ -189,10 +189,6 @@ static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 {
 	struct sandbox *c = arg;
 	struct daemon *d = c->pool->d;
-	/* The template's policy; a create replaces it (map writes only). */
-	const struct net_policy policy = {
-		.allow_internet = c->pool->t->allow_internet,
-	};
 	uint32_t index = 0;
 	bool have = false;
 	double started_ms = monotonic_ms();
@@ -208,8 +204,10 @@ static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 		snprintf(err, errlen, "no free address in network_cidr");
 		return -ENOSPC;
 	}
+	/* The template's policy; a create replaces it (map writes only). */
+	config_net_policy(c->pool->t, &c->policy);
 	if (sandbox_net_create(&c->net, &d->cfg.net, index, netns_path, uid,
-			       gid, &policy, err, errlen) < 0) {
+			       gid, &c->policy, err, errlen) < 0) {
 		net_index_put(d, index);
 		return -EIO;
 	}

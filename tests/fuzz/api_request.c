@@ -10,7 +10,9 @@
  * path= and mode= go to api_file_args(), as the files routes do; the body
  * goes through api_body_object() and then every endpoint's validation:
  * api_parse_exec() (a sandbox with and without a create-time environment,
- * by the path's length), api_parse_create() and api_parse_timeout().
+ * by the path's length), api_parse_create(), api_parse_timeout() and
+ * api_parse_network() (the body of POST /sandboxes/ID/network, and a
+ * create's "network").
  * Every allocation is freed on every path, as the handlers do.
  */
 #include <stdint.h>
@@ -75,6 +77,27 @@ static void exec_body(json_t *body, bool sandbox_env)
 	free(stdin_data);
 }
 
+/* What the maps can hold: each list within its size, each CIDR canonical. */
+static bool cidrs_ok(const struct net_cidr *cidrs, uint32_t n)
+{
+	if (n > NET_POLICY_MAX_CIDRS)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t mask =
+			cidrs[i].prefix ? ~0u << (32 - cidrs[i].prefix) : 0;
+
+		if (cidrs[i].prefix > 32 || (cidrs[i].addr & ~mask))
+			return false;
+	}
+	return true;
+}
+
+static bool policy_ok(const struct net_policy *p)
+{
+	return cidrs_ok(p->allow_out, p->n_allow) &&
+	       cidrs_ok(p->deny_out, p->n_deny);
+}
+
 /* POST /sandboxes against the default template's lease limits. */
 static void create_body(json_t *body)
 {
@@ -82,17 +105,36 @@ static void create_body(json_t *body)
 		.name = "default",
 		.timeout_s = TIMEOUT_S,
 		.max_timeout_s = MAX_TIMEOUT_S,
+		.network = true,
+		.allow_internet = true,
 	};
 	static const struct daemon_config cfg = { .templates = &tdefault,
 						  .nr_templates = 1 };
 	struct create_request req = { 0 };
+	json_t *net = json_object_get(body, "network");
 	char err[512];
 
 	if (api_parse_create(body, &cfg, &req, err, sizeof(err)) == 0 &&
 	    (req.template != &tdefault || req.timeout_s < 1 ||
-	     req.timeout_s > MAX_TIMEOUT_S))
+	     req.timeout_s > MAX_TIMEOUT_S ||
+	     req.has_network != (net && !json_is_null(net)) ||
+	     (req.has_network && !policy_ok(&req.network))))
 		abort();
 	api_free_strv(req.env);
+}
+
+/* POST /sandboxes/ID/network, the default template's defaults. */
+static void network_body(json_t *body)
+{
+	const struct net_policy defaults = { .allow_internet = true };
+	struct net_policy p;
+	char err[512];
+
+	if (!api_parse_network(body, &defaults, &p, err, sizeof(err)) &&
+	    (!policy_ok(&p) ||
+	     p.allow_internet !=
+		     !json_is_false(json_object_get(body, "allow_internet"))))
+		abort();
 }
 
 /* POST /sandboxes/ID/timeout. */
@@ -135,6 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		exec_body(body, strlen(url) % 2);
 		create_body(body);
 		timeout_body(body);
+		network_body(body);
 		json_decref(body);
 	}
 	free(url);

@@ -20,13 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "devices/i8042.h"
 #include "devices/rtc.h"
 #include "devices/serial.h"
+#include "devices/virtio_net.h"
 #include "devices/vsock.h"
 #include "fuzz_support.h"
+#include "guest_net.h"
 #include "memfile.h"
 #include "state.h"
 #include "workingset.h"
@@ -63,13 +66,13 @@ static void seed(const char *dir, const char *name, uint8_t choice,
 
 static uint8_t ram[64 * 1024];
 
-static void mmio_write(struct vsock *v, uint64_t offset, uint32_t value)
+static void mmio_write(struct virtio_mmio *v, uint64_t offset, uint32_t value)
 {
-	virtio_mmio_io(vsock_transport(v), offset, (uint8_t *)&value, 4, true);
+	virtio_mmio_io(v, offset, (uint8_t *)&value, 4, true);
 }
 
 /* What Linux's virtio-mmio driver does: features, then each queue. */
-static void bring_up(struct vsock *v)
+static void bring_up(struct virtio_mmio *v)
 {
 	mmio_write(v, VIRTIO_MMIO_STATUS,
 		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
@@ -78,7 +81,7 @@ static void bring_up(struct vsock *v)
 	mmio_write(v, VIRTIO_MMIO_STATUS,
 		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |
 			   VIRTIO_STATUS_FEATURES_OK);
-	for (uint32_t q = 0; q < VSOCK_NUM_QUEUES; q++) {
+	for (uint32_t q = 0; q < v->ops->num_queues; q++) {
 		uint32_t base = 0x1000 + q * 0x4000;
 
 		mmio_write(v, VIRTIO_MMIO_QUEUE_SEL, q);
@@ -113,14 +116,19 @@ static void state_seed(const char *dir, const char *name, bool live)
 	struct i8042 i8042;
 	struct rtc rtc;
 	struct vsock vsock;
+	struct net_dev net;
+	static const uint8_t mac[6] = GUEST_NET_GUEST_MAC;
 	char path[4096], err[512];
+	int sv[2];
 
 	fuzz_guest_memory(&mem, ram, sizeof(ram));
 	if (serial_init(&serial, (struct irq_line){ 0 }, fuzz_discard_output,
 			NULL) ||
 	    i8042_init(&i8042, fuzz_ignore_reset, NULL) || rtc_init(&rtc) ||
 	    vsock_init(&vsock, VSOCK_DEFAULT_GUEST_CID, fuzz_path("vsock"), -1,
-		       &mem, (struct irq_line){ 0 }))
+		       &mem, (struct irq_line){ 0 }) ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) ||
+	    net_init(&net, sv[0], mac, &mem, (struct irq_line){ 0 }))
 		fail(name, "cannot set up the devices");
 	if (live) {
 		io_byte(serial_io, &serial, 3, 0x03);	    /* LCR: 8N1 */
@@ -128,18 +136,22 @@ static void state_seed(const char *dir, const char *name, bool live)
 		io_byte(i8042_command_io, &i8042, 0, 0xae); /* enable kbd */
 		io_byte(rtc_io, &rtc, 0, 0x0b);		    /* select reg B */
 		io_byte(rtc_io, &rtc, 1, 0x02);		    /* 24-hour */
-		bring_up(&vsock);
+		bring_up(vsock_transport(&vsock));
+		bring_up(net_transport(&net));
 	}
 	state_writer_init(&w);
 	serial_save(&serial, &w);
 	i8042_save(&i8042, &w);
 	rtc_save(&rtc, &w);
 	vsock_save(&vsock, &w);
+	net_save(&net, &w);
 	snprintf(path, sizeof(path), "%s/snapshot_state/%s", dir, name);
 	unlink(path);
 	if (state_writer_save(&w, &header, path, err, sizeof(err)))
 		fail(path, err);
 	state_writer_free(&w);
+	net_stop(&net);
+	close(sv[1]);
 	vsock_stop(&vsock);
 	rtc_destroy(&rtc);
 	i8042_destroy(&i8042);

@@ -7,8 +7,8 @@
  * The input is the file.  Its body hash is fixed up first (a fuzzer cannot
  * forge XXH3; the check itself is one comparison), so the framing checks
  * and the sections reach the devices: serial_restore(), i8042_restore(),
- * rtc_restore() and vsock_restore() (the virtio-mmio transport and the
- * vsock state), in vm_devices.c's order, each on a freshly initialised
+ * rtc_restore(), vsock_restore() and net_restore() (each with its virtio-mmio
+ * transport), in vm_devices.c's order, each on a freshly initialised
  * device as a restoring VMM has.  Each restored device then serves a pass
  * of register reads and writes, and the vsock device one pass of its
  * thread's work (vsock_run_once) over a small zeroed guest RAM, since a
@@ -19,13 +19,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "devices/i8042.h"
 #include "devices/rtc.h"
 #include "devices/serial.h"
+#include "devices/virtio_net.h"
 #include "devices/vsock.h"
 #include "fuzz_support.h"
+#include "guest_net.h"
 #include "state.h"
 
 #define GUEST_RAM (64 * 1024)
@@ -53,6 +57,7 @@ static void restore_devices(const struct state_reader *r)
 	struct i8042 i8042;
 	struct rtc rtc;
 	struct vsock vsock;
+	struct net_dev net;
 
 	if (serial_init(&serial, (struct irq_line){ 0 }, fuzz_discard_output,
 			NULL))
@@ -87,6 +92,22 @@ static void restore_devices(const struct state_reader *r)
 		vsock_run_once(&vsock, 0);
 	}
 	vsock_stop(&vsock);
+
+	/* The network's, over a socket pair standing in for the TAP. */
+	static const uint8_t mac[6] = GUEST_NET_GUEST_MAC;
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) ||
+	    net_init(&net, sv[0], mac, &mem, (struct irq_line){ 0 }))
+		abort();
+	if (!net_restore(&net, r)) {
+		net_run_once(&net, 0);
+		use_registers(net_transport(&net), virtio_mmio_io,
+			      VIRTIO_MMIO_CONFIG + 8, 4);
+		net_run_once(&net, 0);
+	}
+	net_stop(&net);
+	close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

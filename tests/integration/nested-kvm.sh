@@ -13,7 +13,10 @@
 # package is downloaded once and cached), COMMAND with the shared libraries
 # ldd lists, and every ARG that names an existing file, at the same paths, so
 # the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
-# COMMAND runs (space-separated paths), copied the same way; NESTED_KVM_MEM
+# COMMAND runs (space-separated paths), copied the same way;
+# NESTED_KVM_MODULES names more of the kernel's modules L1 loads after KVM's
+# (paths under its kernel/ without .ko, space-separated:
+# "drivers/net/tun" for a test's TAPs); NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
 # 1, see below); NESTED_KVM_MODULES names more of the kernel's modules L1
 # loads after KVM's (space-separated; each after those it depends on).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
@@ -54,7 +57,7 @@ mknod "$root/dev/console" c 5 1
 cp /bin/busybox "$root/bin/busybox"
 cc -static -O2 -o "$root/bin/kvm-hold" "$(dirname "$0")/kvm-hold.c"
 for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \
-	arch/x86/kvm/kvm-amd; do
+	arch/x86/kvm/kvm-amd ${NESTED_KVM_MODULES:-}; do
 	src=$(ls "$mods/$m".ko* | head -n 1)
 	case $src in
 	*.xz) xz -dc "$src" >"$root/lib/modules/$(basename "$m").ko" ;;
@@ -108,6 +111,10 @@ quote() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 {
 	# Tests that load a host hard scale down on this one (test_daemon).
 	printf 'export THAW_EMULATED_HOST=1\n'
+	for m in ${NESTED_KVM_MODULES:-}; do
+		printf 'insmod /lib/modules/%s.ko || echo "nested-kvm: insmod %s failed"\n' \
+			"$(basename "$m")" "$m"
+	done
 	printf 'exec '
 	for word in "$cmd" "$@"; do quote "$word"; done
 	printf '</dev/null >/dev/ttyS1 2>/dev/ttyS2\n'

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_client_cli.c - the daemon's client commands (thaw sandbox, exec,
- * cp) as a user sees them, without a daemon or a VM: usage errors, the
- * message when the daemon cannot be reached, and, against a fake daemon,
- * what they send and how they take its answers apart.
+ * cp) as a user sees them, without a daemon or a VM: usage errors (a
+ * network policy's CIDRs included), the message when the daemon cannot be
+ * reached, and, against a fake daemon, what they send and how they take
+ * its answers apart.
  *
  * The fake daemon is a thread serving canned HTTP answers on a Unix socket,
  * one connection per answer (each says Connection: close), and keeping the
@@ -317,6 +318,24 @@ Test(client, sandbox_usage_errors)
 			   "unexpected argument 'extra'");
 	expect_usage_error(WORDS("sandbox", "rm"), EXIT_USAGE,
 			   "thaw sandbox rm: no sandbox id given");
+	/* A network policy's CIDRs: the daemon's parser, before a request. */
+	expect_usage_error(
+		WORDS("sandbox", "create", "--allow-out", "10.0.0.1/8"),
+		EXIT_USAGE,
+		"thaw sandbox create: --allow-out: '10.0.0.1/8' is "
+		"not a CIDR: address bits past /8 are set");
+	expect_usage_error(
+		WORDS("sandbox", "create", "--deny-out", "example.com"),
+		EXIT_USAGE, "--deny-out: 'example.com' is not a CIDR");
+	expect_usage_error(WORDS("sandbox", "create", "--internet"), EXIT_USAGE,
+			   "thaw sandbox create: unknown option '--internet'");
+	expect_usage_error(WORDS("sandbox", "network"), EXIT_USAGE,
+			   "thaw sandbox network: no sandbox id given");
+	expect_usage_error(WORDS("sandbox", "network", "a", "b"), EXIT_USAGE,
+			   "thaw sandbox network: unexpected argument 'b'");
+	expect_usage_error(
+		WORDS("sandbox", "network", "a", "--allow-out", "1.2.3.4/40"),
+		EXIT_USAGE, "--allow-out: '1.2.3.4/40' is not a CIDR");
 }
 
 Test(client, sandbox_without_command_prints_usage)
@@ -607,19 +626,27 @@ static const char sandbox_json[] =
 	"\"restore_ms\":41.7,\"restore\":{\"host_ms\":3.9,"
 	"\"guest_ms\":37.8},\"handout_ms\":0.08}";
 
-Test(client, sandbox_create_prints_the_id)
+/* `thaw WORDS...` (a create) against a daemon answering 201 with @json. */
+static void create_with(char *const words[], const char *json,
+			struct fake_daemon *f, struct run_result *r)
 {
-	struct fake_daemon f = {
-		.answers = { { json_answer("201 Created", sandbox_json) } },
+	*f = (struct fake_daemon){
+		.answers = { { json_answer("201 Created", json) } },
 		.nr_answers = 1,
 	};
+	fake_start(f);
+	thaw(words, r);
+	fake_stop(f);
+}
+
+Test(client, sandbox_create_prints_the_id)
+{
+	static struct fake_daemon f;
 	struct run_result r;
 
-	fake_start(&f);
-	thaw(WORDS("sandbox", "create", "--socket", sock, "--template", "py",
-		   "--timeout", "60", "--env", "K=V"),
-	     &r);
-	fake_stop(&f);
+	create_with(WORDS("sandbox", "create", "--socket", sock, "--template",
+			  "py", "--timeout", "60", "--env", "K=V"),
+		    sandbox_json, &f, &r);
 	expect_status(&r, 0);
 	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
 	expect_err(&r, "restore 41.7 ms (host side 3.9 ms, guest side 37.8 "
@@ -1261,4 +1288,76 @@ Test(base64, rejects_what_is_not_base64)
 			       "'%s' decoded", bad[i]);
 		cr_expect_eq(errno, EINVAL, "'%s'", bad[i]);
 	}
+}
+
+static const char network_json[] =
+	"{\"id\":\"3f9a0c2e71d4b805\",\"template\":\"py\","
+	"\"network\":{\"allow_internet\":true,"
+	"\"allow_out\":[\"10.0.0.0/8\",\"192.168.1.0/24\"],\"deny_out\":[],"
+	"\"host_address\":\"10.200.0.2\"}}";
+
+Test(client, sandbox_create_sends_the_network)
+{
+	static struct fake_daemon f;
+	struct run_result r;
+
+	create_with(WORDS("sandbox", "create", "--socket", sock, "--allow-out",
+			  "10.0.0.0/8", "--no-internet", "--allow-out",
+			  "1.2.3.4", "--deny-out", "8.8.8.8/32"),
+		    network_json, &f, &r);
+	expect_status(&r, 0);
+	expect_err(&r, "handout 0.00 ms, host address 10.200.0.2\n");
+	cr_expect_str_eq(body_of(f.requests[0]),
+			 "{\"network\":{\"allow_internet\":false,"
+			 "\"allow_out\":[\"10.0.0.0/8\",\"1.2.3.4\"],"
+			 "\"deny_out\":[\"8.8.8.8/32\"]}}");
+	run_result_free(&r);
+}
+
+/* Without policy options it shows; with them it replaces, then shows. */
+Test(client, sandbox_network_shows_and_sets)
+{
+	struct fake_daemon f = {
+		.answers = { { json_answer("200 OK", network_json) },
+			     { json_answer("200 OK", network_json) },
+			     { json_answer("200 OK", sandbox_json) } },
+		.nr_answers = 3,
+	};
+	static const char shown[] = "host_address 10.200.0.2\n"
+				    "allow_internet true\n"
+				    "allow_out 10.0.0.0/8 192.168.1.0/24\n"
+				    "deny_out -\n";
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "network", "--socket", sock, "3f9a0c2e71d4b805"),
+	     &r);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out, shown);
+	run_result_free(&r);
+	thaw(WORDS("sandbox", "network", "--socket", sock, "3f9a0c2e71d4b805",
+		   "--internet", "--deny-out", "1.1.1.1"),
+	     &r);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out, shown);
+	run_result_free(&r);
+	thaw(WORDS("sandbox", "network", "--socket", sock, "3f9a0c2e71d4b805"),
+	     &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out, "network none\n", "an answer without one");
+	run_result_free(&r);
+
+	cr_expect(!strncmp(f.requests[0],
+			   "GET /sandboxes/3f9a0c2e71d4b805 HTTP/1.1\r\n", 41),
+		  "request: %s", f.requests[0]);
+	cr_expect(
+		!strncmp(
+			f.requests[1],
+			"POST /sandboxes/3f9a0c2e71d4b805/network HTTP/1.1\r\n",
+			50),
+		"request: %s", f.requests[1]);
+	cr_expect_str_eq(
+		body_of(f.requests[1]),
+		"{\"allow_internet\":true,\"deny_out\":[\"1.1.1.1\"]}");
 }

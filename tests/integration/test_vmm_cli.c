@@ -336,3 +336,12 @@ Test(cli, restore_of_a_foreign_file)
 	file_in_dir("state.bin", "not a snapshot", 14, 4096);
 	expect_error(EXIT_ERROR, "state.bin", ARGS("--restore", dir));
 }
+
+/* A jail without --netns has a namespace of its own, with no TAP in it. */
+Test(cli, net_tap_in_a_jail_needs_netns)
+{
+	expect_error(EXIT_USAGE, "--net-tap with --jail needs --netns",
+		     ARGS("--jail", dir, "--uid", "1879048192", "--gid",
+			  "1879048192", "--kernel", "k", "--initrd", "i",
+			  "--net-tap", "tap0"));
+}

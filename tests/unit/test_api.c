@@ -8,6 +8,10 @@
  * (api_memory_budget_bytes) taken while bodies are parsed and replies sent,
  * and given back to the byte; requests that end however the guest floods.
  * Criterion's .timeout turns a request that never ends into a failure.
+ * The network routes are checked here too, on a sandbox without a network,
+ * on one whose network is a record only (no maps), and, as root, on one
+ * with a network made for real (netns.h), which makes interfaces: run
+ * test_api under the VM lock (flock /tmp/thaw-vm.lock).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -485,6 +489,133 @@ Test(api, a_sandboxs_env_is_bounded_at_create, .timeout = 30)
 	cr_expect_eq(create_with_env(256, 200), 404);
 	cr_expect_eq(create_with_env(257, 1), 413);
 	cr_expect_eq(create_with_env(2, 40 << 10), 413);
+	expect_budget_all_back();
+	stop();
+}
+
+/* @method @path with @body answers @status with @part in it. */
+static void expect_call(const char *method, const char *path, const char *body,
+			unsigned status, const char *part)
+{
+	char *text;
+
+	cr_expect_eq(call(method, path, body, strlen(body), &text), status,
+		     "%s %s: %.400s", method, path, text);
+	cr_expect(strstr(text, part), "%s %s: no %s in %.400s", method, path,
+		  part, text);
+	free(text);
+}
+
+#define SANDBOX_PATH "/sandboxes/" SANDBOX_ID
+#define NETWORK_PATH SANDBOX_PATH "/network"
+
+/* A sandbox without a network (network = none): null, and nothing to set. */
+Test(api, a_sandbox_without_a_network, .timeout = 30)
+{
+	start("");
+	expect_call("GET", SANDBOX_PATH, "", 200, "\"network\":null");
+	expect_call("POST", NETWORK_PATH, "{\"allow_internet\":false}", 409,
+		    "has no network");
+	expect_call("POST", "/sandboxes/fedcba9876543210/network", "{}", 404,
+		    "not_found");
+	expect_call("GET", "/metrics", "", 200,
+		    "# TYPE thaw_sandbox_network_packets_total counter\n"
+		    "# HELP thaw_sandbox_network_bytes_total");
+	expect_budget_all_back();
+	stop();
+}
+
+/* A sandbox's network as GET shows it; a bad policy is refused before
+ * any map is written (the maps here are not real: the policy is never
+ * set, nor are counters read). */
+Test(api, a_sandboxs_network_is_shown_and_checked, .timeout = 30)
+{
+	start("");
+	sandbox.net = (struct sandbox_net){ .host_address = 0x0ac80006 };
+	sandbox.net_made = true;
+	sandbox.policy = (struct net_policy){
+		.allow_internet = false,
+		.n_allow = 2,
+		.allow_out = { { 0x0a000000, 8 }, { 0xc0a80107, 32 } },
+		.n_deny = 1,
+		.deny_out = { { 0, 0 } },
+	};
+	expect_call("GET", SANDBOX_PATH, "", 200,
+		    "\"network\":{\"allow_internet\":false,"
+		    "\"allow_out\":[\"10.0.0.0/8\",\"192.168.1.7/32\"],"
+		    "\"deny_out\":[\"0.0.0.0/0\"],"
+		    "\"host_address\":\"10.200.0.6\"}");
+	expect_call("POST", NETWORK_PATH, "{\"allow_out\":[\"10.0.0.1/8\"]}",
+		    400, "'10.0.0.1/8' is not a CIDR");
+	expect_call("POST", NETWORK_PATH, "{\"allow_internet\":\"no\"}", 400,
+		    "must be true or false");
+	expect_call("POST", NETWORK_PATH, "[]", 400, "bad_request");
+	expect_call("GET", NETWORK_PATH, "", 405, "method_not_allowed");
+	sandbox.net_made = false;
+	expect_budget_all_back();
+	stop();
+}
+
+/*
+ * A running sandbox's policy replaced for real: its network made with
+ * netns.h in a pool (10.253.0.0/16) and under names (this run's directory's)
+ * no thaw uses, its maps written by POST .../network, its counters read by
+ * /metrics.  Root only, like test_netns: run under the VM lock.
+ */
+Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
+{
+	char pin[PATH_MAX], err[512] = "";
+	struct net_config *net = &d.cfg.net;
+
+	if (geteuid() != 0)
+		cr_skip_test("network namespaces need root");
+	start("network_cidr = 10.253.0.0/16\n");
+	tmpl.network = tmpl.allow_internet = true;
+	snprintf(net->ifname_prefix, sizeof(net->ifname_prefix), "ta%s",
+		 dir + strlen(dir) - 5);
+	snprintf(net->nft_table, sizeof(net->nft_table), "thaw_testapi_%s",
+		 dir + strlen(dir) - 6);
+	cr_assert_eq(net_host_setup(net, dir, err, sizeof(err)), 0, "%s", err);
+	snprintf(pin, sizeof(pin), "%s/%s", dir, NET_PIN_NAME);
+	config_net_policy(&tmpl, &sandbox.policy);
+	cr_assert_eq(sandbox_net_create(&sandbox.net, net, 1, pin, 1879114733u,
+					1879114734u, &sandbox.policy, err,
+					sizeof(err)),
+		     0, "%s", err);
+	sandbox.net_made = true;
+
+	expect_call("GET", SANDBOX_PATH, "", 200,
+		    "\"network\":{\"allow_internet\":true,\"allow_out\":[],"
+		    "\"deny_out\":[],\"host_address\":\"10.253.0.6\"}");
+	expect_call("POST", NETWORK_PATH,
+		    "{\"allow_internet\":false,\"allow_out\":[\"10.9.0.0/16\"],"
+		    "\"deny_out\":[\"10.9.8.0/24\"]}",
+		    200,
+		    "\"network\":{\"allow_internet\":false,"
+		    "\"allow_out\":[\"10.9.0.0/16\"],"
+		    "\"deny_out\":[\"10.9.8.0/24\"],"
+		    "\"host_address\":\"10.253.0.6\"}");
+	/* Refused whole: what the maps hold stays. */
+	expect_call("POST", NETWORK_PATH,
+		    "{\"allow_out\":[\"1.1.1.1\",\"10.0.0.0/4\"]}", 400,
+		    "'10.0.0.0/4' is not a CIDR");
+	expect_call("GET", SANDBOX_PATH, "", 200,
+		    "\"allow_internet\":false,\"allow_out\":[\"10.9.0.0/16\"]");
+	/* A field left out is the template's again. */
+	expect_call("POST", NETWORK_PATH, "{\"deny_out\":[]}", 200,
+		    "\"network\":{\"allow_internet\":true,\"allow_out\":[],"
+		    "\"deny_out\":[]");
+	expect_call("GET", "/metrics", "", 200,
+		    "thaw_sandbox_network_packets_total{sandbox=\"" SANDBOX_ID
+		    "\",verdict=\"drop_no_internet\"} ");
+	expect_call("GET", "/metrics", "", 200,
+		    "thaw_sandbox_network_bytes_total{sandbox=\"" SANDBOX_ID
+		    "\",verdict=\"pass_internet\"} ");
+
+	sandbox.net_made = false;
+	sandbox_net_destroy(&sandbox.net);
+	net_host_teardown(net);
+	tmpl.network = tmpl.allow_internet = false;
 	expect_budget_all_back();
 	stop();
 }

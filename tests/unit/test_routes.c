@@ -53,8 +53,8 @@ Test(routes, each_route_with_and_without_a_trailing_slash)
 {
 	static const char *const fixed[] = { "/sandboxes", "/templates",
 					     "/health", "/metrics" };
-	static const char *const sub[] = { "", "/exec", "/timeout", "/ping",
-					   "/files" };
+	static const char *const sub[] = { "",	       "/exec", "/timeout",
+					   "/network", "/ping", "/files" };
 	char url[128];
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {

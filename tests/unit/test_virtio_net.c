@@ -5,13 +5,23 @@
  * test guest memory) and the TAP: one end of a SOCK_SEQPACKET socket pair
  * is the device's backend, so each frame is one message, as on a TAP.
  *
+ * The virtio_net_tap suite runs the device over a real TAP instead.
+ *
  * Most tests run the device without its thread, one pass at a time
  * (net_run_once), so what a pass did is known exactly when it returns;
  * the thread's own test waits with a deadline.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,9 +30,9 @@
 #include "devices/virtio_net.h"
 #include "guest_net.h"
 #include "state_file.h"
+#include "virtio_guest.h"
 
-#define QSZ 64
-#define QUEUE_GPA(q) (0x10000ULL * ((q) + 1))
+#define QSZ VIRTIO_GUEST_QSZ
 #define RX_BUF_GPA(i) (0x100000ULL + (uint64_t)(i)*0x1000)
 #define TX_BUF_GPA(i) (0x200000ULL + (uint64_t)(i)*0x12000)
 #define RX_BUF_SIZE 2048
@@ -44,48 +54,6 @@ static const uint64_t all_features =
 
 /* --- Guest driver ------------------------------------------------------- */
 
-static void reg_write(uint64_t offset, uint32_t value)
-{
-	virtio_mmio_io(net_transport(&dev), offset, (uint8_t *)&value, 4, true);
-}
-
-static uint32_t reg_read(uint64_t offset)
-{
-	uint32_t value;
-
-	virtio_mmio_io(net_transport(&dev), offset, (uint8_t *)&value, 4,
-		       false);
-	return value;
-}
-
-static struct virtq_desc *desc(int q, uint16_t i)
-{
-	return (struct virtq_desc *)(guest + QUEUE_GPA(q)) + i;
-}
-
-static struct virtq_avail *avail(int q)
-{
-	return (struct virtq_avail *)(guest + QUEUE_GPA(q) + 0x1000);
-}
-
-static struct virtq_used *used(int q)
-{
-	return (struct virtq_used *)(guest + QUEUE_GPA(q) + 0x2000);
-}
-
-static uint16_t used_idx(int q)
-{
-	return __atomic_load_n(&used(q)->idx, __ATOMIC_ACQUIRE);
-}
-
-static void make_available(int q, uint16_t head)
-{
-	uint16_t idx = avail(q)->idx;
-
-	avail(q)->ring[idx % QSZ] = head;
-	__atomic_store_n(&avail(q)->idx, (uint16_t)(idx + 1), __ATOMIC_RELEASE);
-}
-
 static bool needs_reset(void)
 {
 	return reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET;
@@ -94,31 +62,8 @@ static bool needs_reset(void)
 /* Resets the device and sets it up with @features and empty queues. */
 static void bring_up(uint64_t features)
 {
-	uint32_t status = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER;
-
-	reg_write(VIRTIO_MMIO_STATUS, 0);
-	memset(guest + QUEUE_GPA(0), 0, 2 * 0x10000);
 	rx_last_used = tx_next = 0;
-	reg_write(VIRTIO_MMIO_STATUS, status);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	status |= VIRTIO_STATUS_FEATURES_OK;
-	reg_write(VIRTIO_MMIO_STATUS, status);
-	cr_assert(reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_FEATURES_OK);
-	for (int q = 0; q < NET_NUM_QUEUES; q++) {
-		reg_write(VIRTIO_MMIO_QUEUE_SEL, q);
-		cr_assert_eq(reg_read(VIRTIO_MMIO_QUEUE_NUM_MAX),
-			     NET_QUEUE_SIZE);
-		reg_write(VIRTIO_MMIO_QUEUE_NUM, QSZ);
-		reg_write(VIRTIO_MMIO_QUEUE_DESC_LOW, QUEUE_GPA(q));
-		reg_write(VIRTIO_MMIO_QUEUE_DRIVER_LOW, QUEUE_GPA(q) + 0x1000);
-		reg_write(VIRTIO_MMIO_QUEUE_DEVICE_LOW, QUEUE_GPA(q) + 0x2000);
-		reg_write(VIRTIO_MMIO_QUEUE_READY, 1);
-	}
-	reg_write(VIRTIO_MMIO_STATUS, status | VIRTIO_STATUS_DRIVER_OK);
-	cr_assert(!needs_reset());
+	virtio_guest_bring_up(features, NET_QUEUE_SIZE);
 	cr_assert_eq(net_run_once(&dev, 0), 0);
 }
 
@@ -129,7 +74,7 @@ static void post_rx(uint16_t i, uint32_t len)
 		.len = len,
 		.flags = VIRTQ_DESC_F_WRITE,
 	};
-	make_available(NET_QUEUE_RX, i);
+	ring_add(NET_QUEUE_RX, i);
 }
 
 /* A frame as the TAP carries it: header, then @len bytes of pattern. */
@@ -163,7 +108,7 @@ static void tx_post(const uint8_t *frame, size_t len, int pieces)
 		off += n;
 	}
 	tx_next++;
-	make_available(NET_QUEUE_TX, first);
+	ring_add(NET_QUEUE_TX, first);
 }
 
 /* The next used RX element, asserted to be there. */
@@ -206,6 +151,7 @@ static void setup(void)
 	cr_assert_eq(guest_memory_create(&mem, MEMORY_MIN_MIB), 0);
 	guest = mem.host;
 	make_device(&dev);
+	virtio_guest_attach(net_transport(&dev), guest);
 	bring_up(all_features);
 }
 
@@ -335,8 +281,8 @@ Test(virtio_net, no_buffers_means_backpressure)
 	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, NET_QUEUE_RX);
 	cr_assert_eq(net_run_once(&dev, 100), 0);
 	cr_assert_eq(used_idx(NET_QUEUE_RX), 2, "both frames, in order");
-	cr_assert_arr_eq(guest + RX_BUF_GPA(0) + NET_HDR_SIZE,
-			 a + NET_HDR_SIZE, 64);
+	cr_assert_arr_eq(guest + RX_BUF_GPA(0) + NET_HDR_SIZE, a + NET_HDR_SIZE,
+			 64);
 	cr_assert_arr_eq(guest + RX_BUF_GPA(1) + NET_HDR_SIZE, b + NET_HDR_SIZE,
 			 64);
 	cr_assert(dev.tap_watched);
@@ -421,7 +367,7 @@ Test(virtio_net, garbage_from_the_guest)
 	*desc(NET_QUEUE_TX, 0) =
 		(struct virtq_desc){ .addr = TX_BUF_GPA(0),
 				     .len = NET_FRAME_MAX + 1 };
-	make_available(NET_QUEUE_TX, 0);
+	ring_add(NET_QUEUE_TX, 0);
 	cr_assert_eq(net_run_once(&dev, 0), 0);
 	cr_assert_eq(used_idx(NET_QUEUE_TX), 2);
 	cr_assert_eq(dev.tx_dropped, 2);
@@ -441,7 +387,7 @@ Test(virtio_net, garbage_from_the_guest)
 				     .len = 64,
 				     .flags = VIRTQ_DESC_F_NEXT,
 				     .next = 5 };
-	make_available(NET_QUEUE_TX, 5);
+	ring_add(NET_QUEUE_TX, 5);
 	cr_assert_eq(net_run_once(&dev, 0), 0);
 	cr_assert(needs_reset());
 	/* A buffer outside guest memory, after a reset. */
@@ -449,7 +395,7 @@ Test(virtio_net, garbage_from_the_guest)
 	*desc(NET_QUEUE_RX, 0) = (struct virtq_desc){
 		.addr = mem.size - 16, .len = 4096, .flags = VIRTQ_DESC_F_WRITE
 	};
-	make_available(NET_QUEUE_RX, 0);
+	ring_add(NET_QUEUE_RX, 0);
 	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
 	cr_assert_eq(net_run_once(&dev, 100), 0);
 	cr_assert(needs_reset());
@@ -572,4 +518,96 @@ Test(virtio_net, thread_moves_frames_and_pauses)
 	cr_assert_eq(send(peer, frame, len, 0), (ssize_t)len);
 	while (used_idx(NET_QUEUE_RX) == 0)
 		cr_assert_lt(monotonic_ns() / NS_PER_MS, deadline);
+}
+
+/* --- A real TAP ---------------------------------------------------------- */
+
+/*
+ * The device over a real TAP (net_tap_open) in a network namespace of the
+ * test's own (criterion runs each test in a process of its own), with a
+ * packet socket on the TAP as the host's network: frames cross with the
+ * 12-byte vnet header on the device's side and none on the wire.  Root
+ * only; it makes an interface, so it runs under the VM lock.
+ */
+static int wire = -1;
+
+static void make_tap(const char *name)
+{
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
+	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0, "/dev/net/tun: %s", strerror(errno));
+	strcpy(ifr.ifr_name, name);
+	cr_assert_eq(ioctl(fd, TUNSETIFF, &ifr), 0);
+	cr_assert_eq(ioctl(fd, TUNSETPERSIST, 1), 0);
+	close(fd);
+	cr_assert_eq(ioctl(sock, SIOCGIFFLAGS, &ifr), 0);
+	ifr.ifr_flags |= IFF_UP;
+	cr_assert_eq(ioctl(sock, SIOCSIFFLAGS, &ifr), 0);
+	close(sock);
+}
+
+static void tap_setup(void)
+{
+	struct sockaddr_ll ll = { .sll_family = AF_PACKET,
+				  .sll_protocol = htons(ETH_P_ALL) };
+	int fd;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root (a TAP in a namespace of its own)");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare: %s", strerror(errno));
+	cr_assert_eq(guest_memory_create(&mem, MEMORY_MIN_MIB), 0);
+	guest = mem.host;
+	make_tap(GUEST_NET_TAP_NAME);
+	cr_assert_eq(net_tap_open("thaw-none0"), -1, "no such TAP");
+	fd = net_tap_open(GUEST_NET_TAP_NAME);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(net_init(&dev, fd, guest_mac, &mem, irq), 0);
+	cr_assert(dev.tap_is_tap);
+	peer = -1;
+	virtio_guest_attach(net_transport(&dev), guest);
+	bring_up(all_features);
+	wire = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	cr_assert_geq(wire, 0);
+	ll.sll_ifindex = (int)if_nametoindex(GUEST_NET_TAP_NAME);
+	cr_assert_eq(bind(wire, (struct sockaddr *)&ll, sizeof(ll)), 0);
+}
+
+static void tap_teardown(void)
+{
+	if (wire >= 0)
+		close(wire);
+	teardown();
+}
+
+Test(virtio_net_tap, frames_cross_a_real_tap, .init = tap_setup,
+     .fini = tap_teardown, .timeout = 30)
+{
+	uint8_t frame[NET_HDR_SIZE + 100], got[256];
+	size_t len = make_frame(frame, 100, 11);
+	uint64_t deadline = monotonic_ns() / NS_PER_MS + WAIT_MS;
+	ssize_t n;
+
+	/* A broadcast frame from the guest reaches the wire, header off. */
+	memset(frame + NET_HDR_SIZE, 0xff, 6);
+	tx_post(frame, len, 2);
+	cr_assert_eq(net_run_once(&dev, 0), 0);
+	cr_assert_eq(dev.tx_frames, 1);
+	do
+		n = recv(wire, got, sizeof(got), MSG_DONTWAIT);
+	while (n < 0 && monotonic_ns() / NS_PER_MS < deadline);
+	cr_assert_eq(n, 100);
+	cr_assert_arr_eq(got, frame + NET_HDR_SIZE, 100);
+
+	/* One from the wire reaches the guest, header on. */
+	post_rx(0, RX_BUF_SIZE);
+	cr_assert_eq(send(wire, frame + NET_HDR_SIZE, 100, 0), 100);
+	while (used_idx(NET_QUEUE_RX) == 0) {
+		cr_assert_lt(monotonic_ns() / NS_PER_MS, deadline);
+		net_run_once(&dev, 10);
+	}
+	cr_assert_eq(rx_used().len, len);
+	cr_assert_arr_eq(guest + RX_BUF_GPA(0) + NET_HDR_SIZE,
+			 frame + NET_HDR_SIZE, 100);
 }

@@ -27,17 +27,17 @@
 #include "clock.h"
 #include "devices/vsock.h"
 #include "state_file.h"
+#include "virtio_guest.h"
 
 #define GUEST_MIB MEMORY_MIN_MIB
 #define GUEST_CID 3
-#define QSZ 64
+#define QSZ VIRTIO_GUEST_QSZ
 #define HDR ((uint32_t)sizeof(struct virtio_vsock_hdr))
 #define RX_PAYLOAD 4096 /* what Linux posts */
 #define RX_BUF_SIZE (HDR + RX_PAYLOAD)
 #define TX_PAYLOAD_MAX (16 * 1024)
 #define RX_BUF_GPA(i) (0x100000ULL + (uint64_t)(i)*0x2000)
 #define TX_BUF_GPA(i) (0x200000ULL + (uint64_t)(i)*0x5000)
-#define QUEUE_GPA(q) (0x10000ULL * ((q) + 1))
 #define EVENT_BUF_GPA(i) (0x40000ULL + (uint64_t)(i)*0x10)
 #define WAIT_MS 3000
 /* The device's REQUEST time-out, shortened so a test can see it pass. */
@@ -76,47 +76,9 @@ static void pause_briefly(void)
 
 /* --- Guest driver ------------------------------------------------------- */
 
-static void reg_write(uint64_t offset, uint32_t value)
-{
-	virtio_mmio_io(vsock_transport(&dev), offset, (uint8_t *)&value, 4,
-		       true);
-}
-
-static uint32_t reg_read(uint64_t offset)
-{
-	uint32_t value;
-
-	virtio_mmio_io(vsock_transport(&dev), offset, (uint8_t *)&value, 4,
-		       false);
-	return value;
-}
-
-static struct virtq_desc *desc(int q, uint16_t i)
-{
-	return (struct virtq_desc *)(guest + QUEUE_GPA(q)) + i;
-}
-
-static struct virtq_avail *avail(int q)
-{
-	return (struct virtq_avail *)(guest + QUEUE_GPA(q) + 0x1000);
-}
-
-static struct virtq_used *used(int q)
-{
-	return (struct virtq_used *)(guest + QUEUE_GPA(q) + 0x2000);
-}
-
-static uint16_t used_idx(int q)
-{
-	return __atomic_load_n(&used(q)->idx, __ATOMIC_ACQUIRE);
-}
-
 static void make_available(int q, uint16_t head)
 {
-	uint16_t idx = avail(q)->idx;
-
-	avail(q)->ring[idx % QSZ] = head;
-	__atomic_store_n(&avail(q)->idx, (uint16_t)(idx + 1), __ATOMIC_RELEASE);
+	ring_add(q, head);
 	reg_write(VIRTIO_MMIO_QUEUE_NOTIFY, q);
 }
 
@@ -133,38 +95,12 @@ static void post_rx(uint16_t i)
 /* Resets the device and sets it up again with empty queues. */
 static void setup_queues(void)
 {
-	uint64_t features = (1ULL << VIRTIO_F_VERSION_1) |
-			    (1ULL << VIRTIO_F_EVENT_IDX) |
-			    (1ULL << VIRTIO_VSOCK_F_STREAM);
-	uint32_t status = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER;
-
-	reg_write(VIRTIO_MMIO_STATUS, 0);
-	memset(guest + QUEUE_GPA(0), 0, 3 * 0x10000);
 	rx_last_used = 0;
 	tx_next = 0;
-	reg_write(VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE);
-	reg_write(VIRTIO_MMIO_STATUS, status);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	reg_write(VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
-	status |= VIRTIO_STATUS_FEATURES_OK;
-	reg_write(VIRTIO_MMIO_STATUS, status);
-	cr_assert(reg_read(VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_FEATURES_OK);
-	for (int q = 0; q < VSOCK_NUM_QUEUES; q++) {
-		reg_write(VIRTIO_MMIO_QUEUE_SEL, q);
-		cr_assert_eq(reg_read(VIRTIO_MMIO_QUEUE_NUM_MAX),
-			     VSOCK_QUEUE_SIZE);
-		reg_write(VIRTIO_MMIO_QUEUE_NUM, QSZ);
-		reg_write(VIRTIO_MMIO_QUEUE_DESC_LOW, QUEUE_GPA(q));
-		reg_write(VIRTIO_MMIO_QUEUE_DRIVER_LOW, QUEUE_GPA(q) + 0x1000);
-		reg_write(VIRTIO_MMIO_QUEUE_DEVICE_LOW, QUEUE_GPA(q) + 0x2000);
-		reg_write(VIRTIO_MMIO_QUEUE_READY, 1);
-	}
-	reg_write(VIRTIO_MMIO_STATUS, status | VIRTIO_STATUS_DRIVER_OK);
-	cr_assert_eq(reg_read(VIRTIO_MMIO_STATUS) &
-			     VIRTIO_STATUS_DEVICE_NEEDS_RESET,
-		     0);
+	virtio_guest_bring_up((1ULL << VIRTIO_F_VERSION_1) |
+				      (1ULL << VIRTIO_F_EVENT_IDX) |
+				      (1ULL << VIRTIO_VSOCK_F_STREAM),
+			      VSOCK_QUEUE_SIZE);
 }
 
 /* A buffer for one struct virtio_vsock_event, as Linux posts them. */
@@ -455,6 +391,7 @@ static void start_device(void)
 
 	cr_assert_eq(guest_memory_create(&mem, GUEST_MIB), 0);
 	guest = mem.host;
+	virtio_guest_attach(vsock_transport(&dev), guest);
 	guest_buf_alloc = BUF_ALLOC;
 	guest_fwd_cnt = 0;
 	cr_assert_eq(vsock_init(&dev, GUEST_CID, path, -1, &mem, irq), 0);

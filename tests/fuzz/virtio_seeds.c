@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * vsock_seeds.c - writes the seed corpus of virtio_vsock in its input
- * language (virtio_vsock.h): what a Linux guest's driver and a host client
- * do.
+ * virtio_seeds.c - writes the seed corpora of virtio_vsock and virtio_net
+ * in their input language (virtio_driver.h): what a Linux guest's driver
+ * and the host side do.
  *
- *	vsock_seeds DIR		writes DIR/virtio_vsock/
+ *	virtio_seeds DIR	writes DIR/virtio_vsock/ and DIR/virtio_net/
  *
+ * virtio_vsock:
  *   bring-up	the driver's set-up alone
  *   refused	RX buffers posted; the guest connects to a host port
  *		nobody listens on, and gets an RST
  *   session	a host client's CONNECT 1024, the guest's RESPONSE, data
  *		both ways, a credit update, shutdown, and the client gone
+ * virtio_net:
+ *   bring-up	the driver's set-up with every feature
+ *   frames	RX buffers posted, a frame each way
+ *   offloads	a TSO frame from the guest, a checksum-offloaded one from
+ *		the TAP, with and without the features
  *
  * Run by hand when the language changes; the outputs are committed.
  */
@@ -18,12 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/virtio_net.h"
 #include "devices/virtqueue.h"
 #include "devices/vsock.h"
-#include "virtio_vsock.h"
+#include "virtio_driver.h"
 
-#define RX_BUF(i) (VSOCK_FUZZ_BUFFERS + (i)*0x400u)
-#define TX_BUF(i) (VSOCK_FUZZ_BUFFERS + 0x2000u + (i)*0x100u)
+#define RX_BUF(i) (FUZZ_VIRTIO_BUFFERS + (i)*0x400u)
+#define TX_BUF(i) (FUZZ_VIRTIO_BUFFERS + 0x2000u + (i)*0x100u)
 
 static uint8_t out[4096];
 static size_t len;
@@ -71,14 +78,15 @@ static void avail(uint8_t queue, uint8_t head)
 	u8(head);
 }
 
-static void post_rx(int n)
+/* @n buffers of 1 KiB on @queue (both devices' RX), notified. */
+static void post_rx(uint8_t queue, int n)
 {
 	for (int i = 0; i < n; i++) {
-		desc(VSOCK_QUEUE_RX, i, RX_BUF(i), 0x400, VIRTQ_DESC_F_WRITE);
-		avail(VSOCK_QUEUE_RX, i);
+		desc(queue, i, RX_BUF(i), 0x400, VIRTQ_DESC_F_WRITE);
+		avail(queue, i);
 	}
 	op(OP_NOTIFY);
-	u8(VSOCK_QUEUE_RX);
+	u8(queue);
 }
 
 /* A guest packet on TX: header and @data in one descriptor. */
@@ -110,6 +118,47 @@ static void send(uint16_t pkt_op, uint32_t src_port, uint32_t dst_port,
 	u8(VSOCK_QUEUE_TX);
 }
 
+/* A 60-byte Ethernet frame (broadcast ARP-sized) behind a header. */
+static void net_frame(uint8_t flags, uint8_t gso_type)
+{
+	struct virtio_net_hdr_v1 h = { .flags = flags,
+				       .gso_type = gso_type,
+				       .gso_size = gso_type ? 1448 : 0,
+				       .csum_start = flags ? 34 : 0,
+				       .csum_offset = flags ? 16 : 0 };
+	uint8_t eth[60];
+
+	memset(eth, 0xff, 6);
+	memset(eth + 6, 0x06, 6);
+	eth[12] = 0x08;
+	eth[13] = 0x00;
+	for (size_t i = 14; i < sizeof(eth); i++)
+		eth[i] = (uint8_t)i;
+	put(&h, sizeof(h));
+	put(eth, sizeof(eth));
+}
+
+static void net_tx(uint8_t flags, uint8_t gso_type)
+{
+	uint8_t i = tx_next++;
+
+	op(OP_POKE);
+	u16(TX_BUF(i));
+	u8(NET_HDR_SIZE + 60);
+	net_frame(flags, gso_type);
+	desc(NET_QUEUE_TX, i, TX_BUF(i), NET_HDR_SIZE + 60, 0);
+	avail(NET_QUEUE_TX, i);
+	op(OP_NOTIFY);
+	u8(NET_QUEUE_TX);
+}
+
+static void net_tap_frame(uint8_t flags, uint8_t gso_type)
+{
+	op(OP_TAP_FRAME);
+	u8(NET_HDR_SIZE + 60);
+	net_frame(flags, gso_type);
+}
+
 static void client(const char *data)
 {
 	op(OP_CLIENT);
@@ -117,12 +166,12 @@ static void client(const char *data)
 	put(data, strlen(data));
 }
 
-static void save(const char *dir, const char *name)
+static void save(const char *dir, const char *harness, const char *name)
 {
 	char path[4096];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/virtio_vsock/%s", dir, name);
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, harness, name);
 	f = fopen(path, "wb");
 	if (!f || fwrite(out, 1, len, f) != len || fclose(f)) {
 		perror(path);
@@ -140,18 +189,18 @@ int main(int argc, char **argv)
 	}
 	op(OP_BRING_UP);
 	u8(1);
-	save(argv[1], "bring-up");
+	save(argv[1], "virtio_vsock", "bring-up");
 
 	op(OP_BRING_UP);
 	u8(0);
-	post_rx(4);
+	post_rx(VSOCK_QUEUE_RX, 4);
 	send(VIRTIO_VSOCK_OP_REQUEST, 50000, 1025, NULL, 0);
 	op(OP_RUN);
-	save(argv[1], "refused");
+	save(argv[1], "virtio_vsock", "refused");
 
 	op(OP_BRING_UP);
 	u8(1);
-	post_rx(8);
+	post_rx(VSOCK_QUEUE_RX, 8);
 	client("CONNECT 1024\n");
 	send(VIRTIO_VSOCK_OP_RESPONSE, 1024, VSOCK_LOCAL_PORT_FIRST, NULL, 0);
 	client("hello guest\n");
@@ -161,6 +210,31 @@ int main(int argc, char **argv)
 	     0);
 	send(VIRTIO_VSOCK_OP_SHUTDOWN, 1024, VSOCK_LOCAL_PORT_FIRST, NULL, 3);
 	op(OP_CLIENT_CLOSE);
-	save(argv[1], "session");
+	save(argv[1], "virtio_vsock", "session");
+
+	op(OP_BRING_UP);
+	u8(3);
+	save(argv[1], "virtio_net", "bring-up");
+
+	op(OP_BRING_UP);
+	u8(3);
+	post_rx(NET_QUEUE_RX, 4);
+	net_tx(0, 0);
+	op(OP_TAP_DRAIN);
+	net_tap_frame(0, 0);
+	op(OP_RUN);
+	save(argv[1], "virtio_net", "frames");
+
+	op(OP_BRING_UP);
+	u8(2);
+	post_rx(NET_QUEUE_RX, 2);
+	net_tx(VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4);
+	net_tap_frame(VIRTIO_NET_HDR_F_NEEDS_CSUM, 0);
+	op(OP_BRING_UP);
+	u8(0);
+	post_rx(NET_QUEUE_RX, 2);
+	net_tx(VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4);
+	net_tap_frame(VIRTIO_NET_HDR_F_DATA_VALID, 0);
+	save(argv[1], "virtio_net", "offloads");
 	return 0;
 }
