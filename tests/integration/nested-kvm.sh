@@ -18,8 +18,7 @@
 # (paths under its kernel/ without .ko, space-separated:
 # "drivers/net/tun" for a test's TAPs); NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
-# 1, see below); NESTED_KVM_MODULES names more of the kernel's modules L1
-# loads after KVM's (space-separated; each after those it depends on).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
+# 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
 # stdout and stderr to its 2nd and 3rd serial ports (files on this side) and
 # its exit status to the console, with a heartbeat.
 set -euo pipefail
@@ -63,29 +62,6 @@ for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \
 	*.xz) xz -dc "$src" >"$root/lib/modules/$(basename "$m").ko" ;;
 	*) cp "$src" "$root/lib/modules/" ;;
 	esac
-done
-
-# NESTED_KVM_MODULES, each after its dependencies (its .modinfo's
-# depends=; the package has no modules.dep), into L1's load list.
-: >"$root/modules.list"
-add_module() {
-	grep -qx "$1" "$root/modules.list" && return 0
-	local f dep
-	f=$(find "$mods" -name "$1.ko*" -o -name "$(echo "$1" | tr _ -).ko*" |
-		head -n 1)
-	[ -n "$f" ] || { say "no module $1 in $mods"; exit 1; }
-	case $f in
-	*.xz) xz -dc "$f" >"$root/lib/modules/$1.ko" ;;
-	*) cp "$f" "$root/lib/modules/$1.ko" ;;
-	esac
-	for dep in $(tr '\0' '\n' <"$root/lib/modules/$1.ko" |
-		sed -n 's/^depends=//p' | tr , ' '); do
-		add_module "$dep"
-	done
-	echo "$1" >>"$root/modules.list"
-}
-for m in ${NESTED_KVM_MODULES:-}; do
-	add_module "$m"
 done
 
 add_file() { # same path inside L1, content of the (symlink-resolved) file
@@ -135,7 +111,7 @@ echo "THAW-L1-UP"
 done) &
 mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-for m in irqbypass ccp kvm kvm-amd $(cat /modules.list); do
+for m in irqbypass ccp kvm kvm-amd; do
 	insmod /lib/modules/$m.ko || echo "nested-kvm: insmod $m failed"
 done
 kvm-hold &
