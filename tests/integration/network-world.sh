@@ -16,6 +16,13 @@
 # config live in DIR.  `down` removes it all, also after a failed `up`.
 set -u
 action=$1 dir=$2
+# nested-kvm.sh's L1 has PATH=/bin; the host's programs keep their paths.
+# Its sh (busybox's) runs its own applets before any in PATH, and its ip
+# has no netns: iproute2's, by its path (a function wins over an applet;
+# the servers' background commands name it themselves, as a background
+# function's shell would hold the caller's output open as long as they run).
+PATH=/usr/sbin:/usr/bin:/sbin:$PATH
+ip() { /usr/sbin/ip "$@"; }
 
 # name, host end's address, namespace's address, marker
 hosts="inet:198.51.100.1:198.51.100.10:internet
@@ -35,7 +42,10 @@ down() {
 }
 
 up() {
-	mkdir -p "$dir" || return 1
+	mkdir -p "$dir" /run/netns || return 1
+	# dnsmasq looks its user up (L1 has no /etc/passwd).
+	[ -e /etc/passwd ] || { mkdir -p /etc &&
+		echo "root:x:0:0:root:/:/bin/sh" >/etc/passwd; }
 	for h in $hosts; do
 		IFS=: read -r name host_end addr marker <<EOF
 $h
@@ -52,29 +62,34 @@ EOF
 			ip -n "$ns" route add default via "$host_end" || return 1
 		mkdir -p "$dir/www-$name" &&
 			echo "$marker" >"$dir/www-$name/index.html" || return 1
-		ip netns exec "$ns" busybox httpd -f -p 80 \
+		/usr/sbin/ip netns exec "$ns" busybox httpd -f -p 80 \
 			-h "$dir/www-$name" </dev/null >/dev/null 2>&1 &
 		echo $! >"$dir/httpd-$name.pid"
 	done
 	# The link to 169.254.169.0/24 is the host's only way there; make
 	# sure it is this one (the host may route link-local elsewhere).
 	ip route replace 169.254.169.254/32 dev tw-meta || return 1
-	ip netns exec thawtest-inet dnsmasq --keep-in-foreground \
+	/usr/sbin/ip netns exec thawtest-inet dnsmasq --keep-in-foreground \
+		--user=root \
 		--no-resolv --no-hosts --listen-address=198.51.100.10 \
 		--bind-interfaces --address=/internet.thaw.test/198.51.100.10 \
 		--pid-file="$dir/dnsmasq.pidfile" </dev/null >/dev/null 2>&1 &
 	echo $! >"$dir/dnsmasq.pid"
 	# Up once each server answers from the host.
-	for try in $(seq 50); do
-		if curl -s -m 2 http://198.51.100.10/ | grep -q internet &&
-			curl -s -m 2 http://169.254.169.254/ | grep -q metadata &&
-			curl -s -m 2 http://10.99.0.10/ | grep -q private &&
+	for try in $(seq 20); do
+		if curl -s -m 1 http://198.51.100.10/ | grep -q internet &&
+			curl -s -m 1 http://169.254.169.254/ | grep -q metadata &&
+			curl -s -m 1 http://10.99.0.10/ | grep -q private &&
 			[ -s "$dir/dnsmasq.pidfile" ]; then
 			return 0
 		fi
 		sleep 0.2
 	done
 	echo "network-world.sh: the world's servers do not answer" >&2
+	ip -br addr >&2
+	ip route >&2
+	curl -sS -m 1 -o /dev/null http://198.51.100.10/ >&2
+	ls "$dir" >&2
 	return 1
 }
 
