@@ -344,6 +344,11 @@ void api_conns_notify(void *cls, struct MHD_Connection *conn,
 		*socket_context = NULL;
 	}
 	pthread_mutex_unlock(&g->lock);
+	/* libmicrohttpd starts a connection added from another thread in
+	 * its own, later: the accept thread may be asleep with no deadline
+	 * to keep, and this one is now due. */
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		wake(g);
 }
 
 /* The slot of @conn, or NULL (not ours: never, once started). */
