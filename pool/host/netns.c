@@ -351,6 +351,11 @@ static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
 	if (!veth)
 		return fail(err, errlen, "%s vanished: %s", GUEST_NET_VETH_NAME,
 			    strerror(errno));
+	/* A DNS answer, after the policy's NAT, comes in on veth0 from the
+	 * gateway: an address of this namespace's own. */
+	if (write_sysctl("net/ipv4/conf/" GUEST_NET_VETH_NAME "/accept_local",
+			 "1", err, errlen) < 0)
+		return -1;
 	if (add_address(sock, GUEST_NET_VETH_NAME, veth, net->host_address, 30,
 			err, errlen) < 0 ||
 	    link_up(sock, GUEST_NET_VETH_NAME, NULL, err, errlen) < 0 ||
