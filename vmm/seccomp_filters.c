@@ -418,6 +418,11 @@ out:
 	return ret;
 }
 
+static int compare_bytes(const void *a, const void *b)
+{
+	return *(const unsigned char *)a - *(const unsigned char *)b;
+}
+
 static void fill_name_table(void)
 {
 	for (int nr = 0; nr < NAME_TABLE_SIZE; nr++) {
@@ -497,6 +502,11 @@ int vmm_seccomp_prepare(int console_log_fd, char *err, size_t errlen)
 	/* The logger's strftime() calls tzset(), whose first call opens
 	 * /etc/localtime: open it now, while open is allowed. */
 	tzset();
+	/* glibc's qsort of 1 KiB or more asks sysconf(_SC_PHYS_PAGES), that
+	 * is sysinfo(), once and keeps the answer: ask it now.  A snapshot's
+	 * section check sorts that much once a machine has enough devices. */
+	char sample[1024] = { 0 };
+	qsort(sample, sizeof(sample), 1, compare_bytes);
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		errbuf_set(err, errlen, "seccomp: SIGSYS handler: %s",
