@@ -37,6 +37,7 @@
 #include <ifaddrs.h>
 #include <linux/if_tun.h>
 #include <linux/magic.h>
+#include <linux/netlink.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -45,6 +46,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -633,9 +635,24 @@ static int remove_stale_pins(const char *run_dir)
 	return removed;
 }
 
-/* Runs nft commands @cmds.  0, or -1 with nft's message in @err. */
+/*
+ * Runs nft commands @cmds.  0, or -1 with nft's message in @err.
+ * libnftables exit()s when it cannot open its netlink socket: a kernel
+ * without nfnetlink must be found out here first.
+ */
 static int run_nft(const char *cmds, char *err, size_t errlen)
 {
+	int probe =
+		socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+
+	if (probe < 0)
+		return fail(err, errlen,
+			    "nftables cannot work here: a netfilter netlink "
+			    "socket: %s (load the nfnetlink and nf_tables "
+			    "modules, or give every template network = none)",
+			    strerror(errno));
+	close(probe);
+
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	int ret;
 
