@@ -2219,15 +2219,15 @@ static bool same_namespace(pid_t a, pid_t b, const char *ns)
 
 /*
  * A jailed VMM holds only what it opened for itself (KVM's objects, its
- * sockets, eventfds, its snapshot's files, /proc/self/pagemap) and its
- * two logs, and has no environment (but sanitizer options): nothing its
+ * sockets, eventfds, its TAP, its snapshot's files, /proc/self/pagemap)
+ * and its two logs, and has no environment (but sanitizer options): nothing its
  * supervisor or the supervisor's caller had open or set.
  */
 static void expect_nothing_inherited(pid_t vmm)
 {
-	static const char *const own[] = { "/dev/null", "/dev/kvm",
-					   "anon_inode:", "socket:[",
-					   "/snapshot/" };
+	static const char *const own[] = { "/dev/null",	   "/dev/kvm",
+					   "/dev/net/tun", "anon_inode:",
+					   "socket:[",	   "/snapshot/" };
 	char path[PATH_MAX], link[PATH_MAX], run[PATH_MAX], sock[64];
 	char pagemap[64];
 	struct dirent *e;

@@ -98,6 +98,32 @@ static char *guest_get(const char *id, const char *url)
 	return out ? out : strdup("");
 }
 
+/* What a packet that did not arrive went through: the sandbox's
+ * namespace, the host's routes, the policy's counters. */
+static void explain_network(const char *id)
+{
+	int status;
+	char *out = shell(
+		&status,
+		"nsenter --net=%s/run/%s/netns sh -c '/usr/sbin/ip addr; /usr/sbin/ip route; "
+		"/usr/sbin/ip -s link' 2>&1; /usr/sbin/ip route; "
+		"curl -s -H 'Authorization: Bearer " TOKEN "' --unix-socket "
+		"%s/thawd.sock http://x/metrics | grep 'sandbox=\"%s'",
+		state, id, state, id);
+
+	fprintf(stderr, "test_network: sandbox %s's network:\n%s\n", id,
+		out ? out : "(no answer)");
+	free(out);
+	out = shell(
+		&status,
+		"%s exec %s -- sh -c 'ip addr; ip route; cat /proc/net/arp' "
+		"2>&1; nsenter --net=%s/run/%s/netns cat /proc/net/arp",
+		getenv("THAW_TEST_THAW"), id, state, id);
+	fprintf(stderr, "test_network: inside sandbox %s:\n%s\n", id,
+		out ? out : "(no answer)");
+	free(out);
+}
+
 static void expect_reached(const char *id, const char *url, const char *marker)
 {
 	char *got = guest_get(id, url);
@@ -105,6 +131,8 @@ static void expect_reached(const char *id, const char *url, const char *marker)
 	cr_expect(strstr(got, marker),
 		  "sandbox %s: %s: wanted \"%s\", got \"%s\"", id, url, marker,
 		  got);
+	if (!strstr(got, marker))
+		explain_network(id);
 	free(got);
 }
 
@@ -176,7 +204,8 @@ static pid_t start_daemon(void)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	cr_assert_fail("thaw daemon not serving after %d s", scaled_s(START_LIMIT_S));
+	cr_assert_fail("thaw daemon not serving after %d s",
+		       scaled_s(START_LIMIT_S));
 	return -1;
 }
 

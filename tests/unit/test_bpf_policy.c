@@ -1219,3 +1219,21 @@ Test(bpf_policy_attach, forwarded_through_a_real_namespace, .init = own_netns,
 	close(h);
 	close(tap);
 }
+
+/* test_network's daemon: its pool, its DNS server on the public host, the
+ * world's host ends among the host's own addresses. */
+Test(bpf_policy, a_public_host_that_is_the_dns_server_is_reached)
+{
+	addrs.pool = (struct net_cidr){ A(10, 201, 0, 0), 16 };
+	addrs.host_address = A(10, 201, 0, 10);
+	addrs.host_peer = A(10, 201, 0, 9);
+	addrs.dns_server = PUBLIC;
+	addrs.n_host_addrs = 5;
+	addrs.host_addrs[0] = A(198, 51, 100, 1);
+	addrs.host_addrs[1] = A(10, 99, 0, 1);
+	addrs.host_addrs[2] = A(169, 254, 169, 1);
+	addrs.host_addrs[3] = A(10, 201, 0, 9);
+	addrs.host_addrs[4] = A(127, 0, 0, 1);
+	reload();
+	to(PUBLIC, NET_PASS_INTERNET);
+}
