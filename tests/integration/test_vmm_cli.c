@@ -280,7 +280,8 @@ Test(cli, jail_needs_uid_and_gid)
 
 Test(cli, uid_needs_jail)
 {
-	expect_error(EXIT_USAGE, "--uid, --gid, --writable and --netns need --jail",
+	expect_error(EXIT_USAGE,
+		     "--uid, --gid, --writable and --netns need --jail",
 		     ARGS("--uid", "1879048192", "--gid", "1879048192",
 			  "--initrd", "i"));
 }
