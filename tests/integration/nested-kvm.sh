@@ -15,8 +15,8 @@
 # the arguments need no rewriting; NESTED_KVM_PROGRAMS names more programs
 # COMMAND runs (space-separated paths), copied the same way;
 # NESTED_KVM_MODULES names more of the kernel's modules L1 loads after KVM's
-# (paths under its kernel/ without .ko, space-separated:
-# "drivers/net/tun" for a test's TAPs); NESTED_KVM_MEM
+# and the network's (paths under its kernel/ without .ko, space-separated:
+# "net/sched/sch_netem"); NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
 # 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
 # stdout and stderr to its 2nd and 3rd serial ports (files on this side) and
@@ -55,8 +55,19 @@ mkdir -p "$root"/{bin,dev,proc,sys,tmp,lib/modules}
 mknod "$root/dev/console" c 5 1
 cp /bin/busybox "$root/bin/busybox"
 cc -static -O2 -o "$root/bin/kvm-hold" "$(dirname "$0")/kvm-hold.c"
+# What a daemon's sandbox networks need (every daemon's default template
+# has one), in load order: TAPs and veths, nftables' masquerade, TC's
+# clsact and BPF classifier.  A stock host loads them on demand; L1 has no
+# modprobe.
+network_modules="drivers/net/tun drivers/net/veth crypto/crc32c_generic
+	lib/libcrc32c net/netfilter/nfnetlink net/netfilter/nf_tables
+	net/ipv4/netfilter/nf_defrag_ipv4 net/ipv6/netfilter/nf_defrag_ipv6
+	net/netfilter/nf_conntrack net/netfilter/nf_nat
+	net/netfilter/nft_chain_nat net/netfilter/nft_masq
+	net/sched/sch_ingress net/sched/cls_bpf"
+modules="$network_modules ${NESTED_KVM_MODULES:-}"
 for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \
-	arch/x86/kvm/kvm-amd ${NESTED_KVM_MODULES:-}; do
+	arch/x86/kvm/kvm-amd $modules; do
 	src=$(ls "$mods/$m".ko* | head -n 1)
 	case $src in
 	*.xz) xz -dc "$src" >"$root/lib/modules/$(basename "$m").ko" ;;
@@ -87,7 +98,7 @@ quote() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 {
 	# Tests that load a host hard scale down on this one (test_daemon).
 	printf 'export THAW_EMULATED_HOST=1\n'
-	for m in ${NESTED_KVM_MODULES:-}; do
+	for m in $modules; do
 		printf 'insmod /lib/modules/%s.ko || echo "nested-kvm: insmod %s failed"\n' \
 			"$(basename "$m")" "$m"
 	done
