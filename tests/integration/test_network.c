@@ -8,11 +8,15 @@
  * 169.254.169.254, a private host at 10.99.0.10, each serving a marker
  * over HTTP).  From inside sandboxes, with busybox wget through `thaw
  * exec`: the internet host is reached by address and by name (DNS through
- * the configured resolver), the metadata and private hosts are not; a
+ * the configured resolver), the metadata and private hosts are not;
+ * allow_out opens the private host but never the metadata one, and no
+ * internet closes the rest, without touching another sandbox's policy; a
+ * policy replaced on a running sandbox applies to its next packets; a
  * server in a sandbox answers the host on the sandbox's host address, and
  * another sandbox cannot reach it.  Every check looks for the marker,
  * never only at an exit status: the hosts answer the host itself (the
- * world's own check), so a missing marker is the policy's doing.
+ * world's own check), so a missing marker is the policy's doing, and a
+ * blocked check also wants the policy's drop counters to have moved.
  *
  * daemon-in-vm.sh runs it with THAW_STATE_DIR, THAW_TEST_THAW,
  * THAW_TEST_KERNEL and THAW_TEST_INITRD (see test_daemon.c).  It makes
@@ -48,6 +52,10 @@
 #define POOL "10.201.0.0/16"
 #define START_LIMIT_S 1200 /* the first start builds the snapshot */
 #define ID_MAX 64
+/* A wget that must succeed: seconds on a VMX host, scaled by the guest's
+ * pace; one that must not: until its packets have met the policy. */
+#define REACH_S 20
+#define BLOCKED_S 30
 
 static char state[4096], world[4200], config[4200], log_path[4200];
 
@@ -86,16 +94,41 @@ static char *shell(int *status, const char *fmt, ...)
 	return output_of(argv, 120, status);
 }
 
-/* `wget -O - URL` in sandbox @id: what it got ("" for nothing). */
-static char *guest_get(const char *id, const char *url)
+/*
+ * `wget -O - URL` in sandbox @id within @timeout_s (thaw exec's deadline:
+ * Debian's busybox 1.35 wget dies of a segmentation fault with -T): what
+ * it got ("" for nothing).
+ */
+static char *guest_get(const char *id, const char *url, int timeout_s)
 {
 	char *thaw = getenv("THAW_TEST_THAW");
-	char *argv[] = { thaw, "exec", (char *)id, "--", "wget",      "-q",
-			 "-T", "5",    "-O",	   "-",	 (char *)url, NULL };
+	char timeout[16];
+	char *argv[] = { thaw,	     "exec", "--timeout", timeout,
+			 (char *)id, "--",   "wget",	  "-q",
+			 "-O",	     "-",    (char *)url, NULL };
 	int status;
-	char *out = output_of(argv, 120, &status);
+	char *out;
 
+	snprintf(timeout, sizeof(timeout), "%d", timeout_s);
+	out = output_of(argv, timeout_s + 120, &status);
 	return out ? out : strdup("");
+}
+
+/* The packets sandbox @id's policy dropped so far, by every rule. */
+static long dropped(const char *id)
+{
+	int status;
+	char *out = shell(&status,
+			  "curl -s -H 'Authorization: Bearer " TOKEN
+			  "' --unix-socket %s/thawd.sock http://x/metrics | "
+			  "grep '^thaw_sandbox_network_packets_total{sandbox="
+			  "\"%s\",verdict=\"drop_' | "
+			  "awk '{n += $2} END {print n + 0}'",
+			  state, id);
+	long n = out && status == 0 ? strtol(out, NULL, 10) : -1;
+
+	free(out);
+	return n;
 }
 
 /* What a packet that did not arrive went through: the sandbox's
@@ -116,17 +149,20 @@ static void explain_network(const char *id)
 	free(out);
 	out = shell(
 		&status,
-		"%s exec %s -- sh -c 'ip addr; ip route; cat /proc/net/arp' "
-		"2>&1; nsenter --net=%s/run/%s/netns cat /proc/net/arp",
+		"%s exec %s -- sh -c 'ip addr; ip route; cat /proc/net/arp; "
+		"cat /proc/net/snmp' 2>&1; nsenter --net=%s/run/%s/netns cat "
+		"/proc/net/arp",
 		getenv("THAW_TEST_THAW"), id, state, id);
 	fprintf(stderr, "test_network: inside sandbox %s:\n%s\n", id,
 		out ? out : "(no answer)");
 	free(out);
 }
 
+/* A guest's pace sets how long an answer may take (a guest kernel in an
+ * emulator takes tens of seconds for one wget). */
 static void expect_reached(const char *id, const char *url, const char *marker)
 {
-	char *got = guest_get(id, url);
+	char *got = guest_get(id, url, scaled_s(REACH_S));
 
 	cr_expect(strstr(got, marker),
 		  "sandbox %s: %s: wanted \"%s\", got \"%s\"", id, url, marker,
@@ -136,12 +172,22 @@ static void expect_reached(const char *id, const char *url, const char *marker)
 	free(got);
 }
 
+/*
+ * Blocked: no marker, and the policy itself dropped packets meanwhile
+ * (so a guest too slow to send anything within the deadline fails the
+ * check instead of passing it).
+ */
 static void expect_blocked(const char *id, const char *url, const char *marker)
 {
-	char *got = guest_get(id, url);
+	long before = dropped(id);
+	char *got = guest_get(id, url, BLOCKED_S);
+	long after = dropped(id);
 
 	cr_expect(!strstr(got, marker), "sandbox %s reached %s (\"%s\")", id,
 		  url, got);
+	cr_expect(before >= 0 && after > before,
+		  "sandbox %s: %s: the policy dropped nothing (%ld, then %ld)",
+		  id, url, before, after);
 	free(got);
 }
 
@@ -219,10 +265,14 @@ static void stop_daemon(pid_t pid)
 		  "thaw daemon ended with %#x", status);
 }
 
-static void create_sandbox(char id[ID_MAX])
+/* `thaw sandbox create` with @options (NULL-terminated); its id. */
+static void create_sandbox(char id[ID_MAX], const char *options[])
 {
-	char *argv[] = { getenv("THAW_TEST_THAW"), "sandbox", "create", NULL };
-	int status = -1;
+	char *argv[16] = { getenv("THAW_TEST_THAW"), "sandbox", "create" };
+	int argc = 3, status = -1;
+
+	for (int i = 0; options && options[i] && argc < 15; i++)
+		argv[argc++] = (char *)options[i];
 	char *out = output_of(argv, 600, &status);
 
 	cr_assert(out && status == 0, "thaw sandbox create failed (%d)",
@@ -230,6 +280,19 @@ static void create_sandbox(char id[ID_MAX])
 	out[strcspn(out, "\n")] = '\0';
 	snprintf(id, ID_MAX, "%s", out);
 	free(out);
+}
+
+/* `thaw sandbox network @id @options`: a running sandbox's new policy. */
+static void set_policy(const char *id, const char *options[])
+{
+	char *argv[16] = { getenv("THAW_TEST_THAW"), "sandbox", "network",
+			   (char *)id };
+	int argc = 4, status = -1;
+
+	for (int i = 0; options[i] && argc < 15; i++)
+		argv[argc++] = (char *)options[i];
+	free(output_of(argv, 120, &status));
+	cr_assert_eq(status, 0, "thaw sandbox network %s failed", id);
 }
 
 /* Sandbox @id's host address, read from its namespace's veth0. */
@@ -251,7 +314,7 @@ static void host_address(const char *id, char addr[32])
 
 Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000)
 {
-	char a[ID_MAX], b[ID_MAX], b_addr[32], url[64];
+	char a[ID_MAX], b[ID_MAX], c[ID_MAX], b_addr[32], url[64];
 	char *out;
 	int status;
 	pid_t daemon;
@@ -281,13 +344,29 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000)
 	 * more on an emulated host). */
 	write_config();
 	daemon = start_daemon();
-	create_sandbox(a);
-	create_sandbox(b);
+	create_sandbox(a, NULL);
+	create_sandbox(b, NULL);
+	/* C asks for the private network and the metadata host, and no
+	 * internet: its policy must not leak into A's, nor A's into C's. */
+	create_sandbox(c, (const char *[]){ "--no-internet", "--allow-out",
+					    "10.99.0.0/24", "--allow-out",
+					    "169.254.0.0/16", NULL });
 
 	expect_reached(a, "http://" INTERNET "/", "internet");
 	expect_reached(a, "http://internet.thaw.test/", "internet");
 	expect_blocked(a, "http://" METADATA "/", "metadata");
 	expect_blocked(a, "http://" PRIVATE "/", "private");
+
+	expect_reached(c, "http://" PRIVATE "/", "private");
+	expect_blocked(c, "http://" METADATA "/", "metadata");
+	expect_blocked(c, "http://" INTERNET "/", "internet");
+
+	/* A running sandbox's new policy applies to its next packets. */
+	set_policy(c, (const char *[]){ "--internet", NULL });
+	expect_reached(c, "http://" INTERNET "/", "internet");
+	expect_blocked(c, "http://" PRIVATE "/", "private");
+	set_policy(c, (const char *[]){ "--no-internet", NULL });
+	expect_blocked(c, "http://" INTERNET "/", "internet");
 
 	/* A server in B answers the host on B's host address... */
 	host_address(b, b_addr);
