@@ -74,8 +74,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64); /* NET_MAX_HOST_ADDRS */
-	__type(key, __u32);	 /* host order */
+	__uint(max_entries, POLICY_HOST_ADDRS);
+	__type(key, __u32); /* host order */
 	__type(value, __u8);
 } host_addrs SEC(".maps");
 

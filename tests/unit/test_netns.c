@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,20 +155,39 @@ static size_t answer(uint8_t *f, size_t len)
 	return 0;
 }
 
+/* tap0 of @pin's namespace, opened as the VMM opens it (a frame per
+ * read or write), from this thread's namespace and back: its fd, or -1.
+ * No assertions: the fake guest's thread calls it too. */
+static int open_tap_in(const char *pin)
+{
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI };
+	int here = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int there = open(pin, O_RDONLY | O_CLOEXEC), tap = -1;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
+	if (here >= 0 && there >= 0 && setns(there, CLONE_NEWNET) == 0) {
+		tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+		if (tap >= 0 && ioctl(tap, TUNSETIFF, &ifr) < 0) {
+			close(tap);
+			tap = -1;
+		}
+		if (setns(here, CLONE_NEWNET) < 0)
+			abort(); /* a thread left in the wrong namespace */
+	}
+	if (here >= 0)
+		close(here);
+	if (there >= 0)
+		close(there);
+	return tap;
+}
+
 static void *fake_guest_run(void *arg)
 {
 	struct fake_guest *g = arg;
-	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI };
-	int ns = open(g->pin, O_RDONLY | O_CLOEXEC), tap = -1;
+	int tap = open_tap_in(g->pin);
 	uint8_t frame[2048];
 
-	if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
-		goto out;
-	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
-	if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
-		goto out;
-	while (!atomic_load(&g->stop)) {
+	while (tap >= 0 && !atomic_load(&g->stop)) {
 		struct pollfd p = { .fd = tap, .events = POLLIN };
 		ssize_t n;
 		size_t out;
@@ -179,11 +200,8 @@ static void *fake_guest_run(void *arg)
 		    frame[34] == 0)
 			g->answered++;
 	}
-out:
 	if (tap >= 0)
 		close(tap);
-	if (ns >= 0)
-		close(ns);
 	return NULL;
 }
 
@@ -371,4 +389,132 @@ Test(netns, a_templates_namespace_holds_tap0_alone)
 	net_pin_remove(pin);
 	cr_expect(!mounted(pin), "%s still mounted", pin);
 	cr_expect_neq(access(pin, F_OK), 0, "%s left", pin);
+}
+
+/* This test's own "host": a fresh network namespace, so that it can give
+ * the host whatever addresses it needs. */
+static void own_host(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("network namespaces need root");
+	cr_assert_eq(unshare(CLONE_NEWNET), 0, "unshare: %s", strerror(errno));
+	setup();
+}
+
+/* The guest sends a UDP datagram from @sport to @dst:@dport on @tap. */
+static void guest_udp(int tap, uint16_t sport, uint32_t dst, uint16_t dport)
+{
+	static const uint8_t tap_mac[] = GUEST_NET_TAP_MAC;
+	static const uint8_t guest_mac[] = GUEST_NET_GUEST_MAC;
+	uint8_t f[14 + 20 + 8 + 4] = { 0 };
+	uint32_t src = htonl(GUEST_NET_GUEST_ADDR), dst_be = htonl(dst);
+	uint16_t sum;
+
+	memcpy(f, tap_mac, 6);
+	memcpy(f + 6, guest_mac, 6);
+	f[12] = 0x08; /* IPv4 */
+	f[14] = 0x45;
+	f[17] = sizeof(f) - 14; /* total length */
+	f[22] = 64;		/* TTL */
+	f[23] = 17;		/* UDP */
+	memcpy(f + 26, &src, 4);
+	memcpy(f + 30, &dst_be, 4);
+	sum = ip_checksum(f + 14, 20);
+	f[24] = sum >> 8;
+	f[25] = sum & 0xff;
+	f[34] = sport >> 8;
+	f[35] = sport & 0xff;
+	f[36] = dport >> 8;
+	f[37] = dport & 0xff;
+	f[39] = 8 + 4; /* UDP length; checksum 0: none */
+	memcpy(f + 42, "ping", 4);
+	cr_assert_eq(write(tap, f, sizeof(f)), (ssize_t)sizeof(f), "tap0: %s",
+		     strerror(errno));
+}
+
+static int udp_socket(uint32_t addr, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(addr) };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		  "UDP socket on port %u: %s", port, strerror(errno));
+	return fd;
+}
+
+/* Whether a datagram reaches @fd within a second. */
+static bool received(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char buf[64];
+
+	return poll(&p, 1, 1000) == 1 && recv(fd, buf, sizeof(buf), 0) > 0;
+}
+
+/*
+ * Rule 1 keeps the guest off every address of the host's, however many
+ * other sandboxes' veth ends come first (here 64 addresses in the pool,
+ * as many sandboxes would add), and off the broadcast address of the
+ * host's subnets, which the host receives as its own.  A connection the
+ * host opened from the same address is answered: the frames get through.
+ */
+Test(netns_host, the_host_is_unreachable_at_every_address, .init = own_host,
+     .fini = teardown, .timeout = 60)
+{
+	const uint32_t host = 0xcb007101u; /* 203.0.113.1/24 */
+	struct sockaddr_in sandbox = { .sin_family = AF_INET,
+				       .sin_port = htons(40000) };
+	struct net_counters c = { 0 };
+	struct sandbox_net net;
+	char err[512] = "";
+	int status, tap, unicast, broadcast;
+
+	run(&status, "ip link set lo up && "
+		     "ip link add tt_pool type veth peer name tt_pool_peer && "
+		     "for i in $(seq 1 64); do ip addr add 10.254.1.$i/32 "
+		     "dev tt_pool || exit 1; done && "
+		     "ip link add tt_host type veth peer name tt_host_peer && "
+		     "ip addr add 203.0.113.1/24 dev tt_host && "
+		     "ip link set tt_host_peer up && ip link set tt_host up");
+	cr_assert_eq(status, 0, "host addresses");
+	create(&net, 0, NULL);
+	tap = open_tap_in(net.netns_path);
+	cr_assert_geq(tap, 0, "tap0 of %s: %s", net.netns_path,
+		      strerror(errno));
+	unicast = udp_socket(host, 9999);
+	broadcast = udp_socket(0, 9998);
+
+	sandbox.sin_addr.s_addr = htonl(net.host_address);
+	/* The host's ARP from host_peer, which the policy lets through (a
+	 * datagram from 203.0.113.1 would ask from that address). */
+	run(&status, "busybox ping -c 1 -W 1 10.254.0.2 >/dev/null 2>&1");
+	cr_assert_eq(sendto(unicast, "open", 4, 0, (struct sockaddr *)&sandbox,
+			    sizeof(sandbox)),
+		     4, "sendto: %s", strerror(errno));
+	/* Once the datagram is through veth0. */
+	for (int i = 0; i < 100 && c.packets[NET_PASS_INBOUND] == 0; i++) {
+		cr_assert_eq(sandbox_net_counters(&net, &c, err, sizeof(err)),
+			     0, "%s", err);
+		usleep(10000);
+	}
+	guest_udp(tap, 40000, host, 9999);
+	cr_expect(received(unicast), "the answer to the host's datagram");
+	guest_udp(tap, 41000, host, 9999);
+	cr_expect(!received(unicast), "the guest reached 203.0.113.1");
+	guest_udp(tap, 41000, 0xcb0071ffu, 9998);
+	cr_expect(!received(broadcast), "the guest reached 203.0.113.255");
+	cr_assert_eq(sandbox_net_counters(&net, &c, err, sizeof(err)), 0, "%s",
+		     err);
+	/* (Rule 1's drops also count the host's IPv6 chatter on veth0.) */
+	cr_expect_eq(c.packets[NET_PASS_REPLY], 1, "%llu passed as replies",
+		     (unsigned long long)c.packets[NET_PASS_REPLY]);
+	cr_expect_eq(c.packets[NET_PASS_INTERNET], 0,
+		     "%llu passed as the internet",
+		     (unsigned long long)c.packets[NET_PASS_INTERNET]);
+	close(tap);
+	close(unicast);
+	close(broadcast);
+	sandbox_net_destroy(&net);
 }
