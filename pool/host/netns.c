@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * netns.c - a sandbox's network namespace, veth pair, TAP and policy, and
- * the host's forwarding and masquerade; see netns.h.
+ * the host's forwarding, masquerade and input filter; see netns.h.
  *
  * A sandbox's namespace is made by a short-lived thread: it unshares its
  * own network namespace (a thread may; the daemon's other threads stay in
@@ -751,7 +751,8 @@ static int host_forwarding(char *err, size_t errlen)
 int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 		   size_t errlen)
 {
-	char cmds[1024], pool[INET_ADDRSTRLEN];
+	char cmds[2048], pool[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
+	char dns_rule[128] = "";
 	struct nl_sock *sock = route_socket(err, errlen, "host");
 	int links, pins;
 
@@ -766,20 +767,37 @@ int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 			    links, cfg->ifname_prefix, pins);
 	if (host_forwarding(err, errlen) < 0)
 		return -1;
-	/* Made anew in one transaction: a dead daemon's table goes too. */
+	if (cfg->n_dns)
+		snprintf(dns_rule, sizeof(dns_rule),
+			 "    iifname \"%s*\" ip daddr %s "
+			 "meta l4proto { tcp, udp } th dport 53 accept\n",
+			 cfg->ifname_prefix,
+			 addr_text(cfg->dns_servers[0], dns));
+	/*
+	 * Made anew in one transaction: a dead daemon's table goes too.
+	 * The input chain lets the sandboxes' veths reach the host only with
+	 * answers to what the host opened and DNS to the resolver the policy
+	 * sends it to: the policy's host_addrs has the host's addresses as
+	 * they were when a sandbox was made, this any it gains later.
+	 */
 	snprintf(
 		cmds, sizeof(cmds),
-		"table ip %s\n"
-		"delete table ip %s\n"
-		"table ip %s {\n"
+		"table ip %1$s\n"
+		"delete table ip %1$s\n"
+		"table ip %1$s {\n"
 		"  chain postrouting {\n"
 		"    type nat hook postrouting priority srcnat; policy accept;\n"
-		"    ip saddr %s/%u oifname != \"%s*\" masquerade\n"
+		"    ip saddr %2$s/%3$u oifname != \"%4$s*\" masquerade\n"
+		"  }\n"
+		"  chain input {\n"
+		"    type filter hook input priority filter; policy accept;\n"
+		"    iifname \"%4$s*\" ct state established,related accept\n"
+		"%5$s"
+		"    iifname \"%4$s*\" drop\n"
 		"  }\n"
 		"}\n",
-		cfg->nft_table, cfg->nft_table, cfg->nft_table,
-		addr_text(cfg->pool.addr, pool), cfg->pool.prefix,
-		cfg->ifname_prefix);
+		cfg->nft_table, addr_text(cfg->pool.addr, pool),
+		cfg->pool.prefix, cfg->ifname_prefix, dns_rule);
 	return run_nft(cmds, err, errlen);
 }
 

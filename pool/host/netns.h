@@ -9,9 +9,11 @@
  * opens tap0 in (--net-tap).
  *
  * The host side (net_host_setup, once per daemon): IPv4 forwarding, a
- * masquerade rule for the pool in an nftables table of this state
- * directory's own, and removal of what a dead daemon of the same state
- * directory left (host veths with its name prefix, pinned namespaces).
+ * masquerade rule for the pool and an input filter that lets the
+ * sandboxes' veths reach the host only with answers and DNS, in an
+ * nftables table of this state directory's own, and removal of what a dead
+ * daemon of the same state directory left (host veths with its name prefix,
+ * pinned namespaces).
  *
  * Errors: 0, or -1 with a message naming the interface, address or file.
  */

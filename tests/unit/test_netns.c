@@ -453,6 +453,19 @@ static bool received(int fd)
 	return poll(&p, 1, 1000) == 1 && recv(fd, buf, sizeof(buf), 0) > 0;
 }
 
+/* Waits until veth0 has let @n datagrams from the host through. */
+static void wait_inbound(struct sandbox_net *net, uint64_t n)
+{
+	struct net_counters c = { 0 };
+	char err[512] = "";
+
+	for (int i = 0; i < 100 && c.packets[NET_PASS_INBOUND] < n; i++) {
+		cr_assert_eq(sandbox_net_counters(net, &c, err, sizeof(err)), 0,
+			     "%s", err);
+		usleep(10000);
+	}
+}
+
 /*
  * Rule 1 keeps the guest off every address of the host's, however many
  * other sandboxes' veth ends come first (here 64 addresses in the pool,
@@ -493,12 +506,7 @@ Test(netns_host, the_host_is_unreachable_at_every_address, .init = own_host,
 	cr_assert_eq(sendto(unicast, "open", 4, 0, (struct sockaddr *)&sandbox,
 			    sizeof(sandbox)),
 		     4, "sendto: %s", strerror(errno));
-	/* Once the datagram is through veth0. */
-	for (int i = 0; i < 100 && c.packets[NET_PASS_INBOUND] == 0; i++) {
-		cr_assert_eq(sandbox_net_counters(&net, &c, err, sizeof(err)),
-			     0, "%s", err);
-		usleep(10000);
-	}
+	wait_inbound(&net, 1);
 	guest_udp(tap, 40000, host, 9999);
 	cr_expect(received(unicast), "the answer to the host's datagram");
 	guest_udp(tap, 41000, host, 9999);
@@ -516,5 +524,63 @@ Test(netns_host, the_host_is_unreachable_at_every_address, .init = own_host,
 	close(tap);
 	close(unicast);
 	close(broadcast);
+	sandbox_net_destroy(&net);
+}
+
+/*
+ * An address the host gains after a sandbox was made (a VPN, a bridge)
+ * is not in that sandbox's host_addrs: the host's own firewall keeps the
+ * guest off it, and off any host address, letting through only DNS to
+ * the resolver and answers to what the host opened.
+ */
+Test(netns_host, the_host_is_unreachable_at_addresses_it_gains_later,
+     .init = own_host, .fini = teardown, .timeout = 60)
+{
+	const uint32_t resolver = 0xc6336435u; /* 198.51.100.53 */
+	struct sockaddr_in sandbox = { .sin_family = AF_INET,
+				       .sin_port = htons(40000) };
+	struct sandbox_net net;
+	char err[512] = "";
+	int status, tap, dns, late, opener;
+
+	cfg.n_dns = 1;
+	cfg.dns_servers[0] = resolver;
+	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
+		     err);
+	run(&status, "ip link add tt_dns type veth peer name tt_dns_peer && "
+		     "ip addr add 198.51.100.53/24 dev tt_dns && "
+		     "ip link set tt_dns_peer up && ip link set tt_dns up");
+	cr_assert_eq(status, 0, "the resolver's address");
+	create(&net, 0, NULL);
+	run(&status, "ip link add tt_late type veth peer name tt_late_peer && "
+		     "ip addr add 192.0.2.1/24 dev tt_late && "
+		     "ip link set tt_late_peer up && ip link set tt_late up");
+	cr_assert_eq(status, 0, "the address gained later");
+	tap = open_tap_in(net.netns_path);
+	cr_assert_geq(tap, 0, "tap0 of %s: %s", net.netns_path,
+		      strerror(errno));
+	dns = udp_socket(resolver, 53);
+	late = udp_socket(0, 9997);
+	opener = udp_socket(0, 9996);
+
+	guest_udp(tap, 41000, GUEST_NET_GATEWAY_ADDR, 53);
+	cr_expect(received(dns), "the guest's DNS query");
+	guest_udp(tap, 41000, 0xc0000201u, 9997);
+	cr_expect(!received(late), "the guest reached 192.0.2.1");
+	guest_udp(tap, 41000, 0xc00002ffu, 9997);
+	cr_expect(!received(late), "the guest reached 192.0.2.255");
+
+	/* The host's datagram goes from host_peer, 10.254.0.1. */
+	sandbox.sin_addr.s_addr = htonl(net.host_address);
+	cr_assert_eq(sendto(opener, "open", 4, 0, (struct sockaddr *)&sandbox,
+			    sizeof(sandbox)),
+		     4, "sendto: %s", strerror(errno));
+	wait_inbound(&net, 1);
+	guest_udp(tap, 40000, 0x0afe0001u, 9996);
+	cr_expect(received(opener), "the answer to the host's datagram");
+	close(tap);
+	close(dns);
+	close(late);
+	close(opener);
 	sandbox_net_destroy(&net);
 }
