@@ -94,7 +94,7 @@ static bool mounted(const char *path)
  * reaches a real guest.
  */
 struct fake_guest {
-	const char *pin;
+	int tap; /* open before the thread starts: no frame goes unseen */
 	pthread_t thread;
 	atomic_bool stop;
 	int answered; /* echo requests answered */
@@ -156,58 +156,54 @@ static size_t answer(uint8_t *f, size_t len)
 }
 
 /* tap0 of @pin's namespace, opened as the VMM opens it (a frame per
- * read or write), from this thread's namespace and back: its fd, or -1.
- * No assertions: the fake guest's thread calls it too. */
+ * read or write), from this thread's namespace and back. */
 static int open_tap_in(const char *pin)
 {
 	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI };
 	int here = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	int there = open(pin, O_RDONLY | O_CLOEXEC), tap = -1;
+	int there = open(pin, O_RDONLY | O_CLOEXEC), tap;
 
+	cr_assert(here >= 0 && there >= 0, "%s: %s", pin, strerror(errno));
+	cr_assert_eq(setns(there, CLONE_NEWNET), 0, "setns %s: %s", pin,
+		     strerror(errno));
+	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
-	if (here >= 0 && there >= 0 && setns(there, CLONE_NEWNET) == 0) {
-		tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-		if (tap >= 0 && ioctl(tap, TUNSETIFF, &ifr) < 0) {
-			close(tap);
-			tap = -1;
-		}
-		if (setns(here, CLONE_NEWNET) < 0)
-			abort(); /* a thread left in the wrong namespace */
+	if (tap >= 0 && ioctl(tap, TUNSETIFF, &ifr) < 0) {
+		close(tap);
+		tap = -1;
 	}
-	if (here >= 0)
-		close(here);
-	if (there >= 0)
-		close(there);
+	cr_assert_eq(setns(here, CLONE_NEWNET), 0, "setns back: %s",
+		     strerror(errno));
+	cr_assert_geq(tap, 0, "tap0 of %s: %s", pin, strerror(errno));
+	close(here);
+	close(there);
 	return tap;
 }
 
 static void *fake_guest_run(void *arg)
 {
 	struct fake_guest *g = arg;
-	int tap = open_tap_in(g->pin);
 	uint8_t frame[2048];
 
-	while (tap >= 0 && !atomic_load(&g->stop)) {
-		struct pollfd p = { .fd = tap, .events = POLLIN };
+	while (!atomic_load(&g->stop)) {
+		struct pollfd p = { .fd = g->tap, .events = POLLIN };
 		ssize_t n;
 		size_t out;
 
 		if (poll(&p, 1, 50) != 1)
 			continue;
-		n = read(tap, frame, sizeof(frame));
+		n = read(g->tap, frame, sizeof(frame));
 		out = n > 0 ? answer(frame, (size_t)n) : 0;
-		if (out && write(tap, frame, out) == (ssize_t)out &&
+		if (out && write(g->tap, frame, out) == (ssize_t)out &&
 		    frame[34] == 0)
 			g->answered++;
 	}
-	if (tap >= 0)
-		close(tap);
 	return NULL;
 }
 
 static void fake_guest_start(struct fake_guest *g, const char *pin)
 {
-	g->pin = pin;
+	g->tap = open_tap_in(pin);
 	atomic_init(&g->stop, false);
 	g->answered = 0;
 	cr_assert_eq(pthread_create(&g->thread, NULL, fake_guest_run, g), 0);
@@ -217,6 +213,7 @@ static void fake_guest_stop(struct fake_guest *g)
 {
 	atomic_store(&g->stop, true);
 	pthread_join(g->thread, NULL);
+	close(g->tap);
 }
 
 static void setup(void)
@@ -494,8 +491,6 @@ Test(netns_host, the_host_is_unreachable_at_every_address, .init = own_host,
 	cr_assert_eq(status, 0, "host addresses");
 	create(&net, 0, NULL);
 	tap = open_tap_in(net.netns_path);
-	cr_assert_geq(tap, 0, "tap0 of %s: %s", net.netns_path,
-		      strerror(errno));
 	unicast = udp_socket(host, 9999);
 	broadcast = udp_socket(0, 9998);
 
@@ -557,8 +552,6 @@ Test(netns_host, the_host_is_unreachable_at_addresses_it_gains_later,
 		     "ip link set tt_late_peer up && ip link set tt_late up");
 	cr_assert_eq(status, 0, "the address gained later");
 	tap = open_tap_in(net.netns_path);
-	cr_assert_geq(tap, 0, "tap0 of %s: %s", net.netns_path,
-		      strerror(errno));
 	dns = udp_socket(resolver, 53);
 	late = udp_socket(0, 9997);
 	opener = udp_socket(0, 9996);
