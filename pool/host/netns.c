@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * netns.c - a sandbox's network namespace, veth pair, TAP and policy, and
- * the host's forwarding, masquerade and input filter; see netns.h.
+ * the host's forwarding, masquerade and filters; see netns.h.
  *
  * A sandbox's namespace is made by a short-lived thread: it unshares its
  * own network namespace (a thread may; the daemon's other threads stay in
@@ -778,7 +778,11 @@ int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 	 * The input chain lets the sandboxes' veths reach the host only with
 	 * answers to what the host opened and DNS to the resolver the policy
 	 * sends it to: the policy's host_addrs has the host's addresses as
-	 * they were when a sandbox was made, this any it gains later.
+	 * they were when a sandbox was made, this any it gains later.  The
+	 * forward chain lets into the veths only answers to what the
+	 * sandboxes opened: connections to a sandbox are the host's own
+	 * (output), never a neighbour's that routes the pool through the
+	 * host, nor another sandbox's.
 	 */
 	snprintf(
 		cmds, sizeof(cmds),
@@ -794,6 +798,11 @@ int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 		"    iifname \"%4$s*\" ct state established,related accept\n"
 		"%5$s"
 		"    iifname \"%4$s*\" drop\n"
+		"  }\n"
+		"  chain forward {\n"
+		"    type filter hook forward priority filter; policy accept;\n"
+		"    oifname \"%4$s*\" ct state established,related accept\n"
+		"    oifname \"%4$s*\" drop\n"
 		"  }\n"
 		"}\n",
 		cfg->nft_table, addr_text(cfg->pool.addr, pool),

@@ -398,35 +398,56 @@ static void own_host(void)
 	setup();
 }
 
-/* The guest sends a UDP datagram from @sport to @dst:@dport on @tap. */
-static void guest_udp(int tap, uint16_t sport, uint32_t dst, uint16_t dport)
+/* The guest sends IPv4 packet @proto to @dst with @l4 (@len bytes, at
+ * most 16) on @tap. */
+static void guest_ip(int tap, uint8_t proto, uint32_t dst, const uint8_t *l4,
+		     size_t len)
 {
 	static const uint8_t tap_mac[] = GUEST_NET_TAP_MAC;
 	static const uint8_t guest_mac[] = GUEST_NET_GUEST_MAC;
-	uint8_t f[14 + 20 + 8 + 4] = { 0 };
+	uint8_t f[14 + 20 + 16] = { 0 };
 	uint32_t src = htonl(GUEST_NET_GUEST_ADDR), dst_be = htonl(dst);
 	uint16_t sum;
 
+	cr_assert_leq(len, 16);
 	memcpy(f, tap_mac, 6);
 	memcpy(f + 6, guest_mac, 6);
 	f[12] = 0x08; /* IPv4 */
 	f[14] = 0x45;
-	f[17] = sizeof(f) - 14; /* total length */
-	f[22] = 64;		/* TTL */
-	f[23] = 17;		/* UDP */
+	f[17] = (uint8_t)(20 + len); /* total length */
+	f[22] = 64;		     /* TTL */
+	f[23] = proto;
 	memcpy(f + 26, &src, 4);
 	memcpy(f + 30, &dst_be, 4);
 	sum = ip_checksum(f + 14, 20);
 	f[24] = sum >> 8;
 	f[25] = sum & 0xff;
-	f[34] = sport >> 8;
-	f[35] = sport & 0xff;
-	f[36] = dport >> 8;
-	f[37] = dport & 0xff;
-	f[39] = 8 + 4; /* UDP length; checksum 0: none */
-	memcpy(f + 42, "ping", 4);
-	cr_assert_eq(write(tap, f, sizeof(f)), (ssize_t)sizeof(f), "tap0: %s",
+	memcpy(f + 34, l4, len);
+	cr_assert_eq(write(tap, f, 34 + len), (ssize_t)(34 + len), "tap0: %s",
 		     strerror(errno));
+}
+
+/* The guest sends a UDP datagram from @sport to @dst:@dport on @tap. */
+static void guest_udp(int tap, uint16_t sport, uint32_t dst, uint16_t dport)
+{
+	const uint8_t udp[12] = {
+		sport >> 8, sport & 0xff, dport >> 8, dport & 0xff,
+		0,	    12,		  0,	      0, /* no checksum */
+		'p',	    'i',	  'n',	      'g',
+	};
+
+	guest_ip(tap, 17, dst, udp, sizeof(udp));
+}
+
+/* The guest sends an ICMP echo request to @dst on @tap. */
+static void guest_ping(int tap, uint32_t dst)
+{
+	uint8_t icmp[8] = { 8, 0, 0, 0, 0x12, 0x34, 0, 1 };
+	uint16_t sum = ip_checksum(icmp, sizeof(icmp));
+
+	icmp[2] = sum >> 8;
+	icmp[3] = sum & 0xff;
+	guest_ip(tap, 1, dst, icmp, sizeof(icmp));
 }
 
 static int udp_socket(uint32_t addr, uint16_t port)
@@ -575,5 +596,58 @@ Test(netns_host, the_host_is_unreachable_at_addresses_it_gains_later,
 	close(dns);
 	close(late);
 	close(opener);
+	sandbox_net_destroy(&net);
+}
+
+/*
+ * The host routes the pool for its own sake, not its network's: a
+ * neighbour that routes a sandbox's host address through the host (or
+ * another sandbox) does not reach it; the host does, and the sandbox's
+ * own connections out get their answers.
+ */
+Test(netns_host, only_the_host_opens_connections_to_a_sandbox, .init = own_host,
+     .fini = teardown, .timeout = 60)
+{
+	struct fake_guest guest;
+	struct net_counters c;
+	struct sandbox_net net;
+	char neighbour[32], err[512] = "";
+	uint64_t inbound;
+	int status;
+
+	snprintf(neighbour, sizeof(neighbour), "tt-neighbour-%d",
+		 (int)getpid());
+	create(&net, 0, NULL);
+	run(&status,
+	    "ip netns add %1$s && "
+	    "ip link add tt_lan type veth peer name lan netns %1$s && "
+	    "ip addr add 192.0.2.1/24 dev tt_lan && ip link set tt_lan up && "
+	    "ip -n %1$s addr add 192.0.2.2/24 dev lan && "
+	    "ip -n %1$s link set lan up && "
+	    "ip -n %1$s route add 10.254.0.0/16 via 192.0.2.1",
+	    neighbour);
+	cr_assert_eq(status, 0, "the neighbour %s", neighbour);
+	fake_guest_start(&guest, net.netns_path);
+	run(&status, "busybox ping -c 1 -W 3 10.254.0.2 >/dev/null 2>&1");
+	cr_expect_eq(status, 0, "the host's ping of its sandbox");
+	run(&status,
+	    "ip netns exec %s busybox ping -c 1 -W 2 10.254.0.2 "
+	    ">/dev/null 2>&1",
+	    neighbour);
+	cr_expect_neq(status, 0, "the neighbour reached the sandbox");
+	/* The guest's own ping of the neighbour gets its answer. */
+	cr_assert_eq(sandbox_net_counters(&net, &c, err, sizeof(err)), 0, "%s",
+		     err);
+	guest_ping(guest.tap, 0xc0000202u);
+	wait_inbound(&net, c.packets[NET_PASS_INBOUND] + 1);
+	inbound = c.packets[NET_PASS_INBOUND];
+	cr_assert_eq(sandbox_net_counters(&net, &c, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_expect_eq(c.packets[NET_PASS_INBOUND], inbound + 1,
+		     "the neighbour's answer to the guest");
+	fake_guest_stop(&guest);
+	cr_expect_eq(guest.answered, 1, "the guest answered %d pings",
+		     guest.answered);
+	run(&status, "ip netns del %s", neighbour);
 	sandbox_net_destroy(&net);
 }
