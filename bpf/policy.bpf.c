@@ -74,8 +74,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64); /* NET_MAX_HOST_ADDRS */
-	__type(key, __u32);	 /* host order */
+	__uint(max_entries, POLICY_HOST_ADDRS);
+	__type(key, __u32); /* host order */
 	__type(value, __u8);
 } host_addrs SEC(".maps");
 
@@ -328,6 +328,16 @@ static __always_inline bool martian(__u32 a)
 	       a >= 0xe0000000;
 }
 
+/* Cloud platform endpoints outside 169.254/16 (host order): Azure's
+ * WireServer and Alibaba Cloud's metadata service.  Rule 1 for where a
+ * guest sends, not a martian() source: Azure's resolver answers from the
+ * WireServer's address. */
+static __always_inline bool cloud_endpoint(__u32 a)
+{
+	return a == 0xa83f8110u /* 168.63.129.16 */ ||
+	       a == 0x646464c8u /* 100.100.100.200 */;
+}
+
 static __always_inline bool in_pool(const struct policy_config *c, __u32 a)
 {
 	return (a & c->pool_mask) == c->pool_addr;
@@ -399,7 +409,7 @@ static __always_inline int decide(struct __sk_buff *skb, struct pkt *p,
 	if (d == GUEST_NET_GATEWAY_ADDR && p->dport == bpf_htons(DNS_PORT) &&
 	    (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP))
 		return dns_query(skb, p, c, state);
-	if (martian(d) || in_pool(c, d) ||
+	if (martian(d) || cloud_endpoint(d) || in_pool(c, d) ||
 	    bpf_map_lookup_elem(&host_addrs, &d)) {
 		struct policy_flow_key k = {
 			.remote = p->daddr,

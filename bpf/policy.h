@@ -42,7 +42,7 @@
 #include "policy_abi.h"
 
 #define NET_POLICY_MAX_CIDRS 64
-#define NET_MAX_HOST_ADDRS 64
+#define NET_MAX_HOST_ADDRS POLICY_HOST_ADDRS
 
 struct net_cidr {
 	uint32_t addr;	/* host order, bits past prefix zero */

@@ -82,4 +82,8 @@ struct policy_count {
 
 #define POLICY_FLOWS 1024
 
+/* The host_addrs map: the host's own addresses and its subnets' broadcast
+ * addresses, the pool's left out (rule 1 has the pool whole). */
+#define POLICY_HOST_ADDRS 256
+
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * netns.c - a sandbox's network namespace, veth pair, TAP and policy, and
- * the host's forwarding and masquerade; see netns.h.
+ * the host's forwarding, masquerade and filters; see netns.h.
  *
  * A sandbox's namespace is made by a short-lived thread: it unshares its
  * own network namespace (a thread may; the daemon's other threads stay in
@@ -445,22 +445,80 @@ static int run_job(struct ns_job *job)
 	return job->ret;
 }
 
-/* The host's own IPv4 addresses, which no guest may reach. */
-static void host_addresses(struct net_addrs *addrs)
+/* Adds @a to @addrs unless it is in the pool (rule 1's whole: other
+ * sandboxes' veth ends would only crowd the map) or there already. */
+static int add_host_address(struct net_addrs *addrs, uint32_t a, char *err,
+			    size_t errlen)
+{
+	uint32_t mask =
+		addrs->pool.prefix ? ~0u << (32 - addrs->pool.prefix) : 0;
+
+	if ((a & mask) == addrs->pool.addr)
+		return 0;
+	for (uint32_t i = 0; i < addrs->n_host_addrs; i++)
+		if (addrs->host_addrs[i] == a)
+			return 0;
+	if (addrs->n_host_addrs == NET_MAX_HOST_ADDRS)
+		return fail(err, errlen,
+			    "the host has more than %d IPv4 addresses outside "
+			    "network_cidr (broadcast ones included): a sandbox "
+			    "could reach those past them, so none is made",
+			    NET_MAX_HOST_ADDRS);
+	addrs->host_addrs[addrs->n_host_addrs++] = a;
+	return 0;
+}
+
+static uint32_t ipv4_of(const struct sockaddr *sa)
+{
+	return ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+}
+
+/* Interface address @i and what the host receives as its own with it:
+ * its subnet's broadcast address (the kernel's broadcast route for it,
+ * whatever the address's own broadcast setting), the subnet's first
+ * address (older kernels route it as broadcast too), and the broadcast
+ * address it was given. */
+static int add_interface_address(struct net_addrs *addrs,
+				 const struct ifaddrs *i, char *err,
+				 size_t errlen)
+{
+	uint32_t a = ipv4_of(i->ifa_addr);
+	uint32_t mask = i->ifa_netmask ? ipv4_of(i->ifa_netmask) : ~0u;
+
+	if (add_host_address(addrs, a, err, errlen) < 0)
+		return -1;
+	if (~mask > 1u &&
+	    (add_host_address(addrs, a | ~mask, err, errlen) < 0 ||
+	     add_host_address(addrs, a & mask, err, errlen) < 0))
+		return -1;
+	if ((i->ifa_flags & IFF_BROADCAST) && i->ifa_broadaddr &&
+	    i->ifa_broadaddr->sa_family == AF_INET)
+		return add_host_address(addrs, ipv4_of(i->ifa_broadaddr), err,
+					errlen);
+	return 0;
+}
+
+/*
+ * The addresses the host receives as its own, which no guest may reach:
+ * every interface's and its subnet's broadcast addresses (a datagram to
+ * one reaches the host's sockets as well).  All of them or -1 with @err:
+ * a list cut short would let the guest reach the rest.
+ */
+static int host_addresses(struct net_addrs *addrs, char *err, size_t errlen)
 {
 	struct ifaddrs *list, *i;
+	int ret = 0;
 
 	addrs->n_host_addrs = 0;
 	if (getifaddrs(&list) < 0)
-		return;
-	for (i = list; i; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-		    addrs->n_host_addrs == NET_MAX_HOST_ADDRS)
-			continue;
-		addrs->host_addrs[addrs->n_host_addrs++] = ntohl(
-			((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-	}
+		return fail(err, errlen,
+			    "the host's addresses (getifaddrs): %s",
+			    strerror(errno));
+	for (i = list; i && ret == 0; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+			ret = add_interface_address(addrs, i, err, errlen);
 	freeifaddrs(list);
+	return ret;
 }
 
 static bool is_netns(const char *path)
@@ -518,6 +576,8 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 		return fail(err, errlen,
 			    "sandbox %u: past the end of network_cidr's /%u",
 			    index, cfg->pool.prefix);
+	if (host_addresses(&job.addrs, err, errlen) < 0)
+		return -1;
 	net->index = index;
 	net->host_address = base + 2;
 	snprintf(net->host_veth, sizeof(net->host_veth), "%s%u",
@@ -525,7 +585,6 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 	if (snprintf(net->netns_path, sizeof(net->netns_path), "%s",
 		     netns_path) >= (int)sizeof(net->netns_path))
 		return fail(err, errlen, "%s: path too long", netns_path);
-	host_addresses(&job.addrs);
 	if (run_job(&job) < 0) {
 		if (errno == EEXIST)
 			net->netns_path[0] = '\0'; /* not ours */
@@ -692,7 +751,8 @@ static int host_forwarding(char *err, size_t errlen)
 int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 		   size_t errlen)
 {
-	char cmds[1024], pool[INET_ADDRSTRLEN];
+	char cmds[2048], pool[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
+	char dns_rule[128] = "";
 	struct nl_sock *sock = route_socket(err, errlen, "host");
 	int links, pins;
 
@@ -707,20 +767,46 @@ int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 			    links, cfg->ifname_prefix, pins);
 	if (host_forwarding(err, errlen) < 0)
 		return -1;
-	/* Made anew in one transaction: a dead daemon's table goes too. */
+	if (cfg->n_dns)
+		snprintf(dns_rule, sizeof(dns_rule),
+			 "    iifname \"%s*\" ip daddr %s "
+			 "meta l4proto { tcp, udp } th dport 53 accept\n",
+			 cfg->ifname_prefix,
+			 addr_text(cfg->dns_servers[0], dns));
+	/*
+	 * Made anew in one transaction: a dead daemon's table goes too.
+	 * The input chain lets the sandboxes' veths reach the host only with
+	 * answers to what the host opened and DNS to the resolver the policy
+	 * sends it to: the policy's host_addrs has the host's addresses as
+	 * they were when a sandbox was made, this any it gains later.  The
+	 * forward chain lets into the veths only answers to what the
+	 * sandboxes opened: connections to a sandbox are the host's own
+	 * (output), never a neighbour's that routes the pool through the
+	 * host, nor another sandbox's.
+	 */
 	snprintf(
 		cmds, sizeof(cmds),
-		"table ip %s\n"
-		"delete table ip %s\n"
-		"table ip %s {\n"
+		"table ip %1$s\n"
+		"delete table ip %1$s\n"
+		"table ip %1$s {\n"
 		"  chain postrouting {\n"
 		"    type nat hook postrouting priority srcnat; policy accept;\n"
-		"    ip saddr %s/%u oifname != \"%s*\" masquerade\n"
+		"    ip saddr %2$s/%3$u oifname != \"%4$s*\" masquerade\n"
+		"  }\n"
+		"  chain input {\n"
+		"    type filter hook input priority filter; policy accept;\n"
+		"    iifname \"%4$s*\" ct state established,related accept\n"
+		"%5$s"
+		"    iifname \"%4$s*\" drop\n"
+		"  }\n"
+		"  chain forward {\n"
+		"    type filter hook forward priority filter; policy accept;\n"
+		"    oifname \"%4$s*\" ct state established,related accept\n"
+		"    oifname \"%4$s*\" drop\n"
 		"  }\n"
 		"}\n",
-		cfg->nft_table, cfg->nft_table, cfg->nft_table,
-		addr_text(cfg->pool.addr, pool), cfg->pool.prefix,
-		cfg->ifname_prefix);
+		cfg->nft_table, addr_text(cfg->pool.addr, pool),
+		cfg->pool.prefix, cfg->ifname_prefix, dns_rule);
 	return run_nft(cmds, err, errlen);
 }
 

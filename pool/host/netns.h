@@ -9,9 +9,12 @@
  * opens tap0 in (--net-tap).
  *
  * The host side (net_host_setup, once per daemon): IPv4 forwarding, a
- * masquerade rule for the pool in an nftables table of this state
- * directory's own, and removal of what a dead daemon of the same state
- * directory left (host veths with its name prefix, pinned namespaces).
+ * masquerade rule for the pool, filters that let the sandboxes' veths
+ * reach the host only with answers and DNS and let into them only answers
+ * (connections to a sandbox are the host's own), in an nftables table of
+ * this state directory's own, and removal of what a dead
+ * daemon of the same state directory left (host veths with its name prefix,
+ * pinned namespaces).
  *
  * Errors: 0, or -1 with a message naming the interface, address or file.
  */

@@ -56,14 +56,15 @@ mknod "$root/dev/console" c 5 1
 cp /bin/busybox "$root/bin/busybox"
 cc -static -O2 -o "$root/bin/kvm-hold" "$(dirname "$0")/kvm-hold.c"
 # What a daemon's sandbox networks need (every daemon's default template
-# has one), in load order: TAPs and veths, nftables' masquerade, TC's
+# has one), in load order: TAPs and veths, nftables' masquerade and
+# conntrack match (the host's input filter), TC's
 # clsact and BPF classifier.  A stock host loads them on demand; L1 has no
 # modprobe.
 network_modules="drivers/net/tun drivers/net/veth crypto/crc32c_generic
 	lib/libcrc32c net/netfilter/nfnetlink net/netfilter/nf_tables
 	net/ipv4/netfilter/nf_defrag_ipv4 net/ipv6/netfilter/nf_defrag_ipv6
 	net/netfilter/nf_conntrack net/netfilter/nf_nat
-	net/netfilter/nft_chain_nat net/netfilter/nft_masq
+	net/netfilter/nft_chain_nat net/netfilter/nft_masq net/netfilter/nft_ct
 	net/sched/sch_ingress net/sched/cls_bpf"
 modules="$network_modules ${NESTED_KVM_MODULES:-}"
 for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \

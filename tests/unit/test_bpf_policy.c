@@ -380,6 +380,8 @@ Test(bpf_policy, always_dropped_even_when_allowed)
 		A(239, 1, 2, 3),
 		A(255, 255, 255, 255),
 		A(240, 0, 0, 1),
+		A(168, 63, 129, 16),   /* Azure's WireServer */
+		A(100, 100, 100, 200), /* Alibaba Cloud's metadata */
 	};
 
 	for (size_t i = 0; i < sizeof(listed) / sizeof(*listed); i++)
@@ -1236,4 +1238,23 @@ Test(bpf_policy, a_public_host_that_is_the_dns_server_is_reached)
 	addrs.host_addrs[4] = A(127, 0, 0, 1);
 	reload();
 	to(PUBLIC, NET_PASS_INTERNET);
+}
+
+/* On Azure the host's resolver is the WireServer's address: the guest's
+ * DNS through its gateway reaches it and is answered, while the guest
+ * cannot send it anything itself. */
+Test(bpf_policy, dns_through_a_resolver_rule_1_keeps_the_guest_off)
+{
+	struct frame f;
+
+	addrs.dns_server = A(168, 63, 129, 16);
+	reload();
+	f = pkt(IPPROTO_UDP, GUEST, 5353, GATEWAY, 53, 0);
+	expect(tap_prog, &f, NET_PASS_DNS);
+	check_addrs(&f, HOST_ADDRESS, A(168, 63, 129, 16));
+	f = pkt(IPPROTO_UDP, GUEST, 5353, A(168, 63, 129, 16), 53, 0);
+	expect(tap_prog, &f, NET_DROP_ALWAYS);
+	f = pkt(IPPROTO_UDP, A(168, 63, 129, 16), 53, HOST_ADDRESS, 5353, 0);
+	expect(veth_prog, &f, NET_PASS_DNS);
+	check_addrs(&f, GATEWAY, GUEST);
 }

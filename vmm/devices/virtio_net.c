@@ -9,9 +9,11 @@
  */
 #include "devices/virtio_net.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <linux/if_tun.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,13 +116,53 @@ static void watch_tap(struct net_dev *net, bool want)
 
 /* --- TX: frames from the guest ------------------------------------------ */
 
-/* Whether the guest's header asks only for what it negotiated. */
-static bool tx_header_valid(const struct virtio_net_hdr_v1 *hdr,
-			    uint64_t features)
+/*
+ * A TX frame's head: the virtio header, Ethernet, IPv4 with options and a
+ * TCP header, all that tx_head_valid() reads.  The device writes it from
+ * its own copy, so a guest rewriting its buffer meanwhile (another vCPU)
+ * changes only bytes nobody judged.
+ */
+#define NET_TX_HEAD (NET_HDR_SIZE + NET_ETH_HLEN + 60 + 20)
+
+/*
+ * Checksum offload: the kernel writes the sum at csum_start + csum_offset
+ * when the frame leaves the host, after the policy judged it, so the
+ * header may name only the checksum field of the frame's own TCP or UDP
+ * header.  Anywhere else the guest would choose the port or address the
+ * frame travels with.  @frame: @len bytes from the Ethernet header.
+ */
+static bool tx_checksum_valid(const struct virtio_net_hdr_v1 *hdr,
+			      const uint8_t *frame, uint32_t len)
 {
-	if ((hdr->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) &&
-	    !has(features, VIRTIO_NET_F_CSUM))
+	const uint8_t *ip = frame + NET_ETH_HLEN;
+	uint32_t l4, field;
+
+	if (len < NET_ETH_HLEN + 20 || frame[12] != 0x08 || frame[13] != 0 ||
+	    ip[0] >> 4 != 4 || (ip[0] & 0xf) < 5)
 		return false;
+	l4 = NET_ETH_HLEN + (ip[0] & 0xfu) * 4;
+	if (ip[9] == IPPROTO_TCP)
+		field = 16; /* struct tcphdr's check */
+	else if (ip[9] == IPPROTO_UDP &&
+		 hdr->gso_type == VIRTIO_NET_HDR_GSO_NONE)
+		field = 6; /* struct udphdr's check */
+	else
+		return false;
+	return le16toh(hdr->csum_start) == l4 &&
+	       le16toh(hdr->csum_offset) == field;
+}
+
+/* Whether the guest's header asks only for what it negotiated, and its
+ * checksum offload only for the L4 checksum.  @frame: @len bytes from the
+ * Ethernet header. */
+static bool tx_head_valid(const struct virtio_net_hdr_v1 *hdr,
+			  const uint8_t *frame, uint32_t len, uint64_t features)
+{
+	if (hdr->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) {
+		if (!has(features, VIRTIO_NET_F_CSUM) ||
+		    !tx_checksum_valid(hdr, frame, len))
+			return false;
+	}
 	if (hdr->flags & ~VIRTIO_NET_HDR_F_NEEDS_CSUM)
 		return false;
 	switch (hdr->gso_type) {
@@ -134,34 +176,55 @@ static bool tx_header_valid(const struct virtio_net_hdr_v1 *hdr,
 	}
 }
 
+/* Copies the first @len bytes of @iov (@cnt entries) to @dst and makes
+ * @rest the iovec past them: its count. */
+static int split_head(const struct iovec *iov, int cnt, uint8_t *dst,
+		      size_t len, struct iovec *rest)
+{
+	size_t got = 0;
+	int n = 0;
+
+	for (int i = 0; i < cnt; i++) {
+		size_t take =
+			iov[i].iov_len < len - got ? iov[i].iov_len : len - got;
+
+		memcpy(dst + got, iov[i].iov_base, take);
+		got += take;
+		if (take < iov[i].iov_len)
+			rest[n++] = (struct iovec){
+				.iov_base = (uint8_t *)iov[i].iov_base + take,
+				.iov_len = iov[i].iov_len - take,
+			};
+	}
+	return n;
+}
+
 static void tx_chain(struct net_dev *net, const struct virtq_chain *chain,
 		     uint64_t features)
 {
-	struct iovec iov[VIRTQ_MAX_SIZE];
+	struct iovec iov[VIRTQ_MAX_SIZE], out[VIRTQ_MAX_SIZE + 1];
+	uint8_t head[NET_TX_HEAD];
 	struct virtio_net_hdr_v1 hdr;
 	uint64_t total;
 	int cnt = virtq_chain_iov(chain, false, iov, &total);
-	size_t got = 0;
+	size_t head_len;
 
 	if (total < NET_HDR_SIZE + NET_ETH_HLEN || total > NET_FRAME_MAX) {
 		count(&net->tx_dropped);
 		return;
 	}
-	for (int i = 0; i < cnt && got < NET_HDR_SIZE; i++) {
-		size_t n = iov[i].iov_len < NET_HDR_SIZE - got
-				   ? iov[i].iov_len
-				   : NET_HDR_SIZE - got;
-
-		memcpy((uint8_t *)&hdr + got, iov[i].iov_base, n);
-		got += n;
-	}
-	if (!tx_header_valid(&hdr, features)) {
+	head_len = total < sizeof(head) ? total : sizeof(head);
+	cnt = split_head(iov, cnt, head, head_len, out + 1);
+	memcpy(&hdr, head, NET_HDR_SIZE);
+	if (!tx_head_valid(&hdr, head + NET_HDR_SIZE,
+			   (uint32_t)(head_len - NET_HDR_SIZE), features)) {
 		count(&net->tx_dropped);
 		return;
 	}
+	out[0] = (struct iovec){ .iov_base = head, .iov_len = head_len };
 	/* The TAP takes a frame per write and never blocks; a full
 	 * backend (a test's socket) drops it, as a full link would. */
-	if (writev(net->tap_fd, iov, cnt) < 0) {
+	if (writev(net->tap_fd, out, cnt + 1) < 0) {
 		if (errno != EAGAIN)
 			log_limited(LOG_LEVEL_WARNING,
 				    "net: TAP write of %llu bytes: %s",
