@@ -58,6 +58,7 @@
 #define BLOCKED_S 30
 
 static char state[4096], world[4200], config[4200], log_path[4200];
+static pid_t running_daemon = -1;
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -245,7 +246,7 @@ static pid_t start_daemon(void)
 
 		free(log);
 		if (serving)
-			return pid;
+			return running_daemon = pid;
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			log = shell(&status, "tail -n 30 %s", log_path);
 			cr_assert_fail("thaw daemon ended: %s", log);
@@ -265,8 +266,26 @@ static void stop_daemon(pid_t pid)
 
 	kill(pid, SIGTERM);
 	waitpid(pid, &status, 0);
+	running_daemon = -1;
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "thaw daemon ended with %#x", status);
+}
+
+/*
+ * After the test, also one a failed check ended: the daemon stops (taking
+ * its VMMs, namespaces and nftables table with it) and the world goes.
+ */
+static void clean_up(void)
+{
+	int status;
+
+	if (running_daemon > 0) {
+		kill(running_daemon, SIGTERM);
+		waitpid(running_daemon, &status, 0);
+		running_daemon = -1;
+	}
+	if (world[0])
+		free(shell(&status, "%s down %s", NETWORK_WORLD, world));
 }
 
 /* `thaw sandbox create` with @options (NULL-terminated); its id. */
@@ -319,7 +338,8 @@ static void host_address(const char *id, char addr[32])
 	free(out);
 }
 
-Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000)
+Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000,
+     .fini = clean_up)
 {
 	char a[ID_MAX], b[ID_MAX], c[ID_MAX], b_addr[32], url[64];
 	char *out;
@@ -407,6 +427,4 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000)
 	free(out);
 
 	stop_daemon(daemon);
-	out = shell(&status, "%s down %s", NETWORK_WORLD, world);
-	free(out);
 }
