@@ -19,8 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "devices/i8042.h"
@@ -82,8 +80,8 @@ static void restore_devices(const struct state_reader *r)
 
 	memset(ram, 0, sizeof(ram));
 	fuzz_guest_memory(&mem, ram, sizeof(ram));
-	if (vsock_init(&vsock, VSOCK_DEFAULT_GUEST_CID, fuzz_path("vsock"), -1,
-		       &mem, (struct irq_line){ 0 }))
+	if (vsock_init(&vsock, VSOCK_DEFAULT_GUEST_CID, fuzz_path("vsock"),
+		       fuzz_vsock_listener(), &mem, (struct irq_line){ 0 }))
 		abort();
 	if (!vsock_restore(&vsock, r)) {
 		vsock_run_once(&vsock, 0);
@@ -95,10 +93,10 @@ static void restore_devices(const struct state_reader *r)
 
 	/* The network's, over a socket pair standing in for the TAP. */
 	static const uint8_t mac[6] = GUEST_NET_GUEST_MAC;
-	int sv[2];
+	int peer;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) ||
-	    net_init(&net, sv[0], mac, &mem, (struct irq_line){ 0 }))
+	if (net_init(&net, fuzz_net_backend(&peer), mac, &mem,
+		     (struct irq_line){ 0 }))
 		abort();
 	if (!net_restore(&net, r)) {
 		net_run_once(&net, 0);
@@ -107,7 +105,6 @@ static void restore_devices(const struct state_reader *r)
 		net_run_once(&net, 0);
 	}
 	net_stop(&net);
-	close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

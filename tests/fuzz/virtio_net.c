@@ -10,14 +10,14 @@
  * are OP_TAP_FRAME (a frame of the input's bytes arrives on the backend)
  * and OP_TAP_DRAIN (the backend's side reads what the guest sent, so TX
  * can go on).  The backend is a SOCK_SEQPACKET socket pair, a frame per
- * message as on a TAP.  No thread: one pass (net_run_once) after each
- * notification and host event, so a run is deterministic.
+ * message as on a TAP (fuzz_net_backend()).  No thread: one pass
+ * (net_run_once) after each notification and host event, so a run is
+ * deterministic.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "devices/virtio_net.h"
 #include "fuzz_support.h"
@@ -67,7 +67,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 .device = &r,
 				 .pass = pass,
 				 .host = host };
-	int sv[2];
 
 	if (!quiet) {
 		fuzz_quiet_log();
@@ -75,14 +74,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	memset(ram, 0, sizeof(ram));
 	fuzz_guest_memory(&mem, ram, sizeof(ram));
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) ||
-	    net_init(&r.dev, sv[0], mac, &mem, (struct irq_line){ 0 }))
+	if (net_init(&r.dev, fuzz_net_backend(&r.peer), mac, &mem,
+		     (struct irq_line){ 0 }))
 		abort();
-	r.peer = sv[1];
 	while (fuzz_virtio_step(&v, &in))
 		;
 	pass(&r);
 	net_stop(&r.dev);
-	close(r.peer);
 	return 0;
 }
