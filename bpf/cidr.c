@@ -2,7 +2,8 @@
 /*
  * cidr.c - net_cidr_parse (policy.h): the one place a CIDR a client or a
  * config file wrote becomes a struct net_cidr, so the API, the config and
- * the CLI reject the same things with the same words.
+ * the CLI reject the same things with the same words; and
+ * net_cidr_contains, the one place its mask is computed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,4 +62,11 @@ int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 	out->addr = a;
 	out->prefix = (uint8_t)prefix;
 	return 0;
+}
+
+bool net_cidr_contains(struct net_cidr net, uint32_t a)
+{
+	uint32_t mask = net.prefix ? ~0u << (32 - net.prefix) : 0;
+
+	return !((a ^ net.addr) & mask);
 }

@@ -83,7 +83,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, POLICY_FLOWS);
 	__type(key, struct policy_flow_key);
-	__type(value, __u8);
+	__type(value, __u64); /* its last packet, bpf_ktime_get_ns */
 } flows SEC(".maps");
 
 struct {
@@ -360,16 +360,27 @@ static __always_inline bool in_list(void *trie, __u32 gen, __u32 addr)
 	return bpf_map_lookup_elem(trie, &k) != NULL;
 }
 
-static __always_inline bool has_flow(struct policy_flow_key *k)
+/* Whether flow @k is live; a live flow's packet keeps it so. */
+static __always_inline bool has_flow(struct policy_flow_key *k,
+				     const struct policy_config *c)
 {
-	return bpf_map_lookup_elem(&flows, k) != NULL;
+	__u64 *seen = bpf_map_lookup_elem(&flows, k);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!seen)
+		return false;
+	if (k->proto != IPPROTO_TCP &&
+	    now - *seen > (__u64)c->datagram_idle_s * 1000000000ull)
+		return false;
+	*seen = now;
+	return true;
 }
 
 static __always_inline void add_flow(struct policy_flow_key *k)
 {
-	__u8 one = 1;
+	__u64 now = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&flows, k, &one, BPF_ANY);
+	bpf_map_update_elem(&flows, k, &now, BPF_ANY);
 }
 
 /* A guest's DNS query to its gateway: to dns_server if DNS is on. */
@@ -421,7 +432,7 @@ static __always_inline int decide(struct __sk_buff *skb, struct pkt *p,
 
 		if (p->proto == IPPROTO_ICMP && p->icmp_type != ICMP_ECHOREPLY)
 			return NET_DROP_ALWAYS;
-		return has_flow(&k) ? NET_PASS_REPLY : NET_DROP_ALWAYS;
+		return has_flow(&k, c) ? NET_PASS_REPLY : NET_DROP_ALWAYS;
 	}
 	if (in_list(&allow_out, gen, p->daddr))
 		return NET_PASS_ALLOW_OUT;
@@ -514,7 +525,7 @@ int veth_ingress(struct __sk_buff *skb)
 	if (p.proto != IPPROTO_ICMP && s == c->dns_server &&
 	    p.sport == bpf_htons(DNS_PORT)) {
 		k.kind = POLICY_FLOW_DNS;
-		if (has_flow(&k)) {
+		if (has_flow(&k, c)) {
 			/* The guest asked its gateway: the answer is its. */
 			if (rewrite(skb, &p, IP_SADDR_OFF, p.saddr,
 				    bpf_htonl(GUEST_NET_GATEWAY_ADDR)))

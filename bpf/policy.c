@@ -233,6 +233,8 @@ static int fill_maps(struct bpf_policy *p, const struct net_addrs *a,
 		.pool_mask = a->pool.prefix ? ~0u << (32 - a->pool.prefix) : 0,
 		.dns_server = a->dns_server,
 		.flags = a->dns_always ? POLICY_FLAG_DNS_ALWAYS : 0,
+		.datagram_idle_s = a->datagram_idle_s ? a->datagram_idle_s
+						      : POLICY_DATAGRAM_IDLE_S,
 		/* Generation 1 live and empty: the first update fills 0. */
 		.state = POLICY_STATE_GEN,
 	};

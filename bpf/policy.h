@@ -64,6 +64,9 @@ struct net_addrs {
 	struct net_cidr pool;  /* every sandbox's addresses (network_cidr) */
 	uint32_t dns_server;   /* 0: no DNS */
 	bool dns_always;       /* DNS even without allow_internet */
+	/* How long a UDP or ICMP flow outlives its last packet; 0:
+	 * POLICY_DATAGRAM_IDLE_S. */
+	uint32_t datagram_idle_s;
 	uint32_t n_host_addrs;
 	uint32_t host_addrs[NET_MAX_HOST_ADDRS]; /* the host's own */
 };
@@ -99,5 +102,8 @@ void bpf_policy_destroy(struct bpf_policy *p);
  * @text.  Host bits set are an error. */
 int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 		   size_t errlen);
+
+/* Whether @net holds address @a (host order). */
+bool net_cidr_contains(struct net_cidr net, uint32_t a);
 
 #endif

@@ -54,13 +54,18 @@ struct policy_config {
 	/* POLICY_STATE_*: the one word an update changes, and only in its
 	 * lowest byte, so no packet reads it half written. */
 	__u32 state;
+	/* A UDP or ICMP flow ends this long after its last packet. */
+	__u32 datagram_idle_s;
 };
 
 /* The flow map: connections the host opened to the sandbox (recorded at
  * veth ingress) and the guest's DNS queries redirected to dns_server
  * (recorded at tap ingress), both keyed as the packet from the world
  * side carries them.  remote and the ports in network order; ICMP echo
- * uses its identifier as both ports. */
+ * uses its identifier as both ports.  The value is the flow's last
+ * packet, either way (bpf_ktime_get_ns): UDP and ICMP have no end a
+ * packet shows, so their flows end datagram_idle_s after it, as
+ * conntrack's do; TCP flows last until the LRU drops them. */
 enum policy_flow_kind {
 	POLICY_FLOW_INBOUND = 1,
 	POLICY_FLOW_DNS = 2,
@@ -81,6 +86,8 @@ struct policy_count {
 };
 
 #define POLICY_FLOWS 1024
+/* conntrack's nf_conntrack_udp_timeout_stream. */
+#define POLICY_DATAGRAM_IDLE_S 120
 
 /* The host_addrs map: the host's own addresses and its subnets' broadcast
  * addresses, the pool's left out (rule 1 has the pool whole). */

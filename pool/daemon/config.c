@@ -143,9 +143,10 @@ const char config_default_text[] =
 	"network_cidr = 10.200.0.0/16\n"
 	"; The resolvers sandboxes may use (a guest asks its gateway, which\n"
 	"; forwards to them): up to 4 IPv4 addresses, comma-separated.  \"\" is\n"
-	"; the host's nameservers in /etc/resolv.conf, loopback ones skipped (the\n"
-	"; daemon says at start-up when none is left: sandboxes then have no\n"
-	"; DNS); none turns DNS off.\n"
+	"; the host's nameservers in /etc/resolv.conf, loopback ones and ones\n"
+	"; in network_cidr skipped (the daemon says at start-up when none is\n"
+	"; left: sandboxes then have no DNS); none turns DNS off.  Never inside\n"
+	"; network_cidr.\n"
 	"dns_servers =\n"
 	"; DNS even for a sandbox without internet (allow_internet = false):\n"
 	"; names then resolve, though their addresses stay out of reach.  A\n"
@@ -1026,6 +1027,48 @@ static int check_per_uid(struct parser *p)
 			c->max_connections_per_uid);
 }
 
+/*
+ * A resolver inside network_cidr would be a sandbox's or the host's veth
+ * end: the DNS redirect would carry queries there, past rule 1.  The key
+ * set last is blamed.
+ */
+static int check_dns_outside_pool(struct parser *p)
+{
+	const struct daemon_config *c = p->c;
+	const struct key *dns =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), "dns_servers");
+	const struct key *pool =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), "network_cidr");
+	unsigned dline = p->daemon_src.key[dns - daemon_keys];
+	unsigned pline = p->daemon_src.key[pool - daemon_keys];
+	char addr[INET_ADDRSTRLEN], cidr[INET_ADDRSTRLEN + 4];
+
+	for (uint32_t i = 0; i < c->net.n_dns; i++) {
+		struct in_addr in = { htonl(c->net.dns_servers[i]) };
+		struct in_addr net = { htonl(c->net.pool.addr) };
+
+		if (!net_cidr_contains(c->net.pool, c->net.dns_servers[i]))
+			continue;
+		inet_ntop(AF_INET, &in, addr, sizeof(addr));
+		inet_ntop(AF_INET, &net, cidr, sizeof(cidr));
+		snprintf(cidr + strlen(cidr), sizeof(cidr) - strlen(cidr),
+			 "/%u", c->net.pool.prefix);
+		if (dline >= pline)
+			return fail_key(p, dline, NULL, dns->name, addr,
+					-EINVAL,
+					"inside network_cidr (%s), the "
+					"sandboxes' and the host's veth "
+					"addresses",
+					cidr);
+		return fail_key(p, pline, NULL, pool->name, cidr, -EINVAL,
+				"holds dns_servers' %s: the sandboxes' and "
+				"the host's veth addresses must not include "
+				"a resolver",
+				addr);
+	}
+	return 0;
+}
+
 /* What needs the whole file: the default template, derived values, checks. */
 static int finish(struct parser *p)
 {
@@ -1050,6 +1093,8 @@ static int finish(struct parser *p)
 			return rc;
 	}
 	rc = check_per_uid(p);
+	if (!rc)
+		rc = check_dns_outside_pool(p);
 	return rc ? rc : check_sum(p);
 }
 
@@ -1140,7 +1185,8 @@ const struct template_config *config_template(const struct daemon_config *c,
 /*
  * The "nameserver A.B.C.D" lines of @path (resolv.conf(5)), IPv4 ones a
  * sandbox can reach (not loopback: a stub resolver on the host, such as
- * systemd-resolved's 127.0.0.53), the first NET_DNS_MAX of them.
+ * systemd-resolved's 127.0.0.53; nor inside network_cidr), the first
+ * NET_DNS_MAX of them.
  * An unreadable file has none.
  */
 static void host_nameservers(struct net_config *net, const char *path)
@@ -1155,7 +1201,7 @@ static void host_nameservers(struct net_config *net, const char *path)
 
 		if (sscanf(line, "%15s %63s", word, addr) == 2 &&
 		    !strcmp(word, "nameserver") && parse_ipv4(addr, &a) &&
-		    dns_reachable(a))
+		    dns_reachable(a) && !net_cidr_contains(net->pool, a))
 			net->dns_servers[net->n_dns++] = a;
 	}
 	if (f)

@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/if_tun.h>
+#include <linux/ip.h>
 #include <linux/magic.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
@@ -53,6 +54,7 @@
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <nftables/libnftables.h>
@@ -148,6 +150,34 @@ static int link_up(struct nl_sock *sock, const char *name,
 		rtnl_link_put(change);
 	if (ret < 0)
 		return fail(err, errlen, "%s: setting it up: %s", name,
+			    nl_geterror(ret));
+	return 0;
+}
+
+/*
+ * The host's veth end asks ARP from its own address (arp_announce 2)
+ * whatever source a host program bound: the policy lets only ARP between
+ * the two veth ends through, so a connection the host opens from another
+ * of its addresses would otherwise never find the sandbox.
+ */
+static int arp_from_own_address(struct nl_sock *sock, const char *name,
+				char *err, size_t errlen)
+{
+	struct rtnl_link *link = NULL, *change = rtnl_link_alloc();
+	int ret = change ? rtnl_link_get_kernel(sock, 0, name, &link)
+			 : -NLE_NOMEM;
+
+	if (ret == 0)
+		ret = rtnl_link_inet_set_conf(change, IPV4_DEVCONF_ARP_ANNOUNCE,
+					      2);
+	if (ret == 0)
+		ret = rtnl_link_change(sock, link, change, 0);
+	if (link)
+		rtnl_link_put(link);
+	if (change)
+		rtnl_link_put(change);
+	if (ret < 0)
+		return fail(err, errlen, "%s: arp_announce: %s", name,
 			    nl_geterror(ret));
 	return 0;
 }
@@ -375,6 +405,7 @@ static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
 	rtnl_link_put(link);
 	if (add_address(host, net->host_veth, host_veth, job->addrs.host_peer,
 			30, err, errlen) < 0 ||
+	    arp_from_own_address(host, net->host_veth, err, errlen) < 0 ||
 	    link_up(host, net->host_veth, NULL, err, errlen) < 0)
 		return -1;
 	return bpf_policy_attach(&net->policy, tap, veth, &job->addrs,
@@ -450,10 +481,7 @@ static int run_job(struct ns_job *job)
 static int add_host_address(struct net_addrs *addrs, uint32_t a, char *err,
 			    size_t errlen)
 {
-	uint32_t mask =
-		addrs->pool.prefix ? ~0u << (32 - addrs->pool.prefix) : 0;
-
-	if ((a & mask) == addrs->pool.addr)
+	if (net_cidr_contains(addrs->pool, a))
 		return 0;
 	for (uint32_t i = 0; i < addrs->n_host_addrs; i++)
 		if (addrs->host_addrs[i] == a)

@@ -625,6 +625,40 @@ Test(bpf_policy, host_opened_connections_only)
 	expect(tap_prog, &f, NET_DROP_ALWAYS);
 }
 
+/* A UDP or ICMP flow the host opened ends once it has been idle for
+ * datagram_idle_s, either way; a packet keeps it open; TCP's does not end
+ * by time. */
+Test(bpf_policy, datagram_flows_end_when_idle)
+{
+	struct frame f;
+
+	addrs.datagram_idle_s = 1;
+	reload();
+	f = pkt(IPPROTO_UDP, HOST_PEER, 6000, HOST_ADDRESS, 7000, 0);
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	f = pkt(IPPROTO_ICMP, HOST_PEER, 77, HOST_ADDRESS, 0, ICMP_ECHO);
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	f = pkt(IPPROTO_TCP, HOST_PEER, 5555, HOST_ADDRESS, 8080, TH_SYN);
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	for (int i = 0; i < 3; i++) {
+		usleep(600 * 1000); /* 1.8 s in all, never 1 s idle */
+		f = pkt(IPPROTO_UDP, GUEST, 7000, HOST_PEER, 6000, 0);
+		expect(tap_prog, &f, NET_PASS_REPLY);
+	}
+	usleep(1300 * 1000);
+	f = pkt(IPPROTO_UDP, GUEST, 7000, HOST_PEER, 6000, 0);
+	expect(tap_prog, &f, NET_DROP_ALWAYS);
+	f = pkt(IPPROTO_ICMP, GUEST, 77, HOST_PEER, 0, ICMP_ECHOREPLY);
+	expect(tap_prog, &f, NET_DROP_ALWAYS);
+	f = pkt(IPPROTO_TCP, GUEST, 8080, HOST_PEER, 5555, TH_ACK);
+	expect(tap_prog, &f, NET_PASS_REPLY);
+	/* The host's next datagram opens it again. */
+	f = pkt(IPPROTO_UDP, HOST_PEER, 6000, HOST_ADDRESS, 7000, 0);
+	expect(veth_prog, &f, NET_PASS_INBOUND);
+	f = pkt(IPPROTO_UDP, GUEST, 7000, HOST_PEER, 6000, 0);
+	expect(tap_prog, &f, NET_PASS_REPLY);
+}
+
 /* Nothing but the host's connections is recorded: a flood of the world's
  * packets cannot push them out of the flow map (an LRU). */
 Test(bpf_policy, flows_only_from_the_host)

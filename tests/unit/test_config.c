@@ -341,6 +341,7 @@ Test(config, dns_servers_default_to_the_hosts)
 			      "nameserver ::1\n"
 			      "; nameserver 9.9.9.9\n"
 			      "nameserver\t10.0.0.2\n"
+			      "nameserver 10.200.0.1\n"
 			      "nameserver 0.0.0.0\n"
 			      "nameserver 1.1.1.1 # trailing\n"
 			      "nameserver 1.0.0.1\n"
@@ -354,8 +355,8 @@ Test(config, dns_servers_default_to_the_hosts)
 	cr_expect_eq(c.net.dns_servers[2], 0x01000001u);
 	cr_expect_eq(c.net.dns_servers[3], 0x08080808u);
 
-	/* Only loopback ones (systemd-resolved): none, which the daemon says.
-	 */
+	/* Only loopback ones (systemd-resolved): none, which the daemon says;
+	 * 10.200.0.1, inside network_cidr, was left out above. */
 	remove_file(token_path);
 	make_file(token_path, "nameserver 127.0.0.53\n");
 	config_net_host(&c, "/var/lib/thaw", token_path);
@@ -679,6 +680,13 @@ static const struct bad_case bad_cases[] = {
 	  "overlaps 224.0.0.0/3" },
 	{ "[daemon]\ndns_servers = 127.0.0.53\n", 2,
 	  "[daemon] dns_servers = \"127.0.0.53\": '127.0.0.53' is in 127.0.0.0/8 (loopback): a sandbox cannot reach it" },
+	/* A resolver among the sandboxes' addresses: the key set last. */
+	{ "[daemon]\ndns_servers = 8.8.8.8, 10.200.3.1\n", 2,
+	  "[daemon] dns_servers = \"10.200.3.1\": inside network_cidr "
+	  "(10.200.0.0/16)" },
+	{ "[daemon]\ndns_servers = 10.9.0.53\nnetwork_cidr = 10.9.0.0/24\n", 3,
+	  "[daemon] network_cidr = \"10.9.0.0/24\": holds dns_servers' "
+	  "10.9.0.53" },
 	{ "[daemon]\ndns_servers = 1.1.1.1,x\n", 2,
 	  "dns_servers = \"1.1.1.1,x\": 'x' is not an IPv4 address" },
 	{ "[daemon]\ndns_servers = 1.1.1.0/24\n", 2,
