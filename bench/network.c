@@ -60,7 +60,7 @@
 #define IP "/usr/sbin/ip"
 #define SINK_NS "thawbench-sink"
 #define SINK_VETH "thawbench0"
-#define SINK_HOST_END "198.18.0.1/24"
+#define SINK_GATEWAY "198.18.0.1" /* the host's end of SINK_VETH */
 #define SINK_ADDR "198.18.0.10"
 #define SINK_CIDR "198.18.0.0/24"
 #define SINK_PORT 5001
@@ -109,14 +109,14 @@ static int sink_make(char *err, size_t errlen)
 		{ "netns", "add", SINK_NS },
 		{ "link", "add", SINK_VETH, "type", "veth", "peer", "name",
 		  "eth0", "netns", SINK_NS },
-		{ "addr", "add", SINK_HOST_END, "dev", SINK_VETH },
+		{ "addr", "add", SINK_GATEWAY "/24", "dev", SINK_VETH },
 		{ "link", "set", SINK_VETH, "up" },
 		{ "-n", SINK_NS, "addr", "add", SINK_ADDR "/24", "dev",
 		  "eth0" },
 		{ "-n", SINK_NS, "link", "set", "eth0", "up" },
 		{ "-n", SINK_NS, "link", "set", "lo", "up" },
 		{ "-n", SINK_NS, "route", "add", "default", "via",
-		  "198.18.0.1" },
+		  SINK_GATEWAY },
 	};
 
 	sink_remove();
@@ -331,7 +331,7 @@ static int guest_and_host(struct thaw_client *c, const char *id,
 	if (s->err[0]) {
 		snprintf(err, errlen, "%s; the guest's `%s`: %s%s", s->err,
 			 script,
-			 g.exited_zero ? "exit 0" : "failed: ", g.output);
+			 g.exited_zero ? "exit 0; " : "failed: ", g.output);
 		return -1;
 	}
 	return 0;
