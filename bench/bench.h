@@ -5,9 +5,10 @@
  *
  * thaw-bench.c reads the command line and calls the scenarios in README's
  * order; each scenario lives with its kin (handouts.c, startup.c, jail.c,
- * memory.c, peers.c), gets the struct bench of the run, and adds its
- * figures to b->report itself.  A scenario never stops the run: what it
- * cannot measure it reports through fail(), with the reason, and returns.
+ * network.c, memory.c, peers.c), gets the struct bench of the run, and
+ * adds its figures to b->report itself.  A scenario never stops the run:
+ * what it cannot measure it reports through fail(), with the reason, and
+ * returns.
  */
 #ifndef THAW_BENCH_BENCH_H
 #define THAW_BENCH_BENCH_H
@@ -33,6 +34,10 @@ struct sizes {
 	int density_max;
 	int sustained_s;
 	int peer_runs;
+	int transfers;	   /* guest -> host TCP transfers */
+	int transfer_mib;  /* each; the guest holds it twice */
+	int round_trips;   /* TCP echo round trips */
+	int policy_writes; /* POST /sandboxes/{id}/network, each kind */
 };
 
 /* One run: the programs and guest it drives, its sizes, its report. */
@@ -89,6 +94,7 @@ struct restore_samples {
 	struct samples host;  /* VMM start (page-in in it), state restore */
 	struct samples guest; /* state restored -> agent answered, identity */
 	struct samples prefetched_pages;
+	struct samples network; /* its network, before the VMM (0: none) */
 };
 
 void restore_samples_add(struct restore_samples *r, const struct handout *h);
@@ -124,6 +130,7 @@ void bench_sustained(struct bench *b);
 void bench_boot(struct bench *b, const struct restore_samples *restore);
 void bench_floor(struct bench *b, const struct restore_samples *restore);
 void bench_jail(struct bench *b);
+void bench_network(struct bench *b);
 void bench_first_exec(struct bench *b);
 void bench_memory(struct bench *b);
 void bench_density(struct bench *b);

@@ -33,6 +33,7 @@ void restore_samples_add(struct restore_samples *r, const struct handout *h)
 	samples_add(&r->host, h->restore.host_ms);
 	samples_add(&r->guest, h->restore.guest_ms);
 	samples_add(&r->prefetched_pages, h->restore.prefetched_pages);
+	samples_add(&r->network, h->restore.network_ms);
 }
 
 /* Every sample of @from added to @into. */
@@ -49,6 +50,7 @@ static void restore_samples_append(struct restore_samples *into,
 	append_samples(&into->host, &from->host);
 	append_samples(&into->guest, &from->guest);
 	append_samples(&into->prefetched_pages, &from->prefetched_pages);
+	append_samples(&into->network, &from->network);
 }
 
 void restore_samples_free(struct restore_samples *r)
@@ -57,6 +59,7 @@ void restore_samples_free(struct restore_samples *r)
 	samples_free(&r->host);
 	samples_free(&r->guest);
 	samples_free(&r->prefetched_pages);
+	samples_free(&r->network);
 }
 
 void report_restores(struct bench *b, const char *group, const char *label,

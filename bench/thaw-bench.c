@@ -10,9 +10,11 @@
  * Beside those: cold boots of the same guest (`thaw run`), the VMM's floor
  * (thaw-bench-floor: KVM objects and state without running the guest), the
  * jail's cost (restores and warm handouts with jail = false beside the
- * default), and peers (gVisor, bubblewrap) running the same `true`.  Every
- * figure keeps its raw samples; bench/report.c turns them into results.json, a
- * markdown table and plots.  A scenario that fails is a row saying why, never a
+ * default), the network's (setup per clone, warm handouts with network =
+ * none beside nat, guest -> host TCP, policy updates), and peers (gVisor,
+ * bubblewrap) running the same `true`.  Every figure keeps its raw
+ * samples; bench/report.c turns them into results.json, a markdown table
+ * and plots.  A scenario that fails is a row saying why, never a
  * silent gap, and never a failed build: the bench exits 0 once it wrote its
  * report.
  *
@@ -24,9 +26,9 @@
  * options, picks the sizes, calls each scenario asked for and writes the
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
- * VMM floor, first exec), jail.c (jailed against --no-jail), memory.c
- * (memory per idle clone, density) and peers.c (thaw against gVisor and
- * bubblewrap).
+ * VMM floor, first exec), jail.c (jailed against --no-jail), network.c
+ * (a sandbox's network), memory.c (memory per idle clone, density) and
+ * peers.c (thaw against gVisor and bubblewrap).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,6 +51,10 @@ static const struct sizes full = {
 	.density_max = 2000,
 	.sustained_s = 60,
 	.peer_runs = 50,
+	.transfers = 10,
+	.transfer_mib = 64,
+	.round_trips = 1000,
+	.policy_writes = 500,
 };
 
 /*
@@ -65,6 +71,10 @@ static const struct sizes small = {
 	.density_max = 24,
 	.sustained_s = 20,
 	.peer_runs = 10,
+	.transfers = 3,
+	.transfer_mib = 1,
+	.round_trips = 200,
+	.policy_writes = 40,
 };
 
 /* ---- main ---------------------------------------------------------------- */
@@ -77,7 +87,9 @@ static const char usage[] =
 	"pool), restore (on demand), boot (cold, and the ratio to a handout),\n"
 	"floor (VMM setup without running), first-exec, memory, density,\n"
 	"sustained, jail (restores and warm handouts, jailed and --no-jail),\n"
-	"peers.  Needs /dev/kvm and root (drop_caches, cgroups).\n"
+	"network (setup per clone, warm handouts with and without a network,\n"
+	"guest -> host TCP throughput and round trips, policy updates), peers.\n"
+	"Needs /dev/kvm and root (drop_caches, cgroups, namespaces).\n"
 	"\n"
 	"  --kernel FILE   guest kernel (required)\n"
 	"  --initrd FILE   initramfs with thaw-agent (required)\n"
@@ -97,8 +109,9 @@ static bool wanted(char **names, int n, const char *scenario)
 int main(int argc, char **argv)
 {
 	static const char *const scenarios[] = {
-		"all",	  "handout", "restore",	  "boot", "floor", "first-exec",
-		"memory", "density", "sustained", "jail", "peers",
+		"all",	     "handout",	   "restore", "boot",
+		"floor",     "first-exec", "memory",  "density",
+		"sustained", "jail",	   "network", "peers",
 	};
 	static const struct option options[] = {
 		{ "kernel", required_argument, NULL, 'k' },
@@ -220,6 +233,8 @@ int main(int argc, char **argv)
 		bench_sustained(&b);
 	if (wanted(names, n, "jail"))
 		bench_jail(&b);
+	if (wanted(names, n, "network"))
+		bench_network(&b);
 	if (wanted(names, n, "peers"))
 		bench_peers(&b);
 

@@ -89,6 +89,8 @@ static int write_config(const struct thawd *d, const char *kernel,
 				t->restore_parallel);
 		if (t->page_in)
 			fprintf(f, "page_in = %s\n", t->page_in);
+		if (t->network)
+			fprintf(f, "network = %s\n", t->network);
 	}
 	if (fclose(f)) {
 		snprintf(err, errlen, "%s: %s", d->config, strerror(errno));

@@ -29,6 +29,7 @@ struct template_spec {
 	unsigned max_total;
 	unsigned restore_parallel;
 	const char *page_in; /* NULL: the default */
+	const char *network; /* "nat" or "none"; NULL: the default (nat) */
 };
 
 struct thawd {

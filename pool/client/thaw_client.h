@@ -143,12 +143,14 @@ bool thaw_reply_header(const struct thaw_reply *r, const char *name, char *out,
 /*
  * A sandbox's restore_ms split where its guest starts running (API.md's
  * "restore"): host_ms = vmm_start_ms (page_in_ms in it) + state_restore_ms,
- * guest_ms = agent_ms + identity_ms.
+ * guest_ms = agent_ms + identity_ms; and network_ms, its network made
+ * before its VMM started (in neither side; 0 without a network).
  */
 struct thaw_restore_phases {
 	double host_ms, vmm_start_ms, page_in_ms, state_restore_ms;
 	double guest_ms, agent_ms, identity_ms;
 	double prefetched_pages;
+	double network_ms;
 };
 
 /* A sandbox as the API describes it; absent strings are "", numbers 0. */

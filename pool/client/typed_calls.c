@@ -112,6 +112,7 @@ static void take_restore_phases(struct thaw_restore_phases *p, const json_t *o)
 		.agent_ms = number(o, "agent_ms"),
 		.identity_ms = number(o, "identity_ms"),
 		.prefetched_pages = number(o, "prefetched_pages"),
+		.network_ms = number(o, "network_ms"),
 	};
 }
 

@@ -120,6 +120,14 @@ static const struct {
 	  "A restore's guest side: state restored to the agent's first "
 	  "answer, then the clone's identity.",
 	  offsetof(struct pool, restore_guest_s) },
+	{ "thaw_network_setup_seconds",
+	  "A clone's network: namespace, veth, TAP, addresses, routes, eBPF "
+	  "policy; made before its VMM starts, in no restore time.",
+	  offsetof(struct pool, network_setup_s) },
+	{ "thaw_network_policy_update_seconds",
+	  "A sandbox's policy written into its eBPF maps: a create's, or "
+	  "POST /sandboxes/{id}/network.",
+	  offsetof(struct pool, policy_update_s) },
 };
 
 /* Each family of pool_histograms, a histogram per template. */

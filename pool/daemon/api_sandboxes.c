@@ -49,7 +49,7 @@ static json_t *restore_phases_json(const struct sandbox *c)
 {
 	const struct vmm_restore_phases *p = &c->restore_phases;
 
-	return json_pack("{s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f}", "host_ms",
+	return json_pack("{s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f,s:f}", "host_ms",
 			 hundredths(c->restore_host_ms), "vmm_start_ms",
 			 hundredths(p->process_start_ms + p->setup_ms),
 			 "page_in_ms", hundredths(p->page_in_ms),
@@ -57,7 +57,8 @@ static json_t *restore_phases_json(const struct sandbox *c)
 			 "state_restore_ms", hundredths(p->state_restore_ms),
 			 "guest_ms", hundredths(c->restore_guest_ms),
 			 "agent_ms", hundredths(p->agent_ms), "identity_ms",
-			 hundredths(c->identity_ms));
+			 hundredths(c->identity_ms), "network_ms",
+			 hundredths(c->network_ms));
 }
 
 /* "A.B.C.D/N" of @c into @out (at least 19 bytes). */
@@ -320,8 +321,9 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 /* Orders policy writes: see the top of the file. */
 static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Writes @policy to held sandbox @c's maps and its record; 0, or -1 with a
- * message in @err. */
+/* Writes @policy to held sandbox @c's maps and its record, the write's
+ * time to its template's policy_update_s; 0, or -1 with a message in
+ * @err. */
 static int set_policy(struct daemon *d, struct sandbox *c,
 		      const struct net_policy *policy, char *err, size_t errlen)
 {
@@ -329,10 +331,14 @@ static int set_policy(struct daemon *d, struct sandbox *c,
 	int ret;
 
 	pthread_mutex_lock(&policy_lock);
+	double started_ms = monotonic_ms();
 	ret = sandbox_net_set_policy(&c->net, policy, why, sizeof(why));
 	if (ret == 0) {
+		double took_ms = monotonic_ms() - started_ms;
+
 		pthread_mutex_lock(&d->lock);
 		c->policy = *policy;
+		histogram_add(&c->pool->policy_update_s, took_ms / 1e3);
 		pthread_mutex_unlock(&d->lock);
 	}
 	pthread_mutex_unlock(&policy_lock);

@@ -84,6 +84,9 @@ struct sandbox {
 	 * (the agent's first answer, then identity_ms pushing its CLONE). */
 	struct vmm_restore_phases restore_phases;
 	double identity_ms, restore_host_ms, restore_guest_ms;
+	/* Its network made (netns.h), before its VMM started: in no
+	 * restore_ms, and 0 without one. */
+	double network_ms;
 	int64_t created_ms;  /* CLOCK_REALTIME: shown, never compared */
 	uint64_t expires_ns; /* CLOCK_MONOTONIC: a clock step moves no lease */
 	char **env;	     /* KEY=VALUE from the create request */
@@ -138,6 +141,10 @@ struct pool {
 	struct histogram handout_s, restore_s;
 	/* restore_s's two sides, of each clone restore() finished */
 	struct histogram restore_host_s, restore_guest_s;
+	/* network_ms of each clone restore() made a network for, and each
+	 * policy written into a sandbox's maps (a create's, or POST
+	 * /sandboxes/{id}/network) */
+	struct histogram network_setup_s, policy_update_s;
 	pthread_t *workers;
 	uint32_t nr_workers;
 };

@@ -213,8 +213,9 @@ static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 		return -EIO;
 	}
 	c->net_made = true;
+	c->network_ms = monotonic_ms() - started_ms;
 	log_write(LOG_LEVEL_DEBUG, c->id, "network %s made in %.1f ms",
-		  c->net.host_veth, monotonic_ms() - started_ms);
+		  c->net.host_veth, c->network_ms);
 	return 0;
 }
 
@@ -503,6 +504,9 @@ static void *pool_worker(void *arg)
 				      c->restore_host_ms / 1e3);
 			histogram_add(&pl->restore_guest_s,
 				      c->restore_guest_ms / 1e3);
+			if (c->net_made)
+				histogram_add(&pl->network_setup_s,
+					      c->network_ms / 1e3);
 			restore_latency_add(&pl->latency, c->restore_ms,
 					    monotonic_ms());
 			watch_vmm(d, c);

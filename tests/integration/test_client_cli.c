@@ -1047,7 +1047,7 @@ Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
 		"\"restore\":{\"host_ms\":3.9,\"vmm_start_ms\":3.5,"
 		"\"page_in_ms\":1.2,\"prefetched_pages\":5376,"
 		"\"state_restore_ms\":0.4,\"guest_ms\":37.8,"
-		"\"agent_ms\":36.1,\"identity_ms\":1.7}}";
+		"\"agent_ms\":36.1,\"identity_ms\":1.7,\"network_ms\":2.5}}";
 	/* 3 bytes an element, as a list must not cost a struct each. */
 	static char zeros[3 * 70000 + 32];
 	size_t len =
@@ -1098,6 +1098,7 @@ Test(client, library_gets_one_sandbox_and_refuses_bad_lists)
 			  p->identity_ms == 1.7,
 		  "guest side %f: agent %f, identity %f", p->guest_ms,
 		  p->agent_ms, p->identity_ms);
+	cr_expect(p->network_ms == 2.5, "network %f", p->network_ms);
 	cr_expect_eq(thaw_client_list(c, &list, &n, err, sizeof(err)),
 		     THAW_CLIENT_ANSWER);
 	cr_expect_str_eq(err, "the daemon's sandbox list holds a non-object");

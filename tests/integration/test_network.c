@@ -132,6 +132,21 @@ static long dropped(const char *id)
 	return n;
 }
 
+/* The daemon's metric @series (name and labels) in /metrics, -1 without. */
+static double metric(const char *series)
+{
+	int status;
+	char *out = shell(&status,
+			  "curl -s -H 'Authorization: Bearer " TOKEN
+			  "' --unix-socket %s/thawd.sock http://x/metrics | "
+			  "grep -F '%s ' | awk '{print $2}'",
+			  state, series);
+	double v = out && status == 0 && out[0] ? strtod(out, NULL) : -1;
+
+	free(out);
+	return v;
+}
+
 /* What a packet that did not arrive went through: the sandbox's
  * namespace, the host's routes, the policy's counters. */
 static void explain_network(const char *id)
@@ -394,6 +409,13 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000,
 	expect_blocked(c, "http://" PRIVATE "/", "private");
 	set_policy(c, (const char *[]){ "--no-internet", NULL });
 	expect_blocked(c, "http://" INTERNET "/", "internet");
+	/* Each clone's network setup and each policy write were timed. */
+	const char *setups =
+		"thaw_network_setup_seconds_count{template=\"default\"}";
+	const char *updates = "thaw_network_policy_update_seconds_count"
+			      "{template=\"default\"}";
+	cr_expect(metric(setups) >= 3, "%s is %f", setups, metric(setups));
+	cr_expect(metric(updates) >= 2, "%s is %f", updates, metric(updates));
 
 	/* A server in B answers the host on B's host address... */
 	host_address(b, b_addr);
