@@ -13,9 +13,10 @@
  * fsynced), renames that to <id>/ and only then records it in the catalog,
  * so a writer killed at any point leaves either nothing visible or a whole
  * snapshot.  What a killed writer leaves behind (a .tmp- directory of a dead
- * process, a directory the catalog never heard of) is removed by the next
- * create or rm.  rm drops the catalog entry first, then the files: a crash
- * in between leaves an orphan directory, never an entry without files.
+ * process, a directory the catalog never heard of: snapshot_store.h) is
+ * removed by the next create or rm, or the daemon's next start.  rm drops the
+ *catalog entry first, then the files: a crash in between leaves an orphan
+ *directory, never an entry without files.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,14 +40,12 @@
 #include "interrupt.h"
 #include "memfile.h"
 #include "paths.h"
+#include "snapshot_store.h"
 #include "state.h"
 #include "template.h"
 #include "thaw.h"
 #include "vmm_process.h"
 
-#define TMP_PREFIX ".tmp-"
-/* An orphan younger than this may be a create between rename and commit. */
-#define ORPHAN_GRACE_S 600
 #define SNAPSHOT_BOOT_TIMEOUT_S 600
 
 struct paths {
@@ -76,112 +75,13 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 	return 0;
 }
 
-/* Removes a snapshot directory and the files thaw puts in one. */
+/* Removes snapshot directory @dir, saying so when it cannot. */
 static void remove_snapshot_dir(const char *dir)
 {
-	char path[PATH_MAX + 300];
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	char err[PATH_MAX + 64];
 
-	/* Everything in it: a killed VMM may have left a temporary file. */
-	while (d && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	if (rmdir(dir) < 0 && errno != ENOENT)
-		fprintf(stderr, "thaw snapshot: cannot remove %s: %s\n", dir,
-			strerror(errno));
-}
-
-/* ".tmp-<id>-<pid>": true when that writer process is gone. */
-static bool writer_gone(const char *name)
-{
-	const char *dash = strrchr(name, '-');
-	char *end;
-	long pid = dash ? strtol(dash + 1, &end, 10) : 0;
-
-	if (!dash || *end || pid <= 0)
-		return true;
-	return kill(pid, 0) < 0 && errno == ESRCH;
-}
-
-/* Removes what killed writers left (see the top of this file). */
-static void collect_garbage(struct paths *p, struct catalog *c)
-{
-	DIR *d = opendir(p->snapshots);
-	struct dirent *e;
-	char path[PATH_MAX * 2];
-	struct snapshot_record rec;
-	struct stat st;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		bool orphan;
-
-		if (e->d_name[0] == '.' &&
-		    strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", p->snapshots, e->d_name);
-		if (!strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
-			orphan = writer_gone(e->d_name);
-		else
-			orphan = catalog_check_id(e->d_name, NULL, 0) == 0 &&
-				 catalog_get_snapshot(c, e->d_name, &rec, NULL,
-						      0) == -ENOENT &&
-				 stat(path, &st) == 0 &&
-				 time(NULL) - st.st_mtime > ORPHAN_GRACE_S;
-		if (orphan)
-			remove_snapshot_dir(path);
-	}
-	closedir(d);
-}
-
-static int sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret = fd < 0 ? -1 : fsync(fd);
-
-	if (fd >= 0)
-		close(fd);
-	return ret;
-}
-
-/* Fills the snapshot record from the files the VMM wrote into @tmp. */
-static int describe_files(const char *tmp, const char *final,
-			  struct snapshot_record *s)
-{
-	char path[PATH_MAX * 2 + 32], err[512];
-	struct state_reader r;
-	struct stat memory;
-
-	snprintf(path, sizeof(path), "%s/state.bin", tmp);
-	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
-		fprintf(stderr, "thaw snapshot create: %s\n", err);
-		return -1;
-	}
-	s->record_version = CATALOG_RECORD_VERSION;
-	s->format_version = r.header.format_version;
-	s->nr_vcpus = r.header.nr_vcpus;
-	s->mem_size = r.header.mem_size;
-	s->cpu_signature = r.header.cpu_signature;
-	s->memory_hash_root = r.header.memory_hash_root;
-	s->state_size = sizeof(r.header) + r.body_size;
-	state_reader_close(&r);
-	snprintf(path, sizeof(path), "%s/memory.img", tmp);
-	if (stat(path, &memory) < 0) {
-		fprintf(stderr, "thaw snapshot create: %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	s->memory_disk = (uint64_t)memory.st_blocks * 512;
-	s->created_unix = time(NULL);
-	memcpy(s->dir, final, strlen(final) + 1); /* fits: create() checked */
-	return 0;
+	if (snapshot_store_remove(dir, err, sizeof(err)) < 0)
+		fprintf(stderr, "thaw snapshot: %s\n", err);
 }
 
 /* A template is what was booted: the same inputs, the same id. */
@@ -365,7 +265,7 @@ static int create(int argc, char **argv)
 		return parsed;
 	if (open_catalog(&p, &c, who) < 0)
 		return 1;
-	collect_garbage(&p, &c);
+	snapshot_store_collect(p.snapshots, &c);
 	/* Closed while the VMM runs: LMDB environments must not be carried
 	 * across fork. */
 	catalog_close(&c);
@@ -375,12 +275,9 @@ static int create(int argc, char **argv)
 		fprintf(stderr, "%s: no randomness for an id\n", who);
 		goto out;
 	}
-	snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s-%d", p.snapshots, s.id,
-		 (int)getpid());
-	snprintf(final, sizeof(final), "%s/%s", p.snapshots, s.id);
-	/* The catalog records the directory in a fixed-size field. */
-	if (strlen(tmp) >= CATALOG_PATH_MAX) {
-		fprintf(stderr, "%s: %s: path too long\n", who, p.snapshots);
+	if (snapshot_store_paths(p.snapshots, s.id, getpid(), tmp, final,
+				 sizeof(tmp), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		goto out;
 	}
 	/* Guest memory goes in: no one else may look (preopen.h). */
@@ -400,19 +297,28 @@ static int create(int argc, char **argv)
 	const char *restore[] = { vmm_path, "--restore", from.parent.dir,
 				  NULL };
 	thaw_catch_signals();
-	if (snapshot_vm(&o, o.from ? restore : boot, tmp) < 0 ||
-	    describe_files(tmp, final, &s) < 0 ||
-	    (!o.from &&
+	if (snapshot_vm(&o, o.from ? restore : boot, tmp) < 0)
+		goto fail;
+	if (snapshot_store_describe(tmp, final, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		goto fail;
+	}
+	if ((!o.from &&
 	     describe_template(&o, from.kernel, from.initrd, &t, &s) < 0))
 		goto fail;
 	if (o.from) {
 		memcpy(s.parent, from.parent.id, sizeof(s.parent));
 		memcpy(s.template_id, t.id, sizeof(t.id));
 	}
-	if (rename(tmp, final) < 0 || sync_dir(p.snapshots) < 0) {
+	if (rename(tmp, final) < 0) {
 		fprintf(stderr, "%s: cannot move %s to %s: %s\n", who, tmp,
 			final, strerror(errno));
 		goto fail;
+	}
+	if (snapshot_store_sync_dir(p.snapshots, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		remove_snapshot_dir(final);
+		goto out;
 	}
 	if (catalog_open(&c, p.catalog, err, sizeof(err)) < 0 ||
 	    catalog_add_snapshot(&c, &t, &s, err, sizeof(err)) < 0) {
@@ -527,7 +433,7 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 		return 1;
 	}
 	remove_snapshot_dir(s.dir);
-	collect_garbage(p, c);
+	snapshot_store_collect(p->snapshots, c);
 	return 0;
 }
 

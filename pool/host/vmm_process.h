@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "agent_client.h"
@@ -170,6 +171,23 @@ int vmm_restore_phases_parse(const char *status, double forked_ms,
 int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
 			       struct vmm_restore_phases *p, char *err,
 			       size_t errlen);
+
+/* A checkpoint a running VMM wrote (vmm_process_checkpoint). */
+struct vmm_checkpoint {
+	uint64_t dirty_pages; /* the guest pages it holds */
+	bool full;	      /* memory.img, not a diff of its parent */
+	unsigned depth;	      /* diffs down to a full memory image */
+	double pause_ms, total_ms;
+};
+
+/*
+ * Has running @vmm write a checkpoint of itself into directory @dir (made
+ * by the caller): a diff of the snapshot its memory derives from, or a
+ * full one (out->full); its memory then derives from the checkpoint.
+ */
+int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
+			   struct vmm_checkpoint *out, char *err,
+			   size_t errlen);
 
 /*
  * The VMM's reason for stopping, its verdict: the line of its log before
