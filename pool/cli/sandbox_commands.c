@@ -45,6 +45,8 @@
 #define EXIT_USAGE 2
 #define EXIT_TIMED_OUT 124 /* as timeout(1) */
 
+#define SANDBOX "thaw sandbox "
+
 /* Room for a message naming a path in the guest (at most 4095 bytes). */
 #define ERR_MAX 8192
 
@@ -250,10 +252,14 @@ static void print_checkpoint(const char *what, const struct thaw_checkpoint *ck)
 		ck->pause_ms, ck->total_ms);
 }
 
-/* `thaw sandbox checkpoint ID`: prints the checkpoint's id. */
+/*
+ * `thaw sandbox checkpoint ID` and `thaw sandbox pause ID`: both write a
+ * checkpoint, whose id they print.
+ */
 static int sandbox_checkpoint(struct client *c, const struct options *o,
 			      int argc, char **argv)
 {
+	bool pause = !strcmp(c->cmd->name, SANDBOX "pause");
 	struct thaw_checkpoint ck;
 	struct thaw_client *conn;
 	char err[ERR_MAX];
@@ -264,10 +270,11 @@ static int sandbox_checkpoint(struct client *c, const struct options *o,
 		return status;
 	if (!(conn = connection(c, c->cmd->name)) ||
 	    report(c->cmd->name,
-		   thaw_client_checkpoint(conn, argv[0], &ck, err, sizeof(err)),
+		   (pause ? thaw_client_pause : thaw_client_checkpoint)(
+			   conn, argv[0], &ck, err, sizeof(err)),
 		   err))
 		return c->cmd->fail_status;
-	print_checkpoint("sandbox", &ck);
+	print_checkpoint(pause ? "paused at" : "sandbox", &ck);
 	printf("%s\n", ck.snapshot);
 	return 0;
 }
@@ -307,73 +314,36 @@ static int sandbox_fork(struct client *c, const struct options *o, int argc,
 	return status;
 }
 
-/* `thaw sandbox rollback ID SNAPSHOT`. */
-static int sandbox_rollback(struct client *c, const struct options *o, int argc,
-			    char **argv)
+/*
+ * `thaw sandbox rollback ID SNAP` and `thaw sandbox resume ID`: both
+ * restore the sandbox's VM under its id.
+ */
+static int sandbox_restore(struct client *c, const struct options *o, int argc,
+			   char **argv)
 {
+	bool resume = !strcmp(c->cmd->name, SANDBOX "resume");
 	struct thaw_client *conn;
 	struct thaw_sandbox s;
 	char err[ERR_MAX];
-	int status = operands(c, argc, argv, 2);
+	int status = operands(c, argc, argv, resume ? 1 : 2);
+	int ret;
 
 	(void)o;
 	if (status >= 0)
 		return status;
-	if (!thaw_client_is_text(argv[1]))
+	if (!resume && !thaw_client_is_text(argv[1]))
 		return usage_error(c->cmd, "snapshot '%s' is not UTF-8 text",
 				   argv[1]);
-	if (!(conn = connection(c, c->cmd->name)) ||
-	    report(c->cmd->name,
-		   thaw_client_rollback(conn, argv[0], argv[1], &s, err,
-					sizeof(err)),
-		   err))
+	if (!(conn = connection(c, c->cmd->name)))
 		return c->cmd->fail_status;
-	fprintf(stderr, "thaw: sandbox %s rolled back to %s in %.1f ms\n", s.id,
-		s.snapshot, s.restore_ms);
-	return 0;
-}
-
-/* `thaw sandbox pause ID`: prints its checkpoint's id. */
-static int sandbox_pause(struct client *c, const struct options *o, int argc,
-			 char **argv)
-{
-	struct thaw_checkpoint ck;
-	struct thaw_client *conn;
-	char err[ERR_MAX];
-	int status = operands(c, argc, argv, 1);
-
-	(void)o;
-	if (status >= 0)
-		return status;
-	if (!(conn = connection(c, c->cmd->name)) ||
-	    report(c->cmd->name,
-		   thaw_client_pause(conn, argv[0], &ck, err, sizeof(err)),
-		   err))
+	ret = resume ? thaw_client_resume(conn, argv[0], &s, err, sizeof(err))
+		     : thaw_client_rollback(conn, argv[0], argv[1], &s, err,
+					    sizeof(err));
+	if (report(c->cmd->name, ret, err))
 		return c->cmd->fail_status;
-	print_checkpoint("paused at", &ck);
-	printf("%s\n", ck.snapshot);
-	return 0;
-}
-
-/* `thaw sandbox resume ID`. */
-static int sandbox_resume(struct client *c, const struct options *o, int argc,
-			  char **argv)
-{
-	struct thaw_client *conn;
-	struct thaw_sandbox s;
-	char err[ERR_MAX];
-	int status = operands(c, argc, argv, 1);
-
-	(void)o;
-	if (status >= 0)
-		return status;
-	if (!(conn = connection(c, c->cmd->name)) ||
-	    report(c->cmd->name,
-		   thaw_client_resume(conn, argv[0], &s, err, sizeof(err)),
-		   err))
-		return c->cmd->fail_status;
-	fprintf(stderr, "thaw: sandbox %s resumed from %s in %.1f ms\n", s.id,
-		s.snapshot, s.restore_ms);
+	fprintf(stderr, "thaw: sandbox %s %s %s in %.1f ms\n", s.id,
+		resume ? "resumed from" : "rolled back to", s.snapshot,
+		s.restore_ms);
 	return 0;
 }
 
@@ -1018,8 +988,6 @@ static const char cp_usage[] =
 	"upload keeps the local file's permission bits; a download replaces\n"
 	"DST only once the whole file has arrived.\n" SOCKET_HELP;
 
-#define SANDBOX "thaw sandbox "
-
 static const struct command sandbox_commands[] = {
 	{ .name = SANDBOX "create",
 	  .usage = sandbox_usage,
@@ -1062,19 +1030,19 @@ static const struct command sandbox_commands[] = {
 	  .accepts = "",
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
-	  .run = sandbox_rollback },
+	  .run = sandbox_restore },
 	{ .name = SANDBOX "pause",
 	  .usage = sandbox_usage,
 	  .accepts = "",
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
-	  .run = sandbox_pause },
+	  .run = sandbox_checkpoint },
 	{ .name = SANDBOX "resume",
 	  .usage = sandbox_usage,
 	  .accepts = "",
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
-	  .run = sandbox_resume },
+	  .run = sandbox_restore },
 };
 
 int thaw_sandbox(int argc, char **argv)

@@ -151,21 +151,59 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 			      json_pack("{s:o}", "sandboxes", list));
 }
 
+/*
+ * The request's sandbox, held, once its body is an object of @allowed
+ * fields (into *@body when not NULL, else freed); NULL after a 400 or 404
+ * answered, in *@ret.
+ */
+static struct sandbox *sandbox_with_body(struct MHD_Connection *conn,
+					 struct request *r, struct daemon *d,
+					 const char *const allowed[],
+					 json_t **body, enum MHD_Result *ret)
+{
+	json_t *j = body_with(conn, r, allowed, ret);
+	struct sandbox *c = j ? sandbox_get(d, r->id) : NULL;
+
+	if (j && !c)
+		*ret = api_no_sandbox(conn, r);
+	if (c && body)
+		*body = j;
+	else
+		json_decref(j);
+	return c;
+}
+
+/* Answers @e, or when POOL_OK held @c's object (@extra added under its
+ * @key unless NULL) with @status; lets go of @c. */
+static enum MHD_Result reply_sandbox(struct MHD_Connection *conn,
+				     struct request *r, struct sandbox *c,
+				     enum pool_error e, const char *err,
+				     const char *key, json_t *extra)
+{
+	if (e != POOL_OK) {
+		sandbox_put(r->d, c);
+		json_decref(extra);
+		return api_reply_pool_error(conn, r, e, err);
+	}
+	json_t *answer = sandbox_put_json(r->d, c);
+	if (key)
+		json_object_set_new(answer, key, extra);
+	return api_reply_json(conn, r, 200, answer);
+}
+
+static const char *const no_fields[] = { NULL };
+
 enum MHD_Result api_checkpoint(struct MHD_Connection *conn, struct request *r,
 			       struct daemon *d)
 {
-	static const char *const fields[] = { NULL };
 	struct checkpoint_result ck;
 	enum MHD_Result ret;
 	char err[1024];
-	json_t *body = body_with(conn, r, fields, &ret);
+	struct sandbox *c =
+		sandbox_with_body(conn, r, d, no_fields, NULL, &ret);
 
-	if (!body)
-		return ret;
-	json_decref(body);
-	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
-		return api_no_sandbox(conn, r);
+		return ret;
 	enum pool_error e = sandbox_checkpoint(c, &ck, err, sizeof(err));
 	sandbox_put(d, c);
 	if (e != POOL_OK)
@@ -182,19 +220,17 @@ enum MHD_Result api_fork(struct MHD_Connection *conn, struct request *r,
 	enum MHD_Result ret;
 	uint32_t count;
 	char err[1024];
-	json_t *body = body_with(conn, r, fields, &ret);
+	json_t *body;
+	struct sandbox *c = sandbox_with_body(conn, r, d, fields, &body, &ret);
 
-	if (!body)
+	if (!c)
 		return ret;
 	bool ok = api_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
 			       sizeof(err));
 	json_decref(body);
-	if (!ok)
-		return api_reply_error(conn, r, 400, "%s", err);
-	struct sandbox *c = sandbox_get(d, r->id);
-	if (!c)
-		return api_no_sandbox(conn, r);
-	enum pool_error e = sandbox_fork(c, count, &ck, out, err, sizeof(err));
+	enum pool_error e =
+		ok ? sandbox_fork(c, count, &ck, out, err, sizeof(err))
+		   : POOL_BAD_REQUEST;
 	sandbox_put(d, c);
 	/* Once checkpointed, every fork has its entry, made or not. */
 	if (e != POOL_OK && !ck.snapshot[0])
@@ -210,71 +246,47 @@ enum MHD_Result api_rollback(struct MHD_Connection *conn, struct request *r,
 	static const char *const fields[] = { "snapshot", NULL };
 	char snapshot[SANDBOX_ID_LEN + 1], err[1024];
 	enum MHD_Result ret;
-	json_t *body = body_with(conn, r, fields, &ret);
+	json_t *body;
+	struct sandbox *c = sandbox_with_body(conn, r, d, fields, &body, &ret);
 
-	if (!body)
+	if (!c)
 		return ret;
 	bool ok = snapshot_field(body, "snapshot", true, snapshot, err,
 				 sizeof(err));
 	json_decref(body);
-	if (!ok)
-		return api_reply_error(conn, r, 400, "%s", err);
-	struct sandbox *c = sandbox_get(d, r->id);
-	if (!c)
-		return api_no_sandbox(conn, r);
-	enum pool_error e = sandbox_rollback(c, snapshot, err, sizeof(err));
-	if (e != POOL_OK) {
-		sandbox_put(d, c);
-		return api_reply_pool_error(conn, r, e, err);
-	}
-	return api_reply_json(conn, r, 200, sandbox_put_json(d, c));
+	enum pool_error e = ok ? sandbox_rollback(c, snapshot, err, sizeof(err))
+			       : POOL_BAD_REQUEST;
+	return reply_sandbox(conn, r, c, e, err, NULL, NULL);
 }
 
 enum MHD_Result api_pause(struct MHD_Connection *conn, struct request *r,
 			  struct daemon *d)
 {
-	static const char *const fields[] = { NULL };
 	struct checkpoint_result ck;
 	enum MHD_Result ret;
 	char err[1024];
-	json_t *body = body_with(conn, r, fields, &ret);
+	struct sandbox *c =
+		sandbox_with_body(conn, r, d, no_fields, NULL, &ret);
 
-	if (!body)
-		return ret;
-	json_decref(body);
-	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
-		return api_no_sandbox(conn, r);
+		return ret;
 	enum pool_error e = sandbox_pause(c, &ck, err, sizeof(err));
-	if (e != POOL_OK) {
-		sandbox_put(d, c);
-		return api_reply_pool_error(conn, r, e, err);
-	}
-	json_t *answer = sandbox_put_json(d, c);
-	json_object_set_new(answer, "checkpoint", checkpoint_json(&ck));
-	return api_reply_json(conn, r, 200, answer);
+	return reply_sandbox(conn, r, c, e, err, "checkpoint",
+			     e == POOL_OK ? checkpoint_json(&ck) : NULL);
 }
 
 enum MHD_Result api_resume(struct MHD_Connection *conn, struct request *r,
 			   struct daemon *d)
 {
-	static const char *const fields[] = { NULL };
 	enum MHD_Result ret;
 	char err[1024];
-	json_t *body = body_with(conn, r, fields, &ret);
+	struct sandbox *c =
+		sandbox_with_body(conn, r, d, no_fields, NULL, &ret);
 
-	if (!body)
-		return ret;
-	json_decref(body);
-	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
-		return api_no_sandbox(conn, r);
+		return ret;
 	enum pool_error e = sandbox_resume(c, err, sizeof(err));
-	if (e != POOL_OK) {
-		sandbox_put(d, c);
-		return api_reply_pool_error(conn, r, e, err);
-	}
-	return api_reply_json(conn, r, 200, sandbox_put_json(d, c));
+	return reply_sandbox(conn, r, c, e, err, NULL, NULL);
 }
 
 /* ---- /snapshots ---- */
