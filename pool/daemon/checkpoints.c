@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "clock.h"
 #include "clone.h"
 #include "log.h"
@@ -353,6 +354,8 @@ static enum pool_error write_checkpoint(struct sandbox *c,
 	}
 	memcpy(s.parent, c->snapshot_id, sizeof(s.parent));
 	memcpy(s.template_id, pl->template_id, sizeof(s.template_id));
+	s.depth = vc.depth;
+	s.dirty_bytes = vc.full ? 0 : vc.dirty_pages * PAGE_BYTES;
 	if (commit_checkpoint(c, snapshots, tmp, final, &s, why, sizeof(why)) <
 	    0) {
 		snprintf(err, errlen, "sandbox %s: checkpoint %s: %s", c->id,
@@ -835,25 +838,6 @@ static const struct pool *pool_of_base(const struct daemon *d, const char *id)
 	return NULL;
 }
 
-/* @i's depth in @recs of @n: parents followed, at most @n of them (a
- * catalog with a loop ends there). */
-static unsigned depth_of(const struct snapshot_record *recs, size_t n, size_t i)
-{
-	unsigned depth = 0;
-
-	while (recs[i].parent[0] && depth < n) {
-		size_t p = 0;
-
-		while (p < n && strcmp(recs[p].id, recs[i].parent))
-			p++;
-		if (p == n)
-			break;
-		i = p;
-		depth++;
-	}
-	return depth;
-}
-
 enum pool_error snapshots_list(struct daemon *d, const char *id,
 			       struct snapshot_info **out, size_t *n, char *err,
 			       size_t errlen)
@@ -892,7 +876,6 @@ enum pool_error snapshots_list(struct daemon *d, const char *id,
 		list[kept++] = (struct snapshot_info){
 			.rec = recs[i],
 			.live_users = clones[i],
-			.depth = depth_of(recs, count, i),
 			.template = pl ? pl->t->name : NULL,
 			.base = pool_of_base(d, recs[i].id) != NULL,
 		};

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "memdiff.h"
 #include "state.h"
 
 /* An orphan younger than this may be a writer between rename and commit. */
@@ -144,32 +145,18 @@ int snapshot_store_describe(const char *tmp, const char *final,
 	s->memory_hash_root = r.header.memory_hash_root;
 	s->state_size = sizeof(r.header) + r.body_size;
 	state_reader_close(&r);
-	snprintf(path, sizeof(path), "%s/memory.img", tmp);
+	/* A diff's memory, else a whole image. */
+	snprintf(path, sizeof(path), "%s/" MEMDIFF_FILE, tmp);
 	if (stat(path, &memory) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return ret;
+		snprintf(path, sizeof(path), "%s/memory.img", tmp);
+		if (stat(path, &memory) < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			return ret;
+		}
 	}
 	s->memory_disk = (uint64_t)memory.st_blocks * 512;
 	s->created_unix = time(NULL);
 	snprintf(s->dir, sizeof(s->dir), "%s", final);
-	return 0;
-}
-
-int snapshot_link_parent(const char *dir, const char *parent_id, char *err,
-			 size_t errlen)
-{
-	char link[PATH_MAX + 16], target[CATALOG_ID_LEN + 8];
-
-	snprintf(link, sizeof(link), "%s/parent", dir);
-	/* Relative: a state directory may move. */
-	snprintf(target, sizeof(target), "../%s", parent_id);
-	if (symlink(target, link) < 0) {
-		int ret = -errno;
-
-		snprintf(err, errlen, "cannot link %s to %s: %s", link, target,
-			 strerror(errno));
-		return ret;
-	}
 	return 0;
 }

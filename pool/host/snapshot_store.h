@@ -48,15 +48,12 @@ int snapshot_store_sync_dir(const char *dir, char *err, size_t errlen);
 
 /*
  * Fills @s from the files a VMM wrote into @tmp (state.bin's header, the
- * memory file's size on disk), its dir being @final (its name once
- * renamed); id, parent and template are the caller's.
+ * memory file's size on disk: memory.diff's, else memory.img's), its dir
+ * being @final (its name once renamed); id, parent, template, depth and
+ * dirty bytes are the caller's.
  */
 int snapshot_store_describe(const char *tmp, const char *final,
 			    struct snapshot_record *s, char *err,
 			    size_t errlen);
-
-/* A diff snapshot's link to its parent: @dir/parent -> ../@parent_id. */
-int snapshot_link_parent(const char *dir, const char *parent_id, char *err,
-			 size_t errlen);
 
 #endif

@@ -123,6 +123,29 @@ int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
 int vmm_process_control(struct vmm_process *vmm, const char *command,
 			char *reply, size_t len, char *err, size_t errlen);
 
+/* What a checkpoint wrote and took (control.h's answer). */
+struct vmm_checkpoint {
+	uint64_t dirty_pages; /* pages written: a diff's, or all of memory */
+	bool full;	      /* memory.img and pages.xxh3, not memory.diff */
+	unsigned depth;	      /* diff layers under it; 0 when full */
+	double pause_ms, total_ms;
+};
+
+/*
+ * Checkpoints running @vmm into the existing directory @dir (checkpoint.h):
+ * creates its files there, passes them to the VMM with the "checkpoint"
+ * line, and leaves in @dir state.bin and either memory.diff (@out->full
+ * false: a diff of the snapshot the VM's memory derived from, which the
+ * caller links as @dir's parent, snapshot_link_parent()) or memory.img and
+ * pages.xxh3, all fsynced; @dir itself is the caller's to sync.  The VM's
+ * memory derives from the new files afterwards.  On failure the files are
+ * removed.  0, or vmm_process_control()'s errors, -EPROTO for an answer
+ * without its numbers.
+ */
+int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
+			   struct vmm_checkpoint *out, char *err,
+			   size_t errlen);
+
 /*
  * The number after @key (with its '=': "setup_us=") in a control answer
  * such as status's (control.h), where fields are space-separated KEY=VALUE
@@ -171,23 +194,6 @@ int vmm_restore_phases_parse(const char *status, double forked_ms,
 int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
 			       struct vmm_restore_phases *p, char *err,
 			       size_t errlen);
-
-/* A checkpoint a running VMM wrote (vmm_process_checkpoint). */
-struct vmm_checkpoint {
-	uint64_t dirty_pages; /* the guest pages it holds */
-	bool full;	      /* memory.img, not a diff of its parent */
-	unsigned depth;	      /* diffs down to a full memory image */
-	double pause_ms, total_ms;
-};
-
-/*
- * Has running @vmm write a checkpoint of itself into directory @dir (made
- * by the caller): a diff of the snapshot its memory derives from, or a
- * full one (out->full); its memory then derives from the checkpoint.
- */
-int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
-			   struct vmm_checkpoint *out, char *err,
-			   size_t errlen);
 
 /*
  * The VMM's reason for stopping, its verdict: the line of its log before
