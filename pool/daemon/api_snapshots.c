@@ -306,8 +306,8 @@ static json_t *snapshot_json(const struct snapshot_info *s)
 			 "template_id", s->rec.template_id, "base", s->base,
 			 "created", created, "size",
 			 (json_int_t)(s->rec.state_size + s->rec.memory_disk),
-			 "dirty_bytes", (json_int_t)s->rec.memory_disk, "depth",
-			 (int)s->depth, "live_users", (int)s->live_users,
+			 "dirty_bytes", (json_int_t)s->rec.dirty_bytes, "depth",
+			 (int)s->rec.depth, "live_users", (int)s->live_users,
 			 "children", (int)s->rec.children);
 }
 

@@ -348,8 +348,7 @@ static enum pool_error write_checkpoint(struct sandbox *c,
 		ret = snapshot_store_describe(tmp, final, &s, why, sizeof(why));
 	if (ret < 0) {
 		snapshot_store_remove(tmp, NULL, 0);
-		snprintf(err, errlen, "sandbox %s: no checkpoint written: %s",
-			 c->id, why);
+		snprintf(err, errlen, "no checkpoint written: %s", why);
 		goto failed;
 	}
 	memcpy(s.parent, c->snapshot_id, sizeof(s.parent));
@@ -358,8 +357,7 @@ static enum pool_error write_checkpoint(struct sandbox *c,
 	s.dirty_bytes = vc.full ? 0 : vc.dirty_pages * PAGE_BYTES;
 	if (commit_checkpoint(c, snapshots, tmp, final, &s, why, sizeof(why)) <
 	    0) {
-		snprintf(err, errlen, "sandbox %s: checkpoint %s: %s", c->id,
-			 s.id, why);
+		snprintf(err, errlen, "checkpoint %s: %s", s.id, why);
 		goto failed;
 	}
 	*ck = (struct checkpoint_result){
@@ -389,7 +387,10 @@ failed:
 	pthread_mutex_lock(&d->lock);
 	pl->checkpoint_failures++;
 	pthread_mutex_unlock(&d->lock);
+	/* The log line names the sandbox by itself; the answer says it. */
 	log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, errlen, "sandbox %s: %s", c->id, why);
 	return POOL_FAILED;
 }
 

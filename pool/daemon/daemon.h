@@ -382,7 +382,6 @@ enum pool_error sandbox_resume(struct sandbox *c, char *err, size_t errlen);
 struct snapshot_info {
 	struct snapshot_record rec;
 	uint32_t live_users;  /* live clones: sandboxes, paused ones too */
-	unsigned depth;	      /* 0: a base; a checkpoint's parent's + 1 */
 	const char *template; /* the pool serving its template, or NULL */
 	bool base;	      /* a pool's base snapshot */
 };

@@ -3005,7 +3005,9 @@ static void expect_output(const char *id, const char *cmd, const char *want)
 	struct exec_result x;
 
 	run_cmd(id, cmd, scaled_s(60), &x);
-	cr_expect_str_eq(x.out, want, "'%s' in %s (stderr %s)", cmd, id, x.err);
+	cr_expect_str_eq(x.out, want,
+			 "'%s' in %s: \"%s\", exit %d (stderr \"%s\")", cmd,
+			 id, x.out, x.exit_code, x.err);
 	exec_result_free(&x);
 }
 
