@@ -3006,8 +3006,8 @@ static void expect_output(const char *id, const char *cmd, const char *want)
 
 	run_cmd(id, cmd, scaled_s(60), &x);
 	cr_expect_str_eq(x.out, want,
-			 "'%s' in %s: \"%s\", exit %d (stderr \"%s\")", cmd,
-			 id, x.out, x.exit_code, x.err);
+			 "'%s' in %s: \"%s\", exit %d (stderr \"%s\")", cmd, id,
+			 x.out, x.exit_code, x.err);
 	exec_result_free(&x);
 }
 
@@ -3162,9 +3162,12 @@ Test(checkpoints, rollback_restores_files_and_processes, .timeout = 1200)
 	checkpoint(id, c[1], c[0]);
 	expect_output(id, "echo 3 > /tmp/counter; cat /tmp/counter", "3\n");
 	checkpoint(id, c[2], c[1]);
+	/* SIGKILL: a shell would wait for its sleep before a SIGTERM;
+	 * gone, or a zombie, it is dead. */
 	snprintf(check, sizeof(check),
-		 "kill %s; echo 4 > /tmp/counter; kill -0 %s 2>/dev/null || "
-		 "echo dead",
+		 "kill -9 %s; echo 4 > /tmp/counter; sleep 1; s=$(awk "
+		 "'/^State:/{print $2}' /proc/%s/status 2>/dev/null); "
+		 "[ -z \"$s\" ] || [ \"$s\" = Z ] && echo dead",
 		 pid, pid);
 	expect_output(id, check, "dead\n");
 	snprintf(check, sizeof(check), LOOP_CHECK, pid);
@@ -3250,6 +3253,17 @@ Test(checkpoints, fork_and_pause_resume, .timeout = 1200)
 	reply_free(&r);
 	expect_output(id, check, "alive advancing");
 	delete_sandbox(id);
+
+	/* Counted: the fork's checkpoint and the pause's, at least. */
+	cr_assert_eq(api(&r, "GET", NULL, "/metrics"), 200, "%s", r.body);
+	const char *series = "thaw_checkpoints_total{template=\"default\"} ";
+	const char *at = strstr(r.body, series);
+	cr_expect(at && atof(at + strlen(series)) >= 2, "%s in %.2000s", series,
+		  r.body);
+	cr_expect_not_null(strstr(r.body, "thaw_checkpoint_pause_seconds_"
+					  "count{template=\"default\"}"),
+			   "no checkpoint pause histogram");
+	reply_free(&r);
 }
 
 /* What is in @dir whose name starts with @prefix, into @out. */
