@@ -193,8 +193,13 @@ static enum MHD_Result reply_sandbox(struct MHD_Connection *conn,
 
 static const char *const no_fields[] = { NULL };
 
-enum MHD_Result api_checkpoint(struct MHD_Connection *conn, struct request *r,
-			       struct daemon *d)
+/*
+ * POST /sandboxes/ID/checkpoint (201, the checkpoint) and /pause (200, the
+ * sandbox with its checkpoint): both write one.
+ */
+static enum MHD_Result checkpoint_route(struct MHD_Connection *conn,
+					struct request *r, struct daemon *d,
+					bool pause)
 {
 	struct checkpoint_result ck;
 	enum MHD_Result ret;
@@ -204,11 +209,22 @@ enum MHD_Result api_checkpoint(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return ret;
-	enum pool_error e = sandbox_checkpoint(c, &ck, err, sizeof(err));
+	enum pool_error e = (pause ? sandbox_pause : sandbox_checkpoint)(
+		c, &ck, err, sizeof(err));
+	if (pause)
+		return reply_sandbox(conn, r, c, e, err, "checkpoint",
+				     e == POOL_OK ? checkpoint_json(&ck)
+						  : NULL);
 	sandbox_put(d, c);
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
 	return api_reply_json(conn, r, 201, checkpoint_json(&ck));
+}
+
+enum MHD_Result api_checkpoint(struct MHD_Connection *conn, struct request *r,
+			       struct daemon *d)
+{
+	return checkpoint_route(conn, r, d, false);
 }
 
 enum MHD_Result api_fork(struct MHD_Connection *conn, struct request *r,
@@ -262,17 +278,7 @@ enum MHD_Result api_rollback(struct MHD_Connection *conn, struct request *r,
 enum MHD_Result api_pause(struct MHD_Connection *conn, struct request *r,
 			  struct daemon *d)
 {
-	struct checkpoint_result ck;
-	enum MHD_Result ret;
-	char err[1024];
-	struct sandbox *c =
-		sandbox_with_body(conn, r, d, no_fields, NULL, &ret);
-
-	if (!c)
-		return ret;
-	enum pool_error e = sandbox_pause(c, &ck, err, sizeof(err));
-	return reply_sandbox(conn, r, c, e, err, "checkpoint",
-			     e == POOL_OK ? checkpoint_json(&ck) : NULL);
+	return checkpoint_route(conn, r, d, true);
 }
 
 enum MHD_Result api_resume(struct MHD_Connection *conn, struct request *r,
