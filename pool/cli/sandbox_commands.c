@@ -358,11 +358,12 @@ static int print_sandboxes(struct client *c, struct thaw_client *conn)
 	if (report(who, thaw_client_list(conn, &list, &n, err, sizeof(err)),
 		   err))
 		return -1;
-	printf("%-20s %-16s %-24s %-24s %10s\n", "ID", "TEMPLATE", "CREATED",
-	       "EXPIRES", "RESTORE_MS");
+	printf("%-20s %-16s %-8s %-24s %-24s %10s\n", "ID", "TEMPLATE", "STATE",
+	       "CREATED", "EXPIRES", "RESTORE_MS");
 	for (size_t i = 0; i < n; i++)
-		printf("%-20s %-16s %-24s %-24s %10.1f\n", or_dash(list[i].id),
-		       or_dash(list[i].template), or_dash(list[i].created),
+		printf("%-20s %-16s %-8s %-24s %-24s %10.1f\n",
+		       or_dash(list[i].id), or_dash(list[i].template),
+		       or_dash(list[i].state), or_dash(list[i].created),
 		       or_dash(list[i].expires), list[i].restore_ms);
 	free(list);
 	return 0;
