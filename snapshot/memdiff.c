@@ -22,17 +22,14 @@
 #include "errbuf.h"
 #include "io.h"
 #include "memfile.h"
+#include "pagemap.h"
 #include "preopen.h"
 
-_Static_assert(MEMDIFF_PAGE_SIZE == MEMFILE_PAGE_SIZE,
-	       "a diff's pages are the memory file's");
+_Static_assert(MEMDIFF_PAGE_SIZE == MEMFILE_PAGE_SIZE &&
+		       MEMDIFF_PAGE_SIZE == PAGEMAP_PAGE_SIZE,
+	       "a diff's pages are the memory file's and the page tables'");
 
 #define PAGE MEMDIFF_PAGE_SIZE
-#define PAGEMAP_PRESENT (1ULL << 63)
-#define PAGEMAP_SWAPPED (1ULL << 62)
-#define PAGEMAP_FILE (1ULL << 61) /* a file page or shared anonymous */
-/* Entries per pread of /proc/self/pagemap: 32 KiB covering 16 MiB. */
-#define PAGEMAP_BATCH 4096
 /* Data pages verified per read. */
 #define VERIFY_CHUNK_PAGES 256
 
@@ -61,33 +58,54 @@ void memdiff_extents_free(struct memdiff_extents *x)
 	memset(x, 0, sizeof(*x));
 }
 
-/* Adds written page @page to @x: 0, -E2BIG past @max extents, -ENOMEM. */
-static int extents_add(struct memdiff_extents *x, uint64_t page, size_t max)
+/* Extents being gathered by memdiff_find_written(). */
+struct gather {
+	struct memdiff_extents *x;
+	size_t max;
+	char *err;
+	size_t errlen;
+};
+
+/*
+ * pagemap_runs()'s @run: written pages [@first, @first + @n) join the last
+ * extent across a gap of up to MEMDIFF_GAP_PAGES, else start one.
+ */
+static int extents_add(void *arg, uint64_t first, uint64_t n)
 {
+	struct gather *g = arg;
+	struct memdiff_extents *x = g->x;
+
 	if (x->nr) {
 		struct memdiff_extent *last = &x->e[x->nr - 1];
 		uint64_t end = last->first_page + last->nr_pages;
 
-		if (page - end <= MEMDIFF_GAP_PAGES) {
-			x->pages += page + 1 - end;
-			last->nr_pages = page + 1 - last->first_page;
+		if (first - end <= MEMDIFF_GAP_PAGES) {
+			x->pages += first + n - end;
+			last->nr_pages = first + n - last->first_page;
 			return 0;
 		}
 	}
-	if (x->nr == max)
+	if (x->nr == g->max) {
+		errbuf_set(g->err, g->errlen,
+			   "written pages: more than %zu separate runs",
+			   g->max);
 		return -E2BIG;
+	}
 	if (x->nr == x->cap) {
 		size_t cap = x->cap ? 2 * x->cap : 64;
 		void *e = realloc(x->e, cap * sizeof(*x->e));
 
-		if (!e)
+		if (!e) {
+			errbuf_set(g->err, g->errlen,
+				   "written pages: out of memory");
 			return -ENOMEM;
+		}
 		x->e = e;
 		x->cap = cap;
 	}
 	x->e[x->nr++] =
-		(struct memdiff_extent){ .first_page = page, .nr_pages = 1 };
-	x->pages++;
+		(struct memdiff_extent){ .first_page = first, .nr_pages = n };
+	x->pages += n;
 	return 0;
 }
 
@@ -95,75 +113,19 @@ int memdiff_find_written(const void *mem, uint64_t size, int pagemap_fd,
 			 size_t max_extents, struct memdiff_extents *x,
 			 char *err, size_t errlen)
 {
-	const off_t base = (uintptr_t)mem / PAGE * sizeof(uint64_t);
-	const uint64_t nr_pages = size / PAGE;
-	int fd = pagemap_fd, ret = -ENOMEM;
-	uint64_t *entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+	struct gather g = { x, max_extents, err, errlen };
 
 	x->nr = 0;
 	x->pages = 0;
-	if (!entries) {
-		errbuf_set(err, errlen, "written pages: out of memory");
-		return -ENOMEM;
-	}
 	if (size % PAGE || (uintptr_t)mem % PAGE) {
 		errbuf_set(err, errlen,
 			   "written pages: %" PRIu64 " bytes at %p are not "
 			   "whole pages",
 			   size, mem);
-		ret = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
-	if (fd < 0)
-		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		errbuf_set(err, errlen,
-			   "written pages: cannot open /proc/self/pagemap: %s",
-			   strerror(-ret));
-		goto out;
-	}
-	for (uint64_t done = 0, n; done < nr_pages; done += n) {
-		n = nr_pages - done < PAGEMAP_BATCH ? nr_pages - done
-						    : PAGEMAP_BATCH;
-		ret = pread_full(fd, entries, n * sizeof(*entries),
-				 base + done * sizeof(*entries));
-		if (ret) {
-			errbuf_set(err, errlen,
-				   "written pages: reading /proc/self/pagemap: "
-				   "%s",
-				   ret == -EIO ? "short read" : strerror(-ret));
-			goto out;
-		}
-		for (uint64_t i = 0; i < n; i++) {
-			uint64_t e = entries[i];
-			bool written =
-				(e & PAGEMAP_SWAPPED) ||
-				((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE));
-
-			if (!written)
-				continue;
-			ret = extents_add(x, done + i, max_extents);
-			if (ret == -E2BIG) {
-				errbuf_set(err, errlen,
-					   "written pages: more than %zu "
-					   "separate runs",
-					   max_extents);
-				goto out;
-			}
-			if (ret) {
-				errbuf_set(err, errlen,
-					   "written pages: out of memory");
-				goto out;
-			}
-		}
-	}
-	ret = 0;
-out:
-	if (fd >= 0 && fd != pagemap_fd)
-		close(fd);
-	free(entries);
-	return ret;
+	return pagemap_runs(mem, size / PAGE, pagemap_fd, PAGEMAP_WRITTEN,
+			    extents_add, &g, "written pages", err, errlen);
 }
 
 /* XXH3-64 of @parent_root, the table and the hashes: a layer's root. */

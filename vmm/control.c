@@ -115,6 +115,10 @@ static void drop_fds(struct control_client *cl)
 	cl->nr_fds = 0;
 }
 
+/*
+ * "checkpoint DIR" with its four files (control.h).  The descriptors are
+ * closed before the answer: a supervisor that reads it may count on that.
+ */
 static void checkpoint(struct control_client *cl, struct vm *vm,
 		       const char *dir)
 {
@@ -126,26 +130,26 @@ static void checkpoint(struct control_client *cl, struct vm *vm,
 		.hashes_fd = cl->fds[3],
 		.dir = dir,
 	};
+	int got = cl->nr_fds;
+	int ret = got == CONTROL_MAX_FDS ? vm_checkpoint(vm, &files, &res) : -1;
 
-	if (cl->nr_fds != CONTROL_MAX_FDS) {
+	drop_fds(cl);
+	if (got != CONTROL_MAX_FDS)
 		reply(cl,
 		      "error checkpoint takes %d descriptors with its line "
 		      "(state.bin, memory.diff, memory.img, pages.xxh3), "
 		      "got %d",
-		      CONTROL_MAX_FDS, cl->nr_fds);
-		return;
-	}
-	if (vm_checkpoint(vm, &files, &res) < 0) {
+		      CONTROL_MAX_FDS, got);
+	else if (ret < 0)
 		reply(cl, "error checkpoint to %s failed (see the VMM log)",
 		      dir);
-		return;
-	}
-	reply(cl,
-	      "ok checkpoint %s dirty_pages=%llu full=%d depth=%u "
-	      "pause_us=%llu total_us=%llu",
-	      dir, (unsigned long long)res.dirty_pages, res.full, res.depth,
-	      (unsigned long long)res.pause_ns / 1000,
-	      (unsigned long long)res.total_ns / 1000);
+	else
+		reply(cl,
+		      "ok checkpoint %s dirty_pages=%llu full=%d depth=%u "
+		      "pause_us=%llu total_us=%llu",
+		      dir, (unsigned long long)res.dirty_pages, res.full,
+		      res.depth, (unsigned long long)res.pause_ns / 1000,
+		      (unsigned long long)res.total_ns / 1000);
 }
 
 /* "snapshot DIR" and "working-set FILE": the argument after one space. */
@@ -183,8 +187,14 @@ static void forbidden_syscall(struct control_client *cl)
 static void handle_line(struct control *c, struct control_client *cl)
 {
 	struct vm *vm = c->vm;
-	const char *arg;
+	const char *arg = argument(cl->line, "checkpoint");
 
+	/* Descriptors are for a checkpoint; any other line drops them. */
+	if (arg) {
+		checkpoint(cl, vm, arg);
+		return;
+	}
+	drop_fds(cl);
 	if (!strcmp(cl->line, "ping")) {
 		reply(cl, "ok pong");
 	} else if (!strcmp(cl->line, "status")) {
@@ -204,8 +214,6 @@ static void handle_line(struct control *c, struct control_client *cl)
 			reply(cl,
 			      "error snapshot to %s failed (see the VMM log)",
 			      arg);
-	} else if ((arg = argument(cl->line, "checkpoint"))) {
-		checkpoint(cl, vm, arg);
 	} else if ((arg = argument(cl->line, "working-set"))) {
 		uint64_t pages;
 
@@ -229,7 +237,6 @@ static void handle_line(struct control *c, struct control_client *cl)
 		      "error unknown command '%.64s' (ping, status, pause, resume, snapshot DIR, checkpoint DIR, working-set FILE, stop)",
 		      cl->line);
 	}
-	drop_fds(cl);
 }
 
 static void close_client(struct control_client *cl)

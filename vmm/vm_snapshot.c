@@ -15,16 +15,31 @@
  *   file and a hash per page, whose root the header carries;
  * - workingset.bin (snapshot/workingset.h), optional: the pages a clone
  *   touched early in its life, recorded later by vm_record_working_set().
+ * Or, for a diff snapshot, memory.diff (snapshot/memdiff.h) instead of
+ * memory.img and pages.xxh3: the pages written since the snapshot DIR/parent
+ * links to, and a STATE_VM_MEMORY section in state.bin naming that parent's
+ * root and the chain's depth.
  * Saving pauses every vCPU outside KVM_RUN and the device threads (vm.c's
  * vm_pause()), writes memory first because the state file's header holds
  * its hash root, then the state file, then fsyncs the directory.
+ *
+ * A checkpoint (vm_checkpoint()) saves the same way into files its
+ * supervisor created and passed as descriptors: a diff when guest memory
+ * derives from a snapshot (a restore, or an earlier checkpoint) whose
+ * chain is not MEMDIFF_MAX_DEPTH deep, else all of memory.  Still paused,
+ * it maps the pages it wrote from the new file over guest memory: the same
+ * bytes, the guest notices nothing (KVM's MMU notifier drops its mappings
+ * of the replaced pages), and from then on memory derives from the
+ * checkpoint, so the next one finds only pages written since.  The files
+ * are fsynced once the guest runs again.
  *
  * Restoring goes in an order each step depends on: the state file is read
  * and checked (same kind of CPU, a consistent shape, an agent channel and
  * a network device iff the snapshot has them) before /dev/kvm is opened, so a
  * snapshot this host cannot run fails early and cheaply; memory is the memory
  * file mapped MAP_PRIVATE (pages come from the page cache, shared by every
- * clone of the snapshot, and a clone's writes stay its own), optionally
+ * clone of the snapshot, and a clone's writes stay its own), a diff chain's
+ * layers mapped over it oldest first, optionally
  * prefetched with io_uring from the working set; it must be in place before the
  * VM's memory slots are registered (vm_create_kvm(), vm_internal.h).  Then the
  * vCPUs' state, then KVM's VM state (the irqchip) before the devices,

@@ -52,13 +52,13 @@
 #include "clock.h"
 #include "clone.h"
 #include "log.h"
+#include "memdiff.h"
 #include "paths.h"
 #include "snapshot_store.h"
 
 /* How long a rollback or pause waits for requests using the VM to end. */
 #define DRAIN_MS 5000
 #define DRAIN_TICK_MS 10
-#define PAGE_BYTES 4096
 
 const char *sandbox_state_name(const struct sandbox *c)
 {
@@ -354,14 +354,14 @@ static enum pool_error write_checkpoint(struct sandbox *c,
 	memcpy(s.parent, c->snapshot_id, sizeof(s.parent));
 	memcpy(s.template_id, pl->template_id, sizeof(s.template_id));
 	s.depth = vc.depth;
-	s.dirty_bytes = vc.full ? 0 : vc.dirty_pages * PAGE_BYTES;
+	s.dirty_bytes = vc.full ? 0 : vc.dirty_pages * MEMDIFF_PAGE_SIZE;
 	if (commit_checkpoint(c, snapshots, tmp, final, &s, why, sizeof(why)) <
 	    0) {
 		snprintf(err, errlen, "checkpoint %s: %s", s.id, why);
 		goto failed;
 	}
 	*ck = (struct checkpoint_result){
-		.dirty_bytes = vc.dirty_pages * PAGE_BYTES,
+		.dirty_bytes = vc.dirty_pages * MEMDIFF_PAGE_SIZE,
 		.full = vc.full,
 		.depth = vc.depth,
 		.pause_ms = vc.pause_ms,

@@ -179,6 +179,9 @@ static int open_fds(void)
 Test(control, checkpoint_takes_four_descriptors_and_leaks_none)
 {
 	int fd = connect_control();
+
+	/* Answered: the control thread has accepted (its fd counts). */
+	cr_assert_str_eq(ask(fd, "ping\n"), "ok pong");
 	int before = open_fds();
 
 	send_with_fds(fd, "checkpoint /tmp/x\n", 3);

@@ -9,11 +9,9 @@
  * pool side lays them out: base/ (memory.img, pages.xxh3), then d1/, d2/
  * (memory.diff and a "parent" link to "../base", "../d1").
  */
-#define _XOPEN_SOURCE 700
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,15 +33,6 @@
 static char dir[64];
 static char err[1024];
 static uint64_t base_root;
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 static void in_dir(char *out, const char *name)
 {
@@ -77,7 +66,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	scratch_dir_remove(dir);
 }
 
 TestSuite(memdiff, .init = setup, .fini = teardown);
@@ -147,6 +136,7 @@ static void scribble(uint8_t *mem, const uint64_t *pages, size_t n,
 
 	for (uint64_t p = 0; p < PAGES; p++)
 		sum += mem[p * PAGE];
+	(void)sum;
 	for (size_t i = 0; i < n; i++)
 		mem[pages[i] * PAGE + 100] = value;
 }
