@@ -217,7 +217,10 @@ static off_t first_data(const char *id)
 	}
 }
 
-/* Processes whose command line contains @needle (thaw-vmm --restore). */
+/*
+ * thaw-vmm processes whose command line contains @needle: a snapshot id
+ * names its clones' VMMs (--restore DIR) and no other suite's.
+ */
 static int find_processes(const char *needle, pid_t *pids, int max)
 {
 	DIR *d = opendir("/proc");
@@ -358,7 +361,7 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 	}
 	cr_expect_eq(started_clones, CLONES, "only %d clones started",
 		     started_clones);
-	int found = find_processes("--restore", vmms, CLONES);
+	int found = find_processes(snapshot_id(), vmms, CLONES);
 	cr_expect_eq(found, CLONES, "only %d clone VMMs seen at once", found);
 	long total_pss = 0, total_rss = 0;
 	for (int i = 0; i < found; i++) {
@@ -411,7 +414,7 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 					  i, j);
 		}
 	}
-	cr_expect_eq(find_processes("--restore", vmms, CLONES), 0,
+	cr_expect_eq(find_processes(snapshot_id(), vmms, CLONES), 0,
 		     "clone VMMs left running");
 }
 
