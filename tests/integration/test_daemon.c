@@ -3142,12 +3142,29 @@ Test(checkpoints, rollback_to_the_template_and_forks_of_it, .timeout = 900)
 	delete_sandbox(forks[1]);
 }
 
+/*
+ * Both keep a shell loop running while they exec: on KVM-on-PVM, guest
+ * processes that run beside each other crash (README, Known limits: a
+ * fresh process reads its TLS pointer back as 0; seen on a freshly
+ * booted guest too, never checkpointed).  They run on VMX/SVM and in
+ * nested-kvm.sh's emulated host; the checkpoint's own claims (a running
+ * clone's memory across checkpoints, chains) are test_snapshot's diffs
+ * suite, which runs one guest process at a time.
+ */
+static void skip_on_pvm(void)
+{
+	if (kvm_is_pvm())
+		cr_skip_test("KVM-on-PVM: concurrent guest processes crash "
+			     "(README, Known limits)");
+}
+
 Test(checkpoints, rollback_restores_files_and_processes, .timeout = 1200)
 {
 	char id[SB_ID_MAX], c[3][SB_ID_MAX], base[SB_ID_MAX], host[32];
 	char pid[32], check[256], path[256];
 	struct exec_result x;
 
+	skip_on_pvm();
 	base_snapshot("default", base);
 	create("{}", id);
 	host_address(id, host);
@@ -3209,6 +3226,7 @@ Test(checkpoints, fork_and_pause_resume, .timeout = 1200)
 	struct exec_result x;
 	struct reply r;
 
+	skip_on_pvm();
 	create("{}", id);
 	run_cmd(id, "echo forked > /tmp/f; " LOOP, scaled_s(60), &x);
 	snprintf(pid, sizeof(pid), "%.*s", (int)strcspn(x.out, "\n"), x.out);
