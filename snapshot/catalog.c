@@ -214,37 +214,55 @@ static int check_strings(const struct catalog *c, const char *what,
 	return 0;
 }
 
+/* Version 1 of a snapshot record: version 2 without what it added. */
+#define SNAPSHOT_RECORD_V1_SIZE offsetof(struct snapshot_record, dirty_bytes)
+_Static_assert(SNAPSHOT_RECORD_V1_SIZE == 1144,
+	       "version 1 snapshot records are 1144 bytes");
+
+/* How many bytes a version 1 record of @what had (this thaw's: @size). */
+static size_t v1_size(const char *what, size_t size)
+{
+	return strcmp(what, "snapshot") ? size : SNAPSHOT_RECORD_V1_SIZE;
+}
+
 /*
- * Copies @val into @out if it is a record of this thaw's version whose
- * strings end; LMDB values are not aligned for the struct, hence the copy.
+ * Copies @val into @out if it is a record of this thaw's version, or of
+ * version 1 (CATALOG_RECORD_VERSION's comment), whose strings end; LMDB
+ * values are not aligned for the struct, hence the copy.
  */
 static int read_record(const struct catalog *c, const char *what,
 		       const MDB_val *key, const MDB_val *val, void *out,
 		       size_t size, char *err, size_t errlen)
 {
-	uint32_t version;
+	uint32_t version = CATALOG_RECORD_VERSION;
+	size_t expected = size;
 
 	if (val->mv_size >= sizeof(version)) {
 		memcpy(&version, val->mv_data, sizeof(version));
-		if (version != CATALOG_RECORD_VERSION) {
+		if (version == 1) {
+			expected = v1_size(what, size);
+		} else if (version != CATALOG_RECORD_VERSION) {
 			errbuf_set(
 				err, errlen,
-				"catalog %s: %s %.*s has a record of version %u, this thaw reads %d",
+				"catalog %s: %s %.*s has a record of version %u, this thaw reads 1 and %d",
 				c->dir, what, (int)key->mv_size,
 				(const char *)key->mv_data, version,
 				CATALOG_RECORD_VERSION);
 			return -EINVAL;
 		}
 	}
-	if (val->mv_size != size) {
+	if (val->mv_size != expected) {
 		errbuf_set(
 			err, errlen,
 			"catalog %s: %s %.*s has a record of %zu bytes, this thaw reads %zu",
 			c->dir, what, (int)key->mv_size,
-			(const char *)key->mv_data, val->mv_size, size);
+			(const char *)key->mv_data, val->mv_size, expected);
 		return -EINVAL;
 	}
-	memcpy(out, val->mv_data, size);
+	memset(out, 0, size);
+	memcpy(out, val->mv_data, expected);
+	version = CATALOG_RECORD_VERSION;
+	memcpy(out, &version, sizeof(version));
 	return check_strings(c, what, key, out, err, errlen);
 }
 

@@ -10,10 +10,11 @@
  *
  * Records are fixed-size structs that begin with a record version, so a
  * catalog written by another thaw version is refused with a message rather
- * than misread.  Every change is one LMDB write transaction: a process killed
- * at any point leaves either the old or the new catalog, never a mixture.
- * The snapshot files are written, fsynced and renamed into place by their
- * writer *before* catalog_add_snapshot(), so no entry ever names a
+ * than misread (but for the older versions CATALOG_RECORD_VERSION's comment
+ * names, which are read).  Every change is one LMDB write transaction: a
+ *process killed at any point leaves either the old or the new catalog, never a
+ *mixture. The snapshot files are written, fsynced and renamed into place by
+ *their writer *before* catalog_add_snapshot(), so no entry ever names a
  * half-written snapshot; files without an entry are garbage a later
  * `thaw snapshot` command may remove.
  *
@@ -39,7 +40,14 @@
 
 #include <lmdb.h>
 
-#define CATALOG_RECORD_VERSION 1
+/*
+ * 2 added a snapshot's memory kind (depth, dirty_bytes) at the end of its
+ * record; a version 1 record is read as version 2 with those zero (a full
+ * memory.img, as every version 1 snapshot's was), and written back as
+ * version 2 when the catalog next changes it.  Templates and clones did
+ * not change.
+ */
+#define CATALOG_RECORD_VERSION 2
 /* Ids are lowercase hex: 16 digits (64 random or hashed bits). */
 #define CATALOG_ID_LEN 16
 #define CATALOG_HASH_LEN 32 /* XXH3-128 of a file, hex */
@@ -72,6 +80,11 @@ struct snapshot_record {
 	char template_id[CATALOG_ID_LEN + 1];
 	char parent[CATALOG_ID_LEN + 1]; /* "" for a template's base */
 	char dir[CATALOG_PATH_MAX];	 /* state.bin, memory.img, ... */
+	/* Version 2.  Memory is memory.img (depth 0) or memory.diff over
+	 * its parent's, @depth diff layers over a base (memdiff.h). */
+	uint64_t dirty_bytes; /* the diff's page data; 0 when full */
+	uint32_t depth;
+	uint32_t reserved; /* zero */
 };
 
 struct clone_record {

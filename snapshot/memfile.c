@@ -150,13 +150,16 @@ static int finish(int fd, const char *what, const char *path, bool append,
 	return -e;
 }
 
-int memfile_write(const void *mem, uint64_t size, const char *path,
-		  const char *hashes_path, uint64_t *root, char *err,
-		  size_t errlen)
+int memfile_write_fd(const void *mem, uint64_t size, int fd, int hfd,
+		     const char *path, const char *hashes_path, uint64_t *root,
+		     char *err, size_t errlen)
 {
-	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-	uint64_t pages = size / MEMFILE_PAGE_SIZE;
-	int fd, hfd, ret;
+	struct memfile_hashes_header h = {
+		.version = MEMFILE_HASHES_VERSION,
+		.page_size = MEMFILE_PAGE_SIZE,
+		.page_count = size / MEMFILE_PAGE_SIZE,
+	};
+	int ret;
 
 	if (size % MEMFILE_PAGE_SIZE) {
 		errbuf_set(err, errlen,
@@ -166,6 +169,38 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 			   path, size, MEMFILE_PAGE_SIZE);
 		return -EINVAL;
 	}
+	memcpy(h.magic, MEMFILE_HASHES_MAGIC, sizeof(h.magic));
+	ret = write_pages(mem, h.page_count, fd, hfd, &h.root, path,
+			  hashes_path, err, errlen);
+	if (ret)
+		return ret;
+	/* Trailing zero pages were never written: extend over them. */
+	if (ftruncate(fd, size)) {
+		ret = -errno;
+		errbuf_set(err, errlen,
+			   "memory file %s: cannot extend to %" PRIu64
+			   " bytes: %s",
+			   path, size, strerror(-ret));
+		return ret;
+	}
+	ret = pwrite_full(hfd, &h, sizeof(h), 0);
+	if (ret) {
+		errbuf_set(err, errlen, "page hashes %s: cannot write: %s",
+			   hashes_path, strerror(-ret));
+		return ret;
+	}
+	*root = h.root;
+	return 0;
+}
+
+int memfile_write(const void *mem, uint64_t size, const char *path,
+		  const char *hashes_path, uint64_t *root, char *err,
+		  size_t errlen)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	uint64_t written;
+	int fd, hfd, ret;
+
 	/* Guest memory, its secrets included: the owner's alone. */
 	fd = open(path, flags, 0600);
 	if (fd < 0) {
@@ -182,31 +217,12 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 		close(fd);
 		return ret;
 	}
-	struct memfile_hashes_header h = {
-		.version = MEMFILE_HASHES_VERSION,
-		.page_size = MEMFILE_PAGE_SIZE,
-		.page_count = pages,
-	};
-
-	memcpy(h.magic, MEMFILE_HASHES_MAGIC, sizeof(h.magic));
-	ret = write_pages(mem, pages, fd, hfd, &h.root, path, hashes_path, err,
-			  errlen);
-	if (ret)
-		goto fail;
-	/* Trailing zero pages were never written: extend over them. */
-	if (ftruncate(fd, size)) {
-		ret = -errno;
-		errbuf_set(err, errlen,
-			   "memory file %s: cannot extend to %" PRIu64
-			   " bytes: %s",
-			   path, size, strerror(-ret));
-		goto fail;
-	}
-	ret = pwrite_full(hfd, &h, sizeof(h), 0);
+	ret = memfile_write_fd(mem, size, fd, hfd, path, hashes_path, &written,
+			       err, errlen);
 	if (ret) {
-		errbuf_set(err, errlen, "page hashes %s: cannot write: %s",
-			   hashes_path, strerror(-ret));
-		goto fail;
+		close(fd);
+		close(hfd);
+		return ret;
 	}
 	/* Both, even when the first fails: each closes its descriptor. */
 	ret = finish(fd, "memory file", path, false, err, errlen);
@@ -215,13 +231,8 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 
 	if (ret || hret)
 		return ret ? ret : hret;
-	*root = h.root;
+	*root = written;
 	return 0;
-
-fail:
-	close(fd);
-	close(hfd);
-	return ret;
 }
 
 /*

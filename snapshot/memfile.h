@@ -54,6 +54,16 @@ int memfile_write(const void *mem, uint64_t size, const char *path,
 		  size_t errlen);
 
 /*
+ * memfile_write() into @fd and @hfd, empty files opened for writing
+ * (@path and @hashes_path name them in messages), without fsync: a
+ * checkpoint (vmm/vm_snapshot.c) writes into files its supervisor created
+ * and syncs them once its guest runs again.
+ */
+int memfile_write_fd(const void *mem, uint64_t size, int fd, int hfd,
+		     const char *path, const char *hashes_path, uint64_t *root,
+		     char *err, size_t errlen);
+
+/*
  * Opens @path for a clone: checks that it is exactly @size bytes and that
  * @hashes_path is a well-formed hash file for @size bytes whose root is
  * @root, then maps it MAP_PRIVATE, readable and writable.  Returns the

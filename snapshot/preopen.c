@@ -13,20 +13,19 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "memdiff.h"
 
-static const char *const snapshot_files[] = {
-	"state.bin",
-	"memory.img",
-	"pages.xxh3",
-	"workingset.bin",
-};
-
-#define NR_FILES (sizeof(snapshot_files) / sizeof(snapshot_files[0]))
+/*
+ * state.bin, a memory.diff per diff layer, then the base's memory.img,
+ * pages.xxh3 and workingset.bin.
+ */
+#define NR_FILES (1 + MEMDIFF_MAX_DEPTH + 3)
 
 static struct {
 	char path[PATH_MAX];
 	int fd; /* -1: taken, or never opened */
 } opened[NR_FILES];
+static size_t nr_opened;
 
 void snapshot_files_forget(void)
 {
@@ -36,6 +35,7 @@ void snapshot_files_forget(void)
 		opened[i].path[0] = '\0';
 		opened[i].fd = -1;
 	}
+	nr_opened = 0;
 }
 
 /* @path, read-only, if it is a regular file: the fd, or a negative errno. */
@@ -60,36 +60,75 @@ static int open_regular(const char *path)
 	return fd;
 }
 
+/*
+ * Opens @dir/@name and registers it: 1 when it was there, 0 when it does
+ * not exist (its reader says so, in its turn: state.bin's first), or a
+ * negative errno after a message.
+ */
+static int preopen_one(const char *dir, const char *name, char *err,
+		       size_t errlen)
+{
+	char *path = opened[nr_opened].path;
+	int fd;
+
+	if ((size_t)snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX) {
+		errbuf_set(err, errlen, "snapshot %s: path too long", dir);
+		path[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	fd = open_regular(path);
+	if (fd == -ENOENT) {
+		path[0] = '\0';
+		return 0;
+	}
+	if (fd < 0) {
+		errbuf_set(err, errlen, "snapshot %s: %s", path,
+			   fd == -EINVAL ? "not a regular file"
+					 : strerror(-fd));
+		path[0] = '\0';
+		return fd;
+	}
+	opened[nr_opened++].fd = fd;
+	return 1;
+}
+
+/* Registers a chain's files (memdiff.h): @dir's, then its parents'. */
+static int preopen_chain(const char *dir, char *err, size_t errlen)
+{
+	static const char *const base_files[] = { "memory.img", "pages.xxh3",
+						  "workingset.bin" };
+	char layer[PATH_MAX];
+	int ret = preopen_one(dir, "state.bin", err, errlen);
+
+	snprintf(layer, sizeof(layer), "%s", dir);
+	for (int depth = 0; ret >= 0 && depth < MEMDIFF_MAX_DEPTH; depth++) {
+		ret = preopen_one(layer, MEMDIFF_FILE, err, errlen);
+		if (ret <= 0)
+			break;
+		if (strlen(layer) + sizeof("/" MEMDIFF_PARENT_LINK) >
+		    sizeof(layer)) {
+			errbuf_set(err, errlen, "snapshot %s: path too long",
+				   dir);
+			return -ENAMETOOLONG;
+		}
+		strcat(layer, "/" MEMDIFF_PARENT_LINK);
+	}
+	/* After MEMDIFF_MAX_DEPTH diffs, the reader refuses a ninth (one
+	 * it cannot open in its jail leaves a base whose root is not the
+	 * last layer's parent's). */
+	for (size_t i = 0; ret >= 0 && i < 3; i++)
+		ret = preopen_one(layer, base_files[i], err, errlen);
+	return ret < 0 ? ret : 0;
+}
+
 int snapshot_files_preopen(const char *dir, char *err, size_t errlen)
 {
 	snapshot_files_forget();
-	for (size_t i = 0; i < NR_FILES; i++) {
-		char *path = opened[i].path;
-		int fd;
+	int ret = preopen_chain(dir, err, errlen);
 
-		if ((size_t)snprintf(path, PATH_MAX, "%s/%s", dir,
-				     snapshot_files[i]) >= PATH_MAX) {
-			errbuf_set(err, errlen, "snapshot %s: path too long",
-				   dir);
-			snapshot_files_forget();
-			return -ENAMETOOLONG;
-		}
-		fd = open_regular(path);
-		/* Its reader says so, in its turn (state.bin's first). */
-		if (fd == -ENOENT) {
-			path[0] = '\0';
-			continue;
-		}
-		if (fd < 0) {
-			errbuf_set(err, errlen, "snapshot %s: %s", path,
-				   fd == -EINVAL ? "not a regular file"
-						 : strerror(-fd));
-			snapshot_files_forget();
-			return fd;
-		}
-		opened[i].fd = fd;
-	}
-	return 0;
+	if (ret < 0)
+		snapshot_files_forget();
+	return ret;
 }
 
 int snapshot_file_open(const char *path, int flags)

@@ -8,7 +8,7 @@
  * uid of its own with no capabilities (vmm/jail.h), which may open none of
  * them; so thaw-vmm opens a snapshot's files before it enters its jail and
  * registers the descriptors here, under the paths the readers (state.h,
- * memfile.h, workingset.h) will ask for.  Their open goes through
+ * memdiff.h, memfile.h, workingset.h) will ask for.  Their open goes through
  * snapshot_file_open(), which hands out a registered descriptor once (the
  * reader closes it as any other) and opens any other path itself.
  *
@@ -23,11 +23,13 @@
 #include <stddef.h>
 
 /*
- * Opens those of @dir's state.bin, memory.img, pages.xxh3 and
- * workingset.bin that exist, read-only, and registers them: a missing one
- * is left for its reader to name, in the order it reads them.  0, or a
- * negative errno with @err naming the file (not a regular one, not
- * readable).
+ * Opens those of @dir's state.bin and memory files that exist, read-only,
+ * and registers them: a diff snapshot's memory.diff, then its parent's
+ * (@dir/parent/memory.diff, memdiff.h) and so on, at most
+ * MEMDIFF_MAX_DEPTH of them, and the base's memory.img, pages.xxh3 and
+ * workingset.bin.  A missing one is left for its reader to name, in the
+ * order it reads them.  0, or a negative errno with @err naming the file
+ * (not a regular one, not readable).
  */
 int snapshot_files_preopen(const char *dir, char *err, size_t errlen);
 

@@ -39,6 +39,8 @@ const char *state_tag_name(uint32_t tag)
 		return "vm pit";
 	case STATE_VM_CLOCK:
 		return "vm clock";
+	case STATE_VM_MEMORY:
+		return "vm memory";
 	case STATE_VCPU_CPUID:
 		return "vcpu cpuid";
 	case STATE_VCPU_MP_STATE:
@@ -234,8 +236,10 @@ out:
 	return ret;
 }
 
-int state_writer_save(struct state_writer *w, struct state_file_header *header,
-		      const char *path, char *err, size_t errlen)
+/* Checks the sections as a reader will and completes @header. */
+static int complete_header(struct state_writer *w,
+			   struct state_file_header *header, const char *path,
+			   char *err, size_t errlen)
 {
 	if (w->error) {
 		errbuf_set(
@@ -249,14 +253,45 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 
 	if (ret)
 		return ret;
-
 	memcpy(header->magic, STATE_MAGIC, sizeof(header->magic));
 	header->format_version = STATE_FORMAT_VERSION;
 	header->header_size = sizeof(*header);
 	header->body_size = w->len;
 	header->body_hash = XXH3_64bits(w->buf, w->len);
 	header->flags = 0;
+	return 0;
+}
 
+static int write_file(const struct state_writer *w,
+		      const struct state_file_header *header, int fd,
+		      const char *path, char *err, size_t errlen)
+{
+	int ret = pwrite_full(fd, header, sizeof(*header), 0);
+
+	if (!ret)
+		ret = pwrite_full(fd, w->buf, w->len, sizeof(*header));
+	if (ret)
+		errbuf_set(err, errlen, "snapshot state %s: cannot write: %s",
+			   path, strerror(-ret));
+	return ret;
+}
+
+int state_writer_save_fd(struct state_writer *w,
+			 struct state_file_header *header, int fd,
+			 const char *path, char *err, size_t errlen)
+{
+	int ret = complete_header(w, header, path, err, errlen);
+
+	return ret ? ret : write_file(w, header, fd, path, err, errlen);
+}
+
+int state_writer_save(struct state_writer *w, struct state_file_header *header,
+		      const char *path, char *err, size_t errlen)
+{
+	int ret = complete_header(w, header, path, err, errlen);
+
+	if (ret)
+		return ret;
 	/* Guest state, keys in registers included: the owner's alone. */
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 
@@ -266,20 +301,19 @@ int state_writer_save(struct state_writer *w, struct state_file_header *header,
 			   path, strerror(-ret));
 		return ret;
 	}
-	ret = pwrite_full(fd, header, sizeof(*header), 0);
-
-	if (!ret)
-		ret = pwrite_full(fd, w->buf, w->len, sizeof(*header));
-	if (!ret && fsync(fd))
+	ret = write_file(w, header, fd, path, err, errlen);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	if (fsync(fd))
 		ret = -errno;
 	if (close(fd) && !ret)
 		ret = -errno;
-	if (ret) {
+	if (ret)
 		errbuf_set(err, errlen, "snapshot state %s: cannot write: %s",
 			   path, strerror(-ret));
-		return ret;
-	}
-	return 0;
+	return ret;
 }
 
 void state_writer_free(struct state_writer *w)

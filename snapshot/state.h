@@ -78,6 +78,7 @@ enum state_tag {
 	STATE_VM_IOAPIC = 0x103,
 	STATE_VM_PIT = 0x104,
 	STATE_VM_CLOCK = 0x105,
+	STATE_VM_MEMORY = 0x106, /* vmm: memory is a diff (memdiff.h) */
 
 	STATE_VCPU_CPUID = 0x200,
 	STATE_VCPU_MP_STATE = 0x201,
@@ -126,6 +127,11 @@ void state_put(struct state_writer *w, uint32_t tag, uint32_t instance,
  */
 int state_writer_save(struct state_writer *w, struct state_file_header *header,
 		      const char *path, char *err, size_t errlen);
+/* state_writer_save() into @fd, an empty file opened for writing (@path
+ * names it in messages), without fsync. */
+int state_writer_save_fd(struct state_writer *w,
+			 struct state_file_header *header, int fd,
+			 const char *path, char *err, size_t errlen);
 void state_writer_free(struct state_writer *w);
 
 struct state_reader {

@@ -19,6 +19,7 @@
 #include "errbuf.h"
 #include "preopen.h"
 #include "io.h"
+#include "pagemap.h"
 
 /* Linux 5.14; older C libraries do not know it. */
 #ifndef MADV_POPULATE_READ
@@ -26,11 +27,6 @@
 #endif
 
 #define WS_PAGE_SIZE 4096
-
-#define PAGEMAP_PRESENT (1ULL << 63)
-#define PAGEMAP_SWAPPED (1ULL << 62)
-/* Entries per pread of /proc/self/pagemap: 32 KiB covering 16 MiB. */
-#define PAGEMAP_BATCH 4096
 
 /*
  * Enough reads in flight to keep a disk's queue busy; each at most 512 KiB,
@@ -55,85 +51,33 @@ static char scratch[READ_MAX_PAGES * WS_PAGE_SIZE];
 struct range_list {
 	struct workingset_range *r;
 	size_t nr, cap;
+	uint64_t pages;
+	const char *path; /* for messages */
+	char *err;
+	size_t errlen;
 };
 
-static int range_add(struct range_list *l, uint64_t page)
+/* pagemap_runs()'s @run: one more range (runs come apart and in order). */
+static int range_add(void *arg, uint64_t first, uint64_t n)
 {
-	struct workingset_range *last;
-	size_t cap;
-	void *r;
+	struct range_list *l = arg;
 
-	if (l->nr) {
-		last = &l->r[l->nr - 1];
-		if (last->first_page + last->nr_pages == page) {
-			last->nr_pages++;
-			return 0;
-		}
-	}
 	if (l->nr == l->cap) {
-		cap = l->cap ? 2 * l->cap : 64;
-		r = realloc(l->r, cap * sizeof(*l->r));
-		if (!r)
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		void *r = realloc(l->r, cap * sizeof(*l->r));
+
+		if (!r) {
+			errbuf_set(l->err, l->errlen, "%s: out of memory",
+				   l->path);
 			return -ENOMEM;
+		}
 		l->r = r;
 		l->cap = cap;
 	}
 	l->r[l->nr++] =
-		(struct workingset_range){ .first_page = page, .nr_pages = 1 };
+		(struct workingset_range){ .first_page = first, .nr_pages = n };
+	l->pages += n;
 	return 0;
-}
-
-static int scan_pagemap(const void *mem, uint64_t nr_pages, int pagemap_fd,
-			struct range_list *l, uint64_t *pages, const char *path,
-			char *err, size_t errlen)
-{
-	off_t base = (uintptr_t)mem / WS_PAGE_SIZE * sizeof(uint64_t);
-	uint64_t *entries, done, n, i;
-	int fd = pagemap_fd, ret;
-
-	entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
-	if (!entries) {
-		errbuf_set(err, errlen, "%s: out of memory", path);
-		return -ENOMEM;
-	}
-	if (fd < 0)
-		fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		errbuf_set(err, errlen,
-			   "%s: cannot open /proc/self/pagemap: %s", path,
-			   strerror(-ret));
-		goto out;
-	}
-	for (done = 0; done < nr_pages; done += n) {
-		n = nr_pages - done < PAGEMAP_BATCH ? nr_pages - done
-						    : PAGEMAP_BATCH;
-		ret = pread_full(fd, entries, n * sizeof(*entries),
-				 base + done * sizeof(*entries));
-		if (ret) {
-			errbuf_set(err, errlen,
-				   "%s: reading /proc/self/pagemap: %s", path,
-				   ret == -EIO ? "short read" : strerror(-ret));
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			if (!(entries[i] & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)))
-				continue;
-			ret = range_add(l, done + i);
-			if (ret) {
-				errbuf_set(err, errlen, "%s: out of memory",
-					   path);
-				goto out;
-			}
-			(*pages)++;
-		}
-	}
-	ret = 0;
-out:
-	if (fd >= 0 && fd != pagemap_fd)
-		close(fd);
-	free(entries);
-	return ret;
 }
 
 /* Makes the rename itself durable, not just the file's contents. */
@@ -226,7 +170,7 @@ int workingset_record(const void *mem, uint64_t size, const char *path,
 		.page_size = WS_PAGE_SIZE,
 		.page_count = size / WS_PAGE_SIZE,
 	};
-	struct range_list l = { 0 };
+	struct range_list l = { .path = path, .err = err, .errlen = errlen };
 	int ret;
 
 	memcpy(h.magic, WORKINGSET_MAGIC, sizeof(h.magic));
@@ -238,8 +182,9 @@ int workingset_record(const void *mem, uint64_t size, const char *path,
 			   path, mem, size, WS_PAGE_SIZE);
 		return -EINVAL;
 	}
-	ret = scan_pagemap(mem, h.page_count, pagemap_fd, &l, pages, path, err,
-			   errlen);
+	ret = pagemap_runs(mem, h.page_count, pagemap_fd, PAGEMAP_TOUCHED,
+			   range_add, &l, path, err, errlen);
+	*pages = l.pages;
 	if (!ret) {
 		h.nr_ranges = l.nr;
 		ret = write_file(path, &h, l.r, err, errlen);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -106,6 +107,51 @@ static void reply_status(struct control_client *cl, struct vm *vm)
 	      restore);
 }
 
+/* Closes the descriptors @cl sent that no command took. */
+static void drop_fds(struct control_client *cl)
+{
+	for (int i = 0; i < cl->nr_fds && i < CONTROL_MAX_FDS; i++)
+		close(cl->fds[i]);
+	cl->nr_fds = 0;
+}
+
+/*
+ * "checkpoint DIR" with its four files (control.h).  The descriptors are
+ * closed before the answer: a supervisor that reads it may count on that.
+ */
+static void checkpoint(struct control_client *cl, struct vm *vm,
+		       const char *dir)
+{
+	struct vm_checkpoint_result res;
+	struct vm_checkpoint_files files = {
+		.state_fd = cl->fds[0],
+		.diff_fd = cl->fds[1],
+		.memory_fd = cl->fds[2],
+		.hashes_fd = cl->fds[3],
+		.dir = dir,
+	};
+	int got = cl->nr_fds;
+	int ret = got == CONTROL_MAX_FDS ? vm_checkpoint(vm, &files, &res) : -1;
+
+	drop_fds(cl);
+	if (got != CONTROL_MAX_FDS)
+		reply(cl,
+		      "error checkpoint takes %d descriptors with its line "
+		      "(state.bin, memory.diff, memory.img, pages.xxh3), "
+		      "got %d",
+		      CONTROL_MAX_FDS, got);
+	else if (ret < 0)
+		reply(cl, "error checkpoint to %s failed (see the VMM log)",
+		      dir);
+	else
+		reply(cl,
+		      "ok checkpoint %s dirty_pages=%llu full=%d depth=%u "
+		      "pause_us=%llu total_us=%llu",
+		      dir, (unsigned long long)res.dirty_pages, res.full,
+		      res.depth, (unsigned long long)res.pause_ns / 1000,
+		      (unsigned long long)res.total_ns / 1000);
+}
+
 /* "snapshot DIR" and "working-set FILE": the argument after one space. */
 static const char *argument(const char *line, const char *command)
 {
@@ -141,8 +187,14 @@ static void forbidden_syscall(struct control_client *cl)
 static void handle_line(struct control *c, struct control_client *cl)
 {
 	struct vm *vm = c->vm;
-	const char *arg;
+	const char *arg = argument(cl->line, "checkpoint");
 
+	/* Descriptors are for a checkpoint; any other line drops them. */
+	if (arg) {
+		checkpoint(cl, vm, arg);
+		return;
+	}
+	drop_fds(cl);
 	if (!strcmp(cl->line, "ping")) {
 		reply(cl, "ok pong");
 	} else if (!strcmp(cl->line, "status")) {
@@ -182,26 +234,71 @@ static void handle_line(struct control *c, struct control_client *cl)
 		reply(cl, "ok stopping");
 	} else {
 		reply(cl,
-		      "error unknown command '%.64s' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)",
+		      "error unknown command '%.64s' (ping, status, pause, resume, snapshot DIR, checkpoint DIR, working-set FILE, stop)",
 		      cl->line);
 	}
 }
 
 static void close_client(struct control_client *cl)
 {
+	drop_fds(cl);
 	close(cl->fd);
 	cl->fd = -1;
 	cl->len = 0;
+}
+
+/*
+ * Keeps the descriptors that came with @msg for the line being read, and
+ * counts them all: past CONTROL_MAX_FDS (or a truncated message, which
+ * counts one more) they are closed at once and the command that wanted
+ * them refuses the count.
+ */
+static void take_fds(struct control_client *cl, struct msghdr *msg)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm;
+	     cm = CMSG_NXTHDR(msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+		for (int i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(fd));
+			if (cl->nr_fds < CONTROL_MAX_FDS)
+				cl->fds[cl->nr_fds] = fd;
+			else
+				close(fd);
+			cl->nr_fds++;
+		}
+	}
+	if (msg->msg_flags & MSG_CTRUNC)
+		cl->nr_fds = CONTROL_MAX_FDS + 1;
 }
 
 /* Reads what is there; answers each complete line. */
 static void serve_client(struct control *c, struct control_client *cl)
 {
 	char buf[CONTROL_LINE_MAX];
-	ssize_t n = recv(cl->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	/* One more than a line may carry, to see a sender's excess. */
+	union {
+		char space[CMSG_SPACE((CONTROL_MAX_FDS + 1) * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = control.space,
+		.msg_controllen = sizeof(control.space),
+	};
+	ssize_t n = recvmsg(cl->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (n > 0)
+		take_fds(cl, &msg);
 	if (n <= 0) {
 		close_client(cl);
 		return;
@@ -232,7 +329,9 @@ static void accept_client(struct control *c)
 		return;
 	for (int i = 0; i < CONTROL_MAX_CLIENTS; i++) {
 		if (c->clients[i].fd < 0) {
-			c->clients[i] = (struct control_client){ .fd = fd };
+			c->clients[i].fd = fd;
+			c->clients[i].len = 0;
+			c->clients[i].nr_fds = 0;
 			return;
 		}
 	}

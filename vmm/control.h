@@ -20,6 +20,16 @@
  *	resume		-> ok running
  *	snapshot DIR	-> ok snapshot DIR   (state.bin, memory.img and
  *			   pages.xxh3 written into the existing DIR)
+ *	checkpoint DIR	-> ok checkpoint DIR dirty_pages=N full=0|1 depth=D
+ *			   pause_us=P total_us=T
+ *			   with four descriptors passed alongside the line
+ *			   (SCM_RIGHTS): DIR's state.bin, memory.diff,
+ *			   memory.img and pages.xxh3, created empty by the
+ *			   supervisor, which the VMM writes (vm.h's
+ *			   vm_checkpoint(): a diff, or with full=1 all of
+ *			   memory) and then derives guest memory from; DIR
+ *			   only names them.  The supervisor removes the
+ *			   files the answer says are unused.
  *	working-set FILE -> ok working-set pages=N  (snapshot/workingset.h)
  *	stop		-> ok stopping      (the VM then stops; thaw-vmm exits
  *0)
@@ -39,6 +49,8 @@
 /* Room for a command and a path. */
 #define CONTROL_LINE_MAX (PATH_MAX + 64)
 #define CONTROL_MAX_CLIENTS 8
+/* Descriptors one line may carry: a checkpoint's files. */
+#define CONTROL_MAX_FDS 4
 
 struct vm;
 
@@ -46,6 +58,10 @@ struct control_client {
 	int fd;
 	char line[CONTROL_LINE_MAX];
 	size_t len;
+	/* Received with the line being read, closed once it is answered;
+	 * nr_fds counts those past CONTROL_MAX_FDS too (closed at once). */
+	int fds[CONTROL_MAX_FDS];
+	int nr_fds;
 };
 
 struct control {

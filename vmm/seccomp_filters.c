@@ -151,12 +151,15 @@ static const struct rule net_thread[] = {
 /*
  * The control thread: its socket's clients, and the snapshot and working
  * set files it writes where its supervisor says (the jail's root bounds
- * where that can be), /proc/self/pagemap for the working set.
+ * where that can be), /proc/self/pagemap for the working set and a
+ * checkpoint's written pages; a checkpoint's files come as descriptors
+ * with its line (recvmsg) and are mapped over guest memory (mmap, every
+ * thread's).
  */
 static const struct rule control_thread[] = {
 	ALLOW(poll),
 	ALLOW(accept4),
-	ALLOW(recvfrom),
+	ALLOW(recvmsg),
 	ALLOW(sendto),
 	ALLOW(close),
 	ALLOW(openat),

@@ -168,6 +168,16 @@ struct vm {
 
 	int pagemap_fd;		  /* cfg's, or -1 */
 	const char *writable_dir; /* cfg's: snapshots only go there */
+
+	/*
+	 * What guest memory derives from (vm_checkpoint()): a restored or
+	 * checkpointed VM's is a snapshot's memory mapped MAP_PRIVATE, whose
+	 * root and diff layers (memdiff.h) these are; a booted VM's is
+	 * anonymous (memory_from_file false).
+	 */
+	bool memory_from_file;
+	uint64_t memory_root;
+	unsigned memory_depth;
 };
 
 /*
@@ -194,6 +204,39 @@ void vm_resume(struct vm *vm);
  * Returns 0, or -1 after a message.
  */
 int vm_snapshot(struct vm *vm, const char *dir);
+
+/*
+ * The files a checkpoint writes, created empty by its supervisor and passed
+ * over the control socket: the VMM writes through them and needs no path.
+ */
+struct vm_checkpoint_files {
+	int state_fd;	 /* state.bin */
+	int diff_fd;	 /* memory.diff, for a diff */
+	int memory_fd;	 /* memory.img and */
+	int hashes_fd;	 /* pages.xxh3, for a full checkpoint */
+	const char *dir; /* where they are, for messages */
+};
+
+struct vm_checkpoint_result {
+	uint64_t dirty_pages; /* pages written: the diff's, or all */
+	bool full;	      /* memory.img, not memory.diff */
+	unsigned depth;	      /* diff layers under the new state: 0 full */
+	uint64_t pause_ns, total_ns;
+};
+
+/*
+ * Writes a checkpoint into @files, pausing the VM (it stays paused if it
+ * was): the pages the guest wrote since its memory's snapshot as a
+ * memory.diff over it, or (a booted VM, a chain MEMDIFF_MAX_DEPTH deep,
+ * writes too many or too scattered for a diff) all of memory as memory.img
+ * and pages.xxh3; then state.bin.  Before resuming, the pages written are
+ * mapped from the new file in place of the guest's copies (the same bytes),
+ * so its memory derives from the checkpoint and the next one writes only
+ * what changed since.  The files are fsynced after the guest resumed.
+ * 0, or -1 after a message.
+ */
+int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_files *files,
+		  struct vm_checkpoint_result *out);
 
 /* Records which memory pages the guest has touched (workingset.h). */
 int vm_record_working_set(struct vm *vm, const char *path, uint64_t *pages);

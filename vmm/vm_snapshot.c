@@ -15,16 +15,31 @@
  *   file and a hash per page, whose root the header carries;
  * - workingset.bin (snapshot/workingset.h), optional: the pages a clone
  *   touched early in its life, recorded later by vm_record_working_set().
+ * Or, for a diff snapshot, memory.diff (snapshot/memdiff.h) instead of
+ * memory.img and pages.xxh3: the pages written since the snapshot DIR/parent
+ * links to, and a STATE_VM_MEMORY section in state.bin naming that parent's
+ * root and the chain's depth.
  * Saving pauses every vCPU outside KVM_RUN and the device threads (vm.c's
  * vm_pause()), writes memory first because the state file's header holds
  * its hash root, then the state file, then fsyncs the directory.
+ *
+ * A checkpoint (vm_checkpoint()) saves the same way into files its
+ * supervisor created and passed as descriptors: a diff when guest memory
+ * derives from a snapshot (a restore, or an earlier checkpoint) whose
+ * chain is not MEMDIFF_MAX_DEPTH deep, else all of memory.  Still paused,
+ * it maps the pages it wrote from the new file over guest memory: the same
+ * bytes, the guest notices nothing (KVM's MMU notifier drops its mappings
+ * of the replaced pages), and from then on memory derives from the
+ * checkpoint, so the next one finds only pages written since.  The files
+ * are fsynced once the guest runs again.
  *
  * Restoring goes in an order each step depends on: the state file is read
  * and checked (same kind of CPU, a consistent shape, an agent channel and
  * a network device iff the snapshot has them) before /dev/kvm is opened, so a
  * snapshot this host cannot run fails early and cheaply; memory is the memory
  * file mapped MAP_PRIVATE (pages come from the page cache, shared by every
- * clone of the snapshot, and a clone's writes stay its own), optionally
+ * clone of the snapshot, and a clone's writes stay its own), a diff chain's
+ * layers mapped over it oldest first, optionally
  * prefetched with io_uring from the working set; it must be in place before the
  * VM's memory slots are registered (vm_create_kvm(), vm_internal.h).  Then the
  * vCPUs' state, then KVM's VM state (the irqchip) before the devices,
@@ -42,11 +57,14 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "host_cpu.h"
 #include "jail.h"
 #include "log.h"
+#include "memdiff.h"
 #include "memfile.h"
 #include "preopen.h"
 #include "state.h"
@@ -136,25 +154,81 @@ static int check_snapshot(const struct state_reader *r,
 	return 0;
 }
 
+/*
+ * STATE_VM_MEMORY: present when memory is a diff (memdiff.h) of a parent
+ * whose root is parent_root, @depth layers over a base memory.img.
+ */
+struct saved_memory {
+	uint64_t parent_root;
+	uint32_t depth;
+	uint32_t reserved; /* zero */
+};
+
+/* The chain found is the one the state file says its memory is. */
+static int check_chain(const struct state_reader *r,
+		       const struct memdiff_chain *chain)
+{
+	struct saved_memory sm = { 0 };
+	size_t size;
+	const void *data = state_find(r, STATE_VM_MEMORY, 0, &size);
+
+	if (data && size == sizeof(sm))
+		memcpy(&sm, data, sizeof(sm));
+	if ((data && size != sizeof(sm)) || sm.reserved ||
+	    sm.depth != chain->depth ||
+	    (chain->depth &&
+	     sm.parent_root != chain->layers[0].h.parent_root)) {
+		log_error(
+			"snapshot state %s: its memory is %u diff layers over "
+			"parent %#llx, but its directory holds %u",
+			r->path, sm.depth, (unsigned long long)sm.parent_root,
+			chain->depth);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The base's memory.img mapped MAP_PRIVATE, and each diff layer's pages
+ * over it (memdiff.h): all checked against the state file's root first.
+ */
 static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 			       const struct state_reader *r)
 {
 	char memory[PATH_MAX], hashes[PATH_MAX], working_set[PATH_MAX];
-	char err[512];
+	char err[PATH_MAX + 256];
+	struct memdiff_chain chain;
+	uint64_t size = r->header.mem_size;
 	int fd;
 
-	if (snapshot_path(memory, cfg->restore_dir, "memory.img") < 0 ||
-	    snapshot_path(hashes, cfg->restore_dir, "pages.xxh3") < 0 ||
-	    snapshot_path(working_set, cfg->restore_dir, "workingset.bin") < 0)
-		return -1;
-	void *host =
-		memfile_map(memory, hashes, r->header.mem_size,
-			    r->header.memory_hash_root, &fd, err, sizeof(err));
-	if (!host) {
+	if (memdiff_chain_open(&chain, cfg->restore_dir, size,
+			       r->header.memory_hash_root, err,
+			       sizeof(err)) < 0) {
 		log_error("%s", err);
 		return -1;
 	}
-	if (guest_memory_adopt(&vm->mem, host, r->header.mem_size) < 0) {
+	if (check_chain(r, &chain) < 0 ||
+	    snapshot_path(memory, chain.base_dir, "memory.img") < 0 ||
+	    snapshot_path(hashes, chain.base_dir, "pages.xxh3") < 0 ||
+	    snapshot_path(working_set, chain.base_dir, "workingset.bin") < 0)
+		goto fail;
+	void *host = memfile_map(memory, hashes, size, chain.base_root, &fd,
+				 err, sizeof(err));
+	if (!host) {
+		log_error("%s", err);
+		goto fail;
+	}
+	if (memdiff_chain_map(&chain, host, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		munmap(host, size);
+		close(fd);
+		goto fail;
+	}
+	vm->memory_from_file = true;
+	vm->memory_root = r->header.memory_hash_root;
+	vm->memory_depth = chain.depth;
+	memdiff_chain_close(&chain);
+	if (guest_memory_adopt(&vm->mem, host, size) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -162,7 +236,8 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 		uint64_t start = monotonic_ns();
 
 		/* Only an optimisation: without it (not recorded yet, a bad
-		 * file, no io_uring) pages come on demand. */
+		 * file, no io_uring) pages come on demand.  A chain's is its
+		 * base's: most of what a clone touches early is there. */
 		int ret = workingset_prefetch(
 			fd, vm->mem.host, vm->mem.size, working_set,
 			&vm->prefetched_pages, err, sizeof(err));
@@ -172,6 +247,10 @@ static int map_snapshot_memory(struct vm *vm, const struct vm_config *cfg,
 	}
 	close(fd);
 	return 0;
+
+fail:
+	memdiff_chain_close(&chain);
+	return -1;
 }
 
 int vm_restore_machine(struct vm *vm, const struct vm_config *cfg)
@@ -216,7 +295,13 @@ out:
 	return ret;
 }
 
-static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
+/*
+ * Collects the machine's state into @w and fills @header, whose memory root
+ * is @memory_root; @memory (NULL: memory is whole) says which diff it is.
+ */
+static int collect_state(struct vm *vm, struct state_writer *w,
+			 struct state_file_header *header, uint64_t memory_root,
+			 const struct saved_memory *memory)
 {
 	struct saved_config sc = {
 		.mem_size = vm->mem.size,
@@ -225,35 +310,55 @@ static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
 			(vm_has_device(vm, STATE_DEV_VSOCK) ? SAVED_VSOCK : 0) |
 			(vm_has_device(vm, STATE_DEV_NET) ? SAVED_NET : 0),
 	};
-	struct state_file_header header = {
+	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
+	int ret = -1;
+
+	*header = (struct state_file_header){
 		.cpu_signature = host_cpu_signature(),
 		.mem_size = vm->mem.size,
 		.memory_hash_root = memory_root,
 		.nr_vcpus = vm->nr_vcpus,
 	};
-	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
-	struct state_writer w;
-	char err[512];
-	int ret = -1;
-
-	state_writer_init(&w);
+	state_writer_init(w);
 	if (!msrs)
-		goto out;
-	state_put(&w, STATE_VM_CONFIG, 0, &sc, sizeof(sc));
-	if (x86_save_vm(vm->vm_fd, &w) < 0)
+		return -1;
+	state_put(w, STATE_VM_CONFIG, 0, &sc, sizeof(sc));
+	if (memory)
+		state_put(w, STATE_VM_MEMORY, 0, memory, sizeof(*memory));
+	if (x86_save_vm(vm->vm_fd, w) < 0)
 		goto out;
 	for (int i = 0; i < vm->nr_vcpus; i++)
-		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, &w) < 0)
+		if (x86_save_vcpu(vm->kvm_fd, vm->vcpus[i].fd, i, msrs, w) < 0)
 			goto out;
-	vm_devices_save(vm, &w);
-	if (state_writer_save(&w, &header, path, err, sizeof(err)) < 0)
-		log_error("%s", err);
-	else
-		ret = 0;
+	vm_devices_save(vm, w);
+	ret = 0;
 out:
-	state_writer_free(&w);
 	free(msrs);
 	return ret;
+}
+
+static int save_state(struct vm *vm, const char *path, uint64_t memory_root)
+{
+	struct state_file_header header;
+	struct state_writer w;
+	char err[512];
+	int ret = collect_state(vm, &w, &header, memory_root, NULL);
+
+	if (ret == 0 &&
+	    state_writer_save(&w, &header, path, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		ret = -1;
+	}
+	state_writer_free(&w);
+	return ret;
+}
+
+static bool vm_was_paused(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	bool paused = vm->paused;
+	pthread_mutex_unlock(&vm->pause_lock);
+	return paused;
 }
 
 static int sync_directory(const char *dir)
@@ -287,9 +392,7 @@ int vm_snapshot(struct vm *vm, const char *host_dir)
 	    snapshot_path(memory, dir, "memory.img") < 0 ||
 	    snapshot_path(hashes, dir, "pages.xxh3") < 0)
 		return -1;
-	pthread_mutex_lock(&vm->pause_lock);
-	was_paused = vm->paused;
-	pthread_mutex_unlock(&vm->pause_lock);
+	was_paused = vm_was_paused(vm);
 	if (vm_pause(vm) < 0)
 		return -1;
 	/* Memory first: the state file's header carries its hash root. */
@@ -306,6 +409,178 @@ int vm_snapshot(struct vm *vm, const char *host_dir)
 		ret = sync_directory(dir);
 	if (!was_paused)
 		vm_resume(vm);
+	return ret;
+}
+
+/*
+ * A checkpoint in progress: what it found and wrote.  Its file names are
+ * for messages only (the files are descriptors).
+ */
+struct checkpoint {
+	const struct vm_checkpoint_files *files;
+	char state[PATH_MAX], diff[PATH_MAX], memory[PATH_MAX],
+		hashes[PATH_MAX];
+	struct memdiff_extents written;
+	struct saved_memory parent;
+	uint64_t root;
+};
+
+/*
+ * Whether this checkpoint can be a diff: a memory that derives from a
+ * snapshot less than MEMDIFF_MAX_DEPTH layers deep, whose written pages
+ * fit a layer and are fewer than half the guest's (more, and a full
+ * memory.img costs about as much and starts a fresh chain).  -1 after a
+ * message when the written pages cannot be read.
+ */
+static int choose_diff(struct vm *vm, struct checkpoint *c)
+{
+	char err[512];
+	uint64_t pages = vm->mem.size / MEMDIFF_PAGE_SIZE;
+
+	if (!vm->memory_from_file || vm->memory_depth >= MEMDIFF_MAX_DEPTH)
+		return 0;
+	int ret = memdiff_find_written(vm->mem.host, vm->mem.size,
+				       vm->pagemap_fd, MEMDIFF_MAX_EXTENTS,
+				       &c->written, err, sizeof(err));
+	if (ret == -E2BIG) {
+		log_info("checkpoint %s: %s: writing all of memory",
+			 c->files->dir, err);
+		return 0;
+	}
+	if (ret < 0) {
+		log_error("checkpoint %s: %s", c->files->dir, err);
+		return -1;
+	}
+	return c->written.pages < pages / 2;
+}
+
+/*
+ * Writes memory and state; memory then derives from the new files.  The
+ * VM is paused.  0, or -1 after a message.
+ */
+static int write_checkpoint(struct vm *vm, struct checkpoint *c,
+			    struct vm_checkpoint_result *out)
+{
+	const struct vm_checkpoint_files *f = c->files;
+	struct state_file_header header;
+	struct state_writer w;
+	char err[PATH_MAX + 256];
+	int diff = choose_diff(vm, c);
+	int ret;
+
+	if (diff < 0)
+		return -1;
+	out->full = !diff;
+	if (diff) {
+		c->parent = (struct saved_memory){
+			.parent_root = vm->memory_root,
+			.depth = vm->memory_depth + 1,
+		};
+		out->dirty_pages = c->written.pages;
+		out->depth = c->parent.depth;
+		ret = memdiff_write(f->diff_fd, vm->mem.host, vm->mem.size,
+				    &c->written, vm->memory_root, &c->root,
+				    c->diff, err, sizeof(err));
+	} else {
+		out->dirty_pages = vm->mem.size / MEMDIFF_PAGE_SIZE;
+		out->depth = 0;
+		ret = memfile_write_fd(vm->mem.host, vm->mem.size, f->memory_fd,
+				       f->hashes_fd, c->memory, c->hashes,
+				       &c->root, err, sizeof(err));
+	}
+	if (ret < 0) {
+		log_error("checkpoint: %s", err);
+		return -1;
+	}
+	ret = collect_state(vm, &w, &header, c->root, diff ? &c->parent : NULL);
+	if (ret == 0 && state_writer_save_fd(&w, &header, f->state_fd, c->state,
+					     err, sizeof(err)) < 0) {
+		log_error("checkpoint: %s", err);
+		ret = -1;
+	}
+	state_writer_free(&w);
+	return ret;
+}
+
+/*
+ * Maps what the checkpoint wrote over guest memory: the same bytes, now
+ * the file's pages (KVM's MMU notifier drops its mappings of the old
+ * ones).  A failed MAP_FIXED may leave the range unmapped: the guest
+ * cannot go on then, and the VM stops.
+ */
+static int remap_memory(struct vm *vm, struct checkpoint *c,
+			const struct vm_checkpoint_result *out)
+{
+	const struct vm_checkpoint_files *f = c->files;
+	char err[PATH_MAX + 256];
+	int ret;
+
+	if (!out->full) {
+		ret = memdiff_map_extents(f->diff_fd, vm->mem.host,
+					  c->written.e, c->written.nr, c->diff,
+					  err, sizeof(err));
+	} else if (mmap(vm->mem.host, vm->mem.size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, f->memory_fd,
+			0) == MAP_FAILED) {
+		ret = -errno;
+		snprintf(err, sizeof(err), "memory file %s: cannot map: %s",
+			 c->memory, strerror(errno));
+	} else {
+		ret = 0;
+	}
+	if (ret < 0) {
+		vm_stop(vm, VM_ERROR, "checkpoint: guest memory lost: %s", err);
+		return -1;
+	}
+	vm->memory_from_file = true;
+	vm->memory_root = c->root;
+	vm->memory_depth = out->depth;
+	return 0;
+}
+
+static int sync_files(const struct checkpoint *c, bool full)
+{
+	const struct vm_checkpoint_files *f = c->files;
+	int fds[] = { f->state_fd, full ? f->memory_fd : f->diff_fd,
+		      full ? f->hashes_fd : -1 };
+	const char *names[] = { c->state, full ? c->memory : c->diff,
+				c->hashes };
+
+	for (size_t i = 0; i < 3; i++) {
+		if (fds[i] >= 0 && fsync(fds[i]) < 0) {
+			log_error("checkpoint: %s: cannot write: %s", names[i],
+				  strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_files *files,
+		  struct vm_checkpoint_result *out)
+{
+	struct checkpoint c = { .files = files };
+	uint64_t start = monotonic_ns();
+	bool was_paused = vm_was_paused(vm);
+	int ret = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (snapshot_path(c.state, files->dir, "state.bin") < 0 ||
+	    snapshot_path(c.diff, files->dir, MEMDIFF_FILE) < 0 ||
+	    snapshot_path(c.memory, files->dir, "memory.img") < 0 ||
+	    snapshot_path(c.hashes, files->dir, "pages.xxh3") < 0 ||
+	    vm_pause(vm) < 0)
+		return -1;
+	if (write_checkpoint(vm, &c, out) == 0)
+		ret = remap_memory(vm, &c, out);
+	if (!was_paused)
+		vm_resume(vm);
+	out->pause_ns = monotonic_ns() - start;
+	/* Outside the pause: the guest runs while the disk catches up. */
+	if (ret == 0)
+		ret = sync_files(&c, out->full);
+	out->total_ns = monotonic_ns() - start;
+	memdiff_extents_free(&c.written);
 	return ret;
 }
 

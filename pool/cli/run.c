@@ -70,9 +70,8 @@ struct run_options {
 /* What a clone recording the working set runs, instead of a command. */
 static char *warm_up[] = { "echo", "warmed up", NULL };
 
-/* Streams the command's output; returns its exit status for our exit. */
-static int relay_exec(struct agent_conn *agent, char *const argv[],
-		      uint32_t timeout_ms)
+int thaw_relay_exec(const char *who, struct agent_conn *agent,
+		    char *const argv[], uint32_t timeout_ms, int out_fd)
 {
 	const uint32_t id = EXEC_REQUEST_ID;
 	struct thaw_frame f;
@@ -88,7 +87,7 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 			continue;
 		if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
 				    sizeof(why)) < 0) {
-			fprintf(stderr, "thaw run: bad frame from agent: %s\n",
+			fprintf(stderr, "%s: bad frame from agent: %s\n", who,
 				why);
 			return EXIT_THAW_ERROR;
 		}
@@ -99,20 +98,20 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 		case THAW_STDERR:
 			data = thaw_get(&m, THAW_T_DATA);
 			/* A closed stdout must not stop the run. */
-			write_full(f.h.type == THAW_STDOUT ? STDOUT_FILENO
+			write_full(f.h.type == THAW_STDOUT ? out_fd
 							   : STDERR_FILENO,
 				   data->data, data->len);
 			break;
 		case THAW_EXIT:
 			if (thaw_get_u8(&m, THAW_T_TIMED_OUT, 0))
-				fprintf(stderr, "thaw run: %s timed out\n",
+				fprintf(stderr, "%s: %s timed out\n", who,
 					argv[0]);
 			if (thaw_has(&m, THAW_T_SIGNAL))
 				return 128 + thaw_get_u32(&m, THAW_T_SIGNAL, 0);
 			return thaw_get_u32(&m, THAW_T_EXIT_CODE, 0);
 		case THAW_ERROR:
 			thaw_get_str(&m, THAW_T_MESSAGE, why, sizeof(why));
-			fprintf(stderr, "thaw run: %s: %s\n", argv[0], why);
+			fprintf(stderr, "%s: %s: %s\n", who, argv[0], why);
 			/* As a shell answers a command it cannot run. */
 			return thaw_get_u32(&m, THAW_T_ERRNO, 0) == ENOENT
 				       ? 127
@@ -120,7 +119,7 @@ static int relay_exec(struct agent_conn *agent, char *const argv[],
 		}
 	}
 	if (!thaw_interrupted)
-		fprintf(stderr, "thaw run: lost the agent: %s\n",
+		fprintf(stderr, "%s: lost the agent: %s\n", who,
 			strerror(-ret));
 	return EXIT_THAW_ERROR;
 }
@@ -161,7 +160,8 @@ static int run_booted(const struct run_options *o, char **cmd)
 			  o->boot_timeout_s) == 0) {
 		double ready = monotonic_ms();
 
-		status = relay_exec(&agent, cmd, o->timeout_s * 1000);
+		status = thaw_relay_exec("thaw run", &agent, cmd,
+					 o->timeout_s * 1000, STDOUT_FILENO);
 		agent_close(&agent);
 		vmm_process_stop(&vmm);
 		double setup = vmm_process_setup_ms(&vmm);
@@ -240,7 +240,8 @@ static int run_clone(const struct run_options *o, char **cmd)
 		goto out;
 	}
 	double identity = monotonic_ms();
-	status = relay_exec(&agent, cmd, o->timeout_s * 1000);
+	status = thaw_relay_exec("thaw run", &agent, cmd, o->timeout_s * 1000,
+				 STDOUT_FILENO);
 	double done = monotonic_ms();
 	agent_close(&agent);
 	if (record) {

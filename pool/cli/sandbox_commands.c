@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * sandbox_commands.c - `thaw sandbox create|ls|rm|network`, `thaw exec`
- * and `thaw cp`: the daemon's HTTP API (API.md) as commands.
+ * sandbox_commands.c - `thaw sandbox create|ls|rm|network|checkpoint|fork|
+ * rollback|pause|resume`, `thaw exec` and `thaw cp`: the daemon's HTTP API
+ * (API.md) as commands.
  *
  * The requests are the client library's (pool/client/thaw_client.h); this
  * file parses options, finds the daemon's socket, and prints.  A call that
@@ -44,11 +45,14 @@
 #define EXIT_USAGE 2
 #define EXIT_TIMED_OUT 124 /* as timeout(1) */
 
+#define SANDBOX "thaw sandbox "
+
 /* Room for a message naming a path in the guest (at most 4095 bytes). */
 #define ERR_MAX 8192
 
 struct options {
-	const char *socket, *template, *cwd;
+	const char *socket, *template, *snapshot, *cwd;
+	long count;	  /* fork -n; 0: not given */
 	long timeout_s;	  /* 0: not given */
 	const char **env; /* --env K=V..., NULL-terminated; or NULL */
 	size_t nr_env;
@@ -157,6 +161,7 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 	struct thaw_network net;
 	const struct thaw_create spec = {
 		.template = o->template,
+		.snapshot = o->snapshot,
 		.timeout_s = o->timeout_s,
 		.env = o->env,
 		.network = network_options(o, &net) ? &net : NULL,
@@ -171,14 +176,17 @@ static int sandbox_create(struct client *c, const struct options *o, int argc,
 	if (o->template && !thaw_client_is_text(o->template))
 		return usage_error(c->cmd, "--template '%s' is not UTF-8 text",
 				   o->template);
+	if (o->template && o->snapshot)
+		return usage_error(c->cmd,
+				   "--template or --snapshot, not both");
 	if (!(conn = connection(c, who)) ||
 	    report(who, thaw_client_create(conn, &spec, &s, err, sizeof(err)),
 		   err))
 		return c->cmd->fail_status;
 	fprintf(stderr,
-		"thaw: sandbox of template %s, restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms%s%s\n",
-		or_dash(s.template), s.restore_ms, s.restore.host_ms,
-		s.restore.guest_ms, s.handout_ms,
+		"thaw: sandbox of template %s (snapshot %s), restore %.1f ms (host side %.1f ms, guest side %.1f ms), handout %.2f ms%s%s\n",
+		or_dash(s.template), or_dash(s.snapshot), s.restore_ms,
+		s.restore.host_ms, s.restore.guest_ms, s.handout_ms,
 		s.host_address[0] ? ", host address " : "", s.host_address);
 	printf("%s\n", s.id);
 	return 0;
@@ -221,6 +229,124 @@ static int sandbox_network(struct client *c, const struct options *o, int argc,
 	return 0;
 }
 
+/* The operand ID of a command that takes exactly @n operands; -1 to go
+ * on, or the status of a usage error. */
+static int operands(struct client *c, int argc, char **argv, int n)
+{
+	if (argc < 1)
+		return usage_error(c->cmd, "no sandbox id given");
+	if (argc < n)
+		return usage_error(c->cmd, "no snapshot id given");
+	if (argc > n)
+		return usage_error(c->cmd, "unexpected argument '%s'", argv[n]);
+	return -1;
+}
+
+static void print_checkpoint(const char *what, const struct thaw_checkpoint *ck)
+{
+	fprintf(stderr,
+		"thaw: %s checkpoint %s (parent %s, depth %ld%s): %.1f MiB "
+		"written, paused %.1f ms, %.1f ms in all\n",
+		what, ck->snapshot, or_dash(ck->parent), ck->depth,
+		ck->full ? ", full" : "", ck->dirty_bytes / (1024.0 * 1024.0),
+		ck->pause_ms, ck->total_ms);
+}
+
+/*
+ * `thaw sandbox checkpoint ID` and `thaw sandbox pause ID`: both write a
+ * checkpoint, whose id they print.
+ */
+static int sandbox_checkpoint(struct client *c, const struct options *o,
+			      int argc, char **argv)
+{
+	bool pause = !strcmp(c->cmd->name, SANDBOX "pause");
+	struct thaw_checkpoint ck;
+	struct thaw_client *conn;
+	char err[ERR_MAX];
+	int status = operands(c, argc, argv, 1);
+
+	(void)o;
+	if (status >= 0)
+		return status;
+	if (!(conn = connection(c, c->cmd->name)) ||
+	    report(c->cmd->name,
+		   (pause ? thaw_client_pause : thaw_client_checkpoint)(
+			   conn, argv[0], &ck, err, sizeof(err)),
+		   err))
+		return c->cmd->fail_status;
+	print_checkpoint(pause ? "paused at" : "sandbox", &ck);
+	printf("%s\n", ck.snapshot);
+	return 0;
+}
+
+/* `thaw sandbox fork ID [-n N]`: prints each fork's id, a line each;
+ * those that failed say why on stderr, and the status is then 1. */
+static int sandbox_fork(struct client *c, const struct options *o, int argc,
+			char **argv)
+{
+	struct thaw_fork_entry *list;
+	struct thaw_checkpoint ck;
+	struct thaw_client *conn;
+	char err[ERR_MAX];
+	size_t n;
+	int status = operands(c, argc, argv, 1);
+
+	if (status >= 0)
+		return status;
+	if (!(conn = connection(c, c->cmd->name)) ||
+	    report(c->cmd->name,
+		   thaw_client_fork(conn, argv[0], o->count ? o->count : 1, &ck,
+				    &list, &n, err, sizeof(err)),
+		   err))
+		return c->cmd->fail_status;
+	print_checkpoint("forked from", &ck);
+	status = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (list[i].id[0]) {
+			printf("%s\n", list[i].id);
+			continue;
+		}
+		fprintf(stderr, "%s: fork %zu: %s\n", c->cmd->name, i + 1,
+			list[i].error);
+		status = c->cmd->fail_status;
+	}
+	free(list);
+	return status;
+}
+
+/*
+ * `thaw sandbox rollback ID SNAP` and `thaw sandbox resume ID`: both
+ * restore the sandbox's VM under its id.
+ */
+static int sandbox_restore(struct client *c, const struct options *o, int argc,
+			   char **argv)
+{
+	bool resume = !strcmp(c->cmd->name, SANDBOX "resume");
+	struct thaw_client *conn;
+	struct thaw_sandbox s;
+	char err[ERR_MAX];
+	int status = operands(c, argc, argv, resume ? 1 : 2);
+	int ret;
+
+	(void)o;
+	if (status >= 0)
+		return status;
+	if (!resume && !thaw_client_is_text(argv[1]))
+		return usage_error(c->cmd, "snapshot '%s' is not UTF-8 text",
+				   argv[1]);
+	if (!(conn = connection(c, c->cmd->name)))
+		return c->cmd->fail_status;
+	ret = resume ? thaw_client_resume(conn, argv[0], &s, err, sizeof(err))
+		     : thaw_client_rollback(conn, argv[0], argv[1], &s, err,
+					    sizeof(err));
+	if (report(c->cmd->name, ret, err))
+		return c->cmd->fail_status;
+	fprintf(stderr, "thaw: sandbox %s %s %s in %.1f ms\n", s.id,
+		resume ? "resumed from" : "rolled back to", s.snapshot,
+		s.restore_ms);
+	return 0;
+}
+
 /* The table of GET /sandboxes; 0, or -1 after a message. */
 static int print_sandboxes(struct client *c, struct thaw_client *conn)
 {
@@ -232,11 +358,12 @@ static int print_sandboxes(struct client *c, struct thaw_client *conn)
 	if (report(who, thaw_client_list(conn, &list, &n, err, sizeof(err)),
 		   err))
 		return -1;
-	printf("%-20s %-16s %-24s %-24s %10s\n", "ID", "TEMPLATE", "CREATED",
-	       "EXPIRES", "RESTORE_MS");
+	printf("%-20s %-16s %-8s %-24s %-24s %10s\n", "ID", "TEMPLATE", "STATE",
+	       "CREATED", "EXPIRES", "RESTORE_MS");
 	for (size_t i = 0; i < n; i++)
-		printf("%-20s %-16s %-24s %-24s %10.1f\n", or_dash(list[i].id),
-		       or_dash(list[i].template), or_dash(list[i].created),
+		printf("%-20s %-16s %-8s %-24s %-24s %10.1f\n",
+		       or_dash(list[i].id), or_dash(list[i].template),
+		       or_dash(list[i].state), or_dash(list[i].created),
 		       or_dash(list[i].expires), list[i].restore_ms);
 	free(list);
 	return 0;
@@ -632,6 +759,8 @@ static const struct option long_options[] = {
 	{ "socket", required_argument, NULL, 'S' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "template", required_argument, NULL, 'T' },
+	{ "snapshot", required_argument, NULL, 'P' },
+	{ "count", required_argument, NULL, 'n' },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "env", required_argument, NULL, 'e' },
 	{ "cwd", required_argument, NULL, 'C' },
@@ -691,6 +820,21 @@ static int take_option(const struct command *cmd, struct options *o, int opt,
 	case 'T':
 		o->template = arg;
 		break;
+	case 'P':
+		if (!thaw_client_is_text(arg))
+			return usage_error(
+				cmd, "--snapshot '%s' is not UTF-8 text", arg);
+		o->snapshot = arg;
+		break;
+	case 'n':
+		errno = 0;
+		o->count = strtol(arg, &end, 10);
+		if (errno || *end || end == arg || o->count < 1 ||
+		    o->count > 64)
+			return usage_error(
+				cmd, "-n '%s' is not a count from 1 to 64",
+				arg);
+		break;
 	case 'C':
 		o->cwd = arg;
 		break;
@@ -746,7 +890,7 @@ static int parse_options(const struct command *cmd, int argc, char **argv,
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv,
-				  cmd->stop_at_operand ? "+:h" : ":h",
+				  cmd->stop_at_operand ? "+:h" : ":hn:",
 				  long_options, &index)) != -1) {
 		if (opt == 'h') {
 			fputs(cmd->usage, stdout);
@@ -798,17 +942,30 @@ static int client_main(const struct command *cmd, int argc, char **argv)
 	"otherwise), and sends $THAW_TOKEN as the bearer token when it is set.\n"
 
 static const char sandbox_usage[] =
-	"usage: thaw sandbox create [--template T] [--timeout S] [--env K=V]...\n"
-	"                           [--allow-out CIDR]... [--deny-out CIDR]...\n"
-	"                           [--no-internet]\n"
+	"usage: thaw sandbox create [--template T | --snapshot SNAP] [--timeout S]\n"
+	"                           [--env K=V]... [--allow-out CIDR]...\n"
+	"                           [--deny-out CIDR]... [--no-internet]\n"
 	"       thaw sandbox ls [--json]\n"
 	"       thaw sandbox rm ID...\n"
 	"       thaw sandbox network ID [--allow-out CIDR]... [--deny-out CIDR]...\n"
 	"                               [--internet | --no-internet]\n"
+	"       thaw sandbox checkpoint ID\n"
+	"       thaw sandbox fork ID [-n N]\n"
+	"       thaw sandbox rollback ID SNAP\n"
+	"       thaw sandbox pause ID\n"
+	"       thaw sandbox resume ID\n"
 	"Sandboxes are clones thawd (thaw daemon) hands out from its warm pools.\n"
 	"create prints the new sandbox's id; the daemon removes it --timeout\n"
 	"seconds later (the template's default when not given) unless rm does\n"
-	"first.  Its --env is set for every thaw exec in it.\n"
+	"first.  Its --env is set for every thaw exec in it.  --snapshot\n"
+	"restores it from snapshot SNAP (a template's or a checkpoint) instead.\n"
+	"checkpoint writes a snapshot of running sandbox ID (only the memory it\n"
+	"changed since the last one) and prints its id; fork checkpoints ID and\n"
+	"restores N sandboxes of it (default 1), printing their ids; rollback\n"
+	"replaces ID's VM with a restore of SNAP (any snapshot of its template),\n"
+	"keeping its id, lease and host address; pause checkpoints ID and stops\n"
+	"its VM (printing the checkpoint's id), resume restores it.  The\n"
+	"daemon's snapshots are thaw snapshot ls's: the same catalog.\n"
 	"A sandbox reaches the internet but not the host, other sandboxes,\n"
 	"link-local addresses (cloud metadata) or private ranges (10/8,\n"
 	"172.16/12, 192.168/16, 100.64/10).  --allow-out opens a CIDR\n"
@@ -832,12 +989,10 @@ static const char cp_usage[] =
 	"upload keeps the local file's permission bits; a download replaces\n"
 	"DST only once the whole file has arrived.\n" SOCKET_HELP;
 
-#define SANDBOX "thaw sandbox "
-
 static const struct command sandbox_commands[] = {
 	{ .name = SANDBOX "create",
 	  .usage = sandbox_usage,
-	  .accepts = "TteadN",
+	  .accepts = "TPteadN",
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
 	  .run = sandbox_create },
@@ -859,6 +1014,36 @@ static const struct command sandbox_commands[] = {
 	  .usage_status = EXIT_USAGE,
 	  .fail_status = EXIT_FAILED,
 	  .run = sandbox_network },
+	{ .name = SANDBOX "checkpoint",
+	  .usage = sandbox_usage,
+	  .accepts = "",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_checkpoint },
+	{ .name = SANDBOX "fork",
+	  .usage = sandbox_usage,
+	  .accepts = "n",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_fork },
+	{ .name = SANDBOX "rollback",
+	  .usage = sandbox_usage,
+	  .accepts = "",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_restore },
+	{ .name = SANDBOX "pause",
+	  .usage = sandbox_usage,
+	  .accepts = "",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_checkpoint },
+	{ .name = SANDBOX "resume",
+	  .usage = sandbox_usage,
+	  .accepts = "",
+	  .usage_status = EXIT_USAGE,
+	  .fail_status = EXIT_FAILED,
+	  .run = sandbox_restore },
 };
 
 int thaw_sandbox(int argc, char **argv)

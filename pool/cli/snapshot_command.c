@@ -6,23 +6,29 @@
  *	<state>/catalog/		the LMDB environment
  *	<state>/snapshots/<id>/		state.bin, memory.img, pages.xxh3,
  *					workingset.bin (after the first clone)
+ *	<state>/snapshots/<id>/		a diff snapshot: state.bin,
+ *					memory.diff and parent -> ../<parent>
+ *					(snapshot/memdiff.h)
  *
  * create boots the guest (or, --from ID, restores a clone of snapshot ID,
- * whose child the new snapshot becomes), waits for its agent, has the VMM
- * write the snapshot into <state>/snapshots/.tmp-<id>-<pid>/ (every file
- * fsynced), renames that to <id>/ and only then records it in the catalog,
- * so a writer killed at any point leaves either nothing visible or a whole
- * snapshot.  What a killed writer leaves behind (a .tmp- directory of a dead
- * process, a directory the catalog never heard of) is removed by the next
- * create or rm.  rm drops the catalog entry first, then the files: a crash
- * in between leaves an orphan directory, never an entry without files.
+ * whose child the new snapshot becomes, and runs a command in it if given
+ * one), waits for its agent, has the VMM write the snapshot into
+ * <state>/snapshots/.tmp-<id>-<pid>/ (every file fsynced): a booted guest's
+ * is whole; a clone's is a checkpoint (vmm_process_checkpoint()), a diff of
+ * ID holding only the pages the clone wrote, unless ID's chain is already
+ * MEMDIFF_MAX_DEPTH diffs deep (then whole again).  It renames that to <id>/
+ * and only then records it in the catalog, so a writer killed at any point
+ * leaves either nothing visible or a whole snapshot.  What a killed writer
+ * leaves behind (a .tmp- directory of a dead process, a directory the
+ * catalog never heard of: snapshot_store.h) is removed by the next create
+ * or rm, or the daemon's next start.  rm drops the catalog entry first, then
+ * the files: a crash in between leaves an orphan directory, never an entry
+ * without files.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,20 +39,20 @@
 #include <xxhash.h>
 
 #include "catalog.h"
+#include "checkpoint.h"
 #include "clock.h"
 #include "clone.h"
 #include "default_kernel.h"
 #include "interrupt.h"
+#include "memdiff.h"
 #include "memfile.h"
 #include "paths.h"
+#include "snapshot_store.h"
 #include "state.h"
 #include "template.h"
 #include "thaw.h"
 #include "vmm_process.h"
 
-#define TMP_PREFIX ".tmp-"
-/* An orphan younger than this may be a create between rename and commit. */
-#define ORPHAN_GRACE_S 600
 #define SNAPSHOT_BOOT_TIMEOUT_S 600
 
 struct paths {
@@ -76,112 +82,13 @@ static int open_catalog(struct paths *p, struct catalog *c, const char *who)
 	return 0;
 }
 
-/* Removes a snapshot directory and the files thaw puts in one. */
+/* Removes snapshot directory @dir, saying so when it cannot. */
 static void remove_snapshot_dir(const char *dir)
 {
-	char path[PATH_MAX + 300];
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	char err[PATH_MAX + 64];
 
-	/* Everything in it: a killed VMM may have left a temporary file. */
-	while (d && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	if (rmdir(dir) < 0 && errno != ENOENT)
-		fprintf(stderr, "thaw snapshot: cannot remove %s: %s\n", dir,
-			strerror(errno));
-}
-
-/* ".tmp-<id>-<pid>": true when that writer process is gone. */
-static bool writer_gone(const char *name)
-{
-	const char *dash = strrchr(name, '-');
-	char *end;
-	long pid = dash ? strtol(dash + 1, &end, 10) : 0;
-
-	if (!dash || *end || pid <= 0)
-		return true;
-	return kill(pid, 0) < 0 && errno == ESRCH;
-}
-
-/* Removes what killed writers left (see the top of this file). */
-static void collect_garbage(struct paths *p, struct catalog *c)
-{
-	DIR *d = opendir(p->snapshots);
-	struct dirent *e;
-	char path[PATH_MAX * 2];
-	struct snapshot_record rec;
-	struct stat st;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		bool orphan;
-
-		if (e->d_name[0] == '.' &&
-		    strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", p->snapshots, e->d_name);
-		if (!strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)))
-			orphan = writer_gone(e->d_name);
-		else
-			orphan = catalog_check_id(e->d_name, NULL, 0) == 0 &&
-				 catalog_get_snapshot(c, e->d_name, &rec, NULL,
-						      0) == -ENOENT &&
-				 stat(path, &st) == 0 &&
-				 time(NULL) - st.st_mtime > ORPHAN_GRACE_S;
-		if (orphan)
-			remove_snapshot_dir(path);
-	}
-	closedir(d);
-}
-
-static int sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ret = fd < 0 ? -1 : fsync(fd);
-
-	if (fd >= 0)
-		close(fd);
-	return ret;
-}
-
-/* Fills the snapshot record from the files the VMM wrote into @tmp. */
-static int describe_files(const char *tmp, const char *final,
-			  struct snapshot_record *s)
-{
-	char path[PATH_MAX * 2 + 32], err[512];
-	struct state_reader r;
-	struct stat memory;
-
-	snprintf(path, sizeof(path), "%s/state.bin", tmp);
-	if (state_reader_open(&r, path, err, sizeof(err)) < 0) {
-		fprintf(stderr, "thaw snapshot create: %s\n", err);
-		return -1;
-	}
-	s->record_version = CATALOG_RECORD_VERSION;
-	s->format_version = r.header.format_version;
-	s->nr_vcpus = r.header.nr_vcpus;
-	s->mem_size = r.header.mem_size;
-	s->cpu_signature = r.header.cpu_signature;
-	s->memory_hash_root = r.header.memory_hash_root;
-	s->state_size = sizeof(r.header) + r.body_size;
-	state_reader_close(&r);
-	snprintf(path, sizeof(path), "%s/memory.img", tmp);
-	if (stat(path, &memory) < 0) {
-		fprintf(stderr, "thaw snapshot create: %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	s->memory_disk = (uint64_t)memory.st_blocks * 512;
-	s->created_unix = time(NULL);
-	memcpy(s->dir, final, strlen(final) + 1); /* fits: create() checked */
-	return 0;
+	if (snapshot_store_remove(dir, err, sizeof(err)) < 0)
+		fprintf(stderr, "thaw snapshot: %s\n", err);
 }
 
 /* A template is what was booted: the same inputs, the same id. */
@@ -204,37 +111,70 @@ static int describe_template(const struct machine_options *o,
 	return 0;
 }
 
+/* The snapshot of a booted guest: all of it, written by the VMM. */
+static int snapshot_booted(struct vmm_process *vmm, const char *tmp,
+			   struct vmm_checkpoint *ck, char *err, size_t errlen)
+{
+	char command[PATH_MAX + 80], reply[PATH_MAX + 80];
+
+	snprintf(command, sizeof(command), "snapshot %s", tmp);
+	*ck = (struct vmm_checkpoint){ .full = true };
+	return vmm_process_control(vmm, command, reply, sizeof(reply), err,
+				   errlen);
+}
+
 /*
- * Starts a VMM with @vmm_args, waits for its agent, and has it write a
- * snapshot into @tmp.  The VM is gone afterwards either way.
+ * Starts a VMM with @vmm_args, waits for its agent, runs @cmd in a clone
+ * (NULL: nothing), and has the VMM write a snapshot into @tmp: a booted
+ * guest's whole, a clone's as a checkpoint (@ck says which it became).
+ * The VM is gone afterwards either way.
  */
 static int snapshot_vm(const struct machine_options *m,
-		       const char *const vmm_args[], const char *tmp)
+		       const char *const vmm_args[], const char *tmp,
+		       char **cmd, struct vmm_checkpoint *ck)
 {
 	const char *who = "thaw snapshot create";
 	/* err: a control error quotes the command and the VM's reason. */
-	char command[PATH_MAX + 80], reply[PATH_MAX + 80], err[PATH_MAX + 1024];
+	char err[PATH_MAX + 1024];
 	struct agent_conn agent = { .fd = -1 };
 	struct vmm_process vmm;
 	int ret = -1;
 
-	if (machine_start(&vmm, who, m, vmm_args, tmp, &agent,
+	/* A clone's checkpoint files are passed to it: it writes nowhere. */
+	if (machine_start(&vmm, who, m, vmm_args, m->from ? NULL : tmp, &agent,
 			  SNAPSHOT_BOOT_TIMEOUT_S) < 0)
 		goto out;
 	double ready = monotonic_ms();
+	int status = cmd ? thaw_relay_exec(who, &agent, cmd,
+					   SNAPSHOT_BOOT_TIMEOUT_S * 1000,
+					   STDERR_FILENO)
+			 : 0;
+	if (status) {
+		fprintf(stderr, "%s: %s exited with status %d: no snapshot\n",
+			who, cmd[0], status);
+		goto out;
+	}
 	/* Clones start without this connection; the agent keeps listening. */
 	agent_close(&agent);
-	snprintf(command, sizeof(command), "snapshot %s", tmp);
-	if (vmm_process_control(&vmm, command, reply, sizeof(reply), err,
-				sizeof(err)) < 0) {
+	double written = monotonic_ms();
+	if ((m->from ? vmm_process_checkpoint(&vmm, tmp, ck, err, sizeof(err))
+		     : snapshot_booted(&vmm, tmp, ck, err, sizeof(err))) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		goto out;
 	}
-	fprintf(stderr,
-		"thaw: start to agent ready %.1f ms, snapshot %.1f ms\n",
-		ready - vmm.started_ms, monotonic_ms() - ready);
+	fprintf(stderr, "thaw: start to agent ready %.1f ms, ",
+		ready - vmm.started_ms);
+	if (m->from)
+		fprintf(stderr,
+			"checkpoint %.1f ms (guest paused %.1f ms): %s, %llu "
+			"pages, depth %u\n",
+			ck->total_ms, ck->pause_ms, ck->full ? "whole" : "diff",
+			(unsigned long long)ck->dirty_pages, ck->depth);
+	else
+		fprintf(stderr, "snapshot %.1f ms\n", monotonic_ms() - written);
 	ret = 0;
 out:
+	agent_close(&agent);
 	vmm_process_remove(&vmm);
 	/* The files are the jail uid's until then: it is another VMM's next. */
 	if (jail_reclaim(tmp, err, sizeof(err)) < 0) {
@@ -247,17 +187,21 @@ out:
 static const char create_usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
 	"                            [--cmdline EXTRA] [--network] [--no-jail]\n"
-	"       thaw snapshot create --from ID [--network] [--no-jail]\n"
-	"Boots the guest (or restores a clone of snapshot ID), snapshots it once\n"
-	"its agent answers, and prints the new snapshot's id.  A snapshot taken\n"
-	"--from ID is ID's child: ID cannot be removed before it.  The VMM runs\n"
+	"       thaw snapshot create --from ID [--network] [--no-jail] [-- CMD [ARG...]]\n"
+	"Boots the guest (or restores a clone of snapshot ID and runs CMD in it,\n"
+	"its output on stderr), snapshots it once its agent answers (and CMD\n"
+	"exited 0), and prints the new snapshot's id.  A snapshot taken --from ID\n"
+	"is ID's child: ID cannot be removed before it.  It is a diff of ID,\n"
+	"holding only the memory pages the clone wrote, unless ID is already 8\n"
+	"diffs deep: then it holds all of memory again.  The VMM runs\n"
 	"jailed, writing only the new snapshot's directory; --no-jail\n"
 	"(debugging only) drops the jail.  --network gives the guest its\n"
 	"network device (tap0 in a namespace of its own, no way out), as a\n"
 	"daemon's templates with network = nat have it; restore such a\n"
 	"snapshot with --network too.\n";
 
-static int parse_create(int argc, char **argv, struct machine_options *o)
+static int parse_create(int argc, char **argv, struct machine_options *o,
+			char ***cmd)
 {
 	static const struct option options[] = {
 		MACHINE_LONG_OPTIONS,
@@ -269,7 +213,7 @@ static int parse_create(int argc, char **argv, struct machine_options *o)
 
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:", options, NULL)) != -1) {
 		if (machine_option(o, opt, optarg))
 			continue;
 		switch (opt) {
@@ -282,11 +226,14 @@ static int parse_create(int argc, char **argv, struct machine_options *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", who,
-			argv[optind]);
+	if (optind < argc && (!o->from || strcmp(argv[optind - 1], "--"))) {
+		fprintf(stderr, "%s: unexpected argument '%s'%s\n", who,
+			argv[optind],
+			o->from ? ""
+				: " (a command runs in a clone: --from ID)");
 		return 2;
 	}
+	*cmd = optind < argc ? argv + optind : NULL;
 	if (machine_options_check(o, who) < 0)
 		return 2;
 	return -1; /* go on */
@@ -356,16 +303,18 @@ static int create(int argc, char **argv)
 	struct template_record t = { 0 };
 	struct snapshot_record s = { 0 };
 	struct origin from = { 0 };
+	struct vmm_checkpoint ck;
 	struct paths p;
 	struct catalog c;
+	char **cmd;
 	int status = 1;
 
-	int parsed = parse_create(argc, argv, &o);
+	int parsed = parse_create(argc, argv, &o, &cmd);
 	if (parsed >= 0)
 		return parsed;
 	if (open_catalog(&p, &c, who) < 0)
 		return 1;
-	collect_garbage(&p, &c);
+	snapshot_store_collect(p.snapshots, &c);
 	/* Closed while the VMM runs: LMDB environments must not be carried
 	 * across fork. */
 	catalog_close(&c);
@@ -375,12 +324,9 @@ static int create(int argc, char **argv)
 		fprintf(stderr, "%s: no randomness for an id\n", who);
 		goto out;
 	}
-	snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s-%d", p.snapshots, s.id,
-		 (int)getpid());
-	snprintf(final, sizeof(final), "%s/%s", p.snapshots, s.id);
-	/* The catalog records the directory in a fixed-size field. */
-	if (strlen(tmp) >= CATALOG_PATH_MAX) {
-		fprintf(stderr, "%s: %s: path too long\n", who, p.snapshots);
+	if (snapshot_store_paths(p.snapshots, s.id, getpid(), tmp, final,
+				 sizeof(tmp), err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
 		goto out;
 	}
 	/* Guest memory goes in: no one else may look (preopen.h). */
@@ -400,19 +346,36 @@ static int create(int argc, char **argv)
 	const char *restore[] = { vmm_path, "--restore", from.parent.dir,
 				  NULL };
 	thaw_catch_signals();
-	if (snapshot_vm(&o, o.from ? restore : boot, tmp) < 0 ||
-	    describe_files(tmp, final, &s) < 0 ||
-	    (!o.from &&
+	if (snapshot_vm(&o, o.from ? restore : boot, tmp, cmd, &ck) < 0)
+		goto fail;
+	if (snapshot_store_describe(tmp, final, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		goto fail;
+	}
+	s.depth = ck.depth;
+	s.dirty_bytes = ck.full ? 0 : ck.dirty_pages * MEMDIFF_PAGE_SIZE;
+	if ((!o.from &&
 	     describe_template(&o, from.kernel, from.initrd, &t, &s) < 0))
 		goto fail;
 	if (o.from) {
 		memcpy(s.parent, from.parent.id, sizeof(s.parent));
 		memcpy(s.template_id, t.id, sizeof(t.id));
 	}
-	if (rename(tmp, final) < 0 || sync_dir(p.snapshots) < 0) {
+	/* A diff's memory is its parent's too: the restore follows this. */
+	if (!ck.full &&
+	    snapshot_link_parent(tmp, from.parent.id, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		goto fail;
+	}
+	if (rename(tmp, final) < 0) {
 		fprintf(stderr, "%s: cannot move %s to %s: %s\n", who, tmp,
 			final, strerror(errno));
 		goto fail;
+	}
+	if (snapshot_store_sync_dir(p.snapshots, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		remove_snapshot_dir(final);
+		goto out;
 	}
 	if (catalog_open(&c, p.catalog, err, sizeof(err)) < 0 ||
 	    catalog_add_snapshot(&c, &t, &s, err, sizeof(err)) < 0) {
@@ -452,9 +415,9 @@ static int list(struct catalog *c)
 		fprintf(stderr, "thaw snapshot ls: %s\n", err);
 		return 1;
 	}
-	printf("%-16s %-16s %-16s %-19s %8s %5s %8s %6s %8s\n", "ID", "PARENT",
-	       "TEMPLATE", "CREATED", "MEM_MIB", "VCPUS", "DISK_MIB", "CLONES",
-	       "CHILDREN");
+	printf("%-16s %-16s %-16s %-19s %8s %5s %8s %9s %5s %6s %8s\n", "ID",
+	       "PARENT", "TEMPLATE", "CREATED", "MEM_MIB", "VCPUS", "DISK_MIB",
+	       "DIRTY_MIB", "DEPTH", "CLONES", "CHILDREN");
 	for (size_t i = 0; i < n; i++) {
 		char created[32];
 		time_t t = recs[i].created_unix;
@@ -468,7 +431,14 @@ static int list(struct catalog *c)
 		print_size(recs[i].mem_size);
 		printf(" %5u", recs[i].nr_vcpus);
 		print_size(recs[i].memory_disk + recs[i].state_size);
-		printf(" %6u %8u\n", clones[i], recs[i].children);
+		/* A diff's written pages; a whole memory has none. */
+		if (recs[i].depth)
+			printf(" %9.1f",
+			       recs[i].dirty_bytes / (1024.0 * 1024.0));
+		else
+			printf(" %9s", "-");
+		printf(" %5u %6u %8u\n", recs[i].depth, clones[i],
+		       recs[i].children);
 	}
 	free(recs);
 	free(clones);
@@ -479,8 +449,7 @@ static int list(struct catalog *c)
 static int verify(struct catalog *c, const char *id)
 {
 	/* memfile_verify()'s message can name three paths. */
-	char err[3 * PATH_MAX], path[CATALOG_PATH_MAX + 32],
-		memory[CATALOG_PATH_MAX + 32], hashes[CATALOG_PATH_MAX + 32];
+	char err[3 * PATH_MAX], path[CATALOG_PATH_MAX + 32];
 	struct snapshot_record s;
 	struct state_reader r;
 
@@ -504,15 +473,15 @@ static int verify(struct catalog *c, const char *id)
 			path, id);
 		return 1;
 	}
-	snprintf(memory, sizeof(memory), "%s/memory.img", s.dir);
-	snprintf(hashes, sizeof(hashes), "%s/pages.xxh3", s.dir);
-	if (memfile_verify(memory, hashes, s.mem_size, s.memory_hash_root, err,
-			   sizeof(err))) {
+	/* A diff's every layer, then its base (memdiff.h). */
+	if (memdiff_chain_verify(s.dir, s.mem_size, s.memory_hash_root, err,
+				 sizeof(err))) {
 		fprintf(stderr, "thaw snapshot verify: %s\n", err);
 		return 1;
 	}
-	printf("snapshot %s: ok (state file and %llu memory pages verified)\n",
-	       id, (unsigned long long)(s.mem_size / MEMFILE_PAGE_SIZE));
+	printf("snapshot %s: ok (state file and %llu memory pages verified%s)\n",
+	       id, (unsigned long long)(s.mem_size / MEMFILE_PAGE_SIZE),
+	       s.depth ? ", with the diffs under them" : "");
 	return 0;
 }
 
@@ -527,14 +496,14 @@ static int remove_snapshot(struct paths *p, struct catalog *c, const char *id)
 		return 1;
 	}
 	remove_snapshot_dir(s.dir);
-	collect_garbage(p, c);
+	snapshot_store_collect(p->snapshots, c);
 	return 0;
 }
 
 static const char usage[] =
 	"usage: thaw snapshot create [--mem MiB] [--vcpus N] [--kernel K] [--initrd I]\n"
 	"                            [--cmdline EXTRA] [--network] [--no-jail]\n"
-	"       thaw snapshot create --from ID [--network] [--no-jail]\n"
+	"       thaw snapshot create --from ID [--network] [--no-jail] [-- CMD [ARG...]]\n"
 	"       thaw snapshot ls\n"
 	"       thaw snapshot verify ID\n"
 	"       thaw snapshot rm ID\n"

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Like env(1): the tool failed, not the guest's command. */
 #define EXIT_THAW_ERROR 125
@@ -73,6 +74,15 @@ int machine_start(struct vmm_process *vmm, const char *who,
 
 /* The subcommands: run.c, snapshot_command.c, sandbox_commands.c (the
  * last three); `thaw daemon` is pool/daemon/thawd.h's. */
+/*
+ * Runs @argv in the guest behind @agent, copying its stdout to @out_fd and
+ * its stderr to ours; returns its exit status for our exit (128 + signal,
+ * 126/127 when it could not run, EXIT_THAW_ERROR when thaw failed: @who
+ * says so on stderr).
+ */
+int thaw_relay_exec(const char *who, struct agent_conn *agent,
+		    char *const argv[], uint32_t timeout_ms, int out_fd);
+
 int thaw_run(int argc, char **argv);
 int thaw_snapshot(int argc, char **argv);
 int thaw_sandbox(int argc, char **argv);

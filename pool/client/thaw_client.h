@@ -28,9 +28,10 @@
  *   the connection is what tells the daemon to kill an exec's command.
  * - Typed helpers cover what the CLI, the bench and the tests do: create,
  *   get, list, delete and ping sandboxes, exec with its events streamed to a
- *   callback, file upload and download, a sandbox's network policy, the
+ *   callback, file upload and download, a sandbox's network policy, its
+ *   checkpoints, forks, rollbacks, pause and resume, the snapshots, the
  *   templates' pool state and a metric's value.  thaw_client_call() is any
- * request, raw.
+ *   request, raw.
  */
 #ifndef THAW_POOL_CLIENT_THAW_CLIENT_H
 #define THAW_POOL_CLIENT_THAW_CLIENT_H
@@ -157,8 +158,9 @@ struct thaw_restore_phases {
 struct thaw_sandbox {
 	char id[THAW_CLIENT_ID_MAX];
 	char template[THAW_CLIENT_NAME_MAX];
-	char created[40], expires[40]; /* RFC 3339 */
-	char state[16];		       /* "running" or "stopped" */
+	char created[40], expires[40];	   /* RFC 3339 */
+	char state[16];			   /* "running", "stopped", "paused" */
+	char snapshot[THAW_CLIENT_ID_MAX]; /* what its memory derives from */
 	char stop_reason[256];
 	double restore_ms, handout_ms;
 	struct thaw_restore_phases restore;
@@ -179,6 +181,7 @@ struct thaw_network {
 
 struct thaw_create {
 	const char *template;	/* NULL: the daemon's default */
+	const char *snapshot;	/* instead of a template: restored from it */
 	unsigned timeout_s;	/* 0: the template's */
 	const char *const *env; /* "KEY=VALUE"s, NULL-terminated; or NULL */
 	const struct thaw_network *network; /* NULL: the template's policy */
@@ -187,6 +190,63 @@ struct thaw_create {
 /* POST /sandboxes; @s gets the answer (an id, or THAW_CLIENT_ANSWER). */
 int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 		       struct thaw_sandbox *s, char *err, size_t errlen);
+
+/* A checkpoint written (API.md: POST /sandboxes/{id}/checkpoint). */
+struct thaw_checkpoint {
+	char snapshot[THAW_CLIENT_ID_MAX], parent[THAW_CLIENT_ID_MAX];
+	double dirty_bytes, pause_ms, total_ms;
+	long depth;
+	bool full;
+};
+
+/* POST /sandboxes/@id/checkpoint. */
+int thaw_client_checkpoint(struct thaw_client *c, const char *id,
+			   struct thaw_checkpoint *ck, char *err,
+			   size_t errlen);
+
+/* One sandbox of a fork: its id, or why it was not made. */
+struct thaw_fork_entry {
+	char id[THAW_CLIENT_ID_MAX]; /* "" when it failed */
+	char error[512];	     /* "<code>: <message>" when it failed */
+};
+
+/*
+ * POST /sandboxes/@id/fork with @count: the checkpoint into @ck, and
+ * *@list (malloc'd, the caller frees it) of *@n entries, one per fork.
+ */
+int thaw_client_fork(struct thaw_client *c, const char *id, unsigned count,
+		     struct thaw_checkpoint *ck, struct thaw_fork_entry **list,
+		     size_t *n, char *err, size_t errlen);
+
+/* POST /sandboxes/@id/rollback to @snapshot; @s (or NULL) gets it. */
+int thaw_client_rollback(struct thaw_client *c, const char *id,
+			 const char *snapshot, struct thaw_sandbox *s,
+			 char *err, size_t errlen);
+
+/* POST /sandboxes/@id/pause; @ck (or NULL) gets its checkpoint. */
+int thaw_client_pause(struct thaw_client *c, const char *id,
+		      struct thaw_checkpoint *ck, char *err, size_t errlen);
+
+/* POST /sandboxes/@id/resume; @s (or NULL) gets it. */
+int thaw_client_resume(struct thaw_client *c, const char *id,
+		       struct thaw_sandbox *s, char *err, size_t errlen);
+
+/* A snapshot as GET /snapshots describes it; "" for a null string. */
+struct thaw_snapshot {
+	char id[THAW_CLIENT_ID_MAX], parent[THAW_CLIENT_ID_MAX];
+	char template[THAW_CLIENT_NAME_MAX], created[40];
+	double size, dirty_bytes;
+	long depth, live_users, children;
+	bool base;
+};
+
+/* GET /snapshots: *@list (malloc'd, the caller frees it) of *@n. */
+int thaw_client_snapshots(struct thaw_client *c, struct thaw_snapshot **list,
+			  size_t *n, char *err, size_t errlen);
+
+/* DELETE /snapshots/@id. */
+int thaw_client_delete_snapshot(struct thaw_client *c, const char *id,
+				char *err, size_t errlen);
 
 /* GET /sandboxes: *@list (malloc'd, the caller frees it) of *@n. */
 int thaw_client_list(struct thaw_client *c, struct thaw_sandbox **list,

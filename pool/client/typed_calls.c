@@ -130,6 +130,7 @@ static int take_sandbox(void *item, const json_t *o, char *err, size_t errlen)
 	    !take_string(s->created, sizeof(s->created), o, "created") ||
 	    !take_string(s->expires, sizeof(s->expires), o, "expires") ||
 	    !take_string(s->state, sizeof(s->state), o, "state") ||
+	    !take_string(s->snapshot, sizeof(s->snapshot), o, "snapshot") ||
 	    !take_string(s->stop_reason, sizeof(s->stop_reason), o,
 			 "stop_reason") ||
 	    !take_string(s->host_address, sizeof(s->host_address),
@@ -292,6 +293,9 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 	if (spec->template &&
 	    !set(body, "template", json_string(spec->template)))
 		ret = not_text("template", err, errlen);
+	else if (spec->snapshot &&
+		 !set(body, "snapshot", json_string(spec->snapshot)))
+		ret = not_text("snapshot id", err, errlen);
 	else if (spec->timeout_s &&
 		 !set(body, "timeout_s", json_integer(spec->timeout_s)))
 		ret = oom(err, errlen);
@@ -796,5 +800,220 @@ int thaw_client_metric(struct thaw_client *c, const char *metric,
 	}
 	free(series);
 	thaw_reply_free(&r);
+	return ret;
+}
+
+/* ---- checkpoints, forks, rollbacks, pause, resume, snapshots ---- */
+
+/* A checkpoint's answer into @ck. */
+static int take_checkpoint(struct thaw_checkpoint *ck, const json_t *o,
+			   char *err, size_t errlen)
+{
+	memset(ck, 0, sizeof(*ck));
+	if (!json_is_object(o) ||
+	    !take_string(ck->snapshot, sizeof(ck->snapshot), o, "snapshot") ||
+	    !take_string(ck->parent, sizeof(ck->parent), o, "parent") ||
+	    !ck->snapshot[0])
+		return client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				   "the daemon's answer names no checkpoint");
+	ck->dirty_bytes = number(o, "dirty_bytes");
+	ck->pause_ms = number(o, "pause_ms");
+	ck->total_ms = number(o, "total_ms");
+	ck->depth = (long)number(o, "depth");
+	ck->full = json_is_true(json_object_get(o, "full"));
+	return 0;
+}
+
+/* POST /sandboxes/@id@tail with @body (or none), the answer into
+ * *@answer (the caller's to release). */
+static int sandbox_post(struct thaw_client *c, const char *id, const char *tail,
+			const json_t *body, json_t **answer, char *err,
+			size_t errlen)
+{
+	char *path = sandbox_path(c, id, tail);
+	int ret = json_call(c, "POST", path, body, answer, err, errlen);
+
+	free(path);
+	return ret;
+}
+
+int thaw_client_checkpoint(struct thaw_client *c, const char *id,
+			   struct thaw_checkpoint *ck, char *err, size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret =
+		sandbox_post(c, id, "/checkpoint", NULL, &answer, err, errlen);
+
+	if (ret == 0)
+		ret = take_checkpoint(ck, answer, err, errlen);
+	json_decref(answer);
+	return ret;
+}
+
+static int take_fork_entry(void *item, const json_t *o, char *err,
+			   size_t errlen)
+{
+	struct thaw_fork_entry *f = item;
+	const json_t *e = json_object_get(o, "error");
+
+	memset(f, 0, sizeof(*f));
+	if (e) {
+		char code[64], message[sizeof(f->error) - sizeof(code) - 2];
+
+		take_string(code, sizeof(code), e, "code");
+		take_string(message, sizeof(message), e, "message");
+		snprintf(f->error, sizeof(f->error), "%s: %s", code, message);
+		return 0;
+	}
+	if (!take_string(f->id, sizeof(f->id), o, "id") || !f->id[0])
+		return too_long("fork's sandbox id", err, errlen);
+	return 0;
+}
+
+/* Takes @answer's "sandboxes" entries into *@list of *@n. */
+static int take_fork_entries(const json_t *answer,
+			     struct thaw_fork_entry **list, size_t *n,
+			     char *err, size_t errlen)
+{
+	const json_t *items = json_object_get(answer, "sandboxes"), *o;
+	size_t i;
+
+	*list = NULL;
+	*n = 0;
+	if (!json_is_array(items) || json_array_size(items) > LIST_MAX)
+		return client_fail(THAW_CLIENT_ANSWER, err, errlen,
+				   "the daemon's answer has no sandbox list");
+	if (json_array_size(items) &&
+	    !(*list = calloc(json_array_size(items), sizeof(**list))))
+		return oom(err, errlen);
+	json_array_foreach(items, i, o)
+	{
+		int ret = json_is_object(o)
+				  ? take_fork_entry(&(*list)[i], o, err, errlen)
+				  : client_fail(THAW_CLIENT_ANSWER, err, errlen,
+						"the daemon's sandbox list "
+						"holds a non-object");
+
+		if (ret) {
+			free(*list);
+			*list = NULL;
+			return ret;
+		}
+	}
+	*n = json_array_size(items);
+	return 0;
+}
+
+int thaw_client_fork(struct thaw_client *c, const char *id, unsigned count,
+		     struct thaw_checkpoint *ck, struct thaw_fork_entry **list,
+		     size_t *n, char *err, size_t errlen)
+{
+	json_t *body = json_pack("{s:I}", "count", (json_int_t)count);
+	json_t *answer = NULL;
+	int ret =
+		body ? sandbox_post(c, id, "/fork", body, &answer, err, errlen)
+		     : oom(err, errlen);
+
+	*list = NULL;
+	*n = 0;
+	if (ret == 0)
+		ret = take_checkpoint(ck, answer, err, errlen);
+	if (ret == 0)
+		ret = take_fork_entries(answer, list, n, err, errlen);
+	json_decref(answer);
+	json_decref(body);
+	return ret;
+}
+
+/* A sandbox answer into @s (NULL: not wanted). */
+static int take_if_wanted(struct thaw_sandbox *s, const json_t *answer,
+			  char *err, size_t errlen)
+{
+	return s ? take_one_sandbox(s, answer, err, errlen) : 0;
+}
+
+int thaw_client_rollback(struct thaw_client *c, const char *id,
+			 const char *snapshot, struct thaw_sandbox *s,
+			 char *err, size_t errlen)
+{
+	json_t *body = json_object(), *answer = NULL;
+	int ret;
+
+	if (!body)
+		return oom(err, errlen);
+	if (!set(body, "snapshot", json_string(snapshot)))
+		ret = not_text("snapshot id", err, errlen);
+	else
+		ret = sandbox_post(c, id, "/rollback", body, &answer, err,
+				   errlen);
+	if (ret == 0)
+		ret = take_if_wanted(s, answer, err, errlen);
+	json_decref(answer);
+	json_decref(body);
+	return ret;
+}
+
+int thaw_client_pause(struct thaw_client *c, const char *id,
+		      struct thaw_checkpoint *ck, char *err, size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = sandbox_post(c, id, "/pause", NULL, &answer, err, errlen);
+
+	if (ret == 0 && ck)
+		ret = take_checkpoint(ck, json_object_get(answer, "checkpoint"),
+				      err, errlen);
+	json_decref(answer);
+	return ret;
+}
+
+int thaw_client_resume(struct thaw_client *c, const char *id,
+		       struct thaw_sandbox *s, char *err, size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = sandbox_post(c, id, "/resume", NULL, &answer, err, errlen);
+
+	if (ret == 0)
+		ret = take_if_wanted(s, answer, err, errlen);
+	json_decref(answer);
+	return ret;
+}
+
+static int take_snapshot(void *item, const json_t *o, char *err, size_t errlen)
+{
+	struct thaw_snapshot *s = item;
+
+	memset(s, 0, sizeof(*s));
+	if (!take_string(s->id, sizeof(s->id), o, "id") ||
+	    !take_string(s->parent, sizeof(s->parent), o, "parent") ||
+	    !take_string(s->template, sizeof(s->template), o, "template") ||
+	    !take_string(s->created, sizeof(s->created), o, "created"))
+		return too_long("snapshot field", err, errlen);
+	s->size = number(o, "size");
+	s->dirty_bytes = number(o, "dirty_bytes");
+	s->depth = (long)number(o, "depth");
+	s->live_users = (long)number(o, "live_users");
+	s->children = (long)number(o, "children");
+	s->base = json_is_true(json_object_get(o, "base"));
+	return 0;
+}
+
+int thaw_client_snapshots(struct thaw_client *c, struct thaw_snapshot **list,
+			  size_t *n, char *err, size_t errlen)
+{
+	return get_list(c, "/snapshots", "snapshots", "snapshot",
+			sizeof(**list), take_snapshot, list, n, err, errlen);
+}
+
+int thaw_client_delete_snapshot(struct thaw_client *c, const char *id,
+				char *err, size_t errlen)
+{
+	char *escaped = client_escape(c, id, 0), *path = NULL;
+	int ret;
+
+	if (escaped && asprintf(&path, "/snapshots/%s", escaped) < 0)
+		path = NULL;
+	ret = json_call(c, "DELETE", path, NULL, NULL, err, errlen);
+	free(escaped);
+	free(path);
 	return ret;
 }

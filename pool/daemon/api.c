@@ -158,7 +158,14 @@ static unsigned pool_status(enum pool_error e)
 		return 503;
 	case POOL_TIMED_OUT:
 		return 504;
+	case POOL_BAD_REQUEST:
+		return 400;
+	case POOL_NOT_FOUND:
+		return 404;
+	case POOL_CONFLICT:
+		return 409;
 	case POOL_RESTORE_FAILED:
+	case POOL_FAILED:
 		break;
 	}
 	return 500;
@@ -191,6 +198,14 @@ static const char *error_code(unsigned status)
 	default:
 		return "internal";
 	}
+}
+
+json_t *api_pool_error_json(enum pool_error e, const char *message)
+{
+	return json_pack("{s:{s:s,s:s}}", "error", "code",
+			 e == POOL_OVERLOADED ? "overloaded"
+					      : error_code(pool_status(e)),
+			 "message", message);
 }
 
 /*
@@ -462,18 +477,27 @@ bool api_text_reserve(struct text *t, size_t cap)
 /* ---- routing ----------------------------------------------------------- */
 
 static const struct api_route routes[] = {
-	{ "/sandboxes", false, .get = api_list_sandboxes,
+	{ "/sandboxes", ROUTE_PLAIN, .get = api_list_sandboxes,
 	  .post = api_create_sandbox },
-	{ "/templates", false, .get = api_get_templates },
-	{ "/health", false, .get = api_get_health },
-	{ "/metrics", false, .get = api_get_metrics },
-	{ "", true, .get = api_get_sandbox, .del = api_delete_sandbox },
-	{ "/exec", true, .post = api_exec },
-	{ "/timeout", true, .post = api_set_timeout },
-	{ "/network", true, .post = api_set_network },
-	{ "/ping", true, .post = api_ping_sandbox },
-	{ "/files", true, .get = api_get_file, .put = api_put_file_end,
+	{ "/templates", ROUTE_PLAIN, .get = api_get_templates },
+	{ "/snapshots", ROUTE_PLAIN, .get = api_list_snapshots },
+	{ "/health", ROUTE_PLAIN, .get = api_get_health },
+	{ "/metrics", ROUTE_PLAIN, .get = api_get_metrics },
+	{ "", ROUTE_SANDBOX, .get = api_get_sandbox,
+	  .del = api_delete_sandbox },
+	{ "/exec", ROUTE_SANDBOX, .post = api_exec },
+	{ "/timeout", ROUTE_SANDBOX, .post = api_set_timeout },
+	{ "/network", ROUTE_SANDBOX, .post = api_set_network },
+	{ "/ping", ROUTE_SANDBOX, .post = api_ping_sandbox },
+	{ "/files", ROUTE_SANDBOX, .get = api_get_file, .put = api_put_file_end,
 	  .put_begin = api_put_file_begin, .put_piece = api_put_file_piece },
+	{ "/checkpoint", ROUTE_SANDBOX, .post = api_checkpoint },
+	{ "/fork", ROUTE_SANDBOX, .post = api_fork },
+	{ "/rollback", ROUTE_SANDBOX, .post = api_rollback },
+	{ "/pause", ROUTE_SANDBOX, .post = api_pause },
+	{ "/resume", ROUTE_SANDBOX, .post = api_resume },
+	{ "", ROUTE_SNAPSHOT, .get = api_get_snapshot,
+	  .del = api_delete_snapshot },
 };
 
 /* Methods in the order a 405's Allow header lists them. */
@@ -502,8 +526,13 @@ static void allowed_methods(const struct api_route *rt, char *out, size_t len)
 				      methods[i]);
 }
 
-#define SANDBOXES_PREFIX "/sandboxes/"
 #define ID_CHARS "0123456789abcdef"
+
+/* The paths whose second segment is an id, by their route kind. */
+static const char *const id_prefixes[] = {
+	[ROUTE_SANDBOX] = "/sandboxes/",
+	[ROUTE_SNAPSHOT] = "/snapshots/",
+};
 
 /*
  * No byte past @url's end is read, whatever it holds: the fuzz harness
@@ -514,16 +543,19 @@ static void allowed_methods(const struct api_route *rt, char *out, size_t len)
 const struct api_route *api_parse_route(const char *url,
 					char id[SANDBOX_ID_LEN + 1])
 {
-	const size_t prefix = strlen(SANDBOXES_PREFIX);
 	size_t len = strlen(url), n;
-	bool sandbox = false;
+	enum route_kind kind = ROUTE_PLAIN;
 	const char *sub = url;
 
 	id[0] = '\0';
 	/* One trailing slash names the same route: "/health/". */
 	if (len > 1 && url[len - 1] == '/')
 		len--;
-	if (len > prefix && !strncmp(url, SANDBOXES_PREFIX, prefix)) {
+	for (size_t k = ROUTE_SANDBOX; k < ARRAY_SIZE(id_prefixes); k++) {
+		const size_t prefix = strlen(id_prefixes[k]);
+
+		if (len <= prefix || strncmp(url, id_prefixes[k], prefix))
+			continue;
 		n = strcspn(url + prefix, "/");
 		if (n > len - prefix)
 			n = len - prefix;
@@ -532,13 +564,13 @@ const struct api_route *api_parse_route(const char *url,
 			return NULL;
 		memcpy(id, url + prefix, n);
 		id[n] = '\0';
-		sandbox = true;
+		kind = (enum route_kind)k;
 		sub = url + prefix + n;
 		len -= prefix + n;
+		break;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-		if (routes[i].sandbox == sandbox &&
-		    strlen(routes[i].path) == len &&
+		if (routes[i].kind == kind && strlen(routes[i].path) == len &&
 		    !memcmp(routes[i].path, sub, len))
 			return &routes[i];
 	id[0] = '\0';

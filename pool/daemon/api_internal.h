@@ -9,6 +9,8 @@
  *			token, request bodies, replies and the mapping of
  *			errors to HTTP statuses
  *	api_sandboxes.c	create, list, get, delete, timeout, ping; templates
+ *	api_snapshots.c	checkpoint, fork, rollback, pause, resume; creates
+ *			from a snapshot; the snapshots' list, get, delete
  *	api_exec.c	running a command in a sandbox, streamed or collected
  *	api_files.c	copying a file into or out of a sandbox
  *	api_agent.c	connecting to a sandbox's agent, waiting on it and on
@@ -67,15 +69,18 @@ typedef enum MHD_Result api_handler(struct MHD_Connection *conn,
 
 /* ---- api.c: routes ---------------------------------------------------- */
 
+/* Where a route's path is: after the root, /sandboxes/ID or /snapshots/ID. */
+enum route_kind { ROUTE_PLAIN, ROUTE_SANDBOX, ROUTE_SNAPSHOT };
+
 /*
- * A route: a path, or a sub-path of /sandboxes/ID, and a handler per
- * method it takes.  A PUT with put_begin streams its body: put_begin runs
- * at the headers, put_piece per piece, put once the body is in; every
- * other body is collected first.
+ * A route: a path, or a sub-path of /sandboxes/ID or /snapshots/ID, and a
+ * handler per method it takes.  A PUT with put_begin streams its body:
+ * put_begin runs at the headers, put_piece per piece, put once the body
+ * is in; every other body is collected first.
  */
 struct api_route {
 	const char *path;
-	bool sandbox; /* @path follows /sandboxes/ID */
+	enum route_kind kind;
 	api_handler *get, *post, *put, *del;
 	api_handler *put_begin;
 	void (*put_piece)(struct MHD_Connection *conn, struct request *r,
@@ -84,9 +89,10 @@ struct api_route {
 
 /*
  * The route @url (an unescaped path, as libmicrohttpd passes it) names, and
- * for a sandbox's route its ID in @id; NULL (a 404) for anything else.  ID
- * is a whole path segment of 1 to SANDBOX_ID_LEN lowercase hex digits; one
- * trailing slash is allowed.  A pure function: no server, no daemon needed.
+ * for a sandbox's or a snapshot's route its ID in @id; NULL (a 404) for
+ * anything else.  ID is a whole path segment of 1 to SANDBOX_ID_LEN
+ * lowercase hex digits; one trailing slash is allowed.  A pure function:
+ * no server, no daemon needed.
  */
 const struct api_route *api_parse_route(const char *url,
 					char id[SANDBOX_ID_LEN + 1]);
@@ -160,9 +166,44 @@ struct create_request {
 };
 
 /* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
- * or 400/404 with a message in @err. */
+ * or 400/404 with a message in @err.  One with a "snapshot" is
+ * api_parse_create_from()'s. */
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		     struct create_request *req, char *err, size_t errlen);
+/* A POST /sandboxes body with a "snapshot": its lease, env and count. */
+struct create_from_request {
+	char snapshot[SANDBOX_ID_LEN + 1];
+	uint32_t timeout_s; /* 0: the snapshot's template's */
+	uint32_t count;
+	bool counted; /* "count" given: the answer is a list */
+	char **env;   /* the caller frees it (api_free_strv), also on error */
+	size_t nr_env;
+};
+
+/* api_snapshots.c: @body of POST /sandboxes with a "snapshot"; 0, or 400
+ * (413 for its env) with a message in @err. */
+int api_parse_create_from(json_t *body, struct create_from_request *req,
+			  char *err, size_t errlen);
+/* api_snapshots.c: POST /sandboxes with a "snapshot" in @body (the
+ * caller's still). */
+enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
+					 struct request *r, struct daemon *d,
+					 json_t *body);
+/* api_sandboxes.c: the sandbox object of API.md; call with the daemon
+ * locked. */
+json_t *api_sandbox_json(const struct sandbox *c, bool detail);
+/* api_sandboxes.c: @ms (CLOCK_REALTIME) as RFC 3339 UTC into @out. */
+void api_format_time(int64_t ms, char *out, size_t len);
+/* api_sandboxes.c: milliseconds to two decimals: JSON readers need not
+ * see float noise. */
+double api_hundredths(double ms);
+/* api.c: the error object of API.md for pool error @e, as one entry of a
+ * fork's answer holds it. */
+json_t *api_pool_error_json(enum pool_error e, const char *message);
+/* api_sandboxes.c: whether @env's entries fit a sandbox's limits (a 413
+ * when not, with a message in @err). */
+bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen);
+
 /*
  * api_sandboxes.c: a "network" object (POST /sandboxes' field, POST
  * /sandboxes/ID/network's body) into @out, what it leaves out from
@@ -219,10 +260,14 @@ void api_budget_spent(const struct daemon *d, char *err, size_t errlen);
 
 /* Connects to @c's agent, retrying while the guest is busy, and has its
  * waits end when @client_fd (-1: none) hangs up or the daemon stops; 0,
- * or the HTTP status (500; 503 when the budget is spent) and a message in
- * @err.  The connection's budget is held until api_close_agent(). */
+ * or the HTTP status (500; 503 when the budget is spent; 409 while it is
+ * paused or being replaced) and a message in @err.  The connection's budget is
+ * held until api_close_agent(). */
 int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
 		      int client_fd, char *err, size_t errlen);
+/* Whether @c's VM cannot be used now: it is paused, or being replaced
+ * (rolled back, paused, resumed); the 409's message in @err then. */
+bool api_sandbox_busy(struct sandbox *c, char *err, size_t errlen);
 /* Closes @agent (if open) and gives its budget back. */
 void api_close_agent(struct daemon *d, struct agent_conn *agent);
 
@@ -235,6 +280,8 @@ api_handler api_create_sandbox, api_list_sandboxes, api_get_sandbox,
 	api_delete_sandbox, api_set_timeout, api_set_network, api_ping_sandbox,
 	api_get_templates;
 api_handler api_exec;
+api_handler api_checkpoint, api_fork, api_rollback, api_pause, api_resume,
+	api_list_snapshots, api_get_snapshot, api_delete_snapshot;
 api_handler api_get_file, api_put_file_begin, api_put_file_end;
 api_handler api_get_health, api_get_metrics;
 

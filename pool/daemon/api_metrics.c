@@ -26,9 +26,9 @@
 #include "api_internal.h"
 #include "clock.h"
 
-static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400,
-						    401, 404, 405, 411,
-						    413, 429, 500, 503 };
+static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400, 401,
+						    404, 405, 409, 411, 413,
+						    429, 500, 503 };
 
 void api_count_status(struct daemon *d, unsigned status)
 {
@@ -128,6 +128,12 @@ static const struct {
 	  "A sandbox's policy written into its eBPF maps: a create's, or "
 	  "POST /sandboxes/{id}/network.",
 	  offsetof(struct pool, policy_update_s) },
+	{ "thaw_checkpoint_pause_seconds",
+	  "How long a checkpoint kept its sandbox's vCPUs paused.",
+	  offsetof(struct pool, checkpoint_pause_s) },
+	{ "thaw_checkpoint_seconds",
+	  "A checkpoint's whole time in its VMM, files synced included.",
+	  offsetof(struct pool, checkpoint_total_s) },
 };
 
 /* Each family of pool_histograms, a histogram per template. */
@@ -292,7 +298,7 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 	POOL_METRIC(&t, d, "thaw_pool_ready", "gauge",
 		    "Restored clones waiting in the pool.", pl->ready);
 	POOL_METRIC(&t, d, "thaw_pool_restoring", "gauge",
-		    "Clones being restored.", pl->restoring);
+		    "Clones being restored.", pl->restoring + pl->on_demand);
 	POOL_METRIC(&t, d, "thaw_sandboxes_leased", "gauge",
 		    "Sandboxes handed out.", pl->leased);
 	POOL_METRIC(&t, d, "thaw_handouts_total", "counter",
@@ -307,6 +313,19 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 	POOL_METRIC(&t, d, "thaw_overload_rejections_total", "counter",
 		    "Creates refused while the host was overloaded.",
 		    pl->overload_rejections);
+	POOL_METRIC(&t, d, "thaw_checkpoints_total", "counter",
+		    "Checkpoints written (by checkpoint, fork and pause).",
+		    pl->checkpoints);
+	POOL_METRIC(&t, d, "thaw_checkpoint_failures_total", "counter",
+		    "Checkpoints that failed.", pl->checkpoint_failures);
+	POOL_METRIC(&t, d, "thaw_forks_total", "counter",
+		    "Sandboxes asked for by forks.", pl->forks);
+	POOL_METRIC(&t, d, "thaw_rollbacks_total", "counter",
+		    "Sandboxes rolled back.", pl->rollbacks);
+	POOL_METRIC(&t, d, "thaw_pauses_total", "counter", "Sandboxes paused.",
+		    pl->pauses);
+	POOL_METRIC(&t, d, "thaw_resumes_total", "counter",
+		    "Sandboxes resumed.", pl->resumes);
 	put_admission(&t, d);
 	put_pool_histograms(&t, d);
 	put(&t, "# HELP thaw_http_requests_total Answered requests by status.\n"

@@ -28,7 +28,7 @@
 #include "api_internal.h"
 #include "clock.h"
 
-static void format_time(int64_t ms, char *out, size_t len)
+void api_format_time(int64_t ms, char *out, size_t len)
 {
 	time_t s = (time_t)(ms / 1000);
 	struct tm tm;
@@ -38,8 +38,7 @@ static void format_time(int64_t ms, char *out, size_t len)
 	snprintf(out, len, "%s.%03dZ", base, (int)(ms % 1000));
 }
 
-/* Milliseconds to two decimals: JSON readers need not see float noise. */
-static double hundredths(double ms)
+double api_hundredths(double ms)
 {
 	return (double)(int64_t)(ms * 100 + 0.5) / 100;
 }
@@ -50,15 +49,16 @@ static json_t *restore_phases_json(const struct sandbox *c)
 	const struct vmm_restore_phases *p = &c->restore_phases;
 
 	return json_pack("{s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f,s:f}", "host_ms",
-			 hundredths(c->restore_host_ms), "vmm_start_ms",
-			 hundredths(p->process_start_ms + p->setup_ms),
-			 "page_in_ms", hundredths(p->page_in_ms),
+			 api_hundredths(c->restore_host_ms), "vmm_start_ms",
+			 api_hundredths(p->process_start_ms + p->setup_ms),
+			 "page_in_ms", api_hundredths(p->page_in_ms),
 			 "prefetched_pages", (json_int_t)p->prefetched_pages,
-			 "state_restore_ms", hundredths(p->state_restore_ms),
-			 "guest_ms", hundredths(c->restore_guest_ms),
-			 "agent_ms", hundredths(p->agent_ms), "identity_ms",
-			 hundredths(c->identity_ms), "network_ms",
-			 hundredths(c->network_ms));
+			 "state_restore_ms",
+			 api_hundredths(p->state_restore_ms), "guest_ms",
+			 api_hundredths(c->restore_guest_ms), "agent_ms",
+			 api_hundredths(p->agent_ms), "identity_ms",
+			 api_hundredths(c->identity_ms), "network_ms",
+			 api_hundredths(c->network_ms));
 }
 
 /* "A.B.C.D/N" of @c into @out (at least 19 bytes). */
@@ -101,25 +101,29 @@ static json_t *network_json(const struct sandbox *c)
 		"host_address", host);
 }
 
-/* The sandbox object of API.md; call with the daemon locked. */
-static json_t *sandbox_json(const struct sandbox *c, bool detail)
+json_t *api_sandbox_json(const struct sandbox *c, bool detail)
 {
 	char created[40], expires[40];
 
-	format_time(c->created_ms, created, sizeof(created));
-	format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
-					  realtime_ms()),
-		    expires, sizeof(expires));
+	api_format_time(c->created_ms, created, sizeof(created));
+	api_format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
+					      realtime_ms()),
+			expires, sizeof(expires));
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id, "template",
 		c->pool->t->name, "created", created, "expires", expires,
-		"restore_ms", hundredths(c->restore_ms), "restore",
-		restore_phases_json(c), "handout_ms", hundredths(c->handout_ms),
-		"state", c->stopped ? "stopped" : "running");
-	if (j)
+		"restore_ms", api_hundredths(c->restore_ms), "restore",
+		restore_phases_json(c), "handout_ms",
+		api_hundredths(c->handout_ms), "state", sandbox_state_name(c));
+	if (j) {
 		json_object_set_new(j, "network", network_json(c));
+		json_object_set_new(j, "snapshot", json_string(c->snapshot_id));
+	}
+	/* A paused sandbox has no VMM. */
 	if (j && detail) {
-		json_object_set_new(j, "pid", json_integer(c->vmm.pid));
+		json_object_set_new(j, "pid",
+				    c->vmm.pid > 0 ? json_integer(c->vmm.pid)
+						   : json_null());
 		if (c->stopped)
 			json_object_set_new(j, "stop_reason",
 					    json_string(c->stop_reason));
@@ -133,7 +137,7 @@ static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
 				    unsigned status, bool detail)
 {
 	pthread_mutex_lock(&r->d->lock);
-	json_t *j = sandbox_json(c, detail);
+	json_t *j = api_sandbox_json(c, detail);
 	pthread_mutex_unlock(&r->d->lock);
 	sandbox_put(r->d, c);
 	return api_reply_json(conn, r, status, j);
@@ -158,9 +162,10 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 				  (int)t->vcpus, "min_ready", (int)t->min_ready,
 				  "max_total", (int)t->max_total, "ready",
 				  (int)pl->ready, "restoring",
-				  (int)pl->restoring, "leased", (int)pl->leased,
-				  "network", t->network ? "nat" : "none",
-				  "allow_internet", t->allow_internet));
+				  (int)(pl->restoring + pl->on_demand),
+				  "leased", (int)pl->leased, "network",
+				  t->network ? "nat" : "none", "allow_internet",
+				  t->allow_internet));
 	}
 	pthread_mutex_unlock(&d->lock);
 	return api_reply_json(conn, r, 200,
@@ -176,7 +181,7 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 #define MAX_ENV_ENTRIES 256
 #define MAX_ENV_BYTES (64u << 10)
 
-static bool env_fits(char *const *env, size_t n, char *err, size_t errlen)
+bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen)
 {
 	size_t bytes = 0;
 
@@ -309,7 +314,7 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
 			 err, errlen))
 		return 400;
-	if (!env_fits(req->env, req->nr_env, err, errlen))
+	if (!api_env_fits(req->env, req->nr_env, err, errlen))
 		return 413;
 	if (!req->template) {
 		snprintf(err, errlen, "no template \"%.200s\"", name);
@@ -359,6 +364,13 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 
 	if (!body)
 		return api_reply_error(conn, r, 400, "%s", err);
+	if (json_object_get(body, "snapshot")) {
+		enum MHD_Result ret =
+			api_create_from_snapshot(conn, r, d, body);
+
+		json_decref(body);
+		return ret;
+	}
 	int status = api_parse_create(body, &d->cfg, &req, err, sizeof(err));
 	json_decref(body);
 	if (status) {
@@ -394,7 +406,7 @@ enum MHD_Result api_list_sandboxes(struct MHD_Connection *conn,
 
 	pthread_mutex_lock(&d->lock);
 	for (const struct sandbox *c = d->leased; c; c = c->next)
-		json_array_append_new(list, sandbox_json(c, false));
+		json_array_append_new(list, api_sandbox_json(c, false));
 	pthread_mutex_unlock(&d->lock);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:o}", "sandboxes", list));
@@ -470,6 +482,10 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return api_no_sandbox(conn, r);
+	if (api_sandbox_busy(c, err, sizeof(err))) {
+		sandbox_put(d, c);
+		return api_reply_error(conn, r, 409, "%s", err);
+	}
 	if (!c->net_made) {
 		snprintf(err, sizeof(err),
 			 "sandbox %s has no network (template \"%s\": network "
@@ -527,5 +543,5 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 		return api_reply_error(conn, r, status, "%s", err);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:s,s:f}", "id", r->id, "agent_ms",
-					hundredths(agent_ms)));
+					api_hundredths(agent_ms)));
 }

@@ -8,7 +8,8 @@
  * never touched) and refuse to go on without the controllers the limits
  * need (limits fail closed), remove what a dead daemon left (its
  * sandboxes' cgroups and run directories; its VMMs died with it through
- * PR_SET_PDEATHSIG, and a cgroup's leftovers are killed with it), find
+ * PR_SET_PDEATHSIG, and a cgroup's leftovers are killed with it; the
+ * checkpoints it was writing, snapshot_store.h), find
  * each template's snapshot in the catalog or build it with `thaw snapshot
  * create`, start the pools, and only then bind the socket: a client that
  * can connect gets served.
@@ -605,6 +606,7 @@ static int prepare_template(struct daemon *d, struct pool *pl)
 		log_info("template %s: built snapshot %s in %.1f s", t->name,
 			 snap.id, (monotonic_ms() - started_ms) / 1e3);
 	}
+	memcpy(pl->template_id, rec.id, sizeof(pl->template_id));
 	memcpy(pl->snapshot_id, snap.id, sizeof(pl->snapshot_id));
 	memcpy(pl->snapshot_dir, snap.dir, sizeof(pl->snapshot_dir));
 	record_working_set(pl);
@@ -699,6 +701,8 @@ int thaw_daemon(int argc, char **argv)
 		goto out;
 	}
 	tighten_snapshot_modes(&d);
+	/* A checkpoint a dead daemon was writing is garbage now. */
+	snapshots_collect(&d);
 	d.pools = calloc(d.cfg.nr_templates, sizeof(*d.pools));
 	if (!d.pools)
 		goto out;

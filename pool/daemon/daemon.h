@@ -10,12 +10,17 @@
  *	pools.c		warm pools and every sandbox's life, below
  *	admission.c	whether to admit new sandboxes, from the host's
  *			pressure, memory and restore times (admission.h)
+ *	checkpoints.c	checkpoint, fork, rollback, pause and resume of a
+ *			leased sandbox; sandboxes restored on demand from
+ *			any snapshot; the snapshots' list and removal
  *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
  *			says which file serves what)
  *
  * A sandbox is what the API hands out: struct sandbox, one restored clone
- * of a template's snapshot ("clone" names the same thing from the
- * snapshot's side: the catalog registers it as the snapshot's live clone).
+ * of a snapshot ("clone" names the same thing from the snapshot's side:
+ * the catalog registers it as the snapshot's live clone).  That snapshot
+ * is its template's base when it comes from a warm pool; a checkpoint
+ * moves it to the checkpoint, a rollback to the snapshot rolled back to.
  * Its VMM child is a struct vmm_process (pool/host/), running in the
  * sandbox's own cgroup.
  *
@@ -32,7 +37,15 @@
  * cgroup and run directory removed, catalog entry dropped).  A leased
  * sandbox whose VMM died stays listed, marked stopped, until it is
  * released or expires, so its user learns why.  Each step is logged with
- * the sandbox's id (common/log.h).
+ * the sandbox's id (common/log.h).  A leased sandbox may be paused (its
+ * VM checkpointed and stopped, its cgroup and network gone, its id, lease
+ * and network address kept) and resumed, or rolled back (its VM replaced
+ * by a restore of another snapshot under the same id): checkpoints.c.
+ *
+ * VMMs are forked by threads that live as long as the daemon (a VMM's
+ * PR_SET_PDEATHSIG follows the thread that forked it): the pools' workers,
+ * and for restores an API request asks for (a fork, a rollback) the
+ * restorer threads, which run struct daemon_job's.
  *
  * Errors: the functions here return their own codes (pool_handout() an
  * enum pool_error, with its message in the caller's buffer); only the API
@@ -68,6 +81,16 @@ struct histogram {
 void histogram_add(struct histogram *h, double seconds);
 
 enum sandbox_state { SANDBOX_RESTORING, SANDBOX_READY, SANDBOX_LEASED };
+
+/* What a checkpoint, fork, rollback, pause or resume is doing to a
+ * sandbox: another one is refused (409) meanwhile. */
+enum sandbox_op {
+	SANDBOX_NO_OP,
+	SANDBOX_CHECKPOINTING, /* its VMM writes a checkpoint, and runs on */
+	/* Its VMM is being stopped or replaced: nothing else may use it
+	 * (exec, files, ping, network: 409), and the reaper leaves it be. */
+	SANDBOX_REPLACING,
+};
 
 struct pool;
 
@@ -105,6 +128,23 @@ struct sandbox {
 	bool agent_lost; /* it was dropped */
 	bool stopped;	 /* its VMM died */
 	char stop_reason[160];
+	/*
+	 * The snapshot its memory derives from, which the catalog has it as a
+	 * live clone of (registered): its pool's at first, then its last
+	 * checkpoint or the snapshot it was rolled back to.
+	 */
+	char snapshot_id[CATALOG_ID_LEN + 1];
+	char snapshot_dir[CATALOG_PATH_MAX];
+	/* Under the lock: what is being done to it (checkpoints.c), and
+	 * whether it is paused (no VMM: its VM is its snapshot). */
+	enum sandbox_op op;
+	const char *op_name; /* "checkpointed", for the 409 of another */
+	bool paused;
+	bool unleased; /* taken off the leased list: released or expired */
+	/* Its network's index (net.index) is its own: from the restore that
+	 * took it to its destroy, across a pause and a rollback, so that its
+	 * host address stays. */
+	bool net_index_held;
 	struct sandbox *next;
 };
 
@@ -126,10 +166,14 @@ struct pool_waiter {
 struct pool {
 	struct daemon *d;
 	const struct template_config *t;
+	char template_id[CATALOG_ID_LEN + 1]; /* the catalog's */
 	char snapshot_id[CATALOG_ID_LEN + 1];
 	char snapshot_dir[CATALOG_PATH_MAX];
 	struct sandbox *ready_head, *ready_tail;
 	uint32_t ready, restoring, leased, waiters;
+	/* restores an API request asked for (checkpoints.c): counted in the
+	 * template's total, never handed to a waiting create */
+	uint32_t on_demand;
 	uint64_t restore_failures;
 	uint32_t failures_in_a_row;
 	char last_error[256];
@@ -145,12 +189,29 @@ struct pool {
 	 * policy written into a sandbox's maps (a create's, or POST
 	 * /sandboxes/{id}/network) */
 	struct histogram network_setup_s, policy_update_s;
+	/* checkpoints.c's work on this template's sandboxes */
+	uint64_t checkpoints, checkpoint_failures, forks, rollbacks, pauses,
+		resumes;
+	struct histogram checkpoint_pause_s, checkpoint_total_s;
 	pthread_t *workers;
 	uint32_t nr_workers;
 };
 
 /* HTTP status classes counted for thaw_http_requests_total. */
-#define HTTP_CODES 12
+#define HTTP_CODES 13
+
+/*
+ * Work for a restorer thread (pools.c): @run(@job), then @done; see
+ * daemon_run_jobs().
+ */
+struct daemon_job {
+	void (*run)(struct daemon_job *job);
+	bool done;
+	struct daemon_job *next;
+};
+
+/* Restorer threads: how many sandboxes a fork restores at once. */
+#define RESTORERS 8
 
 struct daemon {
 	struct daemon_config cfg;
@@ -180,6 +241,12 @@ struct daemon {
 	uint64_t http_count[HTTP_CODES];
 	uint64_t api_memory_used; /* of cfg.api_memory_budget_bytes */
 	pthread_t reaper;
+	/* Jobs waiting for a restorer, oldest first; the conditions: one is
+	 * queued, one is done. */
+	struct daemon_job *jobs_head, *jobs_tail;
+	pthread_cond_t job_queued, job_done;
+	pthread_t restorers[RESTORERS];
+	uint32_t nr_restorers;
 
 	pthread_mutex_t catalog_lock; /* one LMDB environment at a time */
 
@@ -209,6 +276,11 @@ enum pool_error {
 	POOL_TIMED_OUT,	     /* no clone ready within restore_timeout_s */
 	POOL_RESTORE_FAILED, /* restores fail in a row: waiting will not help */
 	POOL_OVERLOADED,     /* not admitting, and no clone is ready */
+	/* checkpoints.c: */
+	POOL_BAD_REQUEST, /* a snapshot of no template this daemon serves */
+	POOL_NOT_FOUND,	  /* no such snapshot */
+	POOL_CONFLICT,	  /* in use, paused, busy with another operation */
+	POOL_FAILED,	  /* a checkpoint or a restore failed */
 };
 
 /*
@@ -225,6 +297,113 @@ void sandbox_put(struct daemon *d, struct sandbox *c);
 
 /* Releases leased sandbox @id (DELETE); false when there is none. */
 bool sandbox_release(struct daemon *d, const char *id);
+
+/*
+ * Runs @jobs[0..@n) on the restorer threads, in parallel, and returns once
+ * each is done.  No lock held.
+ */
+void daemon_run_jobs(struct daemon *d, struct daemon_job *const jobs[],
+		     size_t n);
+
+/*
+ * For checkpoints.c.  sandbox_new(): a sandbox of @pl with a fresh id, not
+ * counted anywhere yet, or NULL.  sandbox_restore(): restores it from
+ * c->snapshot_id (registering it as that snapshot's clone unless it is
+ * already), as a pool worker restores a warm clone; 0 or -1 after a log
+ * line; call it from a restorer or a worker.  sandbox_lease_new(): leases
+ * restored @c (counted in its pool's restoring and the daemon's total by
+ * the caller) for @timeout_s with @env (taken over), held for the caller
+ * as pool_handout()'s are.  sandbox_teardown(): stops @c's VMM and frees
+ * its cgroup and network (not its network's index, held), unregistering
+ * it unless @keep_registration; the caller has it to itself
+ * (SANDBOX_REPLACING).  sandbox_destroy() frees what it still holds, and
+ * it.  sandbox_watch(): the reaper now watches @c's VMM; under the lock.
+ */
+struct sandbox *sandbox_new(struct pool *pl);
+int sandbox_restore(struct sandbox *c);
+void sandbox_lease_new(struct sandbox *c, uint32_t timeout_s, char **env);
+void sandbox_teardown(struct daemon *d, struct sandbox *c,
+		      bool keep_registration);
+void sandbox_destroy(struct daemon *d, struct sandbox *c);
+void sandbox_watch(struct daemon *d, struct sandbox *c);
+/* Its "state" (API.md): running, stopped or paused; under the lock. */
+const char *sandbox_state_name(const struct sandbox *c);
+
+/* ---- checkpoints.c ---- */
+
+/* At most this many sandboxes restored by one request (a fork's count). */
+#define MAX_FORKS 64
+
+/* A checkpoint written (API.md's answer to POST .../checkpoint). */
+struct checkpoint_result {
+	char snapshot[CATALOG_ID_LEN + 1];
+	char parent[CATALOG_ID_LEN + 1];
+	uint64_t dirty_bytes;
+	bool full; /* its memory is whole, not a diff of its parent's */
+	unsigned depth;
+	double pause_ms, total_ms;
+};
+
+/* One sandbox of a fork: @c (held: sandbox_put() it), or @error and
+ * @message. */
+struct fork_result {
+	struct sandbox *c;
+	enum pool_error error;
+	char message[512];
+};
+
+/*
+ * Each returns POOL_OK, or its error after a message in @err.  @c is held
+ * by the caller.
+ *
+ * sandbox_checkpoint(): writes a checkpoint of running @c, whose memory
+ * then derives from it.  sandboxes_from_snapshot(): @n sandboxes of
+ * snapshot @snapshot_id restored in parallel (leased for @timeout_s, 0:
+ * the template's, each with a copy of @env); every one gets its entry in
+ * @out, POOL_OK meaning at least one was made.  sandbox_fork(): a
+ * checkpoint of @c into @ck, then @n sandboxes of it with @c's env.
+ * sandbox_rollback(): @c's VM replaced by a restore of @snapshot_id (of
+ * @c's template), under the same id, lease and network address.
+ * sandbox_pause(): a checkpoint into @ck, then @c's VM stopped and its
+ * cgroup and network freed.  sandbox_resume(): @c restored from its pause
+ * checkpoint.
+ */
+enum pool_error sandbox_checkpoint(struct sandbox *c,
+				   struct checkpoint_result *ck, char *err,
+				   size_t errlen);
+enum pool_error sandboxes_from_snapshot(struct daemon *d,
+					const char *snapshot_id, uint32_t n,
+					uint32_t timeout_s, char *const *env,
+					struct fork_result *out, char *err,
+					size_t errlen);
+enum pool_error sandbox_fork(struct sandbox *c, uint32_t n,
+			     struct checkpoint_result *ck,
+			     struct fork_result *out, char *err, size_t errlen);
+enum pool_error sandbox_rollback(struct sandbox *c, const char *snapshot_id,
+				 char *err, size_t errlen);
+enum pool_error sandbox_pause(struct sandbox *c, struct checkpoint_result *ck,
+			      char *err, size_t errlen);
+enum pool_error sandbox_resume(struct sandbox *c, char *err, size_t errlen);
+
+/* A snapshot as GET /snapshots shows it. */
+struct snapshot_info {
+	struct snapshot_record rec;
+	uint32_t live_users;  /* live clones: sandboxes, paused ones too */
+	const char *template; /* the pool serving its template, or NULL */
+	bool base;	      /* a pool's base snapshot */
+};
+
+/* Every snapshot of the catalog into *@out (malloc'd) of *@n; or one,
+ * @id, when it is not NULL (POOL_NOT_FOUND when there is none). */
+enum pool_error snapshots_list(struct daemon *d, const char *id,
+			       struct snapshot_info **out, size_t *n, char *err,
+			       size_t errlen);
+/* Removes snapshot @id, entry then files; POOL_CONFLICT while it has
+ * children or live clones, or is a pool's base. */
+enum pool_error snapshot_remove(struct daemon *d, const char *id, char *err,
+				size_t errlen);
+/* The daemon's start: what killed checkpoints left is removed. */
+void snapshots_collect(struct daemon *d);
 
 /*
  * Leases end on CLOCK_MONOTONIC, which a step of the wall clock (NTP, an

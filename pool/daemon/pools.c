@@ -90,7 +90,7 @@ void histogram_add(struct histogram *h, double seconds)
  * nothing else to say).  Both fds leave the set when sandbox_destroy()
  * closes them; the pid, flagged for the agent, is what an event carries.
  */
-static void watch_vmm(struct daemon *d, struct sandbox *c)
+void sandbox_watch(struct daemon *d, struct sandbox *c)
 {
 	struct epoll_event exit = { .events = EPOLLIN | EPOLLONESHOT,
 				    .data.u64 = (uint64_t)c->vmm.pid };
@@ -164,7 +164,7 @@ struct pool *pool_find(struct daemon *d, const char *template)
 
 static uint32_t pool_total(const struct pool *pl)
 {
-	return pl->ready + pl->restoring + pl->leased;
+	return pl->ready + pl->restoring + pl->on_demand + pl->leased;
 }
 
 static void free_env(char **env)
@@ -183,33 +183,37 @@ static void net_index_put(struct daemon *d, uint32_t index)
 
 /*
  * vmm_place's net_prepare for a networked template's clone (@arg): its
- * namespace, veth, TAP and policy, with a free index of the pool.
+ * namespace, veth, TAP and policy, with a free index of the pool; or, for
+ * a sandbox restored again (rolled back, resumed), with the index and
+ * policy it holds, so that its host address and policy stay.
  */
 static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 			       gid_t gid, char *err, size_t errlen)
 {
 	struct sandbox *c = arg;
 	struct daemon *d = c->pool->d;
-	uint32_t index = 0;
-	bool have = false;
+	uint32_t index = c->net.index;
+	bool fresh = !c->net_index_held;
 	double started_ms = monotonic_ms();
 
 	pthread_mutex_lock(&d->lock);
-	if (d->net_nfree) {
+	if (fresh && d->net_nfree) {
 		index = d->net_free[--d->net_nfree];
-		have = true;
+		c->net_index_held = true;
 	}
 	pthread_mutex_unlock(&d->lock);
 	/* Never: there are max_sandboxes indexes, if the pool has room. */
-	if (!have) {
+	if (!c->net_index_held) {
 		snprintf(err, errlen, "no free address in network_cidr");
 		return -ENOSPC;
 	}
 	/* The template's policy; a create replaces it (map writes only). */
-	config_net_policy(c->pool->t, &c->policy);
+	if (fresh)
+		config_net_policy(c->pool->t, &c->policy);
 	if (sandbox_net_create(&c->net, &d->cfg.net, index, netns_path, uid,
 			       gid, &c->policy, err, errlen) < 0) {
-		net_index_put(d, index);
+		c->net.index =
+			index; /* held still: sandbox_destroy() puts it */
 		return -EIO;
 	}
 	c->net_made = true;
@@ -219,30 +223,55 @@ static int sandbox_net_prepare(void *arg, const char *netns_path, uid_t uid,
 	return 0;
 }
 
-/* Everything a sandbox holds, in reverse order of taking it; no lock
+/* What a sandbox's VM holds, in reverse order of taking it; no lock
  * held. */
-static void sandbox_destroy(struct daemon *d, struct sandbox *c)
+void sandbox_teardown(struct daemon *d, struct sandbox *c,
+		      bool keep_registration)
 {
 	char err[512];
 
 	agent_close(&c->agent);
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
-	if (c->net_made) {
+	if (c->net_made)
 		sandbox_net_destroy(&c->net);
-		net_index_put(d, c->net.index);
-	}
+	c->net_made = false;
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
 		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
-	if (c->registered) {
+	c->cgroup_made = false;
+	if (c->registered && !keep_registration) {
 		pthread_mutex_lock(&d->catalog_lock);
-		if (clone_unregister(c->pool->snapshot_id, c->id, err,
-				     sizeof(err)) < 0)
+		if (clone_unregister(c->snapshot_id, c->id, err, sizeof(err)) <
+		    0)
 			log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 		pthread_mutex_unlock(&d->catalog_lock);
+		c->registered = false;
 	}
+}
+
+/* Everything a sandbox holds; no lock held. */
+void sandbox_destroy(struct daemon *d, struct sandbox *c)
+{
+	sandbox_teardown(d, c, false);
+	if (c->net_index_held)
+		net_index_put(d, c->net.index);
 	free_env(c->env);
 	free(c);
+}
+
+struct sandbox *sandbox_new(struct pool *pl)
+{
+	struct sandbox *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->agent.fd = -1;
+	c->pool = pl;
+	if (catalog_new_id(c->id) < 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
 }
 
 /* Enough of a console to see where a boot stopped, not so much that a
@@ -269,8 +298,9 @@ static void log_console_tail(const struct sandbox *c)
 }
 
 /* The slow part of a restore; @c is ours alone until it is READY. */
-static int restore(struct pool *pl, struct sandbox *c)
+int sandbox_restore(struct sandbox *c)
 {
+	struct pool *pl = c->pool;
 	struct daemon *d = pl->d;
 	const struct template_config *t = pl->t;
 	struct cgroup_limits limits = {
@@ -281,7 +311,7 @@ static int restore(struct pool *pl, struct sandbox *c)
 	const char *vmm_args[] = {
 		thaw_tool_path("THAW_VMM", THAW_VMM_PATH),
 		"--restore",
-		pl->snapshot_dir,
+		c->snapshot_dir,
 		"--page-in",
 		t->page_in_lazy ? "lazy" : "prefetch",
 		"--sandbox-id", /* on each line of its log */
@@ -295,14 +325,19 @@ static int restore(struct pool *pl, struct sandbox *c)
 	char run_dir[PATH_MAX + 32], err[512];
 	int ret;
 
-	pthread_mutex_lock(&d->catalog_lock);
-	ret = clone_register(pl->snapshot_id, c->id, &snap, err, sizeof(err));
-	pthread_mutex_unlock(&d->catalog_lock);
-	if (ret < 0) {
-		log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
-		return -1;
+	if (!c->registered) {
+		pthread_mutex_lock(&d->catalog_lock);
+		ret = clone_register(c->snapshot_id, c->id, &snap, err,
+				     sizeof(err));
+		pthread_mutex_unlock(&d->catalog_lock);
+		if (ret < 0) {
+			log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
+			return -1;
+		}
+		c->registered = true;
+		snprintf(c->snapshot_dir, sizeof(c->snapshot_dir), "%s",
+			 snap.dir);
 	}
-	c->registered = true;
 	if (cgroup_create(&d->cgroups, c->id, &limits, &c->cg, err,
 			  sizeof(err)) < 0) {
 		log_write(LOG_LEVEL_ERROR, c->id, "%s", err);
@@ -364,11 +399,27 @@ static int restore(struct pool *pl, struct sandbox *c)
 	c->restore_host_ms = vmm_restore_host_ms(&c->restore_phases);
 	c->restore_guest_ms = c->restore_phases.agent_ms + c->identity_ms;
 	log_write(LOG_LEVEL_DEBUG, c->id,
-		  "restored from template %s in %.1f ms: host side %.1f ms, "
-		  "guest side %.1f ms",
-		  t->name, c->restore_ms, c->restore_host_ms,
+		  "restored from snapshot %s of template %s in %.1f ms: host "
+		  "side %.1f ms, guest side %.1f ms",
+		  c->snapshot_id, t->name, c->restore_ms, c->restore_host_ms,
 		  c->restore_guest_ms);
 	return 0;
+}
+
+/* Puts @c on the leased list for @timeout_s with @env, held for the
+ * caller (under the lock). */
+static void lease_to(struct sandbox *c, uint32_t timeout_s, char **env)
+{
+	struct daemon *d = c->pool->d;
+
+	c->state = SANDBOX_LEASED;
+	c->env = env;
+	c->created_ms = realtime_ms();
+	c->expires_ns = lease_deadline_ns(monotonic_ns(), timeout_s);
+	c->refs = 2; /* the leased list's and the caller's */
+	c->next = d->leased;
+	d->leased = c;
+	c->pool->leased++;
 }
 
 /*
@@ -380,16 +431,9 @@ static void lease(struct pool *pl, struct sandbox *c, struct pool_waiter *w)
 {
 	struct daemon *d = pl->d;
 
-	c->state = SANDBOX_LEASED;
-	c->env = w->env;
+	lease_to(c, w->timeout_s, w->env);
 	w->env = NULL;
-	c->created_ms = realtime_ms();
-	c->expires_ns = lease_deadline_ns(monotonic_ns(), w->timeout_s);
 	c->handout_ms = monotonic_ms() - w->since_ms;
-	c->refs = 2; /* the leased list's and the waiter's */
-	c->next = d->leased;
-	d->leased = c;
-	pl->leased++;
 	pl->handouts++;
 	histogram_add(&pl->handout_s, c->handout_ms / 1e3);
 	w->got = c;
@@ -471,6 +515,19 @@ static bool worker_needed(const struct pool *pl)
 	       d->total < d->cfg.max_sandboxes && d->admission.admitting;
 }
 
+/* A restore that worked, in @pl's metrics and admission's latencies
+ * (under the lock). */
+static void count_restore(struct pool *pl, const struct sandbox *c)
+{
+	pl->failures_in_a_row = 0;
+	histogram_add(&pl->restore_s, c->restore_ms / 1e3);
+	histogram_add(&pl->restore_host_s, c->restore_host_ms / 1e3);
+	histogram_add(&pl->restore_guest_s, c->restore_guest_ms / 1e3);
+	if (c->net_made)
+		histogram_add(&pl->network_setup_s, c->network_ms / 1e3);
+	restore_latency_add(&pl->latency, c->restore_ms, monotonic_ms());
+}
+
 static void *pool_worker(void *arg)
 {
 	struct pool *pl = arg;
@@ -486,30 +543,19 @@ static void *pool_worker(void *arg)
 		d->total++;
 		pthread_mutex_unlock(&d->lock);
 
-		struct sandbox *c = calloc(1, sizeof(*c));
-		bool ok = c && catalog_new_id(c->id) == 0;
-		if (c)
-			c->agent.fd = -1;
+		struct sandbox *c = sandbox_new(pl);
+		bool ok = c != NULL;
 		if (ok) {
-			c->pool = pl;
-			ok = restore(pl, c) == 0;
+			memcpy(c->snapshot_id, pl->snapshot_id,
+			       sizeof(c->snapshot_id));
+			ok = sandbox_restore(c) == 0;
 		}
 
 		pthread_mutex_lock(&d->lock);
 		pl->restoring--;
 		if (ok && !d->stopping) {
-			pl->failures_in_a_row = 0;
-			histogram_add(&pl->restore_s, c->restore_ms / 1e3);
-			histogram_add(&pl->restore_host_s,
-				      c->restore_host_ms / 1e3);
-			histogram_add(&pl->restore_guest_s,
-				      c->restore_guest_ms / 1e3);
-			if (c->net_made)
-				histogram_add(&pl->network_setup_s,
-					      c->network_ms / 1e3);
-			restore_latency_add(&pl->latency, c->restore_ms,
-					    monotonic_ms());
-			watch_vmm(d, c);
+			count_restore(pl, c);
+			sandbox_watch(d, c);
 			ready(pl, c);
 			continue;
 		}
@@ -539,6 +585,19 @@ static void *pool_worker(void *arg)
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
+}
+
+void sandbox_lease_new(struct sandbox *c, uint32_t timeout_s, char **env)
+{
+	struct pool *pl = c->pool;
+
+	pthread_mutex_lock(&pl->d->lock);
+	pl->on_demand--;
+	count_restore(pl, c);
+	lease_to(c, timeout_s, env);
+	pl->handouts++;
+	sandbox_watch(pl->d, c);
+	pthread_mutex_unlock(&pl->d->lock);
 }
 
 static struct sandbox *pop_ready(struct pool *pl)
@@ -720,7 +779,9 @@ static void unlease(struct daemon *d, struct sandbox *c)
 		p = &(*p)->next;
 	*p = c->next;
 	c->next = NULL;
-	if (c->vmm.pid > 0)
+	c->unleased = true;
+	/* One being replaced is its operation's to stop (checkpoints.c). */
+	if (c->vmm.pid > 0 && c->op != SANDBOX_REPLACING)
 		kill(c->vmm.pid, SIGKILL);
 	c->pool->leased--;
 	d->total--;
@@ -790,6 +851,10 @@ static void reap(struct daemon *d, const struct reaper_events *ev,
 
 	for (struct sandbox *c = d->leased, *next; c; c = next) {
 		next = c->next;
+		/* Its VMM is its operation's (checkpoints.c) meanwhile; it
+		 * expires once that ends. */
+		if (c->op == SANDBOX_REPLACING)
+			continue;
 		if (!c->stopped && vmm_died(c, ev)) {
 			c->stopped = true;
 			log_write(LOG_LEVEL_WARNING, c->id,
@@ -878,6 +943,58 @@ static void *reaper(void *arg)
 	return NULL;
 }
 
+/*
+ * A restorer: runs the jobs an API request queues (daemon_run_jobs), until
+ * the daemon stops with none left.  Forks made here outlive the request
+ * that asked for them, as they must (daemon.h).
+ */
+static void *restorer(void *arg)
+{
+	struct daemon *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		struct daemon_job *job = d->jobs_head;
+
+		if (!job) {
+			if (d->stopping)
+				break;
+			pthread_cond_wait(&d->job_queued, &d->lock);
+			continue;
+		}
+		d->jobs_head = job->next;
+		if (!d->jobs_head)
+			d->jobs_tail = NULL;
+		pthread_mutex_unlock(&d->lock);
+		job->run(job);
+		pthread_mutex_lock(&d->lock);
+		job->done = true;
+		pthread_cond_broadcast(&d->job_done);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+void daemon_run_jobs(struct daemon *d, struct daemon_job *const jobs[],
+		     size_t n)
+{
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < n; i++) {
+		jobs[i]->done = false;
+		jobs[i]->next = NULL;
+		if (d->jobs_tail)
+			d->jobs_tail->next = jobs[i];
+		else
+			d->jobs_head = jobs[i];
+		d->jobs_tail = jobs[i];
+	}
+	pthread_cond_broadcast(&d->job_queued);
+	for (size_t i = 0; i < n; i++)
+		while (!jobs[i]->done)
+			pthread_cond_wait(&d->job_done, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+}
+
 int pools_start(struct daemon *d)
 {
 	int err;
@@ -885,6 +1002,14 @@ int pools_start(struct daemon *d)
 	d->vmm_exits = epoll_create1(EPOLL_CLOEXEC);
 	if (d->vmm_exits < 0)
 		return -errno;
+	pthread_cond_init(&d->job_queued, NULL);
+	pthread_cond_init(&d->job_done, NULL);
+	for (; d->nr_restorers < RESTORERS; d->nr_restorers++) {
+		err = pthread_create(&d->restorers[d->nr_restorers], NULL,
+				     restorer, d);
+		if (err)
+			return -err;
+	}
 	admission_start(d);
 	for (size_t i = 0; i < d->nr_pools; i++) {
 		struct pool *pl = &d->pools[i];
@@ -910,6 +1035,7 @@ void pools_stopping(struct daemon *d)
 	pthread_mutex_lock(&d->lock);
 	d->stopping = true;
 	pthread_cond_broadcast(&d->work);
+	pthread_cond_broadcast(&d->job_queued);
 	pools_wake_waiters(d);
 	pthread_mutex_unlock(&d->lock);
 }
@@ -931,6 +1057,10 @@ void pools_stop(struct daemon *d)
 		pthread_join(d->reaper, NULL);
 		d->reaper = 0;
 	}
+	/* After the API: no request queues a job any more. */
+	for (uint32_t i = 0; i < d->nr_restorers; i++)
+		pthread_join(d->restorers[i], NULL);
+	d->nr_restorers = 0;
 	for (size_t i = 0; i < d->nr_pools; i++)
 		while (d->pools[i].ready)
 			sandbox_destroy(d, pop_ready(&d->pools[i]));

@@ -18,12 +18,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "checkpoint.h"
 #include "clock.h"
 #include "guest_net.h"
 #include "interrupt.h"
@@ -595,10 +597,52 @@ static int read_line(struct vmm_process *vmm, int fd, char *reply, size_t len,
 	return 0;
 }
 
-/* vmm_process_control(), the answer awaited at most @timeout_ms. */
+/*
+ * Sends @command and its newline in one message carrying @nr_fds
+ * descriptors (SCM_RIGHTS; none when 0), so they arrive with the line.
+ */
+static int send_line(int fd, const char *command, const int *fds, int nr_fds)
+{
+	union {
+		char space[CMSG_SPACE(CHECKPOINT_FILES * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char line[PATH_MAX + 80];
+	size_t len = strlen(command);
+	struct iovec iov = { line, len + 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (len + 1 > sizeof(line) || nr_fds > CHECKPOINT_FILES)
+		return -E2BIG;
+	memcpy(line, command, len);
+	line[len] = '\n';
+	if (nr_fds) {
+		msg.msg_control = u.space;
+		msg.msg_controllen = CMSG_SPACE(nr_fds * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(nr_fds * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, nr_fds * sizeof(int));
+	}
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* The descriptors went with the first byte; the rest as it comes. */
+	return write_full(fd, line + n, len + 1 - n);
+}
+
+/*
+ * vmm_process_control() with @nr_fds descriptors sent alongside, the
+ * answer awaited at most @timeout_ms.
+ */
 static int control_within(struct vmm_process *vmm, const char *command,
-			  char *reply, size_t len, int timeout_ms, char *err,
-			  size_t errlen)
+			  const int *fds, int nr_fds, char *reply, size_t len,
+			  int timeout_ms, char *err, size_t errlen)
 {
 	int fd = connect_control(vmm);
 	int ret;
@@ -609,9 +653,7 @@ static int control_within(struct vmm_process *vmm, const char *command,
 			 strerror(-fd));
 		return fd;
 	}
-	ret = write_full(fd, command, strlen(command));
-	if (ret == 0)
-		ret = write_full(fd, "\n", 1);
+	ret = send_line(fd, command, fds, nr_fds);
 	if (ret == 0)
 		ret = read_line(vmm, fd, reply, len, timeout_ms);
 	close(fd);
@@ -637,8 +679,62 @@ static int control_within(struct vmm_process *vmm, const char *command,
 int vmm_process_control(struct vmm_process *vmm, const char *command,
 			char *reply, size_t len, char *err, size_t errlen)
 {
-	return control_within(vmm, command, reply, len,
+	return control_within(vmm, command, NULL, 0, reply, len,
 			      CONTROL_REPLY_TIMEOUT_MS, err, errlen);
+}
+
+/* The checkpoint's answer (control.h) into @out. */
+static int parse_checkpoint(const char *reply, struct vmm_checkpoint *out,
+			    char *err, size_t errlen)
+{
+	static const char *const keys[] = { "dirty_pages=", "full=", "depth=",
+					    "pause_us=", "total_us=" };
+	double v[5];
+
+	for (size_t i = 0; i < 5; i++) {
+		if (vmm_control_number(reply, keys[i], &v[i]) < 0) {
+			snprintf(err, errlen,
+				 "the VMM's checkpoint answer '%s' has no "
+				 "number %s",
+				 reply, keys[i]);
+			return -EPROTO;
+		}
+	}
+	*out = (struct vmm_checkpoint){
+		.dirty_pages = (uint64_t)v[0],
+		.full = v[1] != 0,
+		.depth = (unsigned)v[2],
+		.pause_ms = v[3] / 1000,
+		.total_ms = v[4] / 1000,
+	};
+	return 0;
+}
+
+int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
+			   struct vmm_checkpoint *out, char *err, size_t errlen)
+{
+	char command[PATH_MAX + 16], reply[PATH_MAX + 160];
+	int fds[CHECKPOINT_FILES];
+	int ret;
+
+	if ((size_t)snprintf(command, sizeof(command), "checkpoint %s", dir) >=
+	    sizeof(command)) {
+		snprintf(err, errlen, "checkpoint %s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	ret = checkpoint_files_create(dir, fds, err, errlen);
+	if (ret)
+		return ret;
+	ret = control_within(vmm, command, fds, CHECKPOINT_FILES, reply,
+			     sizeof(reply), CONTROL_REPLY_TIMEOUT_MS, err,
+			     errlen);
+	if (ret == 0)
+		ret = parse_checkpoint(reply, out, err, errlen);
+	if (ret == 0)
+		ret = checkpoint_files_finish(dir, fds, out->full, err, errlen);
+	else
+		checkpoint_files_discard(dir, fds);
+	return ret;
 }
 
 int vmm_control_number(const char *reply, const char *key, double *out)
@@ -716,7 +812,7 @@ int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
 	char status[256];
 	/* "status" is answered at once: a VMM that takes longer holds up
 	 * its clone's restore, and whoever waits on it, for no reason. */
-	int ret = control_within(vmm, "status", status, sizeof(status),
+	int ret = control_within(vmm, "status", NULL, 0, status, sizeof(status),
 				 STATUS_REPLY_TIMEOUT_MS, err, errlen);
 
 	if (ret < 0)

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "agent_client.h"
@@ -121,6 +122,29 @@ int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
  */
 int vmm_process_control(struct vmm_process *vmm, const char *command,
 			char *reply, size_t len, char *err, size_t errlen);
+
+/* What a checkpoint wrote and took (control.h's answer). */
+struct vmm_checkpoint {
+	uint64_t dirty_pages; /* pages written: a diff's, or all of memory */
+	bool full;	      /* memory.img and pages.xxh3, not memory.diff */
+	unsigned depth;	      /* diff layers under it; 0 when full */
+	double pause_ms, total_ms;
+};
+
+/*
+ * Checkpoints running @vmm into the existing directory @dir (checkpoint.h):
+ * creates its files there, passes them to the VMM with the "checkpoint"
+ * line, and leaves in @dir state.bin and either memory.diff (@out->full
+ * false: a diff of the snapshot the VM's memory derived from, which the
+ * caller links as @dir's parent, snapshot_link_parent()) or memory.img and
+ * pages.xxh3, all fsynced; @dir itself is the caller's to sync.  The VM's
+ * memory derives from the new files afterwards.  On failure the files are
+ * removed.  0, or vmm_process_control()'s errors, -EPROTO for an answer
+ * without its numbers.
+ */
+int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
+			   struct vmm_checkpoint *out, char *err,
+			   size_t errlen);
 
 /*
  * The number after @key (with its '=': "setup_us=") in a control answer

@@ -10,10 +10,10 @@
  * path= and mode= go to api_file_args(), as the files routes do; the body
  * goes through api_body_object() and then every endpoint's validation:
  * api_parse_exec() (a sandbox with and without a create-time environment,
- * by the path's length), api_parse_create(), api_parse_timeout() and
- * api_parse_network() (the body of POST /sandboxes/ID/network, and a
- * create's "network").
- * Every allocation is freed on every path, as the handlers do.
+ * by the path's length), api_parse_create(), api_parse_create_from(),
+ * api_parse_timeout() and api_parse_network() (the body of POST
+ * /sandboxes/ID/network, and a create's "network"). Every allocation is freed
+ * on every path, as the handlers do.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -123,6 +123,20 @@ static void create_body(json_t *body)
 	api_free_strv(req.env);
 }
 
+/* POST /sandboxes with a "snapshot": an id, a count in bounds. */
+static void create_from_body(json_t *body)
+{
+	struct create_from_request req = { 0 };
+	char err[512];
+
+	if (api_parse_create_from(body, &req, err, sizeof(err)) == 0 &&
+	    (strlen(req.snapshot) != SANDBOX_ID_LEN ||
+	     strspn(req.snapshot, "0123456789abcdef") != SANDBOX_ID_LEN ||
+	     req.count < 1 || req.count > MAX_FORKS))
+		abort();
+	api_free_strv(req.env);
+}
+
 /* POST /sandboxes/ID/network, the default template's defaults. */
 static void network_body(json_t *body)
 {
@@ -162,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (query)
 		*query++ = '\0';
 	const struct api_route *route = api_parse_route(url, id);
-	if (route && route->sandbox &&
+	if (route && route->kind != ROUTE_PLAIN &&
 	    strlen(id) != strspn(id, "0123456789abcdef"))
 		abort();
 	if (query)
@@ -176,6 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (body) {
 		exec_body(body, strlen(url) % 2);
 		create_body(body);
+		create_from_body(body);
 		timeout_body(body);
 		network_body(body);
 		json_decref(body);

@@ -5,8 +5,10 @@
  *
  * snapshot_headers: a working set and page hashes, written by
  * workingset_record() and memfile_write() for a small memory whose pages
- * 0-2 and 5 were touched, each behind the choice byte snapshot_headers.c
- * reads (reader, root fix-up, memory size).  snapshot_state: state files
+ * 0-2 and 5 were touched, and a memory diff (memdiff_write()) of pages 1,
+ * 2 and 6 written later in a private mapping of that memory, each behind
+ * the choice byte snapshot_headers.c reads (reader, root fix-up, memory
+ * size).  snapshot_state: state files
  * of the devices' own saves, fresh and after a guest driver set them up
  * (the serial line, a keyboard command, the vsock transport live with its
  * three queues in a 64 KiB RAM, as snapshot_state.c gives it).
@@ -16,6 +18,7 @@
  *
  * Run by hand when a format changes; the outputs are committed.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 #include "devices/vsock.h"
 #include "fuzz_support.h"
 #include "guest_net.h"
+#include "memdiff.h"
 #include "memfile.h"
 #include "state.h"
 #include "workingset.h"
@@ -37,7 +41,7 @@
 #define PAGES 8
 
 /* snapshot_headers.c's choice byte */
-enum { PREFETCH, MAP, VERIFY };
+enum { PREFETCH, MAP, VERIFY, DIFF };
 #define CHOICE(reader, pages) ((uint8_t)((reader) | (((pages)-1) << 3)))
 
 static void fail(const char *what, const char *err)
@@ -62,6 +66,32 @@ static void seed(const char *dir, const char *name, uint8_t choice,
 	    fclose(f))
 		fail(out, "cannot write");
 	fclose(in);
+}
+
+/* Pages 1, 2 and 6 of @memory written in a private mapping, as a diff. */
+static void write_diff(const char *memory, const char *path, uint64_t size,
+		       uint64_t root)
+{
+	struct memdiff_extents x = { 0 };
+	char err[512];
+	int fd = open(memory, O_RDONLY);
+	uint8_t *mem =
+		mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	int out = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+	if (fd < 0 || mem == MAP_FAILED || out < 0)
+		fail(path, "cannot map the memory or create the diff");
+	mem[1 * MEMFILE_PAGE_SIZE] = mem[2 * MEMFILE_PAGE_SIZE] = 0x77;
+	mem[6 * MEMFILE_PAGE_SIZE] = 0x66;
+	if (memdiff_find_written(mem, size, -1, MEMDIFF_MAX_EXTENTS, &x, err,
+				 sizeof(err)) ||
+	    memdiff_write(out, mem, size, &x, root, &root, path, err,
+			  sizeof(err)))
+		fail("memdiff", err);
+	memdiff_extents_free(&x);
+	munmap(mem, size);
+	close(fd);
+	close(out);
 }
 
 static uint8_t ram[64 * 1024];
@@ -161,7 +191,7 @@ static void state_seed(const char *dir, const char *name, bool live)
 int main(int argc, char **argv)
 {
 	char tmp[] = "/tmp/thaw-snapshot-seeds-XXXXXX";
-	char ws[64], memory[64], hashes[64], err[512];
+	char ws[64], memory[64], hashes[64], diff[64], err[512];
 	uint64_t size = PAGES * MEMFILE_PAGE_SIZE, pages, root;
 
 	if (argc != 2) {
@@ -178,17 +208,21 @@ int main(int argc, char **argv)
 	snprintf(ws, sizeof(ws), "%s/workingset.bin", tmp);
 	snprintf(memory, sizeof(memory), "%s/memory.img", tmp);
 	snprintf(hashes, sizeof(hashes), "%s/pages.xxh3", tmp);
+	snprintf(diff, sizeof(diff), "%s/memory.diff", tmp);
 	if (workingset_record(mem, size, ws, -1, &pages, err, sizeof(err)))
 		fail("workingset_record", err);
 	if (memfile_write(mem, size, memory, hashes, &root, err, sizeof(err)))
 		fail("memfile_write", err);
 
+	write_diff(memory, diff, size, root);
+	seed(argv[1], "diff", CHOICE(DIFF, PAGES), diff);
 	seed(argv[1], "workingset", CHOICE(PREFETCH, PAGES), ws);
 	seed(argv[1], "hashes-map", CHOICE(MAP, PAGES), hashes);
 	seed(argv[1], "hashes-verify", CHOICE(VERIFY, PAGES), hashes);
 	unlink(ws);
 	unlink(memory);
 	unlink(hashes);
+	unlink(diff);
 	rmdir(tmp);
 
 	state_seed(argv[1], "fresh", false);

@@ -714,10 +714,12 @@ Test(client, sandbox_ls_table_and_json)
 	thaw(WORDS("sandbox", "ls", "--socket", sock), &r);
 	expect_status(&r, 0);
 	cr_expect_str_eq(r.out,
-			 "ID                   TEMPLATE         CREATED        "
-			 "          EXPIRES                  RESTORE_MS\n"
-			 "sb-3f9a0c2e71d4b805  py               2026-11-30T01:"
-			 "02:03.456Z 2026-11-30T01:03:03.456Z       41.7\n");
+			 "ID                   TEMPLATE         STATE    "
+			 "CREATED                  EXPIRES                  "
+			 "RESTORE_MS\n"
+			 "sb-3f9a0c2e71d4b805  py               -        "
+			 "2026-11-30T01:02:03.456Z 2026-11-30T01:03:03.456Z "
+			 "      41.7\n");
 	run_result_free(&r);
 	thaw(WORDS("sandbox", "ls", "--json", "--socket", sock), &r);
 	fake_stop(&f);
@@ -727,6 +729,90 @@ Test(client, sandbox_ls_table_and_json)
 	cr_expect(!strncmp(f.requests[1], "GET /sandboxes HTTP/1.1\r\n", 25),
 		  "request: %s", f.requests[1]);
 	run_result_free(&r);
+}
+
+static const char checkpoint_json[] =
+	"\"snapshot\":\"5d2e000000000001\",\"parent\":\"9c1f000000000000\","
+	"\"dirty_bytes\":1048576,\"full\":false,\"depth\":1,"
+	"\"pause_ms\":3.1,\"total_ms\":14.7";
+
+Test(client, sandbox_checkpoint_and_fork)
+{
+	struct fake_daemon f = {
+		.answers = { { json_answer(
+				     "201 Created",
+				     ring_printf("{%s}", checkpoint_json)) },
+			     { json_answer(
+				     "201 Created",
+				     ring_printf(
+					     "{%s,\"sandboxes\":[%s,{\"error\":"
+					     "{\"code\":\"capacity\",\"message\":"
+					     "\"no room\"}}]}",
+					     checkpoint_json,
+					     sandbox_json)) } },
+		.nr_answers = 2,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "checkpoint", "--socket", sock,
+		   "3f9a0c2e71d4b805"),
+	     &r);
+	expect_status(&r, 0);
+	cr_expect_str_eq(r.out, "5d2e000000000001\n");
+	expect_err(&r, "checkpoint 5d2e000000000001 (parent 9c1f000000000000, "
+		       "depth 1): 1.0 MiB written, paused 3.1 ms");
+	cr_expect(!strncmp(f.requests[0],
+			   "POST /sandboxes/3f9a0c2e71d4b805/checkpoint "
+			   "HTTP/1.1\r\n",
+			   53),
+		  "request: %s", f.requests[0]);
+	run_result_free(&r);
+	thaw(WORDS("sandbox", "fork", "--socket", sock, "-n", "2",
+		   "3f9a0c2e71d4b805"),
+	     &r);
+	fake_stop(&f);
+	/* One fork made, one refused: its id printed, the other's why. */
+	expect_status(&r, EXIT_FAILED);
+	cr_expect_str_eq(r.out, "sb-3f9a0c2e71d4b805\n");
+	expect_err(&r, "thaw sandbox fork: fork 2: capacity: no room");
+	cr_expect_str_eq(body_of(f.requests[1]), "{\"count\":2}");
+	run_result_free(&r);
+}
+
+Test(client, sandbox_rollback_sends_the_snapshot)
+{
+	struct fake_daemon f = {
+		.answers = { { json_answer("200 OK", sandbox_json) } },
+		.nr_answers = 1,
+	};
+	struct run_result r;
+
+	fake_start(&f);
+	thaw(WORDS("sandbox", "rollback", "--socket", sock, "3f9a0c2e71d4b805",
+		   "5d2e000000000001"),
+	     &r);
+	fake_stop(&f);
+	expect_status(&r, 0);
+	expect_err(&r, "sandbox sb-3f9a0c2e71d4b805 rolled back to");
+	cr_expect_str_eq(body_of(f.requests[0]),
+			 "{\"snapshot\":\"5d2e000000000001\"}");
+	run_result_free(&r);
+}
+
+Test(client, sandbox_operations_usage_errors)
+{
+	expect_usage_error(WORDS("sandbox", "rollback", "3f9a0c2e71d4b805"),
+			   EXIT_USAGE, "no snapshot id given");
+	expect_usage_error(WORDS("sandbox", "fork", "-n", "65", "x"),
+			   EXIT_USAGE, "-n '65' is not a count from 1 to 64");
+	expect_usage_error(WORDS("sandbox", "pause"), EXIT_USAGE,
+			   "no sandbox id given");
+	expect_usage_error(WORDS("sandbox", "resume", "a", "b"), EXIT_USAGE,
+			   "unexpected argument 'b'");
+	expect_usage_error(WORDS("sandbox", "create", "--template", "t",
+				 "--snapshot", "s"),
+			   EXIT_USAGE, "--template or --snapshot, not both");
 }
 
 Test(client, sandbox_rm_tries_every_id)

@@ -8,7 +8,10 @@
  * took the snapshot named by THAW_TEST_SNAPSHOT in THAW_STATE_DIR, so the
  * snapshot was written by another process than the ones restoring it.
  * Tests that damage a snapshot damage a copy, registered in the catalog
- * under a new id through the catalog library.
+ * under a new id through the catalog library.  Diff snapshots (memdiff.h)
+ * are made by `thaw snapshot create --from`, and by a running clone
+ * checkpointed through pool/host's vmm_process_checkpoint() as the daemon
+ * does it.
  */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -26,9 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_client.h"
 #include "catalog.h"
+#include "checkpoint.h"
+#include "clock.h"
+#include "guest_agent.h"
 #include "harness.h"
+#include "memdiff.h"
+#include "protocol.h"
 #include "state.h"
+#include "vmm_process.h"
 
 #define EXIT_THAW_ERROR 125
 #define CLONES 10
@@ -149,6 +159,7 @@ static void copy_snapshot(char id[CATALOG_ID_LEN + 1],
 		copy_sparse(from, to);
 	}
 	memcpy(rec.id, id, sizeof(rec.id));
+	rec.children = 0; /* the original's are not the copy's */
 	cr_assert_lt(strlen(dir), sizeof(rec.dir));
 	memcpy(rec.dir, dir, strlen(dir) + 1);
 	if (edit)
@@ -208,7 +219,10 @@ static off_t first_data(const char *id)
 	}
 }
 
-/* Processes whose command line contains @needle (thaw-vmm --restore). */
+/*
+ * thaw-vmm processes whose command line contains @needle: a snapshot id
+ * names its clones' VMMs (--restore DIR) and no other suite's.
+ */
 static int find_processes(const char *needle, pid_t *pids, int max)
 {
 	DIR *d = opendir("/proc");
@@ -349,7 +363,7 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 	}
 	cr_expect_eq(started_clones, CLONES, "only %d clones started",
 		     started_clones);
-	int found = find_processes("--restore", vmms, CLONES);
+	int found = find_processes(snapshot_id(), vmms, CLONES);
 	cr_expect_eq(found, CLONES, "only %d clone VMMs seen at once", found);
 	long total_pss = 0, total_rss = 0;
 	for (int i = 0; i < found; i++) {
@@ -402,7 +416,7 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 					  i, j);
 		}
 	}
-	cr_expect_eq(find_processes("--restore", vmms, CLONES), 0,
+	cr_expect_eq(find_processes(snapshot_id(), vmms, CLONES), 0,
 		     "clone VMMs left running");
 }
 
@@ -493,7 +507,9 @@ static void expect_run_refused(const char *id, const char *needle)
 	cr_expect_null(strstr(r.out, "ran"));
 	run_result_free(&r);
 	cr_expect_eq(rmdir(runtime), 0, "thaw run left files in %s", runtime);
-	cr_expect_eq(find_processes("--restore", vmms, 4), 0);
+	/* Its VMM, named by the snapshot's directory: another suite's may
+	 * run on this host meanwhile. */
+	cr_expect_eq(find_processes(id, vmms, 4), 0);
 	unsetenv("XDG_RUNTIME_DIR");
 }
 
@@ -761,4 +777,386 @@ Test(lifecycle, killed_writer_leaves_the_catalog_consistent, .timeout = 900)
 	run_result_free(&r);
 	unlink(out);
 	unlink(errf);
+}
+
+/* Creates a diff of @from in which the clone ran `sh -c @script`. */
+static void create_diff(const char *from, const char *script,
+			char id[CATALOG_ID_LEN + 1])
+{
+	struct run_result r;
+
+	thaw(WORDS("snapshot", "create", "--from", (char *)from, "--", "sh",
+		   "-c", (char *)script),
+	     &r);
+	cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+	cr_assert_eq(sscanf(r.out, "%16s", id), 1, "%s", r.out);
+	run_result_free(&r);
+}
+
+/* `thaw run --from @id -- cat @files...` prints @want. */
+static void expect_cat(const char *id, char *const files[], const char *want)
+{
+	char *words[8] = { "run", "--from", (char *)id, "--", "cat" };
+	struct run_result r;
+	int n = 5;
+
+	while (*files)
+		words[n++] = *files++;
+	words[n] = NULL;
+	thaw(words, &r);
+	cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+	cr_expect_str_eq(r.out, want, "stderr: %s", r.err);
+	run_result_free(&r);
+}
+
+static off_t file_size(const char *id, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snapshot_file(id, name, path, sizeof(path));
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+	return st.st_size;
+}
+
+/*
+ * A snapshot taken --from a clone is a diff holding what the clone wrote
+ * (a file in /tmp, tmpfs: guest RAM), far smaller than the base's memory;
+ * a diff of that diff restores both levels; verify checks every layer; a
+ * damaged memory.diff is refused by a restore and by verify.
+ */
+Test(diffs, chain_of_two_restores_both_levels, .timeout = 900)
+{
+	char base[CATALOG_ID_LEN + 1], d1[CATALOG_ID_LEN + 1],
+		d2[CATALOG_ID_LEN + 1], link[PATH_MAX], target[64];
+	struct snapshot_record rec;
+
+	copy_snapshot(base, NULL);
+	create_diff(base, "echo first > /tmp/one", d1);
+	get_record(d1, &rec);
+	cr_expect_str_eq(rec.parent, base);
+	cr_expect_eq(rec.depth, 1);
+	cr_expect_gt(rec.dirty_bytes, 0);
+	snapshot_file(d1, "parent", link, sizeof(link));
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	cr_assert_gt(n, 0, "%s: %s", link, strerror(errno));
+	target[n] = '\0';
+	cr_expect_eq(strncmp(target, "../", 3), 0, "%s", target);
+	cr_expect_str_eq(target + 3, base);
+	cr_expect_lt(file_size(d1, "memory.diff") * 8,
+		     file_size(base, "memory.img"),
+		     "a diff is not much smaller than the memory it changes");
+	expect_cat(d1, WORDS("/tmp/one"), "first\n");
+
+	create_diff(d1, "echo second > /tmp/two", d2);
+	get_record(d2, &rec);
+	cr_expect_str_eq(rec.parent, d1);
+	cr_expect_eq(rec.depth, 2);
+	expect_cat(d2, WORDS("/tmp/one", "/tmp/two"), "first\nsecond\n");
+	expect_thaw(WORDS("snapshot", "verify", d2), 0, NULL);
+	struct run_result r;
+	thaw(WORDS("snapshot", "ls"), &r);
+	cr_expect_not_null(strstr(r.out, "DIRTY_MIB"), "%s", r.out);
+	run_result_free(&r);
+	expect_thaw(WORDS("snapshot", "rm", d1), 1, "child");
+
+	/* A data page, then the extent table of d2's memory.diff. */
+	off_t size = file_size(d2, "memory.diff");
+	flip_bit(d2, "memory.diff", size - 100);
+	expect_verify_fails(d2, "memory.diff");
+	flip_bit(d2, "memory.diff", 64 + 8);
+	expect_run_refused(d2, "memory.diff");
+	expect_verify_fails(d2, "memory.diff");
+
+	expect_thaw(WORDS("snapshot", "rm", d2), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", d1), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", base), 0, NULL);
+}
+
+/* Writes @len bytes of @byte to the live guest's @path (tmpfs: its RAM). */
+static void guest_write(struct agent_conn *agent, const char *path,
+			uint8_t byte, size_t len)
+{
+	static uint8_t buf[AGENT_WRITE_CHUNK];
+	char err[512];
+	size_t off = 0;
+
+	memset(buf, byte, sizeof(buf));
+	do {
+		size_t n = len - off < sizeof(buf) ? len - off : sizeof(buf);
+
+		cr_assert_eq(agent_write_file(agent, 7, off == 0, path, 0600,
+					      buf, n, off + n == len),
+			     0);
+		off += n;
+	} while (off < len);
+	cr_assert_eq(agent_wait_answer(agent, 7, err, sizeof(err)), 0, "%s",
+		     err);
+}
+
+struct byte_count {
+	uint8_t byte;
+	size_t other; /* bytes that are not @byte */
+};
+
+static void count_other_bytes(void *arg, const void *data, size_t len)
+{
+	struct byte_count *c = arg;
+
+	for (size_t i = 0; i < len; i++)
+		c->other += ((const uint8_t *)data)[i] != c->byte;
+}
+
+/* The live guest's @path holds @len bytes of @byte. */
+static void expect_guest_file(struct agent_conn *agent, const char *path,
+			      uint8_t byte, size_t len)
+{
+	struct byte_count c = { .byte = byte };
+	long got = guest_read(agent, path, count_other_bytes, &c);
+
+	cr_expect_eq(got, (long)len, "%s: %ld bytes, want %zu", path, got, len);
+	cr_expect_eq(c.other, 0, "%s: %zu bytes changed", path, c.other);
+}
+
+/*
+ * Checkpoints @vmm into a new snapshot directory registered as @parent's
+ * child, as the daemon does (vmm_process_checkpoint(), then the parent
+ * link and the catalog entry); the record's id goes to @id.
+ */
+static void checkpoint_live(struct vmm_process *vmm, const char *parent,
+			    struct vmm_checkpoint *ck,
+			    char id[CATALOG_ID_LEN + 1])
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16], err[PATH_MAX + 1024];
+	struct snapshot_record rec;
+	struct template_record tmpl;
+	struct state_reader r;
+	struct catalog c;
+
+	cr_assert_eq(catalog_new_id(id), 0);
+	snprintf(dir, sizeof(dir), "%s/snapshots/%s", getenv("THAW_STATE_DIR"),
+		 id);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	cr_assert_eq(vmm_process_checkpoint(vmm, dir, ck, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_log_info("checkpoint %s: %llu pages, depth %u, paused %.1f ms, "
+		    "%.1f ms in all",
+		    id, (unsigned long long)ck->dirty_pages, ck->depth,
+		    ck->pause_ms, ck->total_ms);
+	cr_assert(ck->full || snapshot_link_parent(dir, parent, err,
+						   sizeof(err)) == 0,
+		  "%s", err);
+	snprintf(path, sizeof(path), "%s/state.bin", dir);
+	cr_assert_eq(state_reader_open(&r, path, err, sizeof(err)), 0, "%s",
+		     err);
+	get_record(parent, &rec);
+	memcpy(rec.id, id, sizeof(rec.id));
+	memcpy(rec.parent, parent, sizeof(rec.parent));
+	memcpy(rec.dir, dir, strlen(dir) + 1);
+	rec.memory_hash_root = r.header.memory_hash_root;
+	rec.children = 0;
+	rec.depth = ck->depth;
+	rec.dirty_bytes = ck->full ? 0 : ck->dirty_pages * 4096;
+	state_reader_close(&r);
+	catalog_path(dir, sizeof(dir));
+	cr_assert_eq(catalog_open(&c, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(catalog_get_template(&c, rec.template_id, &tmpl, err,
+					  sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(catalog_add_snapshot(&c, &tmpl, &rec, err, sizeof(err)), 0,
+		     "%s", err);
+	catalog_close(&c);
+}
+
+/*
+ * One running clone checkpointed again and again, as the daemon's
+ * checkpoint API does it: the guest keeps running on memory now mapped from
+ * each checkpoint's file and reads back what it wrote; the second
+ * checkpoint holds only what changed since the first (were the first's
+ * pages not mapped from its file, it would find them all again, and more);
+ * the ninth, over a chain MEMDIFF_MAX_DEPTH deep, writes all of memory and
+ * the tenth is a diff of that.  Clones of the deepest chain and of the
+ * flattened one see the files.  Files go through the agent, no process
+ * starts: each guest exec costs seconds here.
+ */
+Test(diffs, running_clone_checkpoints_twice, .timeout = 900)
+{
+	const size_t big = 1 << 20;
+	char base[CATALOG_ID_LEN + 1], c1[CATALOG_ID_LEN + 1],
+		c2[CATALOG_ID_LEN + 1], err[PATH_MAX + 1024];
+	struct agent_conn agent = { .fd = -1 };
+	struct vmm_process vmm;
+	struct vmm_checkpoint ck1, ck2;
+	struct snapshot_record rec;
+
+	copy_snapshot(base, NULL);
+	get_record(base, &rec);
+	const char *args[] = { THAW_VMM_PATH, "--restore", rec.dir, NULL };
+	cr_assert_eq(vmm_process_start(&vmm, args, NULL, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(vmm_process_wait_agent(&vmm, &agent,
+					    scaled_s(CLONE_TIMEOUT_S), err,
+					    sizeof(err)),
+		     0, "%s", err);
+
+	guest_write(&agent, "/tmp/big", 0xb1, big);
+	checkpoint_live(&vmm, base, &ck1, c1);
+	cr_expect_eq(ck1.depth, 1);
+	cr_expect_geq(ck1.dirty_pages, big / 4096, "%llu pages",
+		      (unsigned long long)ck1.dirty_pages);
+	expect_guest_file(&agent, "/tmp/big", 0xb1, big);
+
+	guest_write(&agent, "/tmp/small", 0x5a, 10000);
+	checkpoint_live(&vmm, c1, &ck2, c2);
+	cr_expect_eq(ck2.depth, 2);
+	cr_expect_lt(ck2.dirty_pages, ck1.dirty_pages,
+		     "the second checkpoint wrote %llu pages, the first %llu: "
+		     "the first's again?",
+		     (unsigned long long)ck2.dirty_pages,
+		     (unsigned long long)ck1.dirty_pages);
+	expect_guest_file(&agent, "/tmp/small", 0x5a, 10000);
+
+	/* Up to the deepest chain, then one whole memory, then a diff. */
+	char ids[MEMDIFF_MAX_DEPTH + 2][CATALOG_ID_LEN + 1];
+	struct vmm_checkpoint ck;
+	memcpy(ids[0], c1, sizeof(ids[0]));
+	memcpy(ids[1], c2, sizeof(ids[1]));
+	for (int i = 2; i < MEMDIFF_MAX_DEPTH + 2; i++) {
+		checkpoint_live(&vmm, ids[i - 1], &ck, ids[i]);
+		/* ids[i] is checkpoint i + 1. */
+		unsigned want =
+			i < MEMDIFF_MAX_DEPTH ? i + 1 : i - MEMDIFF_MAX_DEPTH;
+
+		cr_expect_eq(ck.full, want == 0, "checkpoint %d", i + 1);
+		cr_expect_eq(ck.depth, want, "checkpoint %d", i + 1);
+	}
+	agent_close(&agent);
+	vmm_process_remove(&vmm);
+
+	const char *deepest = ids[MEMDIFF_MAX_DEPTH - 1],
+		   *after = ids[MEMDIFF_MAX_DEPTH + 1];
+	expect_thaw(WORDS("snapshot", "verify", (char *)deepest), 0, NULL);
+	for (int i = 0; i < 2; i++) {
+		struct run_result r;
+
+		thaw(WORDS("run", "--from", (char *)(i ? after : deepest), "--",
+			   "sh", "-c", "wc -c </tmp/big; wc -c </tmp/small"),
+		     &r);
+		cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+		cr_expect_str_eq(r.out, "1048576\n10000\n", "stderr: %s",
+				 r.err);
+		run_result_free(&r);
+	}
+	for (int i = MEMDIFF_MAX_DEPTH + 1; i >= 0; i--)
+		expect_thaw(WORDS("snapshot", "rm", ids[i]), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", base), 0, NULL);
+}
+
+struct text {
+	char s[64];
+	size_t len;
+};
+
+static void append_text(void *arg, const void *data, size_t len)
+{
+	struct text *t = arg;
+	size_t n = len < sizeof(t->s) - 1 - t->len ? len
+						   : sizeof(t->s) - 1 - t->len;
+
+	memcpy(t->s + t->len, data, n);
+	t->len += n;
+	t->s[t->len] = '\0';
+}
+
+/* Waits for the count in the live guest's /tmp/loop to pass @after. */
+static long wait_count_above(struct agent_conn *agent, long after)
+{
+	uint64_t deadline = monotonic_ns() + scaled_s(120) * 1000000000ull;
+
+	for (;;) {
+		struct text t = { .len = 0 };
+		/* Not there yet, or empty while the loop rewrites it: -1. */
+		long n = guest_read(agent, "/tmp/loop", append_text, &t) > 0
+				 ? strtol(t.s, NULL, 10)
+				 : -1;
+
+		if (n > after)
+			return n;
+		cr_assert_lt(monotonic_ns(), deadline,
+			     "the loop stopped counting at %ld", after);
+		sleep(1);
+	}
+}
+
+/* Starts a restore of snapshot @id and connects to its agent. */
+static void start_clone(const char *id, struct vmm_process *vmm,
+			struct agent_conn *agent)
+{
+	char err[PATH_MAX + 1024];
+	struct snapshot_record rec;
+
+	get_record(id, &rec);
+	const char *args[] = { THAW_VMM_PATH, "--restore", rec.dir, NULL };
+	cr_assert_eq(vmm_process_start(vmm, args, NULL, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(vmm_process_wait_agent(vmm, agent,
+					    scaled_s(CLONE_TIMEOUT_S), err,
+					    sizeof(err)),
+		     0, "%s", err);
+}
+
+#define CHECKPOINTS 3
+
+/*
+ * A process's own memory across checkpoints.  A checkpoint maps the pages
+ * the guest wrote from its new file over guest memory, under registered
+ * KVM slots: KVM must drop its mappings of the replaced pages, else the
+ * guest's later writes from user mode (run natively, through KVM's page
+ * tables) land in pages the VMM no longer maps, which the guest kernel
+ * (which reads user buffers through the VMM's mapping, on KVM-on-PVM in its
+ * emulator) and the next checkpoint never see.  A shell loop counts in its
+ * own memory and echoes each count into /tmp/loop: the file goes on
+ * counting after each checkpoint, and in a clone of the last one, whose
+ * loop goes on from the shell's memory of that chain.  Only the agent
+ * reads the file: one exec in all (guest execs cost seconds here).
+ */
+Test(diffs, running_clone_keeps_counting_across_checkpoints, .timeout = 900)
+{
+	char base[CATALOG_ID_LEN + 1], ids[CHECKPOINTS][CATALOG_ID_LEN + 1];
+	char out[4096];
+	struct agent_conn agent = { .fd = -1 };
+	struct vmm_process vmm;
+	struct vmm_checkpoint ck;
+	long n, before = 0;
+
+	copy_snapshot(base, NULL);
+	start_clone(base, &vmm, &agent);
+	cr_assert_eq(guest_sh(&agent,
+			      "sh -c 'n=0; while :; do n=$((n+1)); echo $n "
+			      ">/tmp/loop; sleep 1; done' >/dev/null 2>&1 "
+			      "</dev/null &",
+			      scaled_s(120), out, sizeof(out)),
+		     0, "%s", out);
+	n = wait_count_above(&agent, 0);
+	for (int i = 0; i < CHECKPOINTS; i++) {
+		before = n;
+		checkpoint_live(&vmm, i ? ids[i - 1] : base, &ck, ids[i]);
+		/* Counted twice after it: n was read back from its memory. */
+		n = wait_count_above(&agent, wait_count_above(&agent, n));
+		cr_log_info("after checkpoint %d the loop counts %ld", i + 1,
+			    n);
+	}
+	agent_close(&agent);
+	vmm_process_remove(&vmm);
+
+	/* The clone's file holds at least the count seen before it. */
+	start_clone(ids[CHECKPOINTS - 1], &vmm, &agent);
+	n = wait_count_above(&agent, before - 1);
+	n = wait_count_above(&agent, wait_count_above(&agent, n));
+	cr_log_info("its clone counts %ld", n);
+	agent_close(&agent);
+	vmm_process_remove(&vmm);
+	for (int i = CHECKPOINTS - 1; i >= 0; i--)
+		expect_thaw(WORDS("snapshot", "rm", ids[i]), 0, NULL);
+	expect_thaw(WORDS("snapshot", "rm", base), 0, NULL);
 }

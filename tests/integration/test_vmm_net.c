@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "guest_agent.h"
 #include "guest_net.h"
 #include "harness.h"
 #include "protocol.h"
@@ -99,45 +100,6 @@ static void enter_namespace(const char *ns)
 	close(fd);
 }
 
-/* Runs `sh -c @script` in the guest; its exit status and stdout. */
-static int guest_sh(struct agent_conn *agent, const char *script, char *out,
-		    size_t size)
-{
-	char *argv[] = { "sh", "-c", (char *)script, NULL };
-	struct agent_exec_request r = {
-		.argv = argv, .timeout_ms = scaled_s(EXEC_TIMEOUT_S) * 1000
-	};
-	size_t len = 0;
-	struct thaw_frame f;
-	struct thaw_msg m;
-	char why[256];
-
-	out[0] = '\0';
-	cr_assert_eq(agent_exec(agent, 1, &r), 0);
-	for (;;) {
-		cr_assert_eq(agent_next_frame(agent, &f), 0, "lost the agent");
-		if (f.h.request_id != 1)
-			continue;
-		cr_assert_eq(thaw_parse_type(&m, f.h.type, f.payload,
-					     f.payload_len, why, sizeof(why)),
-			     0, "%s", why);
-		if (f.h.type == THAW_STDOUT || f.h.type == THAW_STDERR) {
-			const struct thaw_field *d = thaw_get(&m, THAW_T_DATA);
-			size_t n = d->len < size - 1 - len ? d->len
-							   : size - 1 - len;
-
-			memcpy(out + len, d->data, n);
-			len += n;
-			out[len] = '\0';
-		} else if (f.h.type == THAW_EXIT) {
-			return (int)thaw_get_u32(&m, THAW_T_EXIT_CODE, 255);
-		} else if (f.h.type == THAW_ERROR) {
-			thaw_get_str(&m, THAW_T_MESSAGE, why, sizeof(why));
-			cr_assert_fail("exec: %s", why);
-		}
-	}
-}
-
 /* The guest reaches its gateway: ICMP, and HTTP from the namespace's
  * httpd (the file says which namespace answered). */
 static void expect_network(struct agent_conn *agent, const char *ns)
@@ -150,7 +112,7 @@ static void expect_network(struct agent_conn *agent, const char *ns)
 			"ip addr show eth0 && ping -c 1 -W 30 " GUEST_NET_GATEWAY_ADDR_STR
 			" && wget -q -O - http://" GUEST_NET_GATEWAY_ADDR_STR
 			":" HTTP_PORT "/x",
-			out, sizeof(out)),
+			scaled_s(EXEC_TIMEOUT_S), out, sizeof(out)),
 		0, "guest: %s", out);
 	snprintf(want, sizeof(want), "served by %s", ns);
 	cr_assert(strstr(out, want), "guest got: %s", out);
@@ -162,9 +124,9 @@ static bool knows_gateway(struct agent_conn *agent)
 {
 	char out[4096];
 
-	cr_assert_eq(
-		guest_sh(agent, "ip neigh show dev eth0", out, sizeof(out)), 0,
-		"guest: %s", out);
+	cr_assert_eq(guest_sh(agent, "ip neigh show dev eth0",
+			      scaled_s(EXEC_TIMEOUT_S), out, sizeof(out)),
+		     0, "guest: %s", out);
 	return strstr(out, GUEST_NET_GATEWAY_ADDR_STR " ") != NULL;
 }
 

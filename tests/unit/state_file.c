@@ -5,8 +5,8 @@
 #include "state_file.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,16 +51,17 @@ void scratch_dir_make(char *dir, size_t size, const char *name)
 			   strerror(errno));
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
 void scratch_dir_remove(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(dir);
+	/* Depth first, links not followed: a test's tree, not their targets. */
+	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -30,7 +30,7 @@ void state_file_one_section(struct state_reader *r, uint32_t tag,
 
 /* Creates a fresh /tmp/thaw-@name-XXXXXX and puts its path in @dir. */
 void scratch_dir_make(char *dir, size_t size, const char *name);
-/* Removes @dir and the files in it; it holds no subdirectories. */
+/* Removes @dir and everything in it (symbolic links, not what they name). */
 void scratch_dir_remove(const char *dir);
 
 #endif

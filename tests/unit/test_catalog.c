@@ -675,7 +675,7 @@ Test(catalog, foreign_record_versions_are_refused)
 		     -EINVAL);
 	cr_assert_not_null(
 		strstr(err,
-		       "snapshot 00000000000000ff has a record of version 99, this thaw reads 1"),
+		       "snapshot 00000000000000ff has a record of version 99, this thaw reads 1 and 2"),
 		"%s", err);
 	cr_assert_not_null(strstr(err, dir), "%s", err);
 	cr_assert_eq(catalog_list_snapshots(&cat, &list, NULL, &count, err,
@@ -691,12 +691,12 @@ Test(catalog, foreign_record_versions_are_refused)
 		     -EINVAL);
 	cr_assert_not_null(strstr(err, "bytes"), "%s", err);
 
-	t.record_version = 2;
+	t.record_version = 4;
 	put_raw(cat.templates, TMPL, &t, sizeof(t));
 	cr_assert_eq(catalog_get_template(&cat, TMPL, &t, err, sizeof(err)),
 		     -EINVAL);
 	cr_assert_not_null(
-		strstr(err, "template " TMPL " has a record of version 2"),
+		strstr(err, "template " TMPL " has a record of version 4"),
 		"%s", err);
 
 	memset(&c, 0, sizeof(c));
@@ -710,6 +710,40 @@ Test(catalog, foreign_record_versions_are_refused)
 		strstr(err,
 		       "clone 00000000000000a1/old has a record of version 3"),
 		"%s", err);
+}
+
+/*
+ * A catalog of the thaw before diff snapshots: version 1 snapshot records
+ * are read (a full memory), and written back as version 2 when changed.
+ */
+Test(catalog, version_1_snapshot_records_are_read_as_full_memory)
+{
+	struct snapshot_record s, got;
+	struct template_record t;
+
+	add("00000000000000a1", "", 1);
+	make_records(&t, &s, "00000000000000ee", "", 1);
+	s.record_version = 1;
+	s.dirty_bytes = 0xdead; /* not in a version 1 record */
+	put_raw(cat.snapshots, s.id, &s,
+		offsetof(struct snapshot_record, dirty_bytes));
+	cr_assert_eq(catalog_get_snapshot(&cat, s.id, &got, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(got.record_version, CATALOG_RECORD_VERSION);
+	cr_expect_eq(got.dirty_bytes, 0);
+	cr_expect_eq(got.depth, 0);
+	cr_expect_str_eq(got.dir, s.dir);
+
+	/* A child's record and its parent's, changed: version 2 now. */
+	add("00000000000000e1", "00000000000000ee", 1);
+	cr_assert_eq(catalog_get_snapshot(&cat, s.id, &got, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(got.children, 1);
+	cr_assert_eq(catalog_remove_snapshot(&cat, "00000000000000e1", err,
+					     sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(catalog_remove_snapshot(&cat, s.id, err, sizeof(err)), 0,
+		     "%s", err);
 }
 
 /* Stores @s raw; reading it back must fail with @needle in the message. */

@@ -5,10 +5,12 @@
  * and a restored clone's status as its supervisor reads it.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -101,7 +103,7 @@ Test(control, unknown_command_is_an_error_and_the_client_goes_on)
 
 	cr_expect_str_eq(
 		ask(fd, "reboot now\n"),
-		"error unknown command 'reboot now' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)");
+		"error unknown command 'reboot now' (ping, status, pause, resume, snapshot DIR, checkpoint DIR, working-set FILE, stop)");
 	cr_expect_str_eq(ask(fd, "ping\n"), "ok pong");
 	close(fd);
 }
@@ -129,8 +131,71 @@ Test(control, pause_and_snapshot_need_a_running_vm)
 			 "error snapshot to /tmp failed (see the VMM log)");
 	cr_expect_str_eq(
 		ask(fd, "snapshot\n"),
-		"error unknown command 'snapshot' (ping, status, pause, resume, snapshot DIR, working-set FILE, stop)");
+		"error unknown command 'snapshot' (ping, status, pause, resume, snapshot DIR, checkpoint DIR, working-set FILE, stop)");
 	cr_expect(strstr(ask(fd, "status\n"), "ok running "));
+	close(fd);
+}
+
+/* Sends @request with @n descriptors (copies of stdin) attached. */
+static void send_with_fds(int fd, const char *request, int n)
+{
+	union {
+		char space[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { (void *)request, strlen(request) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int fds[8];
+
+	for (int i = 0; i < n; i++)
+		fds[i] = STDIN_FILENO;
+	if (n) {
+		msg.msg_control = u.space;
+		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	}
+	cr_assert_eq(sendmsg(fd, &msg, 0), (ssize_t)strlen(request));
+}
+
+/* Open descriptors of this process: the VMM's share of them. */
+static int open_fds(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/*
+ * A checkpoint takes exactly its four files with its line; any other
+ * count, or descriptors sent with another command, are refused and
+ * closed, and a VM that cannot pause answers an error.
+ */
+Test(control, checkpoint_takes_four_descriptors_and_leaks_none)
+{
+	int fd = connect_control();
+
+	/* Answered: the control thread has accepted (its fd counts). */
+	cr_assert_str_eq(ask(fd, "ping\n"), "ok pong");
+	int before = open_fds();
+
+	send_with_fds(fd, "checkpoint /tmp/x\n", 3);
+	cr_expect_str_eq(
+		ask(fd, ""),
+		"error checkpoint takes 4 descriptors with its line (state.bin, memory.diff, memory.img, pages.xxh3), got 3");
+	send_with_fds(fd, "checkpoint /tmp/x\n", 5);
+	cr_expect_eq(strncmp(ask(fd, ""), "error checkpoint takes 4", 24), 0);
+	send_with_fds(fd, "ping\n", 2);
+	cr_expect_str_eq(ask(fd, ""), "ok pong");
+	send_with_fds(fd, "checkpoint /tmp/x\n", 4);
+	cr_expect_str_eq(ask(fd, ""),
+			 "error checkpoint to /tmp/x failed (see the VMM log)");
+	cr_expect_eq(open_fds(), before, "descriptors were kept");
 	close(fd);
 }
 

@@ -32,14 +32,14 @@ static const struct api_route *route_of(const char *url)
 	return rt;
 }
 
-static void expect_route(const char *url, const char *path, bool sandbox,
-			 const char *want_id)
+static void expect_route(const char *url, const char *path,
+			 enum route_kind kind, const char *want_id)
 {
 	const struct api_route *rt = route_of(url);
 
 	cr_assert_not_null(rt, "%s: no route", url);
 	cr_expect_str_eq(rt->path, path, "%s", url);
-	cr_expect_eq(rt->sandbox, sandbox, "%s", url);
+	cr_expect_eq(rt->kind, kind, "%s", url);
 	cr_expect_str_eq(id, want_id, "%s", url);
 }
 
@@ -52,23 +52,29 @@ static void expect_none(const char *url)
 Test(routes, each_route_with_and_without_a_trailing_slash)
 {
 	static const char *const fixed[] = { "/sandboxes", "/templates",
-					     "/health", "/metrics" };
-	static const char *const sub[] = { "",	       "/exec", "/timeout",
-					   "/network", "/ping", "/files" };
+					     "/snapshots", "/health",
+					     "/metrics" };
+	static const char *const sub[] = {
+		"",	     "/exec",  "/timeout",    "/network",
+		"/ping",     "/files", "/checkpoint", "/fork",
+		"/rollback", "/pause", "/resume",
+	};
 	char url[128];
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		expect_route(fixed[i], fixed[i], false, "");
+		expect_route(fixed[i], fixed[i], ROUTE_PLAIN, "");
 		snprintf(url, sizeof(url), "%s/", fixed[i]);
-		expect_route(url, fixed[i], false, "");
+		expect_route(url, fixed[i], ROUTE_PLAIN, "");
 	}
 	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
 		snprintf(url, sizeof(url), "/sandboxes/" ID "%s", sub[i]);
-		expect_route(url, sub[i], true, ID);
+		expect_route(url, sub[i], ROUTE_SANDBOX, ID);
 		snprintf(url, sizeof(url), "/sandboxes/" ID "%s/", sub[i]);
-		expect_route(url, sub[i], true, ID);
+		expect_route(url, sub[i], ROUTE_SANDBOX, ID);
 	}
-	expect_route("/sandboxes/5f", "", true, "5f");
+	expect_route("/sandboxes/5f", "", ROUTE_SANDBOX, "5f");
+	expect_route("/snapshots/" ID, "", ROUTE_SNAPSHOT, ID);
+	expect_route("/snapshots/" ID "/", "", ROUTE_SNAPSHOT, ID);
 }
 
 Test(routes, hostile_paths_name_no_route)
@@ -100,6 +106,13 @@ Test(routes, hostile_paths_name_no_route)
 		"/health?x=1",
 		"/healthz",
 		"/templates/default",
+		"/snapshots//",
+		"/snapshots/" ID "junk",
+		"/snapshots/" ID "/exec",
+		"/snapshots/" ID "/checkpoint",
+		"/snapshots/0123456789ABCDEF",
+		"/snapshotsx/" ID,
+		"/sandboxes/" ID "/snapshots",
 		"health",
 		"sandboxes/" ID,
 	};
