@@ -13,7 +13,6 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "state_file.h"
 #include "stats.h"
 
 #define EMULATED_HOST_KIND "SVM, nested in a QEMU-TCG-emulated host"
@@ -32,19 +32,9 @@ static char scratch[64];
 static char err[2 * PATH_MAX];
 static struct report *report;
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void setup(void)
 {
-	strcpy(scratch, "/tmp/thaw-bench-report-XXXXXX");
-	cr_assert_not_null(mkdtemp(scratch), "mkdtemp: %s", strerror(errno));
+	scratch_dir_make(scratch, sizeof(scratch), "bench-report");
 	report = report_new();
 	cr_assert_not_null(report);
 }
@@ -52,7 +42,7 @@ static void setup(void)
 static void teardown(void)
 {
 	report_free(report);
-	nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	scratch_dir_remove(scratch);
 }
 
 TestSuite(report, .init = setup, .fini = teardown);
