@@ -122,9 +122,17 @@ static const char *addr_text(uint32_t addr, char buf[INET_ADDRSTRLEN])
 	return inet_ntop(AF_INET, &be, buf, INET_ADDRSTRLEN);
 }
 
-/* Sets @name up, with @mac unless NULL.  0, or -1 with @err. */
+/*
+ * Sets @name up, with @mac unless NULL, in one request.  @own_arp_source
+ * (arp_announce 2): its ARP asks from its own address whatever source a
+ * program bound, for the host's veth end, as the policy lets only ARP
+ * between the two veth ends through: a connection the host opens from
+ * another of its addresses would otherwise never find the sandbox.  0, or
+ * -1 with @err.
+ */
 static int link_up(struct nl_sock *sock, const char *name,
-		   const unsigned char *mac, char *err, size_t errlen)
+		   const unsigned char *mac, bool own_arp_source, char *err,
+		   size_t errlen)
 {
 	struct rtnl_link *link = NULL, *change = rtnl_link_alloc();
 	struct nl_addr *lladdr = NULL;
@@ -138,6 +146,9 @@ static int link_up(struct nl_sock *sock, const char *name,
 		else
 			rtnl_link_set_addr(change, lladdr);
 	}
+	if (ret == 0 && own_arp_source)
+		ret = rtnl_link_inet_set_conf(change, IPV4_DEVCONF_ARP_ANNOUNCE,
+					      2);
 	if (ret == 0) {
 		rtnl_link_set_flags(change, IFF_UP);
 		ret = rtnl_link_change(sock, link, change, 0);
@@ -150,34 +161,6 @@ static int link_up(struct nl_sock *sock, const char *name,
 		rtnl_link_put(change);
 	if (ret < 0)
 		return fail(err, errlen, "%s: setting it up: %s", name,
-			    nl_geterror(ret));
-	return 0;
-}
-
-/*
- * The host's veth end asks ARP from its own address (arp_announce 2)
- * whatever source a host program bound: the policy lets only ARP between
- * the two veth ends through, so a connection the host opens from another
- * of its addresses would otherwise never find the sandbox.
- */
-static int arp_from_own_address(struct nl_sock *sock, const char *name,
-				char *err, size_t errlen)
-{
-	struct rtnl_link *link = NULL, *change = rtnl_link_alloc();
-	int ret = change ? rtnl_link_get_kernel(sock, 0, name, &link)
-			 : -NLE_NOMEM;
-
-	if (ret == 0)
-		ret = rtnl_link_inet_set_conf(change, IPV4_DEVCONF_ARP_ANNOUNCE,
-					      2);
-	if (ret == 0)
-		ret = rtnl_link_change(sock, link, change, 0);
-	if (link)
-		rtnl_link_put(link);
-	if (change)
-		rtnl_link_put(change);
-	if (ret < 0)
-		return fail(err, errlen, "%s: arp_announce: %s", name,
 			    nl_geterror(ret));
 	return 0;
 }
@@ -346,10 +329,10 @@ static int configure_tap(struct ns_job *job, struct nl_sock *sock)
 	if (!tap)
 		return fail(err, errlen, "%s vanished: %s", GUEST_NET_TAP_NAME,
 			    strerror(errno));
-	if (link_up(sock, "lo", NULL, err, errlen) < 0 ||
+	if (link_up(sock, "lo", NULL, false, err, errlen) < 0 ||
 	    add_address(sock, GUEST_NET_TAP_NAME, tap, GUEST_NET_GATEWAY_ADDR,
 			GUEST_NET_PREFIX, err, errlen) < 0 ||
-	    link_up(sock, GUEST_NET_TAP_NAME, tap_mac, err, errlen) < 0)
+	    link_up(sock, GUEST_NET_TAP_NAME, tap_mac, false, err, errlen) < 0)
 		return -1;
 	return tap;
 }
@@ -390,7 +373,7 @@ static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
 		return -1;
 	if (add_address(sock, GUEST_NET_VETH_NAME, veth, net->host_address, 30,
 			err, errlen) < 0 ||
-	    link_up(sock, GUEST_NET_VETH_NAME, NULL, err, errlen) < 0 ||
+	    link_up(sock, GUEST_NET_VETH_NAME, NULL, false, err, errlen) < 0 ||
 	    add_default_route(sock, veth, job->addrs.host_peer, err, errlen) <
 		    0)
 		return -1;
@@ -405,8 +388,7 @@ static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
 	rtnl_link_put(link);
 	if (add_address(host, net->host_veth, host_veth, job->addrs.host_peer,
 			30, err, errlen) < 0 ||
-	    arp_from_own_address(host, net->host_veth, err, errlen) < 0 ||
-	    link_up(host, net->host_veth, NULL, err, errlen) < 0)
+	    link_up(host, net->host_veth, NULL, true, err, errlen) < 0)
 		return -1;
 	return bpf_policy_attach(&net->policy, tap, veth, &job->addrs,
 				 job->policy, err, errlen);
