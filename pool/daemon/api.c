@@ -44,8 +44,6 @@
 #include "log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-/* Idle HTTP connections (between or inside requests) are dropped after: */
-#define CONNECTION_TIMEOUT_S 120
 
 /* ---- replies ----------------------------------------------------------- */
 
@@ -719,6 +717,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	(void)why;
 	api_conn_replied(conn);
+	/* The next request on the connection is the client's to pace again
+	 * (api_guest_paced() may have lifted the limit for this one). */
+	MHD_set_connection_option(
+		conn, MHD_CONNECTION_OPTION_TIMEOUT,
+		(unsigned)((struct daemon *)cls)->cfg.idle_timeout_s);
 	if (!r)
 		return;
 	/* An upload cut short: closing the connection makes the agent drop
@@ -791,7 +794,7 @@ struct api_server *api_start(struct daemon *d, int fd)
 		0, NULL, NULL, handle, d, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
 		NULL, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)d->cfg.max_connections * 2,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, completed, d,
 		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, s->conns,
 		MHD_OPTION_END);

@@ -170,6 +170,22 @@ void api_close_agent(struct daemon *d, struct agent_conn *agent)
 	agent_close(agent);
 }
 
+void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
+		     uint64_t deadline_ns)
+{
+	uint64_t now = monotonic_ns();
+	unsigned limit_s = 0; /* none */
+
+	if (deadline_ns) {
+		uint64_t left_s = deadline_ns > now ? (deadline_ns - now) /
+							      NS_PER_MS / 1000
+						    : 0;
+
+		limit_s = (unsigned)(left_s + d->cfg.idle_timeout_s);
+	}
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, limit_s);
+}
+
 int api_client_fd(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *info = MHD_get_connection_info(

@@ -510,6 +510,7 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 					   api_client_fd(conn), err,
 					   sizeof(err));
 		if (!status) {
+			api_guest_paced(conn, d, deadline_ns);
 			x->agent.watch.deadline_ns = deadline_ns;
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
 

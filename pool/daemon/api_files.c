@@ -159,6 +159,7 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 				   err, sizeof(err));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
+	api_guest_paced(conn, d, monotonic_ns() + api_guest_patience_ns(d));
 	return MHD_YES;
 }
 
@@ -348,6 +349,9 @@ enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 	*dl = (struct download){ .d = d, .sandbox = c, .agent = { .fd = -1 } };
 	status = api_connect_agent(c, &dl->agent, api_client_fd(conn), err,
 				   sizeof(err));
+	if (!status)
+		api_guest_paced(conn, d,
+				monotonic_ns() + api_guest_patience_ns(d));
 	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
 		snprintf(err, sizeof(err), "asking the guest for %s failed",
 			 path);

@@ -165,6 +165,17 @@ struct create_request {
 	struct net_policy network;
 };
 
+/* api_sandboxes.c: @body's "network" for a create of template @t into
+ * @out (*@has_network: one given, not null; else the pool's policy
+ * stays); 0, or 400 with a message in @err. */
+int api_parse_create_network(json_t *body, const struct template_config *t,
+			     bool *has_network, struct net_policy *out,
+			     char *err, size_t errlen);
+/* api_sandboxes.c: @policy written for @c, just handed out (held); 0, or
+ * -1 with a message in @err (the caller releases @c). */
+int api_handout_policy(struct daemon *d, struct sandbox *c,
+		       const struct net_policy *policy, char *err,
+		       size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
  * or 400/404 with a message in @err.  One with a "snapshot" is
  * api_parse_create_from()'s. */
@@ -178,6 +189,7 @@ struct create_from_request {
 	bool counted; /* "count" given: the answer is a list */
 	char **env;   /* the caller frees it (api_free_strv), also on error */
 	size_t nr_env;
+	json_t *network; /* "network", borrowed from the body; NULL: none */
 };
 
 /* api_snapshots.c: @body of POST /sandboxes with a "snapshot"; 0, or 400
@@ -271,6 +283,15 @@ bool api_sandbox_busy(struct sandbox *c, char *err, size_t errlen);
 /* Closes @agent (if open) and gives its budget back. */
 void api_close_agent(struct daemon *d, struct agent_conn *agent);
 
+/*
+ * @conn's request now waits on its sandbox's guest, which may stay silent
+ * far longer than idle_timeout_s (a command printing nothing, an emulated
+ * guest): until the request completes, its connection is closed for
+ * silence only past @deadline_ns (0: never; the agent's waits, the
+ * client's hang-up and the lease still end it) plus idle_timeout_s.
+ */
+void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
+		     uint64_t deadline_ns);
 /* The HTTP client's socket, -1 when libmicrohttpd does not say. */
 int api_client_fd(struct MHD_Connection *conn);
 

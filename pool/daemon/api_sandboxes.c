@@ -267,14 +267,14 @@ int api_parse_network(json_t *net, const struct net_policy *defaults,
 	return 0;
 }
 
-/* "network" of a create for template @t: 0 (none given, or null: its
- * pool's policy stays), or 400 with a message in @err. */
-static int create_network(json_t *body, const struct template_config *t,
-			  struct create_request *req, char *err, size_t errlen)
+int api_parse_create_network(json_t *body, const struct template_config *t,
+			     bool *has_network, struct net_policy *out,
+			     char *err, size_t errlen)
 {
 	json_t *net = json_object_get(body, "network");
 	struct net_policy defaults;
 
+	*has_network = false;
 	if (!net || json_is_null(net))
 		return 0;
 	if (!t->network) {
@@ -285,8 +285,8 @@ static int create_network(json_t *body, const struct template_config *t,
 		return 400;
 	}
 	config_net_policy(t, &defaults);
-	req->has_network = true;
-	return api_parse_network(net, &defaults, &req->network, err, errlen);
+	*has_network = true;
+	return api_parse_network(net, &defaults, out, err, errlen);
 }
 
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
@@ -320,7 +320,8 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 		snprintf(err, errlen, "no template \"%.200s\"", name);
 		return 404;
 	}
-	return create_network(body, req->template, req, err, errlen);
+	return api_parse_create_network(body, req->template, &req->has_network,
+					&req->network, err, errlen);
 }
 
 /* Orders policy writes: see the top of the file. */
@@ -355,6 +356,19 @@ static int set_policy(struct daemon *d, struct sandbox *c,
 	return ret;
 }
 
+int api_handout_policy(struct daemon *d, struct sandbox *c,
+		       const struct net_policy *policy, char *err,
+		       size_t errlen)
+{
+	/* A clone restored without its network cannot be handed out with a
+	 * policy it would not enforce. */
+	if (!c->net_made) {
+		snprintf(err, errlen, "sandbox %s has no network", c->id);
+		return -1;
+	}
+	return set_policy(d, c, policy, err, errlen);
+}
+
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 				   struct request *r, struct daemon *d)
 {
@@ -384,14 +398,8 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 		pool_handout(pl, req.timeout_s, req.env, &c, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
-	/* A clone the pool made without its network cannot be handed out
-	 * with a policy it would not enforce. */
 	if (req.has_network &&
-	    (!c->net_made ||
-	     set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
-		if (!c->net_made)
-			snprintf(err, sizeof(err), "sandbox %s has no network",
-				 c->id);
+	    api_handout_policy(d, c, &req.network, err, sizeof(err)) < 0) {
 		sandbox_release(d, c->id);
 		sandbox_put(d, c);
 		return api_reply_error(conn, r, 500, "%s", err);
@@ -528,6 +536,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!status) {
 		char why[256];
 
+		api_guest_paced(conn, d, start + api_guest_patience_ns(d));
 		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
 			snprintf(err, sizeof(err),
 				 "sandbox %s: its agent does not answer a "

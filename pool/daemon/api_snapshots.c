@@ -97,10 +97,11 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 			  char *err, size_t errlen)
 {
 	static const char *const fields[] = { "snapshot", "timeout_s", "env",
-					      "count", NULL };
+					      "count",	  "network",   NULL };
 
 	req->env = NULL;
 	req->nr_env = 0;
+	req->network = json_object_get(body, "network");
 	req->counted = json_object_get(body, "count") != NULL;
 	if (json_object_get(body, "template")) {
 		snprintf(err, errlen,
@@ -121,6 +122,32 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 	return api_env_fits(req->env, req->nr_env, err, errlen) ? 0 : 413;
 }
 
+/*
+ * @body's "network" for sandboxes of snapshot @id, against its template's
+ * policy: 0 (*@has_network says whether one was given), or 400/404 with a
+ * message in @err.  A snapshot of no template served here is left for
+ * sandboxes_from_snapshot() to refuse.
+ */
+static int snapshot_network(struct daemon *d, json_t *body, const char *id,
+			    bool *has_network, struct net_policy *out,
+			    char *err, size_t errlen)
+{
+	struct snapshot_info *info;
+	size_t n;
+	enum pool_error e = snapshots_list(d, id, &info, &n, err, errlen);
+
+	*has_network = false;
+	if (e != POOL_OK)
+		return e == POOL_NOT_FOUND ? 404 : 500;
+	const struct template_config *t =
+		info[0].template ? config_template(&d->cfg, info[0].template)
+				 : NULL;
+	free(info);
+	return t ? api_parse_create_network(body, t, has_network, out, err,
+					    errlen)
+		 : 0;
+}
+
 enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 					 struct request *r, struct daemon *d,
 					 json_t *body)
@@ -134,12 +161,33 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 		api_free_strv(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
+	bool has_network = false;
+	struct net_policy policy;
+	if (req.network)
+		status = snapshot_network(d, body, req.snapshot, &has_network,
+					  &policy, err, sizeof(err));
+	if (status) {
+		api_free_strv(req.env);
+		return api_reply_error(conn, r, status, "%s", err);
+	}
 	enum pool_error e = sandboxes_from_snapshot(d, req.snapshot, req.count,
 						    req.timeout_s, req.env, out,
 						    err, sizeof(err));
 	api_free_strv(req.env);
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
+	for (uint32_t i = 0; has_network && i < req.count; i++)
+		if (out[i].c &&
+		    api_handout_policy(d, out[i].c, &policy, out[i].message,
+				       sizeof(out[i].message)) < 0) {
+			sandbox_release(d, out[i].c->id);
+			sandbox_put(d, out[i].c);
+			out[i].c = NULL;
+			out[i].error = POOL_FAILED;
+		}
+	if (!req.counted && !out[0].c)
+		return api_reply_pool_error(conn, r, out[0].error,
+					    out[0].message);
 	json_t *list = forks_json(d, out, req.count);
 	if (!req.counted) {
 		json_t *one = json_incref(json_array_get(list, 0));

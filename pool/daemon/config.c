@@ -81,8 +81,16 @@ const char config_default_text[] =
 	"; Seconds a connection has to send a whole request head (request line\n"
 	"; and headers) from its accept or its previous reply, 1..3600; past it\n"
 	"; the connection is closed, however slowly it trickles bytes in (an idle\n"
-	"; one is closed after 120 s anyway).  nginx's client_header_timeout is 60.\n"
+	"; one is closed after idle_timeout_s anyway).  nginx's\n"
+	"; client_header_timeout is 60.\n"
 	"header_timeout_s = 30\n"
+	"; Seconds a connection may stay silent inside a request (a client that\n"
+	"; stalls sending its body or reading its answer) before it is closed,\n"
+	"; 1..3600.  A request waiting on its sandbox's guest (an exec, a file\n"
+	"; copied, a ping) is bounded by the guest instead: restore_timeout_s per\n"
+	"; step, an exec by its own timeout_s, or by nothing (a command may run\n"
+	"; silent for as long as it likes, until its lease ends).\n"
+	"idle_timeout_s = 120\n"
 	"; Largest JSON request body, base64-encoded exec stdin included: an exec\n"
 	"; must fit in one 1M agent frame anyway.  While it is held and parsed a\n"
 	"; body takes 33 times its length from api_memory_budget_bytes.  1K..16M.\n"
@@ -280,6 +288,7 @@ static const struct key daemon_keys[] = {
 	DAEMON(max_connections, KEY_U32, 1, 65536),
 	DAEMON(max_connections_per_uid, KEY_U32_AUTO, 1, 65536),
 	DAEMON(header_timeout_s, KEY_U32, 1, 3600),
+	DAEMON(idle_timeout_s, KEY_U32, 1, 3600),
 	DAEMON(max_request_bytes, KEY_BYTES, 1 << 10, 16 << 20),
 	DAEMON(max_file_bytes, KEY_BYTES, 1 << 10, 1ull << 40),
 	DAEMON(max_exec_output_bytes, KEY_BYTES, 1 << 10, 1ull << 40),

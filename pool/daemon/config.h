@@ -8,6 +8,7 @@
  *	[daemon]		socket, socket_group, state_dir, token,
  *				token_file, max_sandboxes, max_connections,
  *				max_connections_per_uid, header_timeout_s,
+ *				idle_timeout_s,
  *				max_request_bytes, max_file_bytes,
  *				max_exec_output_bytes, api_memory_budget_bytes,
  *				restore_timeout_s,
@@ -85,6 +86,7 @@ struct daemon_config {
 	/* once loaded never CONFIG_AUTO (a quarter of max_connections) */
 	uint32_t max_connections_per_uid;
 	uint32_t header_timeout_s; /* a request head's deadline */
+	uint32_t idle_timeout_s;   /* silence allowed inside a request */
 	uint64_t log_max;	   /* each VMM log's bound (capfile.h) */
 	/* admission.h's limits; 0 turns one off */
 	uint32_t admit_cpu_pressure, admit_memory_pressure, admit_io_pressure;

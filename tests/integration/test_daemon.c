@@ -2939,19 +2939,14 @@ static void base_snapshot(const char *name, char id[SB_ID_MAX])
 	cr_assert_eq(strlen(id), 16, "template %s has no snapshot", name);
 }
 
-/*
- * POST /sandboxes/@id/checkpoint: the new snapshot's id into @snap.  A
- * VMM that cannot write checkpoints yet (before the diff snapshots of
- * issue 16's first part) skips the test.
- */
+/* POST /sandboxes/@id/checkpoint: the new snapshot's id into @snap, its
+ * parent checked against @parent unless NULL. */
 static void checkpoint(const char *id, char snap[SB_ID_MAX],
 		       char parent[SB_ID_MAX])
 {
 	struct reply r;
 
 	api(&r, "POST", NULL, "/sandboxes/%s/checkpoint", id);
-	if (r.status == 500 && strstr(r.body, "cannot write checkpoints"))
-		cr_skip_test("thaw-vmm writes no checkpoints yet: %s", r.body);
 	cr_assert_eq(r.status, 201, "checkpoint %s: %ld %s", id, r.status,
 		     r.body);
 	snprintf(snap, SB_ID_MAX, "%s", jstr(r.json, "snapshot"));
@@ -3048,6 +3043,10 @@ Test(checkpoints, bad_requests_answer_clearly, .timeout = 600)
 	expect_json_error("POST", "/sandboxes",
 			  "{\"snapshot\":\"0000000000000000\"}", 404,
 			  "not_found");
+	snprintf(body, sizeof(body),
+		 "{\"snapshot\":\"%s\",\"network\":{\"allow_out\":[\"nope\"]}}",
+		 base);
+	expect_json_error("POST", "/sandboxes", body, 400, "bad_request");
 	snprintf(path, sizeof(path), "/sandboxes/%s/fork", id);
 	expect_json_error("POST", path, "{\"count\":0}", 400, "bad_request");
 	expect_json_error("POST", path, "{\"count\":\"2\"}", 400,
@@ -3088,13 +3087,8 @@ Test(checkpoints, bad_requests_answer_clearly, .timeout = 600)
 	reply_free(&r);
 
 	/* A paused sandbox: its VM is refused, another pause too. */
-	api(&r, "POST", NULL, "/sandboxes/%s/pause", id);
-	if (r.status == 500 && strstr(r.body, "cannot write checkpoints")) {
-		reply_free(&r);
-		delete_sandbox(id);
-		cr_skip_test("thaw-vmm writes no checkpoints yet");
-	}
-	cr_assert_eq(r.status, 200, "pause: %ld %s", r.status, r.body);
+	cr_assert_eq(api(&r, "POST", NULL, "/sandboxes/%s/pause", id), 200,
+		     "pause: %ld %s", r.status, r.body);
 	reply_free(&r);
 	snprintf(path, sizeof(path), "/sandboxes/%s/checkpoint", id);
 	expect_json_error("POST", path, NULL, 409, "conflict");
@@ -3107,7 +3101,7 @@ Test(checkpoints, bad_requests_answer_clearly, .timeout = 600)
 
 Test(checkpoints, rollback_to_the_template_and_forks_of_it, .timeout = 900)
 {
-	char id[SB_ID_MAX], base[SB_ID_MAX], host[32], body[128];
+	char id[SB_ID_MAX], base[SB_ID_MAX], host[32], body[256];
 	char forks[2][SB_ID_MAX], random[2][128];
 	struct exec_result x;
 	struct reply r;
@@ -3122,8 +3116,12 @@ Test(checkpoints, rollback_to_the_template_and_forks_of_it, .timeout = 900)
 	expect_output(id, "cat /tmp/f 2>/dev/null || echo gone", "gone\n");
 	delete_sandbox(id);
 
-	/* Forks of one snapshot, each with entropy of its own. */
-	snprintf(body, sizeof(body), "{\"snapshot\":\"%s\",\"count\":2}", base);
+	/* Forks of one snapshot, each with entropy of its own and the
+	 * network policy asked for. */
+	snprintf(body, sizeof(body),
+		 "{\"snapshot\":\"%s\",\"count\":2,\"network\":"
+		 "{\"allow_internet\":false,\"allow_out\":[\"192.0.2.0/24\"]}}",
+		 base);
 	cr_assert_eq(api(&r, "POST", body, "/sandboxes"), 201, "%ld %s",
 		     r.status, r.body);
 	json_t *list = json_object_get(r.json, "sandboxes");
@@ -3134,6 +3132,12 @@ Test(checkpoints, rollback_to_the_template_and_forks_of_it, .timeout = 900)
 		snprintf(forks[i], SB_ID_MAX, "%s", jstr(sb, "id"));
 		cr_assert_eq(strlen(forks[i]), 16, "%s", r.body);
 		cr_expect_str_eq(jstr(sb, "snapshot"), base, "%s", r.body);
+		json_t *net = json_object_get(sb, "network");
+		cr_expect(json_is_false(json_object_get(net, "allow_internet")),
+			  "%s", r.body);
+		const char *out = json_string_value(
+			json_array_get(json_object_get(net, "allow_out"), 0));
+		cr_expect_str_eq(out ? out : "", "192.0.2.0/24", "%s", r.body);
 	}
 	reply_free(&r);
 	for (int i = 0; i < 2; i++) {
@@ -3239,8 +3243,6 @@ Test(checkpoints, fork_and_pause_resume, .timeout = 1200)
 	snprintf(check, sizeof(check), LOOP_CHECK, pid);
 
 	api(&r, "POST", "{\"count\":2}", "/sandboxes/%s/fork", id);
-	if (r.status == 500 && strstr(r.body, "cannot write checkpoints"))
-		cr_skip_test("thaw-vmm writes no checkpoints yet");
 	cr_assert_eq(r.status, 201, "fork: %ld %s", r.status, r.body);
 	json_t *list = json_object_get(r.json, "sandboxes");
 	cr_assert_eq(json_array_size(list), 2, "%s", r.body);

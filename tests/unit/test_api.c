@@ -40,10 +40,12 @@
 #define FILE_PATH "/sandboxes/" SANDBOX_ID "/files?path=/x"
 #define PAD_TAG 999 /* a TLV no schema knows: parsers skip it */
 #define FLOOD_CHUNK (60u << 10)
+#define SILENCE_S 3 /* GUEST_EXEC_SILENT's; past idle_timeout_s = 1 */
 
 /* What the fake agent does with a request. */
 enum guest_mode {
 	GUEST_EXEC_OUTPUT,	/* exec: guest_output bytes of stdout, exit 0 */
+	GUEST_EXEC_SILENT,	/* exec: nothing for SILENCE_S, then exit 0 */
 	GUEST_EXEC_FLOOD,	/* exec: endless stdout, KILL ignored */
 	GUEST_EXEC_PADDED,	/* exec: endless empty stdout, padded */
 	GUEST_READ_PADDED,	/* READ_FILE: endless empty DATA, padded */
@@ -120,6 +122,8 @@ static void serve_exec(int fd, uint32_t id)
 
 	memset(out, 'o', sizeof(out));
 	send_frame(fd, id, THAW_EXEC_STARTED, NULL, 0, 0);
+	if (guest_mode == GUEST_EXEC_SILENT)
+		sleep(SILENCE_S);
 	if (guest_mode == GUEST_EXEC_FLOOD) {
 		while (send_frame(fd, id, THAW_STDOUT, out, sizeof(out), 0))
 			;
@@ -417,6 +421,44 @@ Test(api, a_collected_exec_holds_its_budget_until_its_reply_is_sent,
 		      guest_output * 4 / 3, (unsigned long long)budget_used());
 	cr_expect_eq(answer(fd, &text, &len), 200);
 	cr_expect_gt(len, guest_output * 4 / 3);
+	free(text);
+	expect_budget_all_back();
+	stop();
+}
+
+/*
+ * A command that prints nothing for longer than idle_timeout_s is the
+ * guest's to pace, not a stalled client: its exit still comes, streamed or
+ * collected (the connection was cut before it, and the client saw a broken
+ * transfer).  A client that stalls its own body is still cut.
+ */
+Test(api, a_silent_exec_outlasts_idle_timeout_s_a_stalled_body_does_not,
+     .timeout = 60)
+{
+	static const char *const bodies[] = {
+		"{\"argv\":[\"x\"]}",
+		"{\"argv\":[\"x\"],\"stream\":false}",
+	};
+	char *text;
+
+	start("idle_timeout_s = 1\n");
+	guest_mode = GUEST_EXEC_SILENT;
+	for (size_t i = 0; i < 2; i++) {
+		cr_expect_eq(call("POST", EXEC_PATH, bodies[i],
+				  strlen(bodies[i]), &text),
+			     200, "%s", text);
+		cr_expect(strstr(text, "\"exit_code\":0"), "%s: %s", bodies[i],
+			  text);
+		free(text);
+	}
+	/* Ten bytes of a hundred, then nothing: closed unanswered. */
+	static const char stalled[] = "POST " EXEC_PATH " HTTP/1.1\r\n"
+				      "Host: x\r\nContent-Length: 100\r\n\r\n"
+				      "{\"argv\":[";
+	int fd = connect_api();
+	cr_assert_geq(fd, 0);
+	send_all(fd, stalled, sizeof(stalled) - 1);
+	cr_expect_eq(answer(fd, &text, NULL), 0, "%s", text);
 	free(text);
 	expect_budget_all_back();
 	stop();

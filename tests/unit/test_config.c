@@ -87,6 +87,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->max_connections, 512);
 	cr_expect_eq(d->max_connections_per_uid, 128, "auto: a quarter");
 	cr_expect_eq(d->header_timeout_s, 30);
+	cr_expect_eq(d->idle_timeout_s, 120);
 	cr_expect_eq(d->log_max, 3ull << 20);
 	cr_expect_eq(d->max_request_bytes, 2ull << 20);
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
@@ -156,6 +157,7 @@ Test(config, default_text_documents_every_key)
 		"max_connections",
 		"max_connections_per_uid",
 		"header_timeout_s",
+		"idle_timeout_s",
 		"max_request_bytes",
 		"max_file_bytes",
 		"max_exec_output_bytes",
