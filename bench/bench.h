@@ -5,9 +5,9 @@
  *
  * thaw-bench.c reads the command line and calls the scenarios in README's
  * order; each scenario lives with its kin (handouts.c, startup.c, jail.c,
- * network.c, memory.c, peers.c), gets the struct bench of the run, and
- * adds its figures to b->report itself.  A scenario never stops the run:
- * what it cannot measure it reports through fail(), with the reason, and
+ * network.c, checkpoints.c, memory.c, peers.c), gets the struct bench of the
+ * run, and adds its figures to b->report itself.  A scenario never stops the
+ * run: what it cannot measure it reports through fail(), with the reason, and
  * returns.
  */
 #ifndef THAW_BENCH_BENCH_H
@@ -38,6 +38,12 @@ struct sizes {
 	int transfer_mib;  /* each; the guest holds it twice */
 	int round_trips;   /* TCP echo round trips */
 	int policy_writes; /* POST /sandboxes/{id}/network, each kind */
+	int dirty_mib[3];  /* written by the guest before a checkpoint */
+	int checkpoints;   /* per dirty size */
+	int forks[3];	   /* sandboxes per fork of one checkpoint */
+	int fork_rounds;   /* per fork size */
+	int rollbacks;
+	int chain_restores; /* per level of a chain of checkpoints */
 };
 
 /* One run: the programs and guest it drives, its sizes, its report. */
@@ -83,6 +89,10 @@ void stop_daemon(struct thawd *d);
  * be run.
  */
 int run_capture(char *const argv[], int fd, char *out, size_t outlen);
+
+/* A "Key:   123 kB" field of @path (/proc/meminfo, smaps_rollup), in KiB;
+ * -1 when missing. */
+long kib_field(const char *path, const char *key);
 
 /*
  * The daemon's restores of handed-out clones: each one's restore_ms, and
@@ -131,6 +141,7 @@ void bench_boot(struct bench *b, const struct restore_samples *restore);
 void bench_floor(struct bench *b, const struct restore_samples *restore);
 void bench_jail(struct bench *b);
 void bench_network(struct bench *b);
+void bench_checkpoints(struct bench *b);
 void bench_first_exec(struct bench *b);
 void bench_memory(struct bench *b);
 void bench_density(struct bench *b);

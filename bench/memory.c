@@ -57,24 +57,6 @@ static int clone_vmms(pid_t *pids, int max)
 	return n;
 }
 
-/* A "Key:   123 kB" field of @path, in KiB; -1 when missing. */
-static long kib_field(const char *path, const char *key)
-{
-	FILE *f = fopen(path, "r");
-	char line[256];
-	long v = -1;
-	size_t n = strlen(key);
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':') {
-			v = strtol(line + n + 1, NULL, 10);
-			break;
-		}
-	if (f)
-		fclose(f);
-	return v;
-}
-
 static long used_kib(void)
 {
 	return kib_field("/proc/meminfo", "MemTotal") -

@@ -51,7 +51,7 @@ void report_set_machine(struct report *r, const struct machine *m);
 /*
  * @group: short key for plots and sections ("handout", "restore", "boot",
  * "floor", "jail", "network", "first_exec", "memory", "density",
- * "sustained", "peers");
+ * "sustained", "checkpoint", "fork", "rollback", "peers");
  * @name: human label ("warm pool, concurrency 10"); @unit: "ms", "MiB",
  * "clones", "restores/s", "x"; none of the three NULL.  @note may be NULL.
  * Everything is copied.

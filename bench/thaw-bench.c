@@ -11,7 +11,8 @@
  * (thaw-bench-floor: KVM objects and state without running the guest), the
  * jail's cost (restores and warm handouts with jail = false beside the
  * default), the network's (setup per clone, warm handouts with network =
- * none beside nat, guest -> host TCP, policy updates), and peers (gVisor,
+ * none beside nat, guest -> host TCP, policy updates), checkpoints (against
+ * dirty memory, forks, rollbacks, chains), and peers (gVisor,
  * bubblewrap) running the same `true`.  Every figure keeps its raw
  * samples; bench/report.c turns them into results.json, a markdown table
  * and plots.  A scenario that fails is a row saying why, never a
@@ -27,7 +28,8 @@
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
  * VMM floor, first exec), jail.c (jailed against --no-jail), network.c
- * (a sandbox's network), memory.c (memory per idle clone, density) and
+ * (a sandbox's network), checkpoints.c (issue 16's RL operations),
+ * memory.c (memory per idle clone, density) and
  * peers.c (thaw against gVisor and bubblewrap).
  */
 #include <errno.h>
@@ -55,6 +57,12 @@ static const struct sizes full = {
 	.transfer_mib = 64,
 	.round_trips = 1000,
 	.policy_writes = 500,
+	.dirty_mib = { 1, 16, 128 },
+	.checkpoints = 10,
+	.forks = { 1, 8, 32 },
+	.fork_rounds = 5,
+	.rollbacks = 20,
+	.chain_restores = 20,
 };
 
 /*
@@ -75,6 +83,12 @@ static const struct sizes small = {
 	.transfer_mib = 1,
 	.round_trips = 200,
 	.policy_writes = 40,
+	.dirty_mib = { 1, 8, 0 },
+	.checkpoints = 3,
+	.forks = { 1, 4, 8 },
+	.fork_rounds = 2,
+	.rollbacks = 5,
+	.chain_restores = 5,
 };
 
 /* ---- main ---------------------------------------------------------------- */
@@ -88,7 +102,9 @@ static const char usage[] =
 	"floor (VMM setup without running), first-exec, memory, density,\n"
 	"sustained, jail (restores and warm handouts, jailed and --no-jail),\n"
 	"network (setup per clone, warm handouts with and without a network,\n"
-	"guest -> host TCP throughput and round trips, policy updates), peers.\n"
+	"guest -> host TCP throughput and round trips, policy updates),\n"
+	"checkpoint (checkpoints against dirty memory, forks of one\n"
+	"checkpoint, rollbacks, restores from a chain of checkpoints), peers.\n"
 	"Needs /dev/kvm and root (drop_caches, cgroups, namespaces).\n"
 	"\n"
 	"  --kernel FILE   guest kernel (required)\n"
@@ -109,9 +125,9 @@ static bool wanted(char **names, int n, const char *scenario)
 int main(int argc, char **argv)
 {
 	static const char *const scenarios[] = {
-		"all",	     "handout",	   "restore", "boot",
-		"floor",     "first-exec", "memory",  "density",
-		"sustained", "jail",	   "network", "peers",
+		"all",	      "handout",    "restore", "boot",	    "floor",
+		"first-exec", "memory",	    "density", "sustained", "jail",
+		"network",    "checkpoint", "peers",
 	};
 	static const struct option options[] = {
 		{ "kernel", required_argument, NULL, 'k' },
@@ -235,6 +251,8 @@ int main(int argc, char **argv)
 		bench_jail(&b);
 	if (wanted(names, n, "network"))
 		bench_network(&b);
+	if (wanted(names, n, "checkpoint"))
+		bench_checkpoints(&b);
 	if (wanted(names, n, "peers"))
 		bench_peers(&b);
 

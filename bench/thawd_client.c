@@ -269,10 +269,17 @@ int thawd_handout(struct thaw_client *c, const char *template,
 		  struct handout *h, char *err, size_t errlen)
 {
 	const struct thaw_create spec = { .template = template };
+
+	return thawd_create_ping(c, &spec, h, err, errlen);
+}
+
+int thawd_create_ping(struct thaw_client *c, const struct thaw_create *spec,
+		      struct handout *h, char *err, size_t errlen)
+{
 	struct thaw_sandbox s;
 	double start = monotonic_ms();
 
-	if (thaw_client_create(c, &spec, &s, err, errlen))
+	if (thaw_client_create(c, spec, &s, err, errlen))
 		return -1;
 	snprintf(h->id, sizeof(h->id), "%s", s.id);
 	h->restore_ms = s.restore_ms;
@@ -297,15 +304,31 @@ int thawd_exec_true(struct thaw_client *c, const char *id, double *ms,
 		    char *err, size_t errlen)
 {
 	const char *const argv[] = { "true", NULL };
-	const struct thaw_exec spec = { .argv = argv, .buffered = true };
+
+	return thawd_exec(c, id, argv, 0, ms, err, errlen);
+}
+
+int thawd_exec(struct thaw_client *c, const char *id, const char *const argv[],
+	       unsigned timeout_s, double *ms, char *err, size_t errlen)
+{
+	const struct thaw_exec spec = { .argv = argv,
+					.buffered = true,
+					.timeout_s = timeout_s };
 	bool ok = false;
 	double start = monotonic_ms();
 	int ret = thaw_client_exec(c, id, &spec, exited_zero, &ok, err, errlen);
 
-	*ms = monotonic_ms() - start;
+	if (ms)
+		*ms = monotonic_ms() - start;
 	if (ret)
 		return -1;
-	if (!ok)
-		snprintf(err, errlen, "sandbox %s: `true` did not exit 0", id);
+	if (!ok) {
+		size_t last = 0; /* a script's text says most: sh -c TEXT */
+
+		while (argv[last + 1])
+			last++;
+		snprintf(err, errlen, "sandbox %s: `%s` did not exit 0", id,
+			 argv[last]);
+	}
 	return ok ? 0 : -1;
 }

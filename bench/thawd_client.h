@@ -108,8 +108,17 @@ struct handout {
 int thawd_handout(struct thaw_client *c, const char *template,
 		  struct handout *h, char *err, size_t errlen);
 
+/* thawd_handout() of the sandbox @spec asks for (a snapshot's, say). */
+int thawd_create_ping(struct thaw_client *c, const struct thaw_create *spec,
+		      struct handout *h, char *err, size_t errlen);
+
 /* `true` in sandbox @id, waited for; @ms its round trip.  0 or -1. */
 int thawd_exec_true(struct thaw_client *c, const char *id, double *ms,
 		    char *err, size_t errlen);
+
+/* @argv in sandbox @id, within @timeout_s (0: none), waited for; @ms (or
+ * NULL) its round trip.  0 when it exited 0, or -1 with @err. */
+int thawd_exec(struct thaw_client *c, const char *id, const char *const argv[],
+	       unsigned timeout_s, double *ms, char *err, size_t errlen);
 
 #endif

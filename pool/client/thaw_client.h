@@ -218,6 +218,16 @@ int thaw_client_fork(struct thaw_client *c, const char *id, unsigned count,
 		     struct thaw_checkpoint *ck, struct thaw_fork_entry **list,
 		     size_t *n, char *err, size_t errlen);
 
+/*
+ * POST /sandboxes of @spec with "count": @count (a snapshot's sandboxes,
+ * restored together): *@list (malloc'd, the caller frees it) of *@n
+ * entries, one per sandbox, as a fork's.
+ */
+int thaw_client_create_many(struct thaw_client *c,
+			    const struct thaw_create *spec, unsigned count,
+			    struct thaw_fork_entry **list, size_t *n, char *err,
+			    size_t errlen);
+
 /* POST /sandboxes/@id/rollback to @snapshot; @s (or NULL) gets it. */
 int thaw_client_rollback(struct thaw_client *c, const char *id,
 			 const char *snapshot, struct thaw_sandbox *s,

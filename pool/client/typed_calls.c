@@ -282,10 +282,13 @@ fail:
 	return NULL;
 }
 
-int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
-		       struct thaw_sandbox *s, char *err, size_t errlen)
+/* POST /sandboxes with @spec's body (and "count": @count unless 0) into
+ * *@answer (the caller's to release). */
+static int create_call(struct thaw_client *c, const struct thaw_create *spec,
+		       unsigned count, json_t **answer, char *err,
+		       size_t errlen)
 {
-	json_t *body = json_object(), *answer = NULL;
+	json_t *body = json_object();
 	int ret;
 
 	if (!body)
@@ -304,13 +307,24 @@ int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
 	else if (spec->network &&
 		 !set(body, "network", network_object(spec->network)))
 		ret = not_text("network policy", err, errlen);
+	else if (count && !set(body, "count", json_integer(count)))
+		ret = oom(err, errlen);
 	else
-		ret = json_call(c, "POST", "/sandboxes", body, &answer, err,
+		ret = json_call(c, "POST", "/sandboxes", body, answer, err,
 				errlen);
+	json_decref(body);
+	return ret;
+}
+
+int thaw_client_create(struct thaw_client *c, const struct thaw_create *spec,
+		       struct thaw_sandbox *s, char *err, size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = create_call(c, spec, 0, &answer, err, errlen);
+
 	if (ret == 0)
 		ret = take_one_sandbox(s, answer, err, errlen);
 	json_decref(answer);
-	json_decref(body);
 	return ret;
 }
 
@@ -902,6 +916,22 @@ static int take_fork_entries(const json_t *answer,
 	}
 	*n = json_array_size(items);
 	return 0;
+}
+
+int thaw_client_create_many(struct thaw_client *c,
+			    const struct thaw_create *spec, unsigned count,
+			    struct thaw_fork_entry **list, size_t *n, char *err,
+			    size_t errlen)
+{
+	json_t *answer = NULL;
+	int ret = create_call(c, spec, count, &answer, err, errlen);
+
+	*list = NULL;
+	*n = 0;
+	if (ret == 0)
+		ret = take_fork_entries(answer, list, n, err, errlen);
+	json_decref(answer);
+	return ret;
 }
 
 int thaw_client_fork(struct thaw_client *c, const char *id, unsigned count,
