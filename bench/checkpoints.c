@@ -12,7 +12,9 @@
  *
  * Dirty memory: the guest writes @mib MiB of anonymous memory (busybox dd
  * with one block that large, read from /dev/zero: the kernel faults in and
- * clears every page), so that many pages of guest memory differ from the
+ * clears every page; iflag=fullblock, as a read from /dev/zero may return
+ * early when a signal is pending and dd would take that as its one
+ * block), so that many pages of guest memory differ from the
  * last checkpoint; the checkpoint's own dirty_bytes is reported beside, as
  * the guest kernel adds pages of its own.  Each size is measured on a
  * sandbox that was checkpointed once before, so the pages its restore
@@ -93,9 +95,10 @@ static int checkpoints_after_writes(struct thaw_client *c, const char *id,
 {
 	char script[128];
 
-	snprintf(script, sizeof(script),
-		 "dd if=/dev/zero of=/dev/null bs=%dM count=1 2>/dev/null",
-		 mib);
+	snprintf(
+		script, sizeof(script),
+		"dd if=/dev/zero of=/dev/null bs=%dM count=1 iflag=fullblock 2>/dev/null",
+		mib);
 	for (int i = 0; i < n; i++) {
 		struct thaw_checkpoint ck;
 
@@ -224,9 +227,10 @@ static void forks(struct bench *b, struct thaw_client *c, const char *base)
 	/* The checkpoint holds what the sandbox wrote: a fork shares those
 	 * pages from its diff file as the template's from memory.img. */
 	if (sandbox_of(c, base, id, why, sizeof(why)) ||
-	    guest_sh(c, id,
-		     "dd if=/dev/zero of=/dev/null bs=1M count=1 2>/dev/null",
-		     why, sizeof(why)) ||
+	    guest_sh(
+		    c, id,
+		    "dd if=/dev/zero of=/dev/null bs=1M count=1 iflag=fullblock 2>/dev/null",
+		    why, sizeof(why)) ||
 	    thaw_client_checkpoint(c, id, &ck, why, sizeof(why)))
 		ck.snapshot[0] = '\0';
 	release(c, id);
