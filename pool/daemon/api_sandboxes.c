@@ -326,11 +326,8 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 /* Orders policy writes: see the top of the file. */
 static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Writes @policy to held sandbox @c's maps and its record, the write's
- * time to its template's policy_update_s; 0, or -1 with a message in
- * @err. */
-static int set_policy(struct daemon *d, struct sandbox *c,
-		      const struct net_policy *policy, char *err, size_t errlen)
+int api_set_policy(struct daemon *d, struct sandbox *c,
+		   const struct net_policy *policy, char *err, size_t errlen)
 {
 	char why[256];
 	int ret;
@@ -388,7 +385,7 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	 * with a policy it would not enforce. */
 	if (req.has_network &&
 	    (!c->net_made ||
-	     set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
+	     api_set_policy(d, c, &req.network, err, sizeof(err)) < 0)) {
 		if (!c->net_made)
 			snprintf(err, sizeof(err), "sandbox %s has no network",
 				 c->id);
@@ -500,7 +497,7 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 					      sizeof(err))
 			  : 400;
 	json_decref(body);
-	if (!status && set_policy(d, c, &policy, err, sizeof(err)) < 0)
+	if (!status && api_set_policy(d, c, &policy, err, sizeof(err)) < 0)
 		status = 500;
 	if (status) {
 		sandbox_put(d, c);
