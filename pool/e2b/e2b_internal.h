@@ -328,13 +328,15 @@ struct e2b_create_request {
 /*
  * @body of a create against @cfg's templates: templateID (default "base",
  * served by the template of that name, else "default"), timeout (seconds,
- * at most the template's max_timeout_s), envVars, metadata (strings),
+ * at most the template's max_timeout_s; absent: @default_timeout_s, E2B's
+ * default for the route, within that bound), envVars, metadata (strings),
  * allow_internet_access; E2B's fields thaw has nothing for (autoPause,
  * mcp, volumeMounts...) refused when set.  0, or an HTTP status and a
  * message in @err.
  */
 int e2b_parse_create(json_t *body, const struct daemon_config *cfg,
-		     struct e2b_create_request *req, char *err, size_t errlen);
+		     uint32_t default_timeout_s, struct e2b_create_request *req,
+		     char *err, size_t errlen);
 
 /* GET /v2/sandboxes' query: state and metadata filters, pagination. */
 struct e2b_list_query {

@@ -45,6 +45,9 @@
 #include "clock.h"
 #include "e2b_internal.h"
 
+/* A create's timeout when it gives none: E2B's, v1's and v2's. */
+#define CREATE_TIMEOUT_V1_S 15
+#define CREATE_TIMEOUT_V2_S 300
 /* E2B's page size, default and most. */
 #define LIST_LIMIT_MAX 100
 /* Metadata kept per sandbox, at most. */
@@ -192,7 +195,8 @@ template_of(const struct daemon_config *cfg, const char *name)
 }
 
 int e2b_parse_create(json_t *body, const struct daemon_config *cfg,
-		     struct e2b_create_request *req, char *err, size_t errlen)
+		     uint32_t default_timeout_s, struct e2b_create_request *req,
+		     char *err, size_t errlen)
 {
 	json_t *tmpl = json_object_get(body, "templateID");
 	json_t *env = json_object_get(body, "envVars");
@@ -233,7 +237,7 @@ int e2b_parse_create(json_t *body, const struct daemon_config *cfg,
 	}
 	uint32_t max = req->template ? req->template->max_timeout_s
 				     : UINT32_MAX / 1000;
-	uint32_t def = req->template ? req->template->timeout_s : 0;
+	uint32_t def = default_timeout_s < max ? default_timeout_s : max;
 	if (!seconds_field(body, "timeout", max, def, &req->timeout_s, err,
 			   errlen)) {
 		json_decref(net);
@@ -530,9 +534,11 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 	char err[1024];
 	enum pool_error e;
 	json_t *body = e2b_body_object(r, err, sizeof(err));
-	int status =
-		body ? e2b_parse_create(body, &d->cfg, &req, err, sizeof(err))
-		     : 400;
+	uint32_t def = strncmp(r->route->path, "/v2/", 4) ? CREATE_TIMEOUT_V1_S
+							  : CREATE_TIMEOUT_V2_S;
+	int status = body ? e2b_parse_create(body, &d->cfg, def, &req, err,
+					     sizeof(err))
+			  : 400;
 
 	if (status) {
 		json_decref(body);
