@@ -241,7 +241,7 @@ static json_t *end_json(const struct e2b_stream_end *end)
 			 e2b_code_json(end->code, end->message));
 }
 
-/* An answer of @len bytes of envelopes, application/connect+json. */
+/* An answer of envelopes, application/connect+json, with status 200. */
 static enum MHD_Result reply_envelopes(struct MHD_Connection *conn,
 				       struct e2b_request *r,
 				       struct MHD_Response *resp)
@@ -347,8 +347,10 @@ static bool stream_fill(struct stream *st)
 			return false;
 		if (!st->keepalive_ns || monotonic_ns() < st->keepalive_due)
 			return true;
-		st->pending = e2b_envelope_make(0, st->ops->keepalive(st->src),
-						&st->pending_len);
+		json_t *ping = st->ops->keepalive(st->src);
+		if (!ping)
+			return true;
+		st->pending = e2b_envelope_make(0, ping, &st->pending_len);
 		break;
 	case E2B_STEP_END:
 		st->ended = true;

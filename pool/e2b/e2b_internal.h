@@ -277,8 +277,8 @@ struct e2b_stream_end {
  * A server stream's source (a process's events, a directory's): next()
  * waits until @until_ns (monotonic) at most for a message; keepalive()
  * makes the message sent when the client asked for pings
- * (Keepalive-Ping-Interval) and nothing came for that long; free() runs
- * once the stream is over, sent or not.
+ * (Keepalive-Ping-Interval) and nothing came for that long, NULL for none
+ * yet; free() runs once the stream is over, sent or not.
  */
 struct e2b_stream_ops {
 	enum e2b_step (*next)(void *src, uint64_t until_ns, json_t **msg,

@@ -83,6 +83,9 @@ struct subscriber {
 	struct e2b_process *p;
 	uint64_t next_seq;
 	bool send_start; /* a Connect: its first message is start {pid} */
+	/* The SDK takes the first message for the start event: no
+	 * keepalive goes before it. */
+	bool sent_any;
 };
 
 struct e2b_processes {
@@ -394,6 +397,7 @@ static enum e2b_step stream_next(void *src, uint64_t until_ns, json_t **msg,
 		s->send_start = false;
 		*msg = json_pack("{s:{s:{s:I}}}", "event", "start", "pid",
 				 (json_int_t)p->pid);
+		s->sent_any = true;
 		pthread_mutex_unlock(&ps->lock);
 		return E2B_STEP_MESSAGE;
 	}
@@ -407,6 +411,7 @@ static enum e2b_step stream_next(void *src, uint64_t until_ns, json_t **msg,
 			s->next_seq = e->seq + 1;
 			e->readers--;
 			trim_events(p);
+			s->sent_any = true;
 			step = E2B_STEP_MESSAGE;
 			break;
 		}
@@ -427,8 +432,13 @@ static enum e2b_step stream_next(void *src, uint64_t until_ns, json_t **msg,
 
 static json_t *stream_keepalive(void *src)
 {
-	(void)src;
-	return json_pack("{s:{s:{}}}", "event", "keepalive");
+	const struct subscriber *s = src;
+	struct e2b_processes *ps = s->p->owner;
+
+	pthread_mutex_lock(&ps->lock);
+	bool started = s->sent_any;
+	pthread_mutex_unlock(&ps->lock);
+	return started ? json_pack("{s:{s:{}}}", "event", "keepalive") : NULL;
 }
 
 /* A stream's end: its unsent events no longer wait for it. */

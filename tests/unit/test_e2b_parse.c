@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * test_e2b.c - pool/e2b/'s pure parts without a server: the Connect
+ * test_e2b_parse.c - pool/e2b/'s pure parts without a server: the Connect
  * envelope both ways (short, oversized, flagged, compressed, trailing
  * bytes), the Host header of envd requests, the route table (every route,
  * 405s, hostile ids), the control plane's create body and list query
