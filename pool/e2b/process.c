@@ -14,22 +14,25 @@
  *	SendInput, CloseStdin, StreamInput, Update: see their handlers
  *
  * A command becomes the agent's EXEC: argv is cmd and args, the
- * environment thaw's exec gives (PATH, HOME, the sandbox's envVars) with
- * the request's envs over it, built by api_parse_exec() as for thaw's own
- * POST /sandboxes/ID/exec, so both APIs run a command alike.  The SDK runs
- * every command as `/bin/bash -l -c CMD`; thaw's own guest (the
- * default initrd) has busybox's sh and no bash, so there /bin/bash is
- * served by /bin/sh, whose -l and -c mean the same.
+ * environment thaw's exec gives (PATH, the sandbox's envVars) with the
+ * request's envs over it, built by api_parse_exec() as for thaw's own
+ * POST /sandboxes/ID/exec, so both APIs run a command alike.  It runs as
+ * the request's user (E2B's default, "user", unless the SDK's `user`
+ * option names another), whose HOME, USER and LOGNAME the agent sets,
+ * in cwd or else that user's home, as envd does.  With stdin: true its
+ * stdin stays open for SendInput and CloseStdin.  A guest without bash
+ * runs the SDK's `/bin/bash -l -c CMD` with /bin/sh (processes.c).
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "processes.h"
 
-#define SH "/bin/sh"
-#define BASH "/bin/bash"
+/* thaw's exec environment's HOME (api_parse_exec), root's. */
+#define ROOT_HOME "HOME=/root"
 
 /* Connect's JSON for protobuf messages: a field may be absent or null. */
 static json_t *field(json_t *obj, const char *name)
@@ -44,8 +47,7 @@ static json_t *field(json_t *obj, const char *name)
  * E2B's names in the messages): {"argv": [cmd, args...], "env": envs,
  * "cwd": cwd}.  NULL with a message in @err.
  */
-static json_t *exec_body(json_t *process, const struct sandbox *c, char *err,
-			 size_t errlen)
+static json_t *exec_body(json_t *process, char *err, size_t errlen)
 {
 	json_t *cmd = field(process, "cmd"), *args = field(process, "args");
 	json_t *envs = field(process, "envs"), *cwd = field(process, "cwd");
@@ -65,11 +67,7 @@ static json_t *exec_body(json_t *process, const struct sandbox *c, char *err,
 			 "\"envs\" an object of strings, \"cwd\" a string");
 		return NULL;
 	}
-	const char *path = json_string_value(cmd);
-	/* No bash in thaw's own guest: see the top of the file. */
-	if (!strcmp(path, BASH) && !c->pool->t->initrd[0])
-		path = SH;
-	json_t *argv = json_pack("[s]", path);
+	json_t *argv = json_pack("[s]", json_string_value(cmd));
 	json_array_foreach(args, i, a) json_array_append(argv, a);
 	json_t *body = json_pack("{s:o}", "argv", argv);
 	if (body && envs)
@@ -79,9 +77,40 @@ static json_t *exec_body(json_t *process, const struct sandbox *c, char *err,
 	return body;
 }
 
+/*
+ * Runs @req as @user: the agent sets the user's HOME unless the
+ * environment has one, so api_parse_exec()'s root HOME goes (the request's
+ * own stays), and the command starts in the user's home unless it says.
+ * @home has room for the cwd.
+ */
+static void as_user(struct agent_exec_request *req, char **env,
+		    const char *user, char *home, size_t len)
+{
+	req->user = user;
+	if (!strcmp(user, "root"))
+		snprintf(home, len, "/root");
+	else if (strspn(user, "0123456789") == strlen(user))
+		snprintf(home, len, "/"); /* a bare uid: no name, no home */
+	else
+		snprintf(home, len, "/home/%s", user);
+	if (!req->cwd)
+		req->cwd = home;
+	size_t homes = 0, n = 0;
+	for (; env && env[n]; n++)
+		homes += !strncmp(env[n], "HOME=", 5);
+	/* The base's is the first; one the request gave follows it. */
+	for (size_t i = 0; homes == 1 && strcmp(user, "root") && i < n; i++)
+		if (!strcmp(env[i], ROOT_HOME)) {
+			free(env[i]);
+			memmove(&env[i], &env[i + 1], (n - i) * sizeof(*env));
+			break;
+		}
+}
+
 enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 				  struct e2b_request *r)
 {
+	char home[128];
 	struct agent_exec_request req = { 0 };
 	char **argv = NULL, **env = NULL;
 	void *stdin_data = NULL, *events = NULL;
@@ -92,6 +121,7 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	json_t *body = e2b_connect_request(r, true, err, sizeof(err));
 	json_t *process = body ? json_object_get(body, "process") : NULL;
 	json_t *tag = body ? field(body, "tag") : NULL;
+	json_t *keep_stdin = body ? field(body, "stdin") : NULL;
 	json_t *exec = NULL;
 
 	if (!body)
@@ -103,13 +133,15 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 			 "command without pty");
 		goto out;
 	}
-	if (tag && !json_is_string(tag)) {
-		snprintf(err, sizeof(err), "\"tag\" must be a string");
+	if ((tag && !json_is_string(tag)) ||
+	    (keep_stdin && !json_is_boolean(keep_stdin))) {
+		snprintf(err, sizeof(err),
+			 "\"tag\" must be a string, \"stdin\" a boolean");
 		goto out;
 	}
 	if (!e2b_request_user(conn, user, sizeof(user), err, sizeof(err)))
 		goto out;
-	exec = exec_body(process, r->sandbox, err, sizeof(err));
+	exec = exec_body(process, err, sizeof(err));
 	if (!exec)
 		goto out;
 	int status = api_parse_exec(exec, r->sandbox, &req, &argv, &env,
@@ -118,6 +150,8 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 		code = e2b_code_of_status((unsigned)status);
 		goto out;
 	}
+	as_user(&req, env, user, home, sizeof(home));
+	req.keep_stdin = json_is_true(keep_stdin);
 	code = processes_start(r->server->processes, r->sandbox, &req, process,
 			       tag ? json_string_value(tag) : NULL, &events,
 			       err, sizeof(err));
@@ -244,9 +278,52 @@ enum MHD_Result e2b_process_send_signal(struct MHD_Connection *conn,
 		return e2b_reply_connect_error(
 			conn, r, signal ? code : E2B_INVALID_ARGUMENT, "%s",
 			err);
-	code = processes_signal(r->server->processes, p, signal, err,
-				sizeof(err));
+	code = processes_signal(p, signal, err, sizeof(err));
 	processes_put(r->server->processes, p);
+	if (code != E2B_OK)
+		return e2b_reply_connect_error(conn, r, code, "%s", err);
+	return e2b_reply_connect(conn, r, json_object());
+}
+
+/*
+ * SendInput {process, input: {stdin: base64}} and CloseStdin {process}:
+ * the bytes reach the command's stdin pipe before the answer (processes.c
+ * waits for the agent's OK), so an input sent after another arrives
+ * after it.
+ */
+static enum MHD_Result stdin_route(struct MHD_Connection *conn,
+				   struct e2b_request *r, bool close)
+{
+	enum e2b_code code;
+	char err[512];
+	json_t *body = e2b_connect_request(r, false, err, sizeof(err));
+	json_t *input = body ? field(body, "input") : NULL;
+	json_t *data = field(input, "stdin");
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+
+	if (body && !close && field(input, "pty")) {
+		json_decref(body);
+		return e2b_reply_connect_error(
+			conn, r, E2B_UNIMPLEMENTED,
+			"thaw's sandboxes have no pseudo-terminals");
+	}
+	if (body && !close &&
+	    (!json_is_string(data) ||
+	     !(bytes = base64_decode(json_string_value(data),
+				     json_string_length(data), &len)))) {
+		json_decref(body);
+		return e2b_reply_connect_error(
+			conn, r, E2B_INVALID_ARGUMENT,
+			"\"input\" must hold \"stdin\": bytes in base64");
+	}
+	struct e2b_process *p = selected(r, body, &code, err, sizeof(err));
+	json_decref(body);
+	if (p) {
+		code = processes_stdin(p, bytes, len, close, err, sizeof(err));
+		processes_put(r->server->processes, p);
+	}
+	free(bytes);
 	if (code != E2B_OK)
 		return e2b_reply_connect_error(conn, r, code, "%s", err);
 	return e2b_reply_connect(conn, r, json_object());
@@ -255,17 +332,13 @@ enum MHD_Result e2b_process_send_signal(struct MHD_Connection *conn,
 enum MHD_Result e2b_process_send_input(struct MHD_Connection *conn,
 				       struct e2b_request *r)
 {
-	return e2b_reply_connect_error(
-		conn, r, E2B_UNIMPLEMENTED,
-		"stdin cannot be streamed to a running process yet");
+	return stdin_route(conn, r, false);
 }
 
 enum MHD_Result e2b_process_close_stdin(struct MHD_Connection *conn,
 					struct e2b_request *r)
 {
-	return e2b_reply_connect_error(
-		conn, r, E2B_UNIMPLEMENTED,
-		"stdin cannot be streamed to a running process yet");
+	return stdin_route(conn, r, true);
 }
 
 /* A client stream, which connect-web cannot send over HTTP/1.1: the SDK

@@ -44,6 +44,10 @@
 #include "processes.h"
 
 #define EXEC_REQUEST_ID 1
+#define BASH "/bin/bash"
+#define SH "/bin/sh"
+/* A STDIN the agent could not take yet (ENOBUFS) is sent again after: */
+#define STDIN_RETRY_NS (20 * NS_PER_MS)
 /* Events queued for a process's streams, at most. */
 #define E2B_PROCESS_QUEUE_BYTES (1u << 20)
 /* What one process holds besides its agent connection: its queue. */
@@ -67,6 +71,12 @@ struct e2b_process {
 	struct agent_conn agent;
 	pthread_mutex_t write_lock; /* frames to the agent */
 	uint32_t next_request_id;
+	/* The request waiting for its OK or ERROR (ask()), which the pump
+	 * hands over: 0 for none; its answer's errno (0: OK) and message. */
+	uint32_t awaiting;
+	bool answered;
+	int answer_errno;
+	char answer[256];
 	pthread_cond_t wake; /* an event, an end, room in the queue */
 	struct event *head, *tail;
 	uint64_t next_seq;
@@ -253,6 +263,29 @@ static json_t *exit_event(const struct thaw_msg *m)
 			 "exited", 1, "status", status);
 }
 
+/* The OK or ERROR of a request of ask(), to its waiter; others (one
+ * given up on) are dropped. */
+static void hand_over_answer(struct e2b_process *p, const struct thaw_frame *f,
+			     const struct thaw_msg *m)
+{
+	struct e2b_processes *ps = p->owner;
+	char why[sizeof(p->answer)] = "";
+	int e = f->h.type == THAW_OK	  ? 0
+		: f->h.type == THAW_ERROR ? agent_error_of(m, why, sizeof(why))
+					  : EPROTO;
+
+	pthread_mutex_lock(&ps->lock);
+	if (p->awaiting && f->h.request_id == p->awaiting) {
+		p->answered = true;
+		p->answer_errno = e;
+		snprintf(p->answer, sizeof(p->answer), "%s",
+			 e == EPROTO && !why[0] ? "a frame that is no answer"
+						: why);
+		pthread_cond_broadcast(&p->wake);
+	}
+	pthread_mutex_unlock(&ps->lock);
+}
+
 /* One frame of the EXEC into an event; false once the process ended. */
 static bool pump_frame(struct e2b_process *p, const struct thaw_frame *f)
 {
@@ -269,17 +302,12 @@ static bool pump_frame(struct e2b_process *p, const struct thaw_frame *f)
 		pthread_mutex_unlock(&ps->lock);
 		return false;
 	}
-	/* The answers to our KILLs: an ERROR is a process already gone. */
-	if (f->h.request_id != EXEC_REQUEST_ID)
+	if (f->h.request_id != EXEC_REQUEST_ID) {
+		hand_over_answer(p, f, &m);
 		return true;
+	}
 	const struct thaw_field *data = thaw_get(&m, THAW_T_DATA);
 	switch (f->h.type) {
-	case THAW_EXEC_STARTED:
-		pthread_mutex_lock(&ps->lock);
-		p->pid = thaw_get_u32(&m, THAW_T_PID, 0);
-		pthread_mutex_unlock(&ps->lock);
-		ev = json_pack("{s:{s:I}}", "start", "pid", (json_int_t)p->pid);
-		break;
 	case THAW_STDOUT:
 	case THAW_STDERR: {
 		char *b64 = base64_encode(data->data, data->len);
@@ -475,6 +503,82 @@ void *processes_attach(struct e2b_processes *ps, struct e2b_process *p)
 
 /* ---- the table ----------------------------------------------------------- */
 
+/*
+ * Sends @req and reads its first frame, under the guest's patience: the
+ * pid, or why it did not start.  A guest without /bin/bash (thaw's own
+ * has busybox's sh alone) runs the SDK's `/bin/bash -l -c CMD` as
+ * `/bin/sh -l -c CMD`, whose options mean the same (the argv it makes
+ * for that is *@sh_argv_out's, the caller's to free).
+ */
+static enum e2b_code exec_started(struct e2b_process *p,
+				  const struct agent_exec_request *req,
+				  char ***sh_argv_out, char *err, size_t errlen)
+{
+	struct agent_exec_request sh = *req;
+	char **sh_argv = NULL;
+	struct thaw_frame f;
+	struct thaw_msg m;
+	char why[512];
+
+	for (bool retried = false;; retried = true) {
+		int ret = agent_exec(&p->agent, EXEC_REQUEST_ID, req);
+
+		if (ret < 0) {
+			snprintf(err, errlen, "%s",
+				 ret == -E2BIG
+					 ? "the command, its environment and "
+					   "stdin do not fit in one agent "
+					   "frame (1 MiB)"
+				 : ret == -EOPNOTSUPP
+					 ? "the sandbox's agent is too old to "
+					   "run a command as a user"
+					 : strerror(-ret));
+			return ret == -E2BIG ? E2B_INVALID_ARGUMENT
+					     : E2B_UNAVAILABLE;
+		}
+		p->agent.watch.deadline_ns =
+			monotonic_ns() + api_guest_patience_ns(p->owner->d);
+		ret = agent_next_frame(&p->agent, &f);
+		p->agent.watch.deadline_ns = 0;
+		if (ret < 0) {
+			snprintf(err, errlen,
+				 "the sandbox's agent did not start the "
+				 "command: %s",
+				 strerror(-ret));
+			return E2B_UNAVAILABLE;
+		}
+		if (f.h.request_id != EXEC_REQUEST_ID ||
+		    thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, why,
+				    sizeof(why)) < 0 ||
+		    (f.h.type != THAW_EXEC_STARTED && f.h.type != THAW_ERROR)) {
+			snprintf(err, errlen, "the agent answered EXEC with %s",
+				 thaw_type_name(f.h.type));
+			return E2B_INTERNAL;
+		}
+		if (f.h.type == THAW_EXEC_STARTED) {
+			p->pid = thaw_get_u32(&m, THAW_T_PID, 0);
+			return E2B_OK;
+		}
+		int e = agent_error_of(&m, why, sizeof(why));
+		size_t n = 0;
+		while (req->argv[n])
+			n++;
+		bool retry =
+			e == ENOENT && !retried && !strcmp(req->argv[0], BASH);
+		if (retry)
+			sh_argv = *sh_argv_out =
+				calloc(n + 1, sizeof(*sh_argv));
+		if (!retry || !sh_argv) {
+			snprintf(err, errlen, "%s", why);
+			return e2b_code_of_errno(e);
+		}
+		memcpy(sh_argv, req->argv, n * sizeof(*sh_argv));
+		sh_argv[0] = SH;
+		sh.argv = sh_argv;
+		req = &sh;
+	}
+}
+
 /* @c's processes running; under the lock. */
 static uint32_t count_running(struct e2b_processes *ps, const struct sandbox *c)
 {
@@ -529,24 +633,26 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 		free(p);
 		return e2b_code_of_status((unsigned)status);
 	}
-	int sent = agent_exec(&p->agent, EXEC_REQUEST_ID, req);
-	p->sandbox = sent == 0 ? sandbox_get(d, c->id) : NULL;
+	char **sh_argv = NULL; /* exec_started()'s */
+	enum e2b_code code = exec_started(p, req, &sh_argv, err, errlen);
+	free(sh_argv);
+	p->sandbox = code == E2B_OK ? sandbox_get(d, c->id) : NULL;
 	if (!p->sandbox) {
-		snprintf(err, errlen, "%s",
-			 sent == -E2BIG
-				 ? "the command, its environment and stdin do "
-				   "not fit in one agent frame (1 MiB)"
-			 : sent < 0 ? strerror(-sent)
-				    : "the sandbox went away");
+		if (code == E2B_OK) {
+			snprintf(err, errlen, "the sandbox went away");
+			code = E2B_UNAVAILABLE;
+		}
 		api_close_agent(d, &p->agent);
 		api_budget_give(d, PROCESS_BUDGET);
 		json_decref(p->config);
 		free(p->tag);
 		free(p);
-		return sent == -E2BIG ? E2B_INVALID_ARGUMENT : E2B_UNAVAILABLE;
+		return code;
 	}
 	pthread_mutex_lock(&ps->lock);
 	struct subscriber *s = subscribe(p, false);
+	push_event(p,
+		   json_pack("{s:{s:I}}", "start", "pid", (json_int_t)p->pid));
 	p->next = ps->list;
 	ps->list = p;
 	ps->pumps++;
@@ -614,27 +720,129 @@ json_t *processes_list(struct e2b_processes *ps, const struct sandbox *c)
 	return json_pack("{s:o}", "processes", list);
 }
 
-enum e2b_code processes_signal(struct e2b_processes *ps, struct e2b_process *p,
-			       uint32_t signal, char *err, size_t errlen)
+/*
+ * Sends one request with @send (@arg) on @p's connection and waits, under
+ * the guest's patience, for its OK or ERROR, which the pump hands over.
+ * 0, the ERROR's -errno with its message in @err, -EPIPE when the process
+ * had ended, -ECONNRESET when it ended after the request left (the pump
+ * reads nothing past an EXIT), or a transport error.  One at a time: the
+ * write lock is held.
+ */
+static int ask(struct e2b_process *p,
+	       int (*send)(struct agent_conn *c, uint32_t id, const void *arg),
+	       const void *arg, char *err, size_t errlen)
 {
+	struct e2b_processes *ps = p->owner;
+	uint64_t deadline = monotonic_ns() + api_guest_patience_ns(ps->d);
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
 	int ret = -EPIPE;
 
 	pthread_mutex_lock(&p->write_lock);
-	if (p->agent.fd >= 0) {
-		pthread_mutex_lock(&ps->lock);
-		uint32_t id = ++p->next_request_id + EXEC_REQUEST_ID;
-		pthread_mutex_unlock(&ps->lock);
-		ret = agent_kill(&p->agent, id, EXEC_REQUEST_ID, signal);
+	pthread_mutex_lock(&ps->lock);
+	uint32_t id = ++p->next_request_id + EXEC_REQUEST_ID;
+	p->awaiting = p->ended || p->agent.fd < 0 ? 0 : id;
+	p->answered = false;
+	pthread_mutex_unlock(&ps->lock);
+	if (p->awaiting)
+		ret = send(&p->agent, id, arg);
+	pthread_mutex_lock(&ps->lock);
+	while (!ret && !p->answered && !p->ended)
+		if (pthread_cond_timedwait(&p->wake, &ps->lock, &ts) ==
+		    ETIMEDOUT)
+			ret = -ETIMEDOUT;
+	if (!ret && p->answered) {
+		ret = -p->answer_errno;
+		snprintf(err, errlen, "%s", p->answer);
+	} else if (!ret) {
+		ret = -ECONNRESET; /* it ended after the request left */
 	}
+	p->awaiting = 0;
+	pthread_mutex_unlock(&ps->lock);
 	pthread_mutex_unlock(&p->write_lock);
-	if (ret == -EPIPE) {
-		snprintf(err, errlen, "process %u ended", p->pid);
+	return ret;
+}
+
+/* The Connect code and message of ask()'s @ret for process @p. */
+static enum e2b_code asked(const struct e2b_process *p, int ret,
+			   const char *what, char *err, size_t errlen)
+{
+	char why[256];
+
+	if (!ret)
+		return E2B_OK;
+	snprintf(why, sizeof(why), "%s", err);
+	if (ret == -EPIPE || ret == -ESRCH || ret == -ECONNRESET) {
+		snprintf(err, errlen, "process %u is not running", p->pid);
 		return E2B_NOT_FOUND;
 	}
-	if (ret < 0) {
-		snprintf(err, errlen, "cannot signal process %u: %s", p->pid,
-			 strerror(-ret));
-		return E2B_UNAVAILABLE;
-	}
-	return E2B_OK;
+	snprintf(err, errlen, "process %u: %s: %s", p->pid, what,
+		 ret == -ETIMEDOUT ? "the guest did not answer" : why);
+	return ret == -ETIMEDOUT ? E2B_DEADLINE_EXCEEDED
+				 : e2b_code_of_errno(-ret);
+}
+
+struct signal_args {
+	uint32_t signal;
+};
+
+static int send_kill(struct agent_conn *c, uint32_t id, const void *arg)
+{
+	const struct signal_args *a = arg;
+
+	return agent_kill(c, id, EXEC_REQUEST_ID, a->signal);
+}
+
+enum e2b_code processes_signal(struct e2b_process *p, uint32_t signal,
+			       char *err, size_t errlen)
+{
+	struct signal_args a = { signal };
+	int ret = ask(p, send_kill, &a, err, errlen);
+
+	/* Ended once the signal left: it did its work, or needed none. */
+	return asked(p, ret == -ECONNRESET ? 0 : ret, "kill", err, errlen);
+}
+
+struct stdin_args {
+	const uint8_t *data;
+	size_t len;
+	bool close;
+};
+
+static int send_stdin(struct agent_conn *c, uint32_t id, const void *arg)
+{
+	const struct stdin_args *a = arg;
+
+	return agent_send_stdin(c, id, EXEC_REQUEST_ID, a->data, a->len,
+				a->close);
+}
+
+enum e2b_code processes_stdin(struct e2b_process *p, const void *data,
+			      size_t len, bool close, char *err, size_t errlen)
+{
+	const uint8_t *bytes = data;
+	uint64_t deadline = monotonic_ns() + api_guest_patience_ns(p->owner->d);
+	size_t off = 0;
+	int ret;
+
+	do {
+		struct stdin_args a = {
+			bytes + off,
+			len - off < AGENT_STDIN_CHUNK ? len - off
+						      : AGENT_STDIN_CHUNK,
+			close && len - off <= AGENT_STDIN_CHUNK,
+		};
+
+		ret = ask(p, send_stdin, &a, err, errlen);
+		/* The command has not read what came before: it will. */
+		if (ret == -ENOBUFS && monotonic_ns() < deadline) {
+			struct timespec pause = { 0, STDIN_RETRY_NS };
+
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		off += a.len;
+	} while (!ret && off < len);
+	return asked(p, ret, close && !len ? "close stdin" : "stdin", err,
+		     errlen);
 }

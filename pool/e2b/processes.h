@@ -60,8 +60,14 @@ extern const struct e2b_stream_ops process_stream_ops;
 json_t *processes_list(struct e2b_processes *ps, const struct sandbox *c);
 
 /* Sends @signal to @p's process group; 0 or a Connect code with a
- * message in @err. */
-enum e2b_code processes_signal(struct e2b_processes *ps, struct e2b_process *p,
-			       uint32_t signal, char *err, size_t errlen);
+ * message in @err (not_found once it ended). */
+enum e2b_code processes_signal(struct e2b_process *p, uint32_t signal,
+			       char *err, size_t errlen);
+
+/* Writes @len bytes to @p's stdin (it was started with stdin kept open),
+ * then closes it if @close; returns once the guest took them: 0 or a
+ * Connect code with a message in @err. */
+enum e2b_code processes_stdin(struct e2b_process *p, const void *data,
+			      size_t len, bool close, char *err, size_t errlen);
 
 #endif
