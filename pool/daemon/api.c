@@ -208,6 +208,31 @@ json_t *api_pool_error_json(enum pool_error e, const char *message)
 			 "message", message);
 }
 
+struct MHD_Response *api_json_response(json_t *json, const char *header,
+				       const char *value)
+{
+	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+	char *line = text ? malloc(strlen(text) + 2) : NULL;
+
+	json_decref(json);
+	if (line)
+		sprintf(line, "%s\n", text);
+	free(text);
+	if (!line)
+		return NULL;
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		strlen(line), line, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(line);
+		return NULL;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/json");
+	if (header)
+		MHD_add_response_header(resp, header, value);
+	return resp;
+}
+
 /*
  * The error object of API.md with @code, and the header @header: @value
  * unless @header is NULL (a 405's Allow, an overload's Retry-After).
@@ -217,28 +242,11 @@ static enum MHD_Result reply_error_with(struct MHD_Connection *conn,
 					const char *code, const char *header,
 					const char *value, const char *message)
 {
-	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-			      message);
-	char *text = j ? json_dumps(j, JSON_FLAGS) : NULL;
-	char *line = text ? malloc(strlen(text) + 2) : NULL;
-
-	json_decref(j);
-	if (line)
-		sprintf(line, "%s\n", text);
-	free(text);
-	if (!line)
-		return MHD_NO;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(line), line, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(line);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	if (header)
-		MHD_add_response_header(resp, header, value);
-	return api_reply(conn, r, status, resp);
+	return api_reply(
+		conn, r, status,
+		api_json_response(json_pack("{s:{s:s,s:s}}", "error", "code",
+					    code, "message", message),
+				  header, value));
 }
 
 /* A route's 503 is passing (the memory budget spent, a daemon restarting):
@@ -772,10 +780,12 @@ struct api_server {
 	struct api_conns *conns;
 };
 
-struct MHD_Daemon *api_mhd_start(struct daemon *d, struct api_conns *conns,
-				 MHD_AccessHandlerCallback handler,
-				 MHD_RequestCompletedCallback completed,
-				 void *cls)
+/* A libmicrohttpd server of @d's limits, @conns accepting for it, calling
+ * @handler and @completed with @cls; started accepting.  NULL on failure. */
+static struct MHD_Daemon *mhd_start(struct daemon *d, struct api_conns *conns,
+				    MHD_AccessHandlerCallback handler,
+				    MHD_RequestCompletedCallback completed,
+				    void *cls)
 {
 	/* Both allocators pair with free(): a thread using jansson while
 	 * this changes is unaffected. */
@@ -803,26 +813,34 @@ struct MHD_Daemon *api_mhd_start(struct daemon *d, struct api_conns *conns,
 	return mhd;
 }
 
-struct api_server *api_start(struct daemon *d, int fd)
+struct api_server *api_serve(struct daemon *d, int fd,
+			     MHD_AccessHandlerCallback handler,
+			     MHD_RequestCompletedCallback completed, void *cls,
+			     const char *what)
 {
 	struct api_server *s = calloc(1, sizeof(*s));
 
 	if (s)
 		s->conns = api_conns_new(&d->cfg, fd);
 	if (!s || !s->conns) {
-		log_error("cannot start the HTTP server: out of memory");
+		log_error("cannot start the %s: out of memory", what);
 		free(s);
 		close(fd);
 		return NULL;
 	}
-	s->mhd = api_mhd_start(d, s->conns, handle, completed, d);
+	s->mhd = mhd_start(d, s->conns, handler, completed, cls);
 	if (!s->mhd) {
-		log_error("cannot start the HTTP server");
+		log_error("cannot start the %s", what);
 		api_conns_free(s->conns);
 		free(s);
 		return NULL;
 	}
 	return s;
+}
+
+struct api_server *api_start(struct daemon *d, int fd)
+{
+	return api_serve(d, fd, handle, completed, d, "HTTP server");
 }
 
 void api_stop(struct api_server *s)

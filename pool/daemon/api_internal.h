@@ -108,6 +108,10 @@ const struct api_route *api_parse_route(const char *url,
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp);
+/* A response of @json (taken over) on one line, with the header @header:
+ * @value unless @header is NULL; NULL when out of memory. */
+struct MHD_Response *api_json_response(json_t *json, const char *header,
+				       const char *value);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);
@@ -330,15 +334,16 @@ void api_conns_notify(void *cls, struct MHD_Connection *conn,
 		      void **socket_context,
 		      enum MHD_ConnectionNotificationCode toe);
 /*
- * api.c: a libmicrohttpd server of @d's limits (a thread per connection,
- * @conns accepting for it) calling @handler, and @completed at each
- * request's end, both with @cls; then started accepting.  NULL on
- * failure.
+ * api.c: serves the bound, listening socket @fd (taken over, closed on
+ * failure too) with libmicrohttpd, a thread per connection, api_conns.c
+ * accepting with @d's limits: @handler and @completed are called with
+ * @cls.  NULL after a log line naming @what ("E2B server") on failure;
+ * api_stop() stops it.
  */
-struct MHD_Daemon *api_mhd_start(struct daemon *d, struct api_conns *conns,
-				 MHD_AccessHandlerCallback handler,
-				 MHD_RequestCompletedCallback completed,
-				 void *cls);
+struct api_server *api_serve(struct daemon *d, int fd,
+			     MHD_AccessHandlerCallback handler,
+			     MHD_RequestCompletedCallback completed, void *cls,
+			     const char *what);
 /* Starts accepting for @mhd (MHD_USE_NO_LISTEN_SOCKET).  0 or -1. */
 int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd);
 /* Stops accepting; the connections already in stay. */

@@ -77,8 +77,7 @@ struct e2b_processes;
 
 struct e2b_server {
 	struct daemon *d;
-	struct MHD_Daemon *mhd;
-	struct api_conns *conns;
+	struct api_server *http;
 	struct e2b_processes *processes;
 };
 
@@ -141,6 +140,11 @@ enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
 enum MHD_Result e2b_reply_json(struct MHD_Connection *conn,
 			       struct e2b_request *r, unsigned status,
 			       json_t *json);
+/* The same with the header @name: @value (none when @value is NULL). */
+enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
+				      struct e2b_request *r, unsigned status,
+				      json_t *json, const char *name,
+				      const char *value);
 /* An answer with no body (204). */
 enum MHD_Result e2b_reply_empty(struct MHD_Connection *conn,
 				struct e2b_request *r, unsigned status);

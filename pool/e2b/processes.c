@@ -723,7 +723,7 @@ json_t *processes_list(struct e2b_processes *ps, const struct sandbox *c)
 /*
  * Sends one request with @send (@arg) on @p's connection and waits, under
  * the guest's patience, for its OK or ERROR, which the pump hands over.
- * 0, the ERROR's -errno with its message in @err, -EPIPE when the process
+ * 0, the ERROR's -errno with its message in @err, -ESRCH when the process
  * had ended, -ECONNRESET when it ended after the request left (the pump
  * reads nothing past an EXIT), or a transport error.  One at a time: the
  * write lock is held.
@@ -736,7 +736,7 @@ static int ask(struct e2b_process *p,
 	uint64_t deadline = monotonic_ns() + api_guest_patience_ns(ps->d);
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
 			       .tv_nsec = (long)(deadline % 1000000000ull) };
-	int ret = -EPIPE;
+	int ret = -ESRCH;
 
 	pthread_mutex_lock(&p->write_lock);
 	pthread_mutex_lock(&ps->lock);
@@ -746,6 +746,10 @@ static int ask(struct e2b_process *p,
 	pthread_mutex_unlock(&ps->lock);
 	if (p->awaiting)
 		ret = send(&p->agent, id, arg);
+	/* A connection that broke is a process that ended; the agent's own
+	 * EPIPE means a closed stdin. */
+	if (ret == -EPIPE)
+		ret = -ECONNRESET;
 	pthread_mutex_lock(&ps->lock);
 	while (!ret && !p->answered && !p->ended)
 		if (pthread_cond_timedwait(&p->wake, &ps->lock, &ts) ==
@@ -772,9 +776,17 @@ static enum e2b_code asked(const struct e2b_process *p, int ret,
 	if (!ret)
 		return E2B_OK;
 	snprintf(why, sizeof(why), "%s", err);
-	if (ret == -EPIPE || ret == -ESRCH || ret == -ECONNRESET) {
+	if (ret == -ESRCH || ret == -ECONNRESET) {
 		snprintf(err, errlen, "process %u is not running", p->pid);
 		return E2B_NOT_FOUND;
+	}
+	if (ret == -EPIPE) {
+		snprintf(err, errlen,
+			 "process %u: its stdin is closed (a process takes "
+			 "input when started with stdin: true, until "
+			 "CloseStdin)",
+			 p->pid);
+		return E2B_FAILED_PRECONDITION;
 	}
 	snprintf(err, errlen, "process %u: %s: %s", p->pid, what,
 		 ret == -ETIMEDOUT ? "the guest did not answer" : why);

@@ -672,28 +672,15 @@ static enum MHD_Result list_sandboxes(struct MHD_Connection *conn,
 	if (!paged)
 		q.limit = 0;
 	json_t *list = select_sandboxes(r->d, &q, &more);
-	json_decref(q.metadata);
-	char *text = list ? json_dumps(list, JSON_FLAGS) : NULL;
 	const char *last = json_string_value(json_object_get(
 		json_array_get(list, json_array_size(list) - 1), "sandboxID"));
 	char next[SANDBOX_ID_LEN + 1] = "";
 
+	json_decref(q.metadata);
 	if (more && last)
 		snprintf(next, sizeof(next), "%s", last);
-	json_decref(list);
-	if (!text)
-		return MHD_NO;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	if (next[0])
-		MHD_add_response_header(resp, "X-Next-Token", next);
-	return e2b_reply(conn, r, 200, resp);
+	return e2b_reply_json_header(conn, r, 200, list, "X-Next-Token",
+				     next[0] ? next : NULL);
 }
 
 enum MHD_Result e2b_list_sandboxes(struct MHD_Connection *conn,
@@ -823,7 +810,10 @@ enum MHD_Result e2b_refresh(struct MHD_Connection *conn, struct e2b_request *r)
 	return lease_route(conn, r, "duration", true);
 }
 
-enum MHD_Result e2b_pause(struct MHD_Connection *conn, struct e2b_request *r)
+/* POST .../pause (204) and .../snapshots (201, the checkpoint's id): both
+ * write a checkpoint, a pause then stops the VM. */
+static enum MHD_Result checkpoint_route(struct MHD_Connection *conn,
+					struct e2b_request *r, bool pause)
 {
 	struct checkpoint_result ck;
 	enum MHD_Result ret;
@@ -832,11 +822,21 @@ enum MHD_Result e2b_pause(struct MHD_Connection *conn, struct e2b_request *r)
 
 	if (!c)
 		return ret;
-	enum pool_error e = sandbox_pause(c, &ck, err, sizeof(err));
+	enum pool_error e = (pause ? sandbox_pause : sandbox_checkpoint)(
+		c, &ck, err, sizeof(err));
 	sandbox_put(r->d, c);
 	if (e != POOL_OK)
 		return e2b_reply_pool_error(conn, r, e, err);
-	return e2b_reply_empty(conn, r, 204);
+	if (pause)
+		return e2b_reply_empty(conn, r, 204);
+	return e2b_reply_json(
+		conn, r, 201,
+		json_pack("{s:s,s:[]}", "snapshotID", ck.snapshot, "names"));
+}
+
+enum MHD_Result e2b_pause(struct MHD_Connection *conn, struct e2b_request *r)
+{
+	return checkpoint_route(conn, r, true);
 }
 
 /*
@@ -961,20 +961,7 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 
 enum MHD_Result e2b_snapshot(struct MHD_Connection *conn, struct e2b_request *r)
 {
-	struct checkpoint_result ck;
-	enum MHD_Result ret;
-	char err[1024];
-	struct sandbox *c = path_sandbox_body(conn, r, NULL, &ret);
-
-	if (!c)
-		return ret;
-	enum pool_error e = sandbox_checkpoint(c, &ck, err, sizeof(err));
-	sandbox_put(r->d, c);
-	if (e != POOL_OK)
-		return e2b_reply_pool_error(conn, r, e, err);
-	return e2b_reply_json(
-		conn, r, 201,
-		json_pack("{s:s,s:[]}", "snapshotID", ck.snapshot, "names"));
+	return checkpoint_route(conn, r, false);
 }
 
 /* ---- snapshots and templates -----------------------------------------------

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "e2b_internal.h"
 #include "log.h"
 #include "processes.h"
@@ -143,24 +144,20 @@ enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
 	return ret;
 }
 
+enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
+				      struct e2b_request *r, unsigned status,
+				      json_t *json, const char *name,
+				      const char *value)
+{
+	return e2b_reply(conn, r, status,
+			 api_json_response(json, value ? name : NULL, value));
+}
+
 enum MHD_Result e2b_reply_json(struct MHD_Connection *conn,
 			       struct e2b_request *r, unsigned status,
 			       json_t *json)
 {
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
-
-	json_decref(json);
-	if (!text)
-		return MHD_NO;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	return e2b_reply(conn, r, status, resp);
+	return e2b_reply_json_header(conn, r, status, json, NULL, NULL);
 }
 
 enum MHD_Result e2b_reply_empty(struct MHD_Connection *conn,
@@ -210,6 +207,15 @@ static bool api_key_valid(struct MHD_Connection *conn, const struct daemon *d)
 	return key && e2b_secret_equal(key, d->cfg.token);
 }
 
+static enum MHD_Result too_large(struct MHD_Connection *conn,
+				 struct e2b_request *r)
+{
+	return e2b_reply_error(conn, r, 413,
+			       "the body is larger than max_request_bytes "
+			       "(%llu)",
+			       (unsigned long long)r->d->cfg.max_request_bytes);
+}
+
 /* First call of a request: everything the headers alone decide. */
 static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
 			     const char *url, const char *method)
@@ -241,11 +247,7 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
 	const char *length = MHD_lookup_connection_value(
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (length && strtoull(length, NULL, 10) > r->d->cfg.max_request_bytes)
-		return e2b_reply_error(
-			conn, r, 413,
-			"the body is larger than "
-			"max_request_bytes (%llu)",
-			(unsigned long long)r->d->cfg.max_request_bytes);
+		return too_large(conn, r);
 	return MHD_YES;
 }
 
@@ -285,11 +287,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 		return MHD_YES;
 	}
 	if (r->body.too_large)
-		return e2b_reply_error(
-			conn, r, 413,
-			"the body is larger than "
-			"max_request_bytes (%llu)",
-			(unsigned long long)r->d->cfg.max_request_bytes);
+		return too_large(conn, r);
 	if (r->body.over_budget) {
 		char err[256];
 
@@ -375,18 +373,14 @@ struct e2b_server *e2b_start(struct daemon *d)
 	}
 	s->d = d;
 	s->processes = processes_new(d);
-	s->conns = s->processes ? api_conns_new(&d->cfg, fd) : NULL;
-	if (!s->conns) {
+	if (!s->processes) {
 		log_error("cannot start the E2B server: out of memory");
 		close(fd);
-		processes_free(s->processes);
 		free(s);
 		return NULL;
 	}
-	s->mhd = api_mhd_start(d, s->conns, handle, completed, s);
-	if (!s->mhd) {
-		log_error("cannot start the E2B server");
-		api_conns_free(s->conns);
+	s->http = api_serve(d, fd, handle, completed, s, "E2B server");
+	if (!s->http) {
 		processes_free(s->processes);
 		free(s);
 		return NULL;
@@ -398,9 +392,7 @@ void e2b_stop(struct e2b_server *s)
 {
 	if (!s)
 		return;
-	api_conns_stop(s->conns);
-	MHD_stop_daemon(s->mhd);
-	api_conns_free(s->conns);
+	api_stop(s->http);
 	processes_free(s->processes);
 	free(s);
 }
