@@ -307,7 +307,8 @@ enum MHD_Result e2b_reply_stream(struct MHD_Connection *conn,
 e2b_handler e2b_create_sandbox, e2b_list_sandboxes, e2b_list_sandboxes_v2,
 	e2b_get_sandbox, e2b_kill_sandbox, e2b_set_timeout, e2b_refresh,
 	e2b_pause, e2b_resume, e2b_connect, e2b_fork, e2b_snapshot,
-	e2b_list_snapshots, e2b_list_templates;
+	e2b_update_network, e2b_sandbox_metrics, e2b_list_snapshots,
+	e2b_delete_snapshot, e2b_list_templates;
 /* envd.c */
 e2b_handler e2b_health;
 /* process.c */

@@ -16,7 +16,10 @@
  *	POST /(v2/)sandboxes/{id}/connect	200 Sandbox, 201 once resumed
  *	POST /sandboxes/{id}/fork		201 SandboxForkResult[]
  *	POST /sandboxes/{id}/snapshots		201 SnapshotInfo
+ *	PUT /sandboxes/{id}/network		204: its network policy
+ *	GET /sandboxes/{id}/metrics		200 [] (none kept)
  *	GET /snapshots				SnapshotInfo[]
+ *	DELETE /templates/{id}			a snapshot's removal: 204
  *	GET /templates				Template[]
  *
  * E2B's names map to thaw's: a templateID is a [template NAME] of the
@@ -481,9 +484,10 @@ static int give_record(struct daemon *d, struct sandbox *c,
 /* ---- create ----------------------------------------------------------------
  */
 
-/* The network policy @body asks for, written to held @c's maps. */
+/* The network policy @body asks for (the template's when it asks for
+ * none and @reset), written to held @c's maps. */
 static int apply_network(struct daemon *d, struct sandbox *c, json_t *body,
-			 char *err, size_t errlen)
+			 bool reset, char *err, size_t errlen)
 {
 	struct e2b_create_request req;
 	struct net_policy defaults, policy;
@@ -491,6 +495,8 @@ static int apply_network(struct daemon *d, struct sandbox *c, json_t *body,
 
 	if (!network_request(body, &req, &net, err, errlen))
 		return 400;
+	if (!net && reset)
+		net = json_object();
 	if (!net)
 		return 0;
 	if (!c->net_made) {
@@ -559,7 +565,7 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 		json_decref(req.metadata);
 		return e2b_reply_pool_error(conn, r, e, err);
 	}
-	status = apply_network(d, c, body, err, sizeof(err));
+	status = apply_network(d, c, body, false, err, sizeof(err));
 	if (!status && give_record(d, c, req.template_id, req.metadata,
 				   req.internet_given, req.internet) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
@@ -964,6 +970,59 @@ enum MHD_Result e2b_snapshot(struct MHD_Connection *conn, struct e2b_request *r)
 	return checkpoint_route(conn, r, false);
 }
 
+/*
+ * PUT /sandboxes/{id}/network {allow_internet_access, allowOut, denyOut}:
+ * the whole policy replaced, what the body leaves out the template's, as
+ * E2B clears what an update omits.
+ */
+enum MHD_Result e2b_update_network(struct MHD_Connection *conn,
+				   struct e2b_request *r)
+{
+	enum MHD_Result ret;
+	char err[1024];
+	json_t *body = NULL;
+	struct sandbox *c = path_sandbox_body(conn, r, &body, &ret);
+
+	if (!c)
+		return ret;
+	json_t *internet = json_object_get(body, "allow_internet_access");
+	json_t *net = json_deep_copy(body);
+	json_object_del(net, "allow_internet_access");
+	json_t *create = json_pack("{s:o}", "network", net);
+	if (create && internet)
+		json_object_set(create, "allow_internet_access", internet);
+	int status = 409;
+	if (!c->net_made)
+		snprintf(err, sizeof(err),
+			 "sandbox %s has no network (template \"%s\": "
+			 "network = none)",
+			 c->id, c->pool->t->name);
+	else if (api_sandbox_busy(c, err, sizeof(err)))
+		status = 409;
+	else
+		status = apply_network(r->d, c, create, true, err, sizeof(err));
+	json_decref(create);
+	json_decref(body);
+	sandbox_put(r->d, c);
+	if (status)
+		return e2b_reply_error(conn, r, status, "%s", err);
+	return e2b_reply_empty(conn, r, 204);
+}
+
+/* GET /sandboxes/{id}/metrics: none kept, the list is empty (thaw's
+ * /metrics has the daemon's). */
+enum MHD_Result e2b_sandbox_metrics(struct MHD_Connection *conn,
+				    struct e2b_request *r)
+{
+	enum MHD_Result ret;
+	struct sandbox *c = path_sandbox(conn, r, &ret);
+
+	if (!c)
+		return ret;
+	sandbox_put(r->d, c);
+	return e2b_reply_json(conn, r, 200, json_array());
+}
+
 /* ---- snapshots and templates -----------------------------------------------
  */
 
@@ -987,6 +1046,28 @@ enum MHD_Result e2b_list_snapshots(struct MHD_Connection *conn,
 						all[i].rec.id, "names"));
 	free(all);
 	return e2b_reply_json(conn, r, 200, list);
+}
+
+/* DELETE /templates/{id}, the SDK's deleteSnapshot: a snapshot's removal
+ * (a template of the config is not the API's to delete). */
+enum MHD_Result e2b_delete_snapshot(struct MHD_Connection *conn,
+				    struct e2b_request *r)
+{
+	char err[512];
+
+	if (template_of(&r->d->cfg, r->id))
+		return e2b_reply_error(conn, r, 400,
+				       "template \"%s\" is the daemon's "
+				       "config's: it is not deleted through "
+				       "the API",
+				       r->id);
+	if (catalog_check_id(r->id, err, sizeof(err)) < 0)
+		return e2b_reply_error(conn, r, 404, "no snapshot \"%s\"",
+				       r->id);
+	enum pool_error e = snapshot_remove(r->d, r->id, err, sizeof(err));
+	if (e != POOL_OK)
+		return e2b_reply_pool_error(conn, r, e, err);
+	return e2b_reply_empty(conn, r, 204);
 }
 
 enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
