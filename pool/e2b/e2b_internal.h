@@ -103,8 +103,12 @@ typedef enum MHD_Result e2b_handler(struct MHD_Connection *conn,
 
 /* ---- server.c: routes ------------------------------------------------- */
 
-/* Who a route answers to: the control plane or a sandbox's envd. */
-enum e2b_route_kind { E2B_API, E2B_ENVD };
+/*
+ * Who a route answers to: the control plane, or a sandbox's envd, over
+ * plain HTTP (/files, /health: errors as E2B's {"code": 404, ...}) or the
+ * Connect protocol (its RPCs: errors as Connect's).
+ */
+enum e2b_route_kind { E2B_API, E2B_ENVD, E2B_RPC };
 
 /*
  * A route: a method and a path, "{id}" standing for one segment (the
@@ -175,8 +179,10 @@ bool e2b_parse_host(const char *host, unsigned *port,
 /*
  * Finds the sandbox an envd request is for (E2b-Sandbox-Id, else the Host
  * header) and checks its X-Access-Token; sets r->sandbox (held) and
- * returns MHD_YES with r->answered false, or answers the error (502 for
- * no such sandbox, as E2B's proxy does, 401 for a wrong token).
+ * returns MHD_YES with r->answered false, or answers the error: 502 for
+ * no such sandbox, as E2B's proxy does (which the SDK reads as a sandbox
+ * gone, a Connect client as unavailable), 401 for a wrong token and 400
+ * for no sandbox named, Connect's errors on an E2B_RPC route.
  */
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 			       struct e2b_request *r);

@@ -20,6 +20,7 @@
  * through thaw's own API included (they have no token until a connect
  * gives them one).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,23 @@ bool e2b_parse_host(const char *host, unsigned *port,
 	return true;
 }
 
+/* An envd request's error: Connect's on an RPC, else E2B's. */
+__attribute__((format(printf, 4, 5))) static enum MHD_Result
+envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
+	   const char *fmt, ...)
+{
+	char message[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	if (r->route->kind == E2B_RPC)
+		return e2b_reply_connect_error(
+			conn, r, e2b_code_of_status(status), "%s", message);
+	return e2b_reply_error(conn, r, status, "%s", message);
+}
+
 /* E2B's proxy's answer for a sandbox it cannot reach. */
 static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 				  struct e2b_request *r, const char *id,
@@ -113,14 +131,13 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		size_t n = strlen(header);
 
 		if (!n || n > E2B_PATH_ID_MAX || strspn(header, ID_CHARS) != n)
-			return e2b_reply_error(conn, r, 400,
-					       "E2b-Sandbox-Id is not a "
-					       "sandbox id");
+			return envd_error(conn, r, 400,
+					  "E2b-Sandbox-Id is not a sandbox id");
 		memcpy(id, header, n + 1);
 		if (port_header)
 			port = (unsigned)strtoul(port_header, NULL, 10);
 	} else if (!host || !e2b_parse_host(host, &port, id)) {
-		return e2b_reply_error(
+		return envd_error(
 			conn, r, 400,
 			"no sandbox named: an envd request needs the header "
 			"E2b-Sandbox-Id or a Host of <port>-<id>.<domain>");
@@ -143,11 +160,10 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 	}
 	if (!valid) {
 		sandbox_put(r->d, c);
-		return e2b_reply_error(
-			conn, r, 401,
-			"%s X-Access-Token for sandbox %s: give its "
-			"envdAccessToken (or the daemon's token)",
-			token ? "wrong" : "no", id);
+		return envd_error(conn, r, 401,
+				  "%s X-Access-Token for sandbox %s: give its "
+				  "envdAccessToken (or the daemon's token)",
+				  token ? "wrong" : "no", id);
 	}
 	r->sandbox = c;
 	return MHD_YES;

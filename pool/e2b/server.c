@@ -47,7 +47,12 @@
 	{                                     \
 		m, p, E2B_ENVD, h, NULL, NULL \
 	}
-#define PROCESS(name, h) ENVD("POST", "/process.Process/" name, h)
+/* A Connect RPC of envd's service @svc ("process.Process"). */
+#define RPC(svc, name, h)                                        \
+	{                                                        \
+		"POST", "/" svc "/" name, E2B_RPC, h, NULL, NULL \
+	}
+#define PROCESS(name, h) RPC("process.Process", name, h)
 
 static const struct e2b_route routes[] = {
 	API("POST", "/sandboxes", e2b_create_sandbox),
@@ -237,7 +242,7 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
 			conn, r, 401,
 			"Invalid API key: X-API-KEY must be the thaw daemon's "
 			"token");
-	if (r->route->kind == E2B_ENVD) {
+	if (r->route->kind != E2B_API) {
 		enum MHD_Result ret = e2b_envd_begin(conn, r);
 
 		if (r->answered)

@@ -166,8 +166,8 @@ Test(routes, every_route_and_its_id)
 		  E2B_API },
 		{ "GET", "/templates", "", E2B_API },
 		{ "GET", "/health", "", E2B_ENVD },
-		{ "POST", "/process.Process/Start", "", E2B_ENVD },
-		{ "POST", "/process.Process/SendSignal", "", E2B_ENVD },
+		{ "POST", "/process.Process/Start", "", E2B_RPC },
+		{ "POST", "/process.Process/SendSignal", "", E2B_RPC },
 	};
 	char id[E2B_PATH_ID_MAX + 1];
 	bool known;
