@@ -640,15 +640,17 @@ static json_t *select_sandboxes(struct daemon *d,
 		found[n++] = sandbox_json(c, false);
 	}
 	pthread_mutex_unlock(&d->lock);
-	qsort(found, n, sizeof(*found), by_sandbox_id);
+	if (n) /* found is NULL when nothing was */
+		qsort(found, n, sizeof(*found), by_sandbox_id);
 	json_t *list = json_array();
 	for (size_t i = 0; i < n; i++) {
-		if (q->limit && i >= q->limit)
-			*more = true;
-		if (q->limit && i >= q->limit)
-			json_decref(found[i]);
-		else
+		bool kept = !q->limit || i < q->limit;
+
+		*more |= !kept;
+		if (kept)
 			json_array_append_new(list, found[i]);
+		else
+			json_decref(found[i]);
 	}
 	free(found);
 	return list;
