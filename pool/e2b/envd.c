@@ -157,7 +157,8 @@ static bool signed_file_url(struct MHD_Connection *conn,
 				   expiration, (int64_t)time(NULL));
 }
 
-/* An envd request's error: Connect's on an RPC, else E2B's. */
+/* An envd request's error: Connect's on an RPC (in a stream's end
+ * message for a streaming call), else E2B's. */
 __attribute__((format(printf, 4, 5))) static enum MHD_Result
 envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
 	   const char *fmt, ...)
@@ -168,10 +169,18 @@ envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	if (r->route->kind == E2B_RPC)
-		return e2b_reply_connect_error(
+	if (r->route->kind != E2B_RPC)
+		return e2b_reply_error(conn, r, status, "%s", message);
+	/* A stream's error goes in its end message, where the client reads
+	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
+	 * alone). */
+	const char *type = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	if (type && !strncmp(type, "application/connect+", 20))
+		return e2b_reply_stream_error(
 			conn, r, e2b_code_of_status(status), "%s", message);
-	return e2b_reply_error(conn, r, status, "%s", message);
+	return e2b_reply_connect_error(conn, r, e2b_code_of_status(status),
+				       "%s", message);
 }
 
 /* E2B's proxy's answer for a sandbox it cannot reach. */
