@@ -185,10 +185,16 @@ static const struct thaw_field_spec hello_fields[] = {
 static const struct thaw_field_spec ping_fields[] = {
 	F(DATA, BYTES, 0, 0, "DATA"),
 };
+/* A user name (useradd allows 32 bytes) or a uid in decimal. */
+#define USER_FIELD FR(USER, STR, 0, 1, 64, "USER")
 static const struct thaw_field_spec exec_fields[] = {
-	F(ARGV, STR, REQ | REP, 0, "ARGV"),	F(ENV, STR, REP, 0, "ENV"),
-	F(CWD, STR, 0, PATH_LEN, "CWD"),	F(STDIN, BYTES, 0, 0, "STDIN"),
+	F(ARGV, STR, REQ | REP, 0, "ARGV"),
+	F(ENV, STR, REP, 0, "ENV"),
+	F(CWD, STR, 0, PATH_LEN, "CWD"),
+	F(STDIN, BYTES, 0, 0, "STDIN"),
 	F(TIMEOUT_MS, U32, 0, 0, "TIMEOUT_MS"),
+	USER_FIELD,
+	F(KEEP_STDIN, U8, 0, 0, "KEEP_STDIN"),
 };
 static const struct thaw_field_spec exec_started_fields[] = {
 	F(PID, U32, REQ, 0, "PID"),
@@ -209,6 +215,7 @@ static const struct thaw_field_spec write_file_fields[] = {
 	F(PATH, STR, 0, PATH_LEN, "PATH"),
 	F(MODE, U32, 0, 0, "MODE"),
 	F(DATA, BYTES, 0, 0, "DATA"),
+	USER_FIELD,
 };
 static const struct thaw_field_spec path_fields[] = {
 	F(PATH, STR, REQ, PATH_LEN, "PATH"),
@@ -216,26 +223,38 @@ static const struct thaw_field_spec path_fields[] = {
 static const struct thaw_field_spec end_fields[] = {
 	F(SIZE, U64, 0, 0, "SIZE"),
 };
+/* Owner and group: a name of the guest's /etc/passwd or /etc/group, or
+ * the id in decimal. */
+#define STAT_SPECS                                         \
+	F(FILE_TYPE, U8, REQ, 0, "FILE_TYPE"),             \
+		F(MODE, U32, REQ, 0, "MODE"),              \
+		F(SIZE, U64, REQ, 0, "SIZE"),              \
+		F(MTIME_NS, U64, REQ, 0, "MTIME_NS"),      \
+		FR(OWNER, STR, 0, 1, 64, "OWNER"),         \
+		FR(GROUP, STR, 0, 1, 64, "GROUP"),         \
+		FR(SYMLINK_TARGET, STR, 0, 1, PATH_LEN,    \
+		   "SYMLINK_TARGET")
 static const struct thaw_field_spec stat_result_fields[] = {
-	F(FILE_TYPE, U8, REQ, 0, "FILE_TYPE"),
-	F(MODE, U32, REQ, 0, "MODE"),
-	F(SIZE, U64, REQ, 0, "SIZE"),
-	F(MTIME_NS, U64, REQ, 0, "MTIME_NS"),
+	STAT_SPECS,
 };
 static const struct thaw_field_spec entries_fields[] = {
 	F(ENTRY, BYTES, REP, 0, "ENTRY"),
 };
 static const struct thaw_field_spec entry_fields[] = {
 	F(NAME, STR, REQ, 255, "NAME"),
-	F(FILE_TYPE, U8, REQ, 0, "FILE_TYPE"),
-	F(MODE, U32, REQ, 0, "MODE"),
-	F(SIZE, U64, REQ, 0, "SIZE"),
-	F(MTIME_NS, U64, REQ, 0, "MTIME_NS"),
+	STAT_SPECS,
+	/* Relative to the listed directory. */
+	FR(PATH, STR, 0, 1, PATH_LEN, "PATH"),
+};
+static const struct thaw_field_spec list_fields[] = {
+	F(PATH, STR, REQ, PATH_LEN, "PATH"),
+	F(DEPTH, U32, 0, 0, "DEPTH"),
 };
 static const struct thaw_field_spec mkdir_fields[] = {
 	F(PATH, STR, REQ, PATH_LEN, "PATH"),
 	F(MODE, U32, 0, 0, "MODE"),
 	F(PARENTS, U8, 0, 0, "PARENTS"),
+	USER_FIELD,
 };
 static const struct thaw_field_spec remove_fields[] = {
 	F(PATH, STR, REQ, PATH_LEN, "PATH"),
@@ -251,6 +270,23 @@ static const struct thaw_field_spec clone_fields[] = {
 	/* The kernel's limit for sethostname (__NEW_UTS_LEN). */
 	FR(HOSTNAME, HOSTNAME, REQ, 1, 64, "HOSTNAME"),
 	FR(SANDBOX_ID, STR, REQ, 1, 64, "SANDBOX_ID"),
+};
+static const struct thaw_field_spec stdin_fields[] = {
+	F(TARGET, U32, REQ, 0, "TARGET"),
+	F(DATA, BYTES, 0, 0, "DATA"),
+};
+static const struct thaw_field_spec rename_fields[] = {
+	F(PATH, STR, REQ, PATH_LEN, "PATH"),
+	F(NEW_PATH, STR, REQ, PATH_LEN, "NEW_PATH"),
+};
+static const struct thaw_field_spec watch_fields[] = {
+	F(PATH, STR, REQ, PATH_LEN, "PATH"),
+	F(RECURSIVE, U8, 0, 0, "RECURSIVE"),
+};
+static const struct thaw_field_spec fs_event_fields[] = {
+	/* Empty: the watched directory itself, or an overflow anywhere. */
+	F(PATH, STR, REQ, PATH_LEN, "PATH"),
+	F(EVENT, U8, REQ, 0, "EVENT"),
 };
 
 #define S(t, f)                                            \
@@ -279,13 +315,18 @@ static const struct thaw_schema schemas[] = {
 	S(END, end_fields),
 	S(STAT, path_fields),
 	S(STAT_RESULT, stat_result_fields),
-	S(LIST, path_fields),
+	S(LIST, list_fields),
 	S(ENTRIES, entries_fields),
 	S(MKDIR, mkdir_fields),
 	S(REMOVE, remove_fields),
 	S0(OK),
 	S(ERROR, error_fields),
 	S(CLONE, clone_fields),
+	S(STDIN, stdin_fields),
+	S(RENAME, rename_fields),
+	S(WATCH, watch_fields),
+	S0(WATCHING),
+	S(FS_EVENT, fs_event_fields),
 };
 
 const struct thaw_schema thaw_entry_schema = S(ENTRIES, entry_fields);

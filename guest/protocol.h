@@ -23,7 +23,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define THAW_PROTOCOL_VERSION 1
+/*
+ * Version 2 added fields an older agent would skip, changing what a request
+ * does (EXEC's USER and KEEP_STDIN, LIST's DEPTH): a host must not send them
+ * to an agent that greets with version 1.
+ */
+#define THAW_PROTOCOL_VERSION 2
+#define THAW_PROTOCOL_VERSION_MIN 1
 #define THAW_HEADER_SIZE 12
 /* The part of the header that the length field counts. */
 #define THAW_HEADER_REST 8
@@ -61,6 +67,11 @@ enum thaw_type {
 	THAW_OK = 20,
 	THAW_ERROR = 21,
 	THAW_CLONE = 22,
+	THAW_STDIN = 23,
+	THAW_RENAME = 24,
+	THAW_WATCH = 25,
+	THAW_WATCHING = 26,
+	THAW_FS_EVENT = 27,
 };
 
 enum thaw_tag {
@@ -93,6 +104,14 @@ enum thaw_tag {
 	THAW_T_REALTIME_NS = 27,
 	THAW_T_HOSTNAME = 28,
 	THAW_T_SANDBOX_ID = 29,
+	THAW_T_USER = 30,
+	THAW_T_KEEP_STDIN = 31,
+	THAW_T_NEW_PATH = 32,
+	THAW_T_OWNER = 33,
+	THAW_T_GROUP = 34,
+	THAW_T_SYMLINK_TARGET = 35,
+	THAW_T_DEPTH = 36,
+	THAW_T_EVENT = 37,
 };
 
 enum thaw_file_type {
@@ -105,6 +124,20 @@ enum thaw_file_type {
 	THAW_FT_FIFO = 6,
 	THAW_FT_SOCKET = 7,
 };
+
+/* FS_EVENT's EVENT: envd's EventType numbers, and OVERFLOW (events lost). */
+enum thaw_event_type {
+	THAW_EV_CREATE = 1,
+	THAW_EV_WRITE = 2,
+	THAW_EV_REMOVE = 3,
+	THAW_EV_RENAME = 4,
+	THAW_EV_CHMOD = 5,
+	THAW_EV_OVERFLOW = 6,
+};
+
+/* LIST's DEPTH, and how many entries one LIST may answer. */
+#define THAW_LIST_MAX_DEPTH 64
+#define THAW_LIST_MAX_ENTRIES 65536
 
 struct thaw_header {
 	uint32_t length; /* bytes after the length field */
@@ -185,7 +218,7 @@ const char *thaw_type_name(uint16_t type);
 /* The nested schema of a LIST ENTRY field. */
 extern const struct thaw_schema thaw_entry_schema;
 
-#define THAW_MAX_FIELDS 8
+#define THAW_MAX_FIELDS 12
 
 /* One parsed field: its first occurrence and how many times it appeared. */
 struct thaw_field {

@@ -6,7 +6,12 @@
  *           CLONE)
  *   conn.c  connections: frame input, output queue, flow control, dispatch
  *   exec.c  processes: spawn, pipes, timeouts, kill, reaping
- *   files.c file requests: write, read (streamed), stat, list, mkdir, remove
+ *   stdin.c an exec's stdin: its queue of STDIN bytes, acknowledged once
+ *           written
+ *   users.c the guest's users and groups (/etc/passwd, /etc/group)
+ *   files.c file requests: write, read (streamed), mkdir, remove, rename
+ *   listing.c STAT and LIST (with depth)
+ *   watch.c WATCH: a directory's changes through inotify
  *
  * The agent is one thread around one epoll set.  Every registered fd has a
  * struct watch naming its kind and owner.  Objects that die while a batch
@@ -24,7 +29,7 @@
 
 #include "protocol.h"
 
-#define THAW_AGENT_VERSION "0.1.0"
+#define THAW_AGENT_VERSION "0.2.0"
 /*
  * Output queued for one connection above which the agent stops reading
  * its children's pipes, its file streams and its requests: a slow host
@@ -40,6 +45,7 @@ enum watch_kind {
 	W_STDOUT,
 	W_STDERR,
 	W_TIMER,
+	W_INOTIFY,
 };
 
 struct watch {
@@ -56,6 +62,7 @@ struct outq {
 
 struct wfile;
 struct rfile;
+struct fswatch;
 
 struct conn {
 	struct watch w;
@@ -66,7 +73,17 @@ struct conn {
 	bool dead;
 	struct wfile *writes;
 	struct rfile *reads;
+	struct fswatch *fswatches;
 	struct conn *next;
+};
+
+/* Bytes for an exec's stdin: EXEC's STDIN (req 0) or one STDIN frame. */
+struct stdin_chunk {
+	uint32_t req;
+	bool close; /* the frame had FINAL: close stdin once written */
+	size_t len, off;
+	struct stdin_chunk *next;
+	uint8_t data[];
 };
 
 struct exec {
@@ -74,8 +91,9 @@ struct exec {
 	uint32_t req;
 	pid_t pid; /* also the process group id: the child calls setsid */
 	struct watch in, out, err, timer;
-	uint8_t *stdin_buf;
-	size_t stdin_len, stdin_off;
+	struct stdin_chunk *in_head, *in_tail;
+	size_t in_queued; /* bytes not yet written */
+	bool keep_stdin;  /* EXEC's KEEP_STDIN: open until a FINAL STDIN */
 	bool timed_out;
 	bool dead;
 	struct exec *next;
@@ -133,7 +151,34 @@ void conn_ok(struct conn *c, uint32_t req);
 void conn_error(struct conn *c, uint32_t req, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* users.c */
+#define USER_NAME_MAX 64
+#define USER_MAX_GROUPS 64
+struct user_id {
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[USER_MAX_GROUPS]; /* the primary group first */
+	int ngroups;
+	char name[USER_NAME_MAX + 1];
+	char home[4096];
+};
+/* A user by name or uid; -EINVAL with a message for an unknown name. */
+int user_resolve(const char *spec, struct user_id *u, char *err,
+		 size_t errlen);
+/* @USER_NAME_MAX bytes at most: the name, or the id in decimal.  Valid
+ * until the next call. */
+const char *user_name(uid_t uid);
+const char *group_name(gid_t gid);
+void users_forget(void);
+/*
+ * @env (NULL-terminated, may be NULL) with HOME, USER and LOGNAME of @u:
+ * added where missing, or, with @replace, in place of @env's.  One
+ * allocation pointing into @env's strings; NULL when out of memory.
+ */
+char **user_environ(char *const *env, bool replace, const struct user_id *u);
+
 /* exec.c */
+struct exec *exec_find(const struct conn *c, uint32_t req);
 void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void exec_kill(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void exec_event(struct watch *w, uint32_t events);
@@ -143,16 +188,39 @@ void exec_detach(struct conn *c);
 void exec_kill_all(void);
 void exec_sweep(void);
 
+/* stdin.c */
+#define STDIN_QUEUE_MAX (4u << 20)
+int stdin_init(struct exec *e, const struct thaw_field *data, bool keep);
+void stdin_start(struct exec *e);
+void stdin_message(struct conn *c, uint32_t req, uint16_t flags,
+		   const struct thaw_msg *m);
+void stdin_write(struct exec *e);
+/* Closes the pipe; pending STDIN frames get ERROR @err if still connected. */
+void stdin_release(struct exec *e, int err);
+
+/* watch.c */
+void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m);
+struct fswatch *fswatch_find(const struct conn *c, uint32_t req);
+/* Ends watch @req with END; false when there is no such watch. */
+bool fswatch_stop(struct conn *c, uint32_t req);
+void fswatch_event(struct watch *w);
+void fswatch_pause(struct conn *c, bool paused);
+void fswatch_sweep(struct conn *c);
+void fswatch_release(struct conn *c);
+
+/* listing.c */
+void file_stat(struct conn *c, uint32_t req, const struct thaw_msg *m);
+void file_list(struct conn *c, uint32_t req, const struct thaw_msg *m);
+
 /* files.c */
 void file_write(struct conn *c, uint32_t req, uint16_t flags,
 		const struct thaw_msg *m);
 void file_write_abort(struct conn *c, uint32_t req, uint16_t flags);
 void file_read(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void file_pump(struct conn *c);
-void file_stat(struct conn *c, uint32_t req, const struct thaw_msg *m);
-void file_list(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void file_mkdir(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void file_remove(struct conn *c, uint32_t req, const struct thaw_msg *m);
+void file_rename(struct conn *c, uint32_t req, const struct thaw_msg *m);
 void files_release(struct conn *c);
 
 #endif

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * conn.c - one host connection: reading frames, queueing answers, flow
- * control, and handing each request to exec.c or files.c.
+ * control, and handing each request to exec.c, stdin.c, files.c,
+ * listing.c or watch.c.
  *
  * Input goes through protocol.c's frame reader, which never reads past
  * the current frame, so a bad frame is answered with ERROR and skipped
@@ -9,9 +10,10 @@
  * straight into a per-connection byte queue and written as the socket
  * accepts them.  When the queue passes AGENT_OUTQ_LIMIT every producer of
  * this connection stops (its requests, its children's pipes, its file
- * streams) until the host has read enough; other connections go on.
+ * streams, its directory watches) until the host has read enough; other
+ * connections go on.
  * A connection ends when the host closes it or a read/write on it fails;
- * its running execs are then killed (exec_detach).
+ * its running execs are then killed (exec_detach) and its watches end.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -250,6 +252,15 @@ static void handle_frame(struct conn *c, const struct thaw_frame *f)
 	case THAW_CLONE:
 		clone_apply(c, req, &m);
 		break;
+	case THAW_STDIN:
+		stdin_message(c, req, f->h.flags, &m);
+		break;
+	case THAW_RENAME:
+		file_rename(c, req, &m);
+		break;
+	case THAW_WATCH:
+		fswatch_start(c, req, &m);
+		break;
 	default:
 		conn_error(c, req, EINVAL, "%s: only the agent sends this type",
 			   thaw_type_name(f->h.type));
@@ -322,6 +333,8 @@ void conn_update(struct conn *c)
 		file_pump(c);
 	over = conn_queued(c) > AGENT_OUTQ_LIMIT;
 	exec_pause(c, over);
+	fswatch_pause(c, over);
+	fswatch_sweep(c);
 	c->over = over;
 	/* A pending read is pumped again when the socket is writable. */
 	events = (over ? 0 : EPOLLIN) |
@@ -337,6 +350,7 @@ void conn_destroy(struct conn *c)
 {
 	exec_detach(c);
 	files_release(c);
+	fswatch_release(c);
 	watch_close(&c->w);
 	thaw_reader_free(&c->rd);
 	free(c->out.data);

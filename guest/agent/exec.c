@@ -4,13 +4,16 @@
  *
  * Each command is forked into its own session (setsid), so its pid is
  * also its process group id and a timeout, KILL or disconnect can signal
- * everything it started with one kill(-pid).  stdin is a pipe fed from
- * the EXEC's STDIN bytes as the child reads, stdout and stderr are two
- * pipes streamed as STDOUT/STDERR frames.  Whether exec itself worked is
- * learnt synchronously through a close-on-exec status pipe, so a missing
- * program is an ERROR rather than an EXIT 127.  In a guest each command
- * moves into the commands cgroup (init.c) before exec, so what it starts
- * is bounded in tasks and memory and cannot take the agent down with it.
+ * everything it started with one kill(-pid).  stdin is a pipe fed by
+ * stdin.c, stdout and stderr are two pipes streamed as STDOUT/STDERR
+ * frames.  Whether exec itself worked is learnt synchronously through a
+ * close-on-exec status pipe, so a missing program or user is an ERROR
+ * rather than an EXIT 127.  In a guest each command moves into the
+ * commands cgroup (init.c) before exec, so what it starts is bounded in
+ * tasks and memory and cannot take the agent down with it.  A command run
+ * as a USER drops to that user's groups, gid and uid (users.c) after
+ * joining the cgroup (which needs root) and before chdir to CWD (which is
+ * then checked with the user's rights).
  *
  * The agent is init (or a subreaper in tests), so SIGCHLD also brings
  * orphans; only pids in the exec list are reported.  When a command's
@@ -20,7 +23,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -35,14 +40,23 @@
 /* At exit, drain at most this per pipe (the largest pipe buffer). */
 #define DRAIN_MAX (1u << 20)
 
+enum spawn_stage { STAGE_USER, STAGE_CHDIR, STAGE_EXEC };
+
 struct spawn_status {
-	int stage; /* 0 chdir, 1 exec */
+	enum spawn_stage stage;
 	int err;
+};
+
+/* What the child becomes; user NULL: stays root. */
+struct spawn_args {
+	char **argv, **envp;
+	const char *cwd;
+	const struct user_id *user;
 };
 
 static uint8_t chunk[CHUNK];
 
-static struct exec *find(const struct conn *c, uint32_t req)
+struct exec *exec_find(const struct conn *c, uint32_t req)
 {
 	for (struct exec *e = agent.execs; e; e = e->next) {
 		if (!e->dead && e->conn == c && e->req == req)
@@ -86,10 +100,18 @@ static void close_pair(int p[2])
 	}
 }
 
-static __attribute__((noreturn)) void child(int fds[4][2], char **argv,
-					    char **envp, const char *cwd)
+static int become(const struct user_id *u)
 {
-	struct spawn_status st = { .stage = 0 };
+	if (setgroups((size_t)u->ngroups, u->groups) < 0 ||
+	    setgid(u->gid) < 0 || setuid(u->uid) < 0)
+		return -errno;
+	return 0;
+}
+
+static __attribute__((noreturn)) void child(int fds[4][2],
+					    const struct spawn_args *a)
+{
+	struct spawn_status st = { .stage = STAGE_USER };
 	sigset_t none;
 
 	setsid();
@@ -104,22 +126,25 @@ static __attribute__((noreturn)) void child(int fds[4][2], char **argv,
 	dup2(fds[0][0], STDIN_FILENO);
 	dup2(fds[1][1], STDOUT_FILENO);
 	dup2(fds[2][1], STDERR_FILENO);
-	if (cwd && chdir(cwd) < 0) {
+	if (a->user && (st.err = -become(a->user)) != 0)
+		goto fail;
+	st.stage = STAGE_CHDIR;
+	if (a->cwd && chdir(a->cwd) < 0) {
 		st.err = errno;
-	} else {
-		if (envp)
-			environ = envp;
-		execvp(argv[0], argv);
-		st.stage = 1;
-		st.err = errno;
+		goto fail;
 	}
+	if (a->envp)
+		environ = a->envp;
+	execvp(a->argv[0], a->argv);
+	st.stage = STAGE_EXEC;
+	st.err = errno;
+fail:
 	(void)!write(fds[3][1], &st, sizeof(st));
 	_exit(127);
 }
 
 /* Returns the child's pid, or -errno with @why set for the ERROR. */
-static pid_t spawn(int fds[4][2], char **argv, char **envp, const char *cwd,
-		   const char **why)
+static pid_t spawn(int fds[4][2], const struct spawn_args *a, const char **why)
 {
 	struct spawn_status st;
 	ssize_t n;
@@ -130,7 +155,7 @@ static pid_t spawn(int fds[4][2], char **argv, char **envp, const char *cwd,
 	if (pid < 0)
 		return -errno;
 	if (pid == 0)
-		child(fds, argv, envp, cwd);
+		child(fds, a);
 	close(fds[0][0]);
 	close(fds[1][1]);
 	close(fds[2][1]);
@@ -142,7 +167,9 @@ static pid_t spawn(int fds[4][2], char **argv, char **envp, const char *cwd,
 	if (n != sizeof(st))
 		return pid;
 	waitpid(pid, NULL, 0);
-	*why = st.stage == 0 ? "chdir" : "exec";
+	*why = st.stage == STAGE_USER	 ? "user"
+	       : st.stage == STAGE_CHDIR ? "chdir"
+					 : "exec";
 	return -st.err;
 }
 
@@ -178,41 +205,108 @@ static void exec_close(struct exec *e)
 	watch_close(&e->out);
 	watch_close(&e->err);
 	watch_close(&e->timer);
-	free(e->stdin_buf);
-	e->stdin_buf = NULL;
+	stdin_release(e, EPIPE);
+}
+
+/* The exec's environment: ENV, else the agent's; a USER's HOME, USER and
+ * LOGNAME added (ENV's own win) or, in the agent's, replacing root's. */
+static int exec_environ(const struct thaw_msg *m, const struct user_id *u,
+			char ***env_fields, char ***envp)
+{
+	if (thaw_has(m, THAW_T_ENV)) {
+		*env_fields = strv(m, THAW_T_ENV);
+		if (!*env_fields)
+			return -ENOMEM;
+	}
+	if (!u) {
+		*envp = *env_fields;
+		return 0;
+	}
+	*envp = user_environ(*env_fields ? *env_fields : environ,
+			     !*env_fields, u);
+	return *envp ? 0 : -ENOMEM;
+}
+
+static void exec_fail(struct conn *c, uint32_t req, int ret, const char *why,
+		      const char *argv0, const char *cwd, const char *user)
+{
+	if (strcmp(why, "exec") == 0)
+		conn_error(c, req, -ret, "EXEC: ARGV[0] \"%s\": %s", argv0,
+			   strerror(-ret));
+	else if (strcmp(why, "chdir") == 0)
+		conn_error(c, req, -ret, "EXEC: CWD \"%s\": %s", cwd,
+			   strerror(-ret));
+	else if (strcmp(why, "user") == 0)
+		conn_error(c, req, -ret, "EXEC: USER \"%s\": %s", user,
+			   strerror(-ret));
+	else
+		conn_error(c, req, -ret, "EXEC: %s: %s", why, strerror(-ret));
+}
+
+/* The exec's pipes and timer, set up once the child runs. */
+static int exec_watch(struct exec *e, int fds[4][2], uint32_t timeout_ms)
+{
+	int ret = 0;
+
+	e->in.fd = fds[0][1];
+	e->out.fd = fds[1][0];
+	e->err.fd = fds[2][0];
+	fds[0][1] = fds[1][0] = fds[2][0] = -1;
+	fcntl(e->in.fd, F_SETFL, O_NONBLOCK);
+	fcntl(e->out.fd, F_SETFL, O_NONBLOCK);
+	fcntl(e->err.fd, F_SETFL, O_NONBLOCK);
+	stdin_start(e);
+	if (!e->conn->over)
+		ret = watch_set(&e->out, EPOLLIN);
+	if (!ret && !e->conn->over)
+		ret = watch_set(&e->err, EPOLLIN);
+	if (!ret && timeout_ms)
+		ret = arm_timer(e, timeout_ms);
+	return ret;
 }
 
 void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
-	const struct thaw_field *in = thaw_get(m, THAW_T_STDIN);
 	int fds[4][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 } };
-	char cwd[4096], **argv = NULL, **envp = NULL;
+	char cwd[4096], user[USER_NAME_MAX + 1] = "", err[256];
+	char **argv = NULL, **env_fields = NULL, **envp = NULL;
+	struct spawn_args args = { 0 };
 	const char *why = "out of memory";
-	struct exec *e = NULL;
+	struct user_id uid;
+	struct exec *e;
 	pid_t pid;
 	int ret = -ENOMEM;
 
-	if (find(c, req)) {
+	if (exec_find(c, req) || fswatch_find(c, req)) {
 		conn_error(c, req, EEXIST,
-			   "EXEC: request id %u already names a running exec",
+			   "EXEC: request id %u already names a running "
+			   "request",
 			   req);
 		return;
 	}
 	if (thaw_get_str(m, THAW_T_CWD, cwd, sizeof(cwd)) < 0)
 		cwd[0] = '\0';
-	argv = strv(m, THAW_T_ARGV);
-	if (thaw_has(m, THAW_T_ENV))
-		envp = strv(m, THAW_T_ENV);
-	e = calloc(1, sizeof(*e));
-	if (!argv || (thaw_has(m, THAW_T_ENV) && !envp) || !e)
-		goto fail;
-	if (in->len) {
-		e->stdin_buf = malloc(in->len);
-		if (!e->stdin_buf)
-			goto fail;
-		memcpy(e->stdin_buf, in->data, in->len);
-		e->stdin_len = in->len;
+	/* The schema bounds USER to fit. */
+	if (thaw_get_str(m, THAW_T_USER, user, sizeof(user)) == 0 &&
+	    user_resolve(user, &uid, err, sizeof(err)) < 0) {
+		conn_error(c, req, EINVAL, "EXEC: %s", err);
+		return;
 	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto fail;
+	e->in = (struct watch){ .kind = W_STDIN, .fd = -1, .obj = e };
+	e->out = (struct watch){ .kind = W_STDOUT, .fd = -1, .obj = e };
+	e->err = (struct watch){ .kind = W_STDERR, .fd = -1, .obj = e };
+	e->timer = (struct watch){ .kind = W_TIMER, .fd = -1, .obj = e };
+	args.argv = argv = strv(m, THAW_T_ARGV);
+	args.user = user[0] ? &uid : NULL;
+	args.cwd = cwd[0] ? cwd : NULL;
+	if (!argv || exec_environ(m, args.user, &env_fields, &envp) < 0 ||
+	    stdin_init(e, thaw_get(m, THAW_T_STDIN),
+		       thaw_get_u8(m, THAW_T_KEEP_STDIN, 0)) < 0)
+		goto fail;
+	args.envp = envp;
 	why = "pipe";
 	for (int i = 0; i < 4; i++) {
 		if (pipe2(fds[i], O_CLOEXEC) < 0) {
@@ -220,7 +314,7 @@ void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 			goto fail;
 		}
 	}
-	pid = spawn(fds, argv, envp, cwd[0] ? cwd : NULL, &why);
+	pid = spawn(fds, &args, &why);
 	if (pid < 0) {
 		ret = pid;
 		goto fail;
@@ -228,75 +322,29 @@ void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 	e->conn = c;
 	e->req = req;
 	e->pid = pid;
-	e->in = (struct watch){ .kind = W_STDIN, .fd = fds[0][1], .obj = e };
-	e->out = (struct watch){ .kind = W_STDOUT, .fd = fds[1][0], .obj = e };
-	e->err = (struct watch){ .kind = W_STDERR, .fd = fds[2][0], .obj = e };
-	e->timer = (struct watch){ .kind = W_TIMER, .fd = -1, .obj = e };
-	close(fds[3][0]);
 	e->next = agent.execs;
 	agent.execs = e;
-	free(argv);
-	free(envp);
-	for (int i = 0; i < 3; i++)
-		fcntl(i == 0   ? e->in.fd
-		      : i == 1 ? e->out.fd
-			       : e->err.fd,
-		      F_SETFL, O_NONBLOCK);
 	send_started(e);
-	if (!e->stdin_len)
-		watch_close(&e->in);
-	ret = 0;
-	if (e->in.fd >= 0)
-		ret = watch_set(&e->in, EPOLLOUT);
-	if (!ret && !c->over)
-		ret = watch_set(&e->out, EPOLLIN);
-	if (!ret && !c->over)
-		ret = watch_set(&e->err, EPOLLIN);
-	if (!ret && thaw_get_u32(m, THAW_T_TIMEOUT_MS, 0))
-		ret = arm_timer(e, thaw_get_u32(m, THAW_T_TIMEOUT_MS, 0));
+	ret = exec_watch(e, fds, thaw_get_u32(m, THAW_T_TIMEOUT_MS, 0));
 	if (ret) {
 		/* Already started: kill it; EXIT will report the signal. */
 		agent_log("exec %d: setup failed: %s", pid, strerror(-ret));
 		kill(-pid, SIGKILL);
 	}
-	return;
+	e = NULL;
+	ret = 0;
 fail:
-	if (strcmp(why, "exec") == 0)
-		conn_error(c, req, -ret, "EXEC: ARGV[0] \"%s\": %s", argv[0],
-			   strerror(-ret));
-	else if (strcmp(why, "chdir") == 0)
-		conn_error(c, req, -ret, "EXEC: CWD \"%s\": %s", cwd,
-			   strerror(-ret));
-	else
-		conn_error(c, req, -ret, "EXEC: %s: %s", why, strerror(-ret));
+	if (ret)
+		exec_fail(c, req, ret, why, argv ? argv[0] : "", cwd, user);
 	for (int i = 0; i < 4; i++)
 		close_pair(fds[i]);
 	if (e)
-		free(e->stdin_buf);
+		stdin_release(e, 0);
 	free(e);
+	if (envp != env_fields)
+		free(envp);
+	free(env_fields);
 	free(argv);
-	free(envp);
-}
-
-static void write_stdin(struct exec *e)
-{
-	while (e->stdin_off < e->stdin_len) {
-		ssize_t n = write(e->in.fd, e->stdin_buf + e->stdin_off,
-				  e->stdin_len - e->stdin_off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return;
-			/* EPIPE: the command closed its stdin; fine. */
-			break;
-		}
-		e->stdin_off += (size_t)n;
-	}
-	watch_close(&e->in);
-	free(e->stdin_buf);
-	e->stdin_buf = NULL;
 }
 
 /* Reads one chunk; returns bytes read, 0 at EOF/closed, -1 on EAGAIN. */
@@ -337,7 +385,7 @@ void exec_event(struct watch *w, uint32_t events)
 		return;
 	switch (w->kind) {
 	case W_STDIN:
-		write_stdin(e);
+		stdin_write(e);
 		break;
 	case W_STDOUT:
 	case W_STDERR:
@@ -381,6 +429,8 @@ static void finish(struct exec *e, int status)
 				total += n > 0 ? (size_t)n : 0;
 			}
 		}
+		/* Every STDIN frame has its answer before the exec's end. */
+		stdin_release(e, EPIPE);
 		send_exit(e, status);
 	}
 	exec_close(e);
@@ -406,17 +456,21 @@ void exec_kill(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
 	uint32_t target = thaw_get_u32(m, THAW_T_TARGET, 0);
 	uint32_t sig = thaw_get_u32(m, THAW_T_SIGNAL, SIGKILL);
-	struct exec *e = find(c, target);
+	struct exec *e = exec_find(c, target);
 
 	if (sig < 1 || sig > (uint32_t)SIGRTMAX) {
 		conn_error(c, req, EINVAL, "KILL: SIGNAL %u is not 1..%d", sig,
 			   SIGRTMAX);
 		return;
 	}
+	if (!e && fswatch_stop(c, target)) {
+		conn_ok(c, req);
+		return;
+	}
 	if (!e) {
 		conn_error(c, req, ESRCH,
-			   "KILL: TARGET %u is not a running exec on this "
-			   "connection",
+			   "KILL: TARGET %u is not a running exec or watch on "
+			   "this connection",
 			   target);
 		return;
 	}
@@ -459,8 +513,8 @@ void exec_detach(struct conn *c)
 		if (e->dead || e->conn != c)
 			continue;
 		kill(-e->pid, SIGKILL);
-		exec_close(e);
 		e->conn = NULL;
+		exec_close(e);
 	}
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * files.c - the file requests: WRITE_FILE, READ_FILE, STAT, LIST, MKDIR,
- * REMOVE (semantics in PROTOCOL.md).
+ * files.c - the file requests: WRITE_FILE, READ_FILE, MKDIR, REMOVE,
+ * RENAME (semantics in PROTOCOL.md; STAT and LIST are listing.c's).
  *
  * A write goes to a temporary file next to its target and is renamed over
  * it on the FINAL frame, so nobody in the guest ever sees half a file and
@@ -14,8 +14,11 @@
  * bounded memory and a pending read keeps EPOLLOUT armed (conn_update),
  * which is what calls file_pump again.  Reads of one connection take turns
  * chunk by chunk.  Everything else is one synchronous system call or walk.
+ *
+ * A file or directory made for a USER (users.c) is made by the agent, as
+ * root, and then given to that user and its primary group, as envd does:
+ * the user's own rights do not limit where the host may put it.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -31,12 +34,14 @@
 /* Per pump call, so one huge read cannot hold up the event loop. */
 #define PUMP_BUDGET (4u << 20)
 #define MAX_OPEN_WRITES 64
-#define LIST_FRAME (64u << 10)
 
 struct wfile {
 	uint32_t req;
 	int fd; /* -1 once failed: frames are swallowed up to FINAL */
 	mode_t mode;
+	bool chown; /* to uid:gid, for a USER */
+	uid_t uid;
+	gid_t gid;
 	char *path;
 	char *tmp;
 	struct wfile *next;
@@ -124,6 +129,8 @@ static struct wfile *start_write(struct conn *c, uint32_t req, bool final,
 {
 	const struct thaw_field *path = thaw_get(m, THAW_T_PATH);
 	uint32_t mode = thaw_get_u32(m, THAW_T_MODE, 0644);
+	char user[USER_NAME_MAX + 1] = "", err[256];
+	struct user_id owner = { 0 };
 	struct wfile *w;
 	int ret;
 
@@ -137,6 +144,12 @@ static struct wfile *start_write(struct conn *c, uint32_t req, bool final,
 	if (mode > 07777) {
 		conn_error(c, req, EINVAL,
 			   "WRITE_FILE: MODE 0%o has bits beyond 07777", mode);
+		goto fail;
+	}
+	/* The schema bounds USER to fit. */
+	if (thaw_get_str(m, THAW_T_USER, user, sizeof(user)) == 0 &&
+	    user_resolve(user, &owner, err, sizeof(err)) < 0) {
+		conn_error(c, req, EINVAL, "WRITE_FILE: %s", err);
 		goto fail;
 	}
 	if (count_open_writes(c) >= MAX_OPEN_WRITES) {
@@ -154,6 +167,9 @@ static struct wfile *start_write(struct conn *c, uint32_t req, bool final,
 	}
 	w->req = req;
 	w->mode = mode;
+	w->chown = user[0];
+	w->uid = owner.uid;
+	w->gid = owner.gid;
 	w->fd = -1;
 	w->next = c->writes;
 	c->writes = w;
@@ -194,8 +210,12 @@ static int commit_write(struct wfile *w, const char **step)
 	int fd = w->fd;
 
 	w->fd = -1;
+	*step = "chown";
+	if (w->chown && fchown(fd, w->uid, w->gid) < 0)
+		goto fail;
 	*step = "chmod";
-	/* Explicitly, so the umask does not change what the host asked. */
+	/* Explicitly, so the umask does not change what the host asked; and
+	 * after chown, which clears set-id bits. */
 	if (fchmod(fd, w->mode) < 0)
 		goto fail;
 	*step = "close";
@@ -344,113 +364,6 @@ void file_pump(struct conn *c)
 	}
 }
 
-static uint8_t file_type(mode_t m)
-{
-	switch (m & S_IFMT) {
-	case S_IFREG:
-		return THAW_FT_REGULAR;
-	case S_IFDIR:
-		return THAW_FT_DIR;
-	case S_IFLNK:
-		return THAW_FT_SYMLINK;
-	case S_IFCHR:
-		return THAW_FT_CHAR;
-	case S_IFBLK:
-		return THAW_FT_BLOCK;
-	case S_IFIFO:
-		return THAW_FT_FIFO;
-	case S_IFSOCK:
-		return THAW_FT_SOCKET;
-	}
-	return THAW_FT_OTHER;
-}
-
-static void put_stat(struct thaw_writer *w, const struct stat *st)
-{
-	int64_t ns =
-		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-
-	thaw_put_u8(w, THAW_T_FILE_TYPE, file_type(st->st_mode));
-	thaw_put_u32(w, THAW_T_MODE, st->st_mode & 07777);
-	thaw_put_u64(w, THAW_T_SIZE, (uint64_t)st->st_size);
-	thaw_put_u64(w, THAW_T_MTIME_NS, (uint64_t)ns);
-}
-
-/* TLV bytes of put_stat's fields. */
-#define STAT_FIELDS (4 * THAW_TLV_HEADER + 1 + 4 + 8 + 8)
-
-void file_stat(struct conn *c, uint32_t req, const struct thaw_msg *m)
-{
-	struct thaw_writer w;
-	char path[4096];
-	struct stat st;
-
-	thaw_get_str(m, THAW_T_PATH, path, sizeof(path));
-	if (lstat(path, &st) < 0) {
-		conn_error(c, req, errno, "STAT %s: %s", path, strerror(errno));
-		return;
-	}
-	conn_begin(c, &w, STAT_FIELDS, req, THAW_STAT_RESULT, 0);
-	put_stat(&w, &st);
-	conn_commit(c, &w);
-}
-
-void file_list(struct conn *c, uint32_t req, const struct thaw_msg *m)
-{
-	struct thaw_writer w;
-	char path[4096];
-	struct dirent *de;
-	uint64_t count = 0;
-	bool open = false;
-	DIR *d;
-
-	thaw_get_str(m, THAW_T_PATH, path, sizeof(path));
-	d = opendir(path);
-	if (!d) {
-		conn_error(c, req, errno, "LIST %s: %s", path, strerror(errno));
-		return;
-	}
-	for (;;) {
-		struct stat st;
-		size_t need, mark;
-
-		errno = 0;
-		de = readdir(d);
-		if (!de)
-			break;
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		/* Gone since readdir: it is no longer in the directory. */
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
-			continue;
-		need = 2 * THAW_TLV_HEADER + strlen(de->d_name) + STAT_FIELDS;
-		if (open && thaw_writer_room(&w) < need) {
-			conn_commit(c, &w);
-			open = false;
-		}
-		if (!open) {
-			conn_begin(c, &w, LIST_FRAME, req, THAW_ENTRIES, 0);
-			open = true;
-		}
-		mark = thaw_put_nested_begin(&w, THAW_T_ENTRY);
-		thaw_put_str(&w, THAW_T_NAME, de->d_name);
-		put_stat(&w, &st);
-		thaw_put_nested_end(&w, mark);
-		count++;
-	}
-	if (open)
-		conn_commit(c, &w);
-	if (errno) {
-		conn_error(c, req, errno, "LIST %s: readdir: %s", path,
-			   strerror(errno));
-	} else {
-		conn_begin(c, &w, THAW_TLV_HEADER + 8, req, THAW_END, 0);
-		thaw_put_u64(&w, THAW_T_SIZE, count);
-		conn_commit(c, &w);
-	}
-	closedir(d);
-}
-
 static bool is_dir(const char *path)
 {
 	struct stat st;
@@ -458,11 +371,28 @@ static bool is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* mkdir @path, then chown it to @owner (NULL: leave it root's); EEXIST is
+ * left to the caller. */
+static int make_dir(const char *path, mode_t mode, const struct user_id *owner,
+		    const char **step)
+{
+	*step = "mkdir";
+	if (mkdir(path, mode) < 0)
+		return -errno;
+	*step = "chown";
+	if (owner && chown(path, owner->uid, owner->gid) < 0)
+		return -errno;
+	return 0;
+}
+
 void file_mkdir(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
 	uint32_t mode = thaw_get_u32(m, THAW_T_MODE, 0755);
 	bool parents = thaw_get_u8(m, THAW_T_PARENTS, 0);
-	char path[4096];
+	char path[4096], user[USER_NAME_MAX + 1] = "", err[256];
+	struct user_id owner;
+	const char *step;
+	int ret;
 
 	thaw_get_str(m, THAW_T_PATH, path, sizeof(path));
 	if (mode > 07777) {
@@ -470,30 +400,56 @@ void file_mkdir(struct conn *c, uint32_t req, const struct thaw_msg *m)
 			   "MKDIR: MODE 0%o has bits beyond 07777", mode);
 		return;
 	}
+	/* The schema bounds USER to fit. */
+	if (thaw_get_str(m, THAW_T_USER, user, sizeof(user)) == 0 &&
+	    user_resolve(user, &owner, err, sizeof(err)) < 0) {
+		conn_error(c, req, EINVAL, "MKDIR %s: %s", path, err);
+		return;
+	}
 	if (parents) {
 		/* Like mkdir -p: missing ancestors get 0755 (umask applies). */
 		for (char *p = strchr(path + 1, '/'); p;
 		     p = strchr(p + 1, '/')) {
 			*p = '\0';
-			if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-				conn_error(c, req, errno, "MKDIR %s: %s", path,
-					   strerror(errno));
+			ret = make_dir(path, 0755, user[0] ? &owner : NULL,
+				       &step);
+			if (ret < 0 && (ret != -EEXIST || strcmp(step, "mkdir"))) {
+				conn_error(c, req, -ret, "MKDIR %s: %s: %s",
+					   path, step, strerror(-ret));
 				return;
 			}
 			*p = '/';
 		}
 	}
-	if (mkdir(path, (mode_t)mode) < 0) {
-		if (errno == EEXIST && parents && is_dir(path)) {
-			conn_ok(c, req);
-			return;
-		}
-		conn_error(c, req, errno, "MKDIR %s: %s", path,
+	ret = make_dir(path, (mode_t)mode, user[0] ? &owner : NULL, &step);
+	if (ret == -EEXIST && !strcmp(step, "mkdir") && parents &&
+	    is_dir(path)) {
+		conn_ok(c, req);
+		return;
+	}
+	if (ret < 0) {
+		conn_error(c, req, -ret, "MKDIR %s: %s: %s", path, step,
+			   strerror(-ret));
+		return;
+	}
+	/* Explicitly: the umask must not change what the host asked, and
+	 * chown clears set-id bits. */
+	if (chmod(path, (mode_t)mode) < 0) {
+		conn_error(c, req, errno, "MKDIR %s: chmod 0%o: %s", path, mode,
 			   strerror(errno));
 		return;
 	}
-	if (chmod(path, (mode_t)mode) < 0) {
-		conn_error(c, req, errno, "MKDIR %s: chmod 0%o: %s", path, mode,
+	conn_ok(c, req);
+}
+
+void file_rename(struct conn *c, uint32_t req, const struct thaw_msg *m)
+{
+	char from[4096], to[4096];
+
+	thaw_get_str(m, THAW_T_PATH, from, sizeof(from));
+	thaw_get_str(m, THAW_T_NEW_PATH, to, sizeof(to));
+	if (rename(from, to) < 0) {
+		conn_error(c, req, errno, "RENAME %s to %s: %s", from, to,
 			   strerror(errno));
 		return;
 	}

@@ -12,7 +12,7 @@
  *
  * One epoll set carries the listener, a signalfd (SIGCHLD; SIGTERM and
  * SIGINT when not PID 1), the connections, every exec's pipes and timeout
- * timerfd.  After each batch of events agent_sweep frees what died during
+ * timerfd, every directory watch's inotify fd.  After each batch of events agent_sweep frees what died during
  * the batch and re-evaluates each connection's flow control.
  */
 #include <errno.h>
@@ -192,6 +192,9 @@ static void dispatch(struct watch *w, uint32_t events)
 	case W_STDERR:
 	case W_TIMER:
 		exec_event(w, events);
+		break;
+	case W_INOTIFY:
+		fswatch_event(w);
 		break;
 	}
 }

@@ -9,9 +9,11 @@
  * It always contains the directory skeleton, /dev/console (the kernel opens
  * it for init's stdio before anything can mount devtmpfs), /etc/resolv.conf
  * as a link to /proc/net/pnp (where the kernel's ip= configuration writes
- * the resolver, thaw-vmm --net-tap), busybox with a
+ * the resolver, thaw-vmm --net-tap), /etc/passwd and /etc/group with root
+ * and `user` (uid and gid 1000, home /home/user owned by it: E2B's default
+ * user, whom thaw-agent runs commands as when asked), busybox with a
  * link for each of its applets (/bin/sh among them), and the given /init;
- * --file adds more (the guest agent, test scripts).  Entries have fixed owners,
+ * --file adds more (the guest agent, test scripts).  Entries have fixed owners (root's but for /home/user),
  * times and inode numbers, so the same inputs give the same bytes.  The archive
  * is stored in the cache under its own XXH3-128 hash and that path is printed:
  * callers and later snapshot records name an initramfs by content, and equal
@@ -32,9 +34,17 @@
 #define MAX_FILES 64
 
 static const char *const skeleton[] = {
-	"bin", "dev",  "etc", "proc", "sys", "tmp",	"root",
-	"run", "sbin", "usr", "mnt",  "var", "usr/bin", "usr/sbin",
+	"bin", "dev", "etc", "proc",	"sys",	   "tmp",  "root", "run",
+	"sbin", "usr", "mnt", "var", "usr/bin", "usr/sbin", "home",
 };
+
+/* The guest's users: root, and E2B's default user. */
+#define GUEST_USER_ID 1000
+#define GUEST_USER_HOME "home/user"
+static const char passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+			     "user:x:1000:1000:user:/home/user:/bin/sh\n";
+static const char group[] = "root:x:0:\n"
+			    "user:x:1000:\n";
 
 struct buffer {
 	uint8_t *data;
@@ -77,9 +87,9 @@ static int pad4(struct buffer *b)
 	return buffer_append(b, zeros, (4 - b->len % 4) % 4);
 }
 
-static int add_entry(struct archive *a, const char *name, uint32_t mode,
-		     uint32_t rdev_major, uint32_t rdev_minor, const void *data,
-		     size_t size)
+static int add_owned_entry(struct archive *a, const char *name, uint32_t mode,
+			   uint32_t owner, uint32_t rdev_major,
+			   uint32_t rdev_minor, const void *data, size_t size)
 {
 	char header[128];
 
@@ -91,7 +101,7 @@ static int add_entry(struct archive *a, const char *name, uint32_t mode,
 	}
 	snprintf(header, sizeof(header),
 		 "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		 a->next_ino++, mode, 0, 0, S_ISDIR(mode) ? 2 : 1, 0,
+		 a->next_ino++, mode, owner, owner, S_ISDIR(mode) ? 2 : 1, 0,
 		 (uint32_t)size, 0, 0, rdev_major, rdev_minor,
 		 (uint32_t)strlen(name) + 1, 0);
 	if (buffer_append(&a->buf, header, 110) < 0 ||
@@ -100,6 +110,28 @@ static int add_entry(struct archive *a, const char *name, uint32_t mode,
 	    pad4(&a->buf) < 0)
 		return -1;
 	return 0;
+}
+
+static int add_entry(struct archive *a, const char *name, uint32_t mode,
+		     uint32_t rdev_major, uint32_t rdev_minor, const void *data,
+		     size_t size)
+{
+	return add_owned_entry(a, name, mode, 0, rdev_major, rdev_minor, data,
+			       size);
+}
+
+/* /etc/passwd, /etc/group and the user's home. */
+static int add_users(struct archive *a)
+{
+	if (add_entry(a, "etc/passwd", S_IFREG | 0644, 0, 0, passwd,
+		      strlen(passwd)) < 0 ||
+	    add_entry(a, "etc/group", S_IFREG | 0644, 0, 0, group,
+		      strlen(group)) < 0)
+		return -1;
+	/* Emitted once: a --file below it must not add it again as root's. */
+	a->dirs[a->nr_dirs++] = strdup(GUEST_USER_HOME);
+	return add_owned_entry(a, GUEST_USER_HOME, S_IFDIR | 0755,
+			       GUEST_USER_ID, 0, 0, NULL, 0);
 }
 
 static bool dir_emitted(const struct archive *a, const char *dir)
@@ -367,6 +399,8 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = add_entry(&a, "etc/resolv.conf", S_IFLNK | 0777, 0, 0,
 				"/proc/net/pnp", strlen("/proc/net/pnp"));
+	if (!ret)
+		ret = add_users(&a);
 	if (!ret)
 		ret = add_host_file(&a, "bin/busybox", busybox);
 	if (!ret)

@@ -144,7 +144,7 @@ enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 
 /* Firecracker-style: the pools say what went wrong, the edge says which
  * status that is. */
-static unsigned pool_status(enum pool_error e)
+unsigned api_pool_status(enum pool_error e)
 {
 	switch (e) {
 	case POOL_OK:
@@ -202,8 +202,33 @@ json_t *api_pool_error_json(enum pool_error e, const char *message)
 {
 	return json_pack("{s:{s:s,s:s}}", "error", "code",
 			 e == POOL_OVERLOADED ? "overloaded"
-					      : error_code(pool_status(e)),
+					      : error_code(api_pool_status(e)),
 			 "message", message);
+}
+
+struct MHD_Response *api_json_response(json_t *json, const char *header,
+				       const char *value)
+{
+	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+	char *line = text ? malloc(strlen(text) + 2) : NULL;
+
+	json_decref(json);
+	if (line)
+		sprintf(line, "%s\n", text);
+	free(text);
+	if (!line)
+		return NULL;
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		strlen(line), line, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(line);
+		return NULL;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/json");
+	if (header)
+		MHD_add_response_header(resp, header, value);
+	return resp;
 }
 
 /*
@@ -215,28 +240,11 @@ static enum MHD_Result reply_error_with(struct MHD_Connection *conn,
 					const char *code, const char *header,
 					const char *value, const char *message)
 {
-	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-			      message);
-	char *text = j ? json_dumps(j, JSON_FLAGS) : NULL;
-	char *line = text ? malloc(strlen(text) + 2) : NULL;
-
-	json_decref(j);
-	if (line)
-		sprintf(line, "%s\n", text);
-	free(text);
-	if (!line)
-		return MHD_NO;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(line), line, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(line);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	if (header)
-		MHD_add_response_header(resp, header, value);
-	return api_reply(conn, r, status, resp);
+	return api_reply(
+		conn, r, status,
+		api_json_response(json_pack("{s:{s:s,s:s}}", "error", "code",
+					    code, "message", message),
+				  header, value));
 }
 
 /* A route's 503 is passing (the memory budget spent, a daemon restarting):
@@ -267,7 +275,7 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 				     struct request *r, enum pool_error e,
 				     const char *message)
 {
-	unsigned status = pool_status(e);
+	unsigned status = api_pool_status(e);
 	char retry_after[16];
 
 	if (e != POOL_OVERLOADED)
@@ -336,21 +344,17 @@ static uint64_t body_budget(size_t len)
 	return len ? len + parse_allowance(len) : 0;
 }
 
-/*
- * Parses the collected body as a JSON object ("{}" when empty).  NULL
- * after an error message in @err.
- */
-json_t *api_body_object(const struct request *r, char *err, size_t errlen)
+json_t *api_parse_object(const char *text, size_t len, char *err, size_t errlen)
 {
 	json_error_t e;
 	json_t *j;
 
-	if (!r->len)
+	if (!len)
 		return json_object();
 	json_parse.counting = true;
 	json_parse.exceeded = false;
-	json_parse.left = parse_allowance(r->len);
-	j = json_loadb(r->body, r->len, JSON_REJECT_DUPLICATES, &e);
+	json_parse.left = parse_allowance(len);
+	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
 	json_parse.counting = false;
 	if (!j && json_parse.exceeded) {
 		snprintf(err, errlen,
@@ -370,6 +374,11 @@ json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 		return NULL;
 	}
 	return j;
+}
+
+json_t *api_body_object(const struct request *r, char *err, size_t errlen)
+{
+	return api_parse_object(r->body.buf, r->body.len, err, errlen);
 }
 
 /*
@@ -638,31 +647,37 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
 	return MHD_YES;
 }
 
-/* A piece of a JSON body, and its budget. */
-static void take_body(struct request *r, struct daemon *d, const char *data,
-		      size_t len)
+void api_body_take(struct daemon *d, struct api_body *b, const char *data,
+		   size_t len)
 {
-	if (r->too_large || r->over_budget)
+	if (b->too_large || b->over_budget)
 		return;
-	if (r->len + len > d->cfg.max_request_bytes) {
-		r->too_large = true;
+	if (b->len + len > d->cfg.max_request_bytes) {
+		b->too_large = true;
 		return;
 	}
-	uint64_t more = body_budget(r->len + len) - body_budget(r->len);
+	uint64_t more = body_budget(b->len + len) - body_budget(b->len);
 
 	if (!api_budget_take(d, more)) {
-		r->over_budget = true;
+		b->over_budget = true;
 		return;
 	}
-	r->budget_held += more;
-	char *grown = realloc(r->body, r->len + len);
+	b->budget_held += more;
+	char *grown = realloc(b->buf, b->len + len);
 	if (!grown) {
-		r->too_large = true;
+		b->too_large = true;
 		return;
 	}
-	memcpy(grown + r->len, data, len);
-	r->body = grown;
-	r->len += len;
+	memcpy(grown + b->len, data, len);
+	b->buf = grown;
+	b->len += len;
+}
+
+void api_body_free(struct daemon *d, struct api_body *b)
+{
+	api_budget_give(d, b->budget_held);
+	free(b->buf);
+	*b = (struct api_body){ 0 };
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
@@ -695,13 +710,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 			r->route->put_piece(conn, r, d, upload_data,
 					    *upload_data_size);
 		else
-			take_body(r, d, upload_data, *upload_data_size);
+			api_body_take(d, &r->body, upload_data,
+				      *upload_data_size);
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	if (r->too_large)
+	if (r->body.too_large)
 		return too_large(conn, r, d);
-	if (r->over_budget) {
+	if (r->body.over_budget) {
 		char err[256];
 
 		api_budget_spent(d, err, sizeof(err));
@@ -717,11 +733,6 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	(void)why;
 	api_conn_replied(conn);
-	/* The next request on the connection is the client's to pace again
-	 * (api_guest_paced() may have lifted the limit for this one). */
-	MHD_set_connection_option(
-		conn, MHD_CONNECTION_OPTION_TIMEOUT,
-		(unsigned)((struct daemon *)cls)->cfg.idle_timeout_s);
 	if (!r)
 		return;
 	/* An upload cut short: closing the connection makes the agent drop
@@ -729,8 +740,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	api_close_agent(cls, &r->agent);
 	if (r->sandbox)
 		sandbox_put(cls, r->sandbox);
-	api_budget_give(cls, r->budget_held);
-	free(r->body);
+	api_body_free(cls, &r->body);
 	free(r);
 	*con_cls = NULL;
 }
@@ -768,45 +778,67 @@ struct api_server {
 	struct api_conns *conns;
 };
 
-struct api_server *api_start(struct daemon *d, int fd)
+/* A libmicrohttpd server of @d's limits, @conns accepting for it, calling
+ * @handler and @completed with @cls; started accepting.  NULL on failure. */
+static struct MHD_Daemon *mhd_start(struct daemon *d, struct api_conns *conns,
+				    MHD_AccessHandlerCallback handler,
+				    MHD_RequestCompletedCallback completed,
+				    void *cls)
 {
-	struct api_server *s = calloc(1, sizeof(*s));
-
-	if (s)
-		s->conns = api_conns_new(&d->cfg, fd);
-	if (!s || !s->conns) {
-		log_error("cannot start the HTTP server: out of memory");
-		free(s);
-		close(fd);
-		return NULL;
-	}
 	/* Both allocators pair with free(): a thread using jansson while
 	 * this changes is unaffected. */
 	json_set_alloc_funcs(json_parse_malloc, free);
 	/* api_conns.c accepts (it knows the peer's uid) and enforces
 	 * max_connections; libmicrohttpd's limit is only a backstop, above
 	 * it (api_conns.c says why). */
-	s->mhd = MHD_start_daemon(
+	struct MHD_Daemon *mhd = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION |
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 			MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, handle, d, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
-		NULL, MHD_OPTION_CONNECTION_LIMIT,
+		0, NULL, NULL, handler, cls, MHD_OPTION_EXTERNAL_LOGGER,
+		log_mhd, NULL, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)d->cfg.max_connections * 2,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout_s,
-		MHD_OPTION_NOTIFY_COMPLETED, completed, d,
-		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, s->conns,
+		MHD_OPTION_NOTIFY_COMPLETED, completed, cls,
+		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, conns,
 		MHD_OPTION_END);
-	if (!s->mhd || api_conns_start(s->conns, s->mhd) < 0) {
-		log_error("cannot start the HTTP server");
-		if (s->mhd)
-			MHD_stop_daemon(s->mhd);
+
+	if (mhd && api_conns_start(conns, mhd) < 0) {
+		MHD_stop_daemon(mhd);
+		mhd = NULL;
+	}
+	return mhd;
+}
+
+struct api_server *api_serve(struct daemon *d, int fd,
+			     MHD_AccessHandlerCallback handler,
+			     MHD_RequestCompletedCallback completed, void *cls,
+			     const char *what)
+{
+	struct api_server *s = calloc(1, sizeof(*s));
+
+	if (s)
+		s->conns = api_conns_new(&d->cfg, fd);
+	if (!s || !s->conns) {
+		log_error("cannot start the %s: out of memory", what);
+		free(s);
+		close(fd);
+		return NULL;
+	}
+	s->mhd = mhd_start(d, s->conns, handler, completed, cls);
+	if (!s->mhd) {
+		log_error("cannot start the %s", what);
 		api_conns_free(s->conns);
 		free(s);
 		return NULL;
 	}
 	return s;
+}
+
+struct api_server *api_start(struct daemon *d, int fd)
+{
+	return api_serve(d, fd, handle, completed, d, "HTTP server");
 }
 
 void api_stop(struct api_server *s)

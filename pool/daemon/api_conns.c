@@ -10,11 +10,12 @@
  * Two rules stop that:
  *
  *  - A uid (the peer's, SO_PEERCRED) holds at most max_connections_per_uid
- *    connections.  libmicrohttpd's accept callback sees only an address,
- *    which tells nothing on a Unix socket, so the server is started with
- *    MHD_USE_NO_LISTEN_SOCKET and this file's thread accepts: it reads the
- *    peer's uid, and refuses (a 429, or a 503 when every slot is taken) and
- *    closes before any thread is spent on the connection; the others go to
+ *    connections; on a TCP socket (the E2B listener), where SO_PEERCRED
+ *    tells nothing, an IP address does.  libmicrohttpd's accept callback sees
+ * only an address, which tells nothing on a Unix socket, so the server is
+ * started with MHD_USE_NO_LISTEN_SOCKET and this file's thread accepts: it
+ * reads the peer's uid, and refuses (a 429, or a 503 when every slot is taken)
+ * and closes before any thread is spent on the connection; the others go to
  *    MHD_add_connection().
  *  - A connection must deliver a whole request head within
  *    header_timeout_s of its accept or of its previous reply.  Each slot
@@ -35,6 +36,7 @@
  * connection until a little after NOTIFY_CLOSED, and a connection it
  * refused for that would never tell us.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -55,7 +57,8 @@ struct api_conn {
 	bool used;
 	bool started; /* tied to a libmicrohttpd connection */
 	int fd;
-	uid_t uid;
+	uint32_t peer; /* its uid, or a TCP peer's address (folded) */
+	char who[64];  /* "uid 1000", "address 10.0.0.1": for the log */
 	uint64_t head_deadline_ms; /* monotonic; 0: serving a request */
 	struct api_conns *owner;
 };
@@ -129,8 +132,9 @@ static void refuse(int fd, unsigned status, const char *reason,
 	close(fd);
 }
 
-/* Takes a slot for @fd of @uid, or refuses it (and closes @fd). */
-static struct api_conn *admit(struct api_conns *g, int fd, uid_t uid)
+/* Takes a slot for @fd of @peer (@who), or refuses it (and closes @fd). */
+static struct api_conn *admit(struct api_conns *g, int fd, uint32_t peer,
+			      const char *who)
 {
 	struct api_conn *free_slot = NULL;
 	uint32_t mine = 0;
@@ -142,18 +146,20 @@ static struct api_conn *admit(struct api_conns *g, int fd, uid_t uid)
 
 		if (!s->used)
 			free_slot = free_slot ? free_slot : s;
-		else if (s->uid == uid)
+		else if (s->peer == peer)
 			mine++;
 	}
-	if (free_slot && mine < g->cfg->max_connections_per_uid)
+	if (free_slot && mine < g->cfg->max_connections_per_uid) {
 		*free_slot = (struct api_conn){
 			.used = true,
 			.fd = fd,
-			.uid = uid,
+			.peer = peer,
 			.head_deadline_ms =
 				now_ms() + g->cfg->header_timeout_s * 1000ull,
 			.owner = g,
 		};
+		snprintf(free_slot->who, sizeof(free_slot->who), "%s", who);
+	}
 	pthread_mutex_unlock(&g->lock);
 	if (!free_slot) {
 		snprintf(msg, sizeof(msg),
@@ -164,9 +170,9 @@ static struct api_conn *admit(struct api_conns *g, int fd, uid_t uid)
 	}
 	if (mine >= g->cfg->max_connections_per_uid) {
 		snprintf(msg, sizeof(msg),
-			 "uid %u has %u connections open, the most one uid "
-			 "may (max_connections_per_uid)",
-			 (unsigned)uid, mine);
+			 "%s has %u connections open, the most one peer may "
+			 "(max_connections_per_uid)",
+			 who, mine);
 		log_limited(LOG_LEVEL_INFO, "http: %s", msg);
 		refuse(fd, 429, "Too Many Requests", "connections", NULL, msg);
 		return NULL;
@@ -190,10 +196,10 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 			continue;
 		if (s->head_deadline_ms <= now) {
 			log_limited(LOG_LEVEL_INFO,
-				    "http: closing a connection of uid %u: no "
+				    "http: closing a connection of %s: no "
 				    "whole request head within %u s "
 				    "(header_timeout_s)",
-				    (unsigned)s->uid, g->cfg->header_timeout_s);
+				    s->who, g->cfg->header_timeout_s);
 			shutdown(s->fd, SHUT_RDWR);
 			s->head_deadline_ms = 0;
 		} else if (!next || s->head_deadline_ms < next) {
@@ -204,12 +210,51 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 	return next;
 }
 
-static void accept_one(struct api_conns *g)
+/*
+ * Who @fd's peer is, for max_connections_per_uid: a Unix socket's uid
+ * (SO_PEERCRED), a TCP peer's IP address (an IPv6 one folded to 32 bits).
+ * False when that cannot be read.
+ */
+static bool peer_of(int fd, const struct sockaddr_storage *addr, uint32_t *peer,
+		    char *who, size_t len)
 {
-	struct sockaddr_un addr;
-	socklen_t addrlen = sizeof(addr);
 	struct ucred cred;
 	socklen_t credlen = sizeof(cred);
+	char text[INET6_ADDRSTRLEN];
+
+	if (addr->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)addr;
+
+		*peer = in->sin_addr.s_addr;
+		inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+		snprintf(who, len, "address %s", text);
+		return true;
+	}
+	if (addr->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)addr;
+		uint32_t words[4];
+
+		memcpy(words, &in6->sin6_addr, sizeof(words));
+		*peer = words[0] ^ words[1] ^ words[2] ^ words[3];
+		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+		snprintf(who, len, "address %s", text);
+		return true;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0) {
+		log_warning("http: SO_PEERCRED: %s", strerror(errno));
+		return false;
+	}
+	*peer = cred.uid;
+	snprintf(who, len, "uid %u", (unsigned)cred.uid);
+	return true;
+}
+
+static void accept_one(struct api_conns *g)
+{
+	struct sockaddr_storage addr;
+	socklen_t addrlen = sizeof(addr);
+	char who[64];
+	uint32_t peer;
 	int fd = accept4(g->listen_fd, (struct sockaddr *)&addr, &addrlen,
 			 SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -223,12 +268,11 @@ static void accept_one(struct api_conns *g)
 		}
 		return;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0) {
-		log_warning("http: SO_PEERCRED: %s", strerror(errno));
+	if (!peer_of(fd, &addr, &peer, who, sizeof(who))) {
 		close(fd);
 		return;
 	}
-	struct api_conn *s = admit(g, fd, cred.uid);
+	struct api_conn *s = admit(g, fd, peer, who);
 	if (!s)
 		return;
 	/* It closes @fd whatever happens. */
@@ -377,6 +421,10 @@ void api_conn_replied(struct MHD_Connection *conn)
 
 	if (!s)
 		return;
+	/* Paced by its client again: api_guest_paced() may have lifted the
+	 * silence limit for the request that ended. */
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+				  (unsigned)s->owner->cfg->idle_timeout_s);
 	pthread_mutex_lock(&s->owner->lock);
 	s->head_deadline_ms =
 		now_ms() + s->owner->cfg->header_timeout_s * 1000ull;

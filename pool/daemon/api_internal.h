@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * api_internal.h - what the files of thawd's HTTP API share; nothing
- * outside pool/daemon/api*.c includes it.
+ * api_internal.h - what the files of thawd's HTTP API share: pool/daemon/
+ * api*.c, and pool/e2b/, the E2B-compatible listener, which serves its own
+ * routes with the same connections' limits, memory budget, bodies and
+ * agent connections.
  *
  * The API is split the way kvmtool splits a VMM, one file per concern:
  *
@@ -42,19 +44,23 @@
 /* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
 
+/* A JSON body being collected, and the memory budget it holds. */
+struct api_body {
+	char *buf;
+	size_t len;
+	bool too_large;	  /* past max_request_bytes */
+	bool over_budget; /* the body's budget (api.c) was not there */
+	uint64_t budget_held;
+};
+
 /* One HTTP request's state, from its first handler call to its end. */
 struct request {
 	struct daemon *d;
 	const struct api_route *route;
 	char id[SANDBOX_ID_LEN + 1];
 	bool answered;
-	/* JSON bodies */
-	char *body;
-	size_t len;
-	bool too_large;
-	bool over_budget; /* the body's budget (api.c) was not there */
-	uint64_t budget_held;
-	bool streamed; /* the body goes to route->put_piece */
+	struct api_body body; /* JSON bodies */
+	bool streamed;	      /* the body goes to route->put_piece */
 	/* PUT files: the upload goes straight on to the agent */
 	struct sandbox *sandbox;
 	struct agent_conn agent;
@@ -102,6 +108,10 @@ const struct api_route *api_parse_route(const char *url,
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp);
+/* A response of @json (taken over) on one line, with the header @header:
+ * @value unless @header is NULL; NULL when out of memory. */
+struct MHD_Response *api_json_response(json_t *json, const char *header,
+				       const char *value);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);
@@ -121,8 +131,10 @@ api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
 /* 404 for the request's sandbox id. */
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
 
-/* Answers pool error @e (daemon.h) with its status and @message; an
- * overload with a Retry-After. */
+/* The HTTP status of pool error @e (daemon.h). */
+unsigned api_pool_status(enum pool_error e);
+/* Answers pool error @e with its status and @message; an overload with a
+ * Retry-After. */
 enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 				     struct request *r, enum pool_error e,
 				     const char *message);
@@ -132,6 +144,16 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 /* The collected body as a JSON object ("{}" when empty); NULL after a
  * message in @err. */
 json_t *api_body_object(const struct request *r, char *err, size_t errlen);
+/* @text of @len bytes as a JSON object, its parse bounded as a body's
+ * (api.c); NULL after a message in @err. */
+json_t *api_parse_object(const char *text, size_t len, char *err,
+			 size_t errlen);
+/* Appends a piece of a body, up to max_request_bytes (b->too_large past
+ * it) and what the budget gives (b->over_budget when it does not). */
+void api_body_take(struct daemon *d, struct api_body *b, const char *data,
+		   size_t len);
+/* Frees @b's text and gives its budget back. */
+void api_body_free(struct daemon *d, struct api_body *b);
 /* Checks @body's fields against @allowed (NULL-terminated). */
 bool api_known_fields(json_t *body, const char *const allowed[], char *err,
 		      size_t errlen);
@@ -224,6 +246,11 @@ bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen);
  */
 int api_parse_network(json_t *net, const struct net_policy *defaults,
 		      struct net_policy *out, char *err, size_t errlen);
+/* api_sandboxes.c: writes @policy to held sandbox @c's maps and its
+ * record, the write's time to its template's policy_update_s; 0, or -1
+ * with a message in @err. */
+int api_set_policy(struct daemon *d, struct sandbox *c,
+		   const struct net_policy *policy, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
  * message in @err. */
 bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
@@ -327,6 +354,17 @@ struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd);
 void api_conns_notify(void *cls, struct MHD_Connection *conn,
 		      void **socket_context,
 		      enum MHD_ConnectionNotificationCode toe);
+/*
+ * api.c: serves the bound, listening socket @fd (taken over, closed on
+ * failure too) with libmicrohttpd, a thread per connection, api_conns.c
+ * accepting with @d's limits: @handler and @completed are called with
+ * @cls.  NULL after a log line naming @what ("E2B server") on failure;
+ * api_stop() stops it.
+ */
+struct api_server *api_serve(struct daemon *d, int fd,
+			     MHD_AccessHandlerCallback handler,
+			     MHD_RequestCompletedCallback completed, void *cls,
+			     const char *what);
 /* Starts accepting for @mhd (MHD_USE_NO_LISTEN_SOCKET).  0 or -1. */
 int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd);
 /* Stops accepting; the connections already in stay. */
@@ -336,7 +374,8 @@ void api_conns_free(struct api_conns *g);
 /* A request's head is in (its first handler call): no deadline while it
  * is served. */
 void api_conn_head_in(struct MHD_Connection *conn);
-/* A request ended: the next head is due within header_timeout_s. */
+/* A request ended: the next head is due within header_timeout_s, and
+ * the connection may be silent idle_timeout_s again. */
 void api_conn_replied(struct MHD_Connection *conn);
 
 #endif

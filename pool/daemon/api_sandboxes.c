@@ -327,11 +327,8 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 /* Orders policy writes: see the top of the file. */
 static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Writes @policy to held sandbox @c's maps and its record, the write's
- * time to its template's policy_update_s; 0, or -1 with a message in
- * @err. */
-static int set_policy(struct daemon *d, struct sandbox *c,
-		      const struct net_policy *policy, char *err, size_t errlen)
+int api_set_policy(struct daemon *d, struct sandbox *c,
+		   const struct net_policy *policy, char *err, size_t errlen)
 {
 	char why[256];
 	int ret;
@@ -366,7 +363,7 @@ int api_handout_policy(struct daemon *d, struct sandbox *c,
 		snprintf(err, errlen, "sandbox %s has no network", c->id);
 		return -1;
 	}
-	return set_policy(d, c, policy, err, errlen);
+	return api_set_policy(d, c, policy, err, errlen);
 }
 
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
@@ -508,7 +505,7 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 					      sizeof(err))
 			  : 400;
 	json_decref(body);
-	if (!status && set_policy(d, c, &policy, err, sizeof(err)) < 0)
+	if (!status && api_set_policy(d, c, &policy, err, sizeof(err)) < 0)
 		status = 500;
 	if (status) {
 		sandbox_put(d, c);

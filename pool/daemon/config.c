@@ -193,6 +193,15 @@ const char config_default_text[] =
 	"; times vary 2-4x with the page cache and concurrency; 10x is beyond\n"
 	"; that.  0..1000.\n"
 	"admit_restore_slowdown = 10\n"
+	";\n"
+	"; E2B compatibility.  HOST:PORT ([V6]:PORT) of a TCP listener serving\n"
+	"; E2B's control-plane API and each sandbox's envd (pool/e2b/e2b.h): an\n"
+	"; E2B program with E2B_API_URL and E2B_SANDBOX_URL set to\n"
+	"; http://HOST:PORT and E2B_API_KEY to the token drives this daemon's\n"
+	"; sandboxes.  Needs token or token_file: unlike the socket, a TCP port\n"
+	"; is open to every local user (and beyond loopback to the network).\n"
+	"; \"\" is off.\n"
+	"e2b_listen =\n"
 	"\n"
 	"; One warm pool per [template NAME], NAME being 1 to 63 of A-Z a-z 0-9\n"
 	"; _ . - and what a create request asks for.  A file without any template\n"
@@ -252,6 +261,7 @@ enum key_type {
 	KEY_CHOICE,   /* a string, one of key->choices */
 	KEY_BOOL,     /* true or false */
 	KEY_ID_RANGE, /* struct jail_ids, "FIRST-LAST" */
+	KEY_LISTEN,   /* "" or HOST:PORT, [V6]:PORT: listen_valid() */
 	KEY_U32_AUTO, /* KEY_U32, or "auto": CONFIG_AUTO, which finish() sets */
 	KEY_NET_POOL, /* struct net_cidr: network_cidr */
 	KEY_DNS,      /* daemon_config's net.dns_servers and dns_from_host */
@@ -312,6 +322,7 @@ static const struct key daemon_keys[] = {
 	{ "dns_servers", KEY_DNS, FIELD(daemon_config, net), 0, 0, NULL },
 	{ "dns_without_internet", KEY_BOOL,
 	  FIELD(daemon_config, net.dns_always), 0, 0, NULL },
+	DAEMON(e2b_listen, KEY_LISTEN, 0, 0),
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -641,6 +652,26 @@ static int set_dns(struct parser *p, const struct key *k, const char *value,
 	return 0;
 }
 
+/* "HOST:PORT" or "[V6]:PORT": a host of name or address characters, a
+ * port of 1..65535; the host is resolved when the listener starts. */
+static bool listen_valid(const char *value)
+{
+	const char *colon = strrchr(value, ':');
+	size_t host = colon ? (size_t)(colon - value) : 0;
+	uint64_t port;
+
+	if (!host || parse_number(colon + 1, false, &port) < 0 || !port ||
+	    port > 65535)
+		return false;
+	if (value[0] == '[')
+		return host > 2 && value[host - 1] == ']' &&
+		       strspn(value + 1, "0123456789abcdefABCDEF:.") ==
+			       host - 2;
+	return strspn(value,
+		      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789.-") == host;
+}
+
 static int set_key(struct parser *p, const struct key *k, void *base,
 		   const struct template_config *t, const char *value)
 {
@@ -729,6 +760,16 @@ static int set_key(struct parser *p, const struct key *k, void *base,
 		return set_net_pool(p, k, value, (struct net_cidr *)field);
 	case KEY_DNS:
 		return set_dns(p, k, value, base);
+	case KEY_LISTEN:
+		if (*value && !listen_valid(value))
+			return fail_key(p, p->line, t, k->name, value, -EINVAL,
+					"expected HOST:PORT or [IPV6]:PORT, "
+					"PORT from 1 to 65535");
+		if (strlen(value) >= k->size)
+			return fail_key(p, p->line, t, k->name, value, -EINVAL,
+					"longer than %zu bytes", k->size - 1);
+		strcpy(field, value);
+		return 0;
 	case KEY_SWITCH:
 		break;
 	}
@@ -1078,6 +1119,20 @@ static int check_dns_outside_pool(struct parser *p)
 	return 0;
 }
 
+/* A TCP listener is open to every local user: never without a token. */
+static int check_e2b_token(struct parser *p)
+{
+	const struct key *listen =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), "e2b_listen");
+
+	if (!p->c->e2b_listen[0] || p->c->token[0])
+		return 0;
+	return fail_key(p, p->daemon_src.key[listen - daemon_keys], NULL,
+			listen->name, p->c->e2b_listen, -EINVAL,
+			"needs token or token_file: unlike the Unix socket, "
+			"a TCP port is open to every local user");
+}
+
 /* What needs the whole file: the default template, derived values, checks. */
 static int finish(struct parser *p)
 {
@@ -1104,6 +1159,8 @@ static int finish(struct parser *p)
 	rc = check_per_uid(p);
 	if (!rc)
 		rc = check_dns_outside_pool(p);
+	if (!rc)
+		rc = check_e2b_token(p);
 	return rc ? rc : check_sum(p);
 }
 

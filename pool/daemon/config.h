@@ -17,7 +17,7 @@
  *				admit_io_pressure, admit_min_available_percent,
  *				admit_restore_slowdown, jail, jail_ids,
  *				require_limits, network_cidr, dns_servers,
- *				dns_without_internet
+ *				dns_without_internet, e2b_listen
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -30,7 +30,8 @@
  * sections or keys, a key given twice, bad numbers, out-of-range values and
  * inconsistent ones (min_ready > max_total, timeout_s > max_timeout_s, a
  * memory limit below the guest's memory, the templates' min_ready adding up
- * to more than max_sandboxes, both token and token_file) are errors naming
+ * to more than max_sandboxes, both token and token_file, e2b_listen
+ * without a token) are errors naming
  * file:line, section, key and value; nothing is half-loaded.  Keys and
  * sections start in the first column (inih would take an indented line for
  * the continuation of the previous value) and a line holds at most 198
@@ -102,6 +103,9 @@ struct daemon_config {
 	 * config_net_host()'s */
 	struct net_config net;
 	bool dns_from_host; /* dns_servers = "": config_net_host() reads them */
+	/* "HOST:PORT" of the E2B listener (pool/e2b/e2b.h), "": none; never
+	 * set without a token */
+	char e2b_listen[128];
 	struct template_config *templates;
 	size_t nr_templates;
 };

@@ -49,6 +49,7 @@
 #include "api.h"
 #include "clock.h"
 #include "default_kernel.h"
+#include "e2b.h"
 #include "host_cpu.h"
 #include "interrupt.h"
 #include "log.h"
@@ -68,11 +69,12 @@ static const char usage[] =
 	"Runs thawd in the foreground: keeps warm pools of restored clones of\n"
 	"each template in FILE (without one, the embedded default: template\n"
 	"'default', thaw's guest kernel and agent) and serves the HTTP API of\n"
-	"pool/API.md on a Unix socket.  --print-config prints the embedded\n"
-	"default, which documents every setting.  SIGTERM stops every sandbox\n"
-	"and removes what the daemon made.  The log goes to stderr, a line per\n"
-	"event, as text or as JSON lines; --log-level and --log-format beat the\n"
-	"config's log_level and log_format.\n";
+	"pool/API.md on a Unix socket, and with e2b_listen E2B's API on TCP.\n"
+	"--print-config prints the embedded default, which documents every\n"
+	"setting.  SIGTERM stops every sandbox and removes what the daemon\n"
+	"made.  The log goes to stderr, a line per event, as text or as JSON\n"
+	"lines; --log-level and --log-format beat the config's log_level and\n"
+	"log_format.\n";
 
 struct daemon_options {
 	const char *config, *socket, *state;
@@ -655,6 +657,7 @@ int thaw_daemon(int argc, char **argv)
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
 	struct api_server *server = NULL;
+	struct e2b_server *e2b = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
 	sigset_t unblocked;
@@ -726,11 +729,18 @@ int thaw_daemon(int argc, char **argv)
 	if (!server)
 		goto stop;
 	log_info("serving on %s", d.socket_path);
+	if (d.cfg.e2b_listen[0]) {
+		e2b = e2b_start(&d);
+		if (!e2b)
+			goto stop;
+		log_info("serving E2B's API on %s", d.cfg.e2b_listen);
+	}
 	thaw_wait_for_interrupt(&unblocked);
 	status = 0;
 stop:
 	log_info("stopping");
 	pools_stopping(&d);
+	e2b_stop(e2b);
 	api_stop(server);
 	if (server)
 		unlink(d.socket_path);

@@ -145,6 +145,10 @@ struct sandbox {
 	 * took it to its destroy, across a pause and a rollback, so that its
 	 * host address stays. */
 	bool net_index_held;
+	/* What the E2B listener (pool/e2b/) keeps with a sandbox it made
+	 * or connected to: its template's E2B name, metadata, envd access
+	 * token.  NULL otherwise; set under the lock, freed with it. */
+	struct e2b_sandbox *e2b;
 	struct sandbox *next;
 };
 

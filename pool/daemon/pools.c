@@ -54,6 +54,7 @@
 #include "agent_client.h"
 #include "clock.h"
 #include "clone.h"
+#include "e2b.h"
 #include "log.h"
 #include "paths.h"
 
@@ -256,6 +257,7 @@ void sandbox_destroy(struct daemon *d, struct sandbox *c)
 	if (c->net_index_held)
 		net_index_put(d, c->net.index);
 	free_env(c->env);
+	e2b_sandbox_free(c->e2b);
 	free(c);
 }
 

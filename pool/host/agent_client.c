@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,12 +266,16 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 		goto fail;
 	}
 	uint32_t version = thaw_get_u32(&m, THAW_T_VERSION, 0);
-	if (version != THAW_PROTOCOL_VERSION) {
-		snprintf(err, errlen, "agent speaks protocol %u, we speak %u",
-			 version, THAW_PROTOCOL_VERSION);
+	if (version < THAW_PROTOCOL_VERSION_MIN ||
+	    version > THAW_PROTOCOL_VERSION) {
+		snprintf(err, errlen,
+			 "agent speaks protocol %u, we speak %u to %u",
+			 version, THAW_PROTOCOL_VERSION_MIN,
+			 THAW_PROTOCOL_VERSION);
 		ret = -EPROTO;
 		goto fail;
 	}
+	c->version = version;
 	thaw_get_str(&m, THAW_T_AGENT_VERSION, c->agent_version,
 		     sizeof(c->agent_version));
 	return 0;
@@ -341,11 +346,23 @@ static void fill_exec(struct thaw_writer *w, const void *arg)
 		thaw_put_bytes(w, THAW_T_STDIN, r->stdin_data, r->stdin_len);
 	if (r->timeout_ms)
 		thaw_put_u32(w, THAW_T_TIMEOUT_MS, r->timeout_ms);
+	if (r->user)
+		thaw_put_str(w, THAW_T_USER, r->user);
+	if (r->keep_stdin)
+		thaw_put_u8(w, THAW_T_KEEP_STDIN, 1);
+}
+
+/* Version 1 agents skip what version 2 added; they must not get it. */
+static bool lacks_v2(const struct agent_conn *c)
+{
+	return c->version < 2;
 }
 
 int agent_exec(struct agent_conn *c, uint32_t id,
 	       const struct agent_exec_request *r)
 {
+	if ((r->user || r->keep_stdin) && lacks_v2(c))
+		return -EOPNOTSUPP;
 	return send_frame(c, id, THAW_EXEC, 0, THAW_MAX_FRAME, fill_exec, r);
 }
 
@@ -369,10 +386,37 @@ int agent_kill(struct agent_conn *c, uint32_t id, uint32_t target,
 	return send_frame(c, id, THAW_KILL, 0, 64, fill_kill, &k);
 }
 
+struct stdin_args {
+	uint32_t target;
+	const void *data;
+	size_t len;
+};
+
+static void fill_stdin(struct thaw_writer *w, const void *arg)
+{
+	const struct stdin_args *a = arg;
+
+	thaw_put_u32(w, THAW_T_TARGET, a->target);
+	if (a->len)
+		thaw_put_bytes(w, THAW_T_DATA, a->data, a->len);
+}
+
+int agent_send_stdin(struct agent_conn *c, uint32_t id, uint32_t target,
+		     const void *data, size_t len, bool close)
+{
+	struct stdin_args a = { target, data, len };
+
+	if (len > AGENT_STDIN_CHUNK)
+		return -E2BIG;
+	return send_frame(c, id, THAW_STDIN, close ? THAW_FLAG_FINAL : 0,
+			  AGENT_STDIN_CHUNK + 64, fill_stdin, &a);
+}
+
 struct write_args {
 	bool first;
 	const char *path;
 	uint32_t mode;
+	const char *user;
 	const void *data;
 	size_t len;
 };
@@ -384,21 +428,33 @@ static void fill_write(struct thaw_writer *w, const void *arg)
 	if (a->first) {
 		thaw_put_str(w, THAW_T_PATH, a->path);
 		thaw_put_u32(w, THAW_T_MODE, a->mode);
+		if (a->user)
+			thaw_put_str(w, THAW_T_USER, a->user);
 	}
 	if (a->len)
 		thaw_put_bytes(w, THAW_T_DATA, a->data, a->len);
+}
+
+int agent_write_file_as(struct agent_conn *c, uint32_t id, bool first,
+			const char *path, uint32_t mode, const char *user,
+			const void *data, size_t len, bool final)
+{
+	struct write_args a = { first, path, mode, user, data, len };
+
+	if (len > AGENT_WRITE_CHUNK)
+		return -E2BIG;
+	if (user && first && lacks_v2(c))
+		return -EOPNOTSUPP;
+	return send_frame(c, id, THAW_WRITE_FILE, final ? THAW_FLAG_FINAL : 0,
+			  AGENT_WRITE_CHUNK + PATH_MAX + 128, fill_write, &a);
 }
 
 int agent_write_file(struct agent_conn *c, uint32_t id, bool first,
 		     const char *path, uint32_t mode, const void *data,
 		     size_t len, bool final)
 {
-	struct write_args a = { first, path, mode, data, len };
-
-	if (len > AGENT_WRITE_CHUNK)
-		return -E2BIG;
-	return send_frame(c, id, THAW_WRITE_FILE, final ? THAW_FLAG_FINAL : 0,
-			  AGENT_WRITE_CHUNK + PATH_MAX + 64, fill_write, &a);
+	return agent_write_file_as(c, id, first, path, mode, NULL, data, len,
+				   final);
 }
 
 static void fill_path(struct thaw_writer *w, const void *arg)
@@ -451,14 +507,15 @@ static int clone_frame(uint8_t *buf, uint32_t id, const char *hostname,
 }
 
 /*
- * The answer to request @id: @success (OK, or PONG to a PING), or ERROR
- * turned into -errno and @err.
+ * The next frame of request @id, parsed into @m (valid until the next
+ * read): @success (OK, PONG to a PING, ...) or ERROR, which is turned into
+ * -errno and @err; 1 for @also, a second type the caller takes.
  */
-static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
-			 char *err, size_t errlen)
+static int answer_of(struct agent_conn *c, uint32_t id, uint16_t success,
+		     uint16_t also, struct thaw_msg *m, char *err,
+		     size_t errlen)
 {
 	struct thaw_frame f;
-	struct thaw_msg m;
 	int ret;
 
 	ret = next_frame(
@@ -470,7 +527,8 @@ static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
 		return ret;
 	}
 	if (f.h.request_id != id ||
-	    (f.h.type != success && f.h.type != THAW_ERROR)) {
+	    (f.h.type != success && f.h.type != THAW_ERROR &&
+	     (!also || f.h.type != also))) {
 		snprintf(err, errlen,
 			 "agent sent %s for request %u, want %s "
 			 "or ERROR for %u",
@@ -478,12 +536,23 @@ static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
 			 thaw_type_name(success), id);
 		return -EPROTO;
 	}
-	if (thaw_parse_type(&m, f.h.type, f.payload, f.payload_len, err,
+	if (thaw_parse_type(m, f.h.type, f.payload, f.payload_len, err,
 			    errlen) < 0)
 		return -EPROTO;
 	if (f.h.type == success)
 		return 0;
-	return -agent_error_of(&m, err, errlen);
+	if (f.h.type == also)
+		return 1;
+	return -agent_error_of(m, err, errlen);
+}
+
+/* The answer to request @id: @success, or ERROR as -errno and @err. */
+static int simple_answer(struct agent_conn *c, uint32_t id, uint16_t success,
+			 char *err, size_t errlen)
+{
+	struct thaw_msg m;
+
+	return answer_of(c, id, success, 0, &m, err, errlen);
 }
 
 int agent_error_of(const struct thaw_msg *m, char *msg, size_t len)
@@ -551,4 +620,226 @@ void agent_close(struct agent_conn *c)
 		close(c->fd);
 	c->fd = -1;
 	thaw_reader_free(&c->reader);
+}
+
+/* The fields of a file request; what is 0/NULL is left out. */
+struct file_args {
+	const char *path, *new_path, *user;
+	bool has_mode;
+	uint32_t mode;
+	bool parents, recursive;
+	uint32_t depth; /* > 1 only */
+};
+
+static void fill_file(struct thaw_writer *w, const void *arg)
+{
+	const struct file_args *a = arg;
+
+	thaw_put_str(w, THAW_T_PATH, a->path);
+	if (a->new_path)
+		thaw_put_str(w, THAW_T_NEW_PATH, a->new_path);
+	if (a->has_mode)
+		thaw_put_u32(w, THAW_T_MODE, a->mode);
+	if (a->parents)
+		thaw_put_u8(w, THAW_T_PARENTS, 1);
+	if (a->recursive)
+		thaw_put_u8(w, THAW_T_RECURSIVE, 1);
+	if (a->depth > 1)
+		thaw_put_u32(w, THAW_T_DEPTH, a->depth);
+	if (a->user)
+		thaw_put_str(w, THAW_T_USER, a->user);
+}
+
+/* Sends file request @type with @a; 0 or -errno after a message in @err. */
+static int file_request(struct agent_conn *c, uint32_t id, uint16_t type,
+			const struct file_args *a, char *err, size_t errlen)
+{
+	int ret;
+
+	if ((a->user || a->depth > 1) && lacks_v2(c)) {
+		snprintf(err, errlen,
+			 "%s: the agent speaks protocol %u, without users "
+			 "and depths",
+			 thaw_type_name(type), c->version);
+		return -EOPNOTSUPP;
+	}
+	ret = send_frame(c, id, type, 0, 2 * PATH_MAX + 256, fill_file, a);
+	if (ret < 0)
+		snprintf(err, errlen, "sending %s %s: %s", thaw_type_name(type),
+			 a->path, strerror(-ret));
+	return ret;
+}
+
+/* STAT_RESULT's or an ENTRY's fields; strings left "" when absent. */
+static void info_of(const struct thaw_msg *m, struct agent_file_info *info)
+{
+	uint8_t type = thaw_get_u8(m, THAW_T_FILE_TYPE, THAW_FT_OTHER);
+
+	memset(info, 0, sizeof(*info));
+	info->type = type <= THAW_FT_SOCKET ? type : THAW_FT_OTHER;
+	info->mode = thaw_get_u32(m, THAW_T_MODE, 0) & 07777;
+	info->size = thaw_get_u64(m, THAW_T_SIZE, 0);
+	info->mtime_ns = (int64_t)thaw_get_u64(m, THAW_T_MTIME_NS, 0);
+	/* The schemas bound every one to fit; absent ones stay "". */
+	thaw_get_str(m, THAW_T_NAME, info->name, sizeof(info->name));
+	thaw_get_str(m, THAW_T_PATH, info->path, sizeof(info->path));
+	thaw_get_str(m, THAW_T_OWNER, info->owner, sizeof(info->owner));
+	thaw_get_str(m, THAW_T_GROUP, info->group, sizeof(info->group));
+	thaw_get_str(m, THAW_T_SYMLINK_TARGET, info->symlink_target,
+		     sizeof(info->symlink_target));
+}
+
+int agent_stat(struct agent_conn *c, uint32_t id, const char *path,
+	       struct agent_file_info *info, char *err, size_t errlen)
+{
+	struct file_args a = { .path = path };
+	struct thaw_msg m;
+	int ret = file_request(c, id, THAW_STAT, &a, err, errlen);
+
+	if (ret == 0)
+		ret = answer_of(c, id, THAW_STAT_RESULT, 0, &m, err, errlen);
+	if (ret == 0)
+		info_of(&m, info);
+	return ret;
+}
+
+/* Passes each ENTRY of an ENTRIES frame to @each while it returns 0. */
+static int entries_of(const struct thaw_msg *m,
+		      int (*each)(const struct agent_file_info *, void *),
+		      void *arg, struct agent_file_info *info, char *err,
+		      size_t errlen)
+{
+	const uint8_t *val;
+	uint32_t len;
+	size_t it = 0;
+	int ret = 0;
+
+	while (!ret && thaw_next(m, THAW_T_ENTRY, &it, &val, &len)) {
+		struct thaw_msg e;
+
+		if (thaw_parse(&e, &thaw_entry_schema, val, len, err, errlen) <
+		    0)
+			return -EPROTO;
+		info_of(&e, info);
+		ret = each(info, arg);
+	}
+	return ret;
+}
+
+int agent_list(struct agent_conn *c, uint32_t id, const char *path,
+	       uint32_t depth,
+	       int (*each)(const struct agent_file_info *info, void *arg),
+	       void *arg, char *err, size_t errlen)
+{
+	struct file_args a = { .path = path, .depth = depth };
+	struct agent_file_info *info;
+	int ret, stopped = 0;
+
+	if (depth < 1 || depth > THAW_LIST_MAX_DEPTH) {
+		snprintf(err, errlen, "LIST %s: depth %u is not 1..%d", path,
+			 depth, THAW_LIST_MAX_DEPTH);
+		return -EINVAL;
+	}
+	info = malloc(sizeof(*info));
+	if (!info) {
+		snprintf(err, errlen, "LIST %s: out of memory", path);
+		return -ENOMEM;
+	}
+	ret = file_request(c, id, THAW_LIST, &a, err, errlen);
+	while (ret == 0) {
+		struct thaw_msg m;
+
+		ret = answer_of(c, id, THAW_END, THAW_ENTRIES, &m, err,
+				errlen);
+		if (ret != 1)
+			break;
+		ret = stopped ? 0
+			      : entries_of(&m, each, arg, info, err, errlen);
+		if (ret == -EPROTO)
+			break;
+		/* Read on to END, so the connection stays usable. */
+		stopped = stopped ? stopped : ret;
+		ret = 0;
+	}
+	free(info);
+	return ret ? ret : stopped;
+}
+
+int agent_mkdir(struct agent_conn *c, uint32_t id, const char *path,
+		uint32_t mode, bool parents, const char *user, char *err,
+		size_t errlen)
+{
+	struct file_args a = { .path = path,
+			       .has_mode = true,
+			       .mode = mode,
+			       .parents = parents,
+			       .user = user };
+	int ret = file_request(c, id, THAW_MKDIR, &a, err, errlen);
+
+	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+}
+
+int agent_remove(struct agent_conn *c, uint32_t id, const char *path,
+		 bool recursive, char *err, size_t errlen)
+{
+	struct file_args a = { .path = path, .recursive = recursive };
+	int ret = file_request(c, id, THAW_REMOVE, &a, err, errlen);
+
+	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+}
+
+int agent_rename(struct agent_conn *c, uint32_t id, const char *from,
+		 const char *to, char *err, size_t errlen)
+{
+	struct file_args a = { .path = from, .new_path = to };
+	int ret = file_request(c, id, THAW_RENAME, &a, err, errlen);
+
+	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+}
+
+int agent_watch(struct agent_conn *c, uint32_t id, const char *path,
+		bool recursive, char *err, size_t errlen)
+{
+	struct file_args a = { .path = path, .recursive = recursive };
+	int ret = file_request(c, id, THAW_WATCH, &a, err, errlen);
+
+	return ret ? ret : simple_answer(c, id, THAW_WATCHING, err, errlen);
+}
+
+int agent_fs_event_of(const struct thaw_frame *f, uint32_t watch_id,
+		      struct agent_fs_event *ev, char *err, size_t errlen)
+{
+	struct thaw_msg m;
+
+	if (f->h.request_id != watch_id ||
+	    (f->h.type != THAW_FS_EVENT && f->h.type != THAW_END &&
+	     f->h.type != THAW_ERROR)) {
+		snprintf(err, errlen,
+			 "agent sent %s for request %u, want FS_EVENT, END or "
+			 "ERROR for watch %u",
+			 thaw_type_name(f->h.type), f->h.request_id, watch_id);
+		return -EPROTO;
+	}
+	if (thaw_parse_type(&m, f->h.type, f->payload, f->payload_len, err,
+			    errlen) < 0)
+		return -EPROTO;
+	if (f->h.type == THAW_END)
+		return 0;
+	if (f->h.type == THAW_ERROR)
+		return -agent_error_of(&m, err, errlen);
+	ev->type = thaw_get_u8(&m, THAW_T_EVENT, 0);
+	if (ev->type < THAW_EV_CREATE || ev->type > THAW_EV_OVERFLOW) {
+		snprintf(err, errlen, "FS_EVENT of watch %u: EVENT %u unknown",
+			 watch_id, ev->type);
+		return -EPROTO;
+	}
+	/* The schema bounds PATH to fit. */
+	thaw_get_str(&m, THAW_T_PATH, ev->name, sizeof(ev->name));
+	return 1;
+}
+
+int agent_unwatch(struct agent_conn *c, uint32_t id, uint32_t watch_id)
+{
+	/* The agent takes a KILL of a watch as its end; no signal is sent. */
+	return agent_kill(c, id, watch_id, SIGKILL);
 }

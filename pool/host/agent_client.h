@@ -56,6 +56,9 @@ struct agent_conn {
 	int fd; /* non-blocking */
 	struct thaw_reader reader;
 	char agent_version[64];
+	/* The protocol version the agent greeted with (THAW_PROTOCOL_VERSION_MIN
+	 * to THAW_PROTOCOL_VERSION); what needs a later one is -EOPNOTSUPP. */
+	uint32_t version;
 	uint64_t patience_ms; /* for the greeting and each OK/ERROR answer */
 	struct agent_watch watch;
 	/* When the frame being read must be complete (0: between frames). */
@@ -113,12 +116,19 @@ struct agent_exec_request {
 	const void *stdin_data;
 	size_t stdin_len;
 	uint32_t timeout_ms;
+	/* NULL: root.  A user name of the guest's /etc/passwd or a uid in
+	 * decimal: the command runs with its uid, gid and groups, and HOME,
+	 * USER and LOGNAME unless @env sets them. */
+	const char *user;
+	/* stdin stays open after @stdin_data for agent_send_stdin(). */
+	bool keep_stdin;
 };
 
 /*
  * Starts @r as request @id.  Returns 0, -E2BIG when it does not fit in one
- * frame, or another negative errno.  Like every frame sent here, it must
- * leave within the patience (a guest that stops reading: -ETIMEDOUT).
+ * frame, -EOPNOTSUPP for @user or @keep_stdin to a version-1 agent, or
+ * another negative errno.  Like every frame sent here, it must leave within
+ * the patience (a guest that stops reading: -ETIMEDOUT).
  */
 int agent_exec(struct agent_conn *c, uint32_t id,
 	       const struct agent_exec_request *r);
@@ -127,6 +137,22 @@ int agent_exec(struct agent_conn *c, uint32_t id,
  * (OK/ERROR) arrives on the connection like any other. */
 int agent_kill(struct agent_conn *c, uint32_t id, uint32_t target,
 	       uint32_t signal);
+
+/* Largest DATA one STDIN frame carries. */
+#define AGENT_STDIN_CHUNK (512u * 1024)
+
+/*
+ * STDIN request @id: @len (<= AGENT_STDIN_CHUNK) bytes for the stdin of
+ * the running EXEC @target (started with keep_stdin); @close then closes
+ * it (@len may be 0 for a close alone).  The answer arrives among the
+ * exec's frames: OK once the bytes are in the command's stdin pipe, or
+ * ERROR: ESRCH (@target not running), EPIPE (its stdin is closed),
+ * ENOBUFS (the agent holds more than PROTOCOL.md's limit of earlier
+ * STDIN bytes the command has not read yet: nothing of this one was
+ * taken; send it again after an earlier one's OK).
+ */
+int agent_send_stdin(struct agent_conn *c, uint32_t id, uint32_t target,
+		     const void *data, size_t len, bool close);
 
 /* Largest DATA one WRITE_FILE frame carries. */
 #define AGENT_WRITE_CHUNK (512u * 1024)
@@ -139,9 +165,92 @@ int agent_kill(struct agent_conn *c, uint32_t id, uint32_t target,
 int agent_write_file(struct agent_conn *c, uint32_t id, bool first,
 		     const char *path, uint32_t mode, const void *data,
 		     size_t len, bool final);
+/* The same, the file owned by @user (NULL: root; a name or a uid, as
+ * agent_exec_request's) and its primary group; -EOPNOTSUPP for a @user
+ * to a version-1 agent. */
+int agent_write_file_as(struct agent_conn *c, uint32_t id, bool first,
+			const char *path, uint32_t mode, const char *user,
+			const void *data, size_t len, bool final);
 
 /* Asks for @path: DATA frames, then END or ERROR (agent_next_frame). */
 int agent_read_file(struct agent_conn *c, uint32_t id, const char *path);
+
+/* What STAT answers of a path and LIST of each entry (symlinks not
+ * followed). */
+struct agent_file_info {
+	uint8_t type;  /* enum thaw_file_type */
+	uint32_t mode; /* permission bits, <= 07777 */
+	uint64_t size;
+	int64_t mtime_ns; /* since the epoch */
+	char name[256];	  /* LIST: the entry's name; STAT: "" */
+	char path[4096];  /* LIST: relative to the listed directory */
+	/* The guest's user and group names, or the ids in decimal when it
+	 * has none; "" from a version-1 agent. */
+	char owner[65];
+	char group[65];
+	char symlink_target[4096]; /* "" unless a symlink */
+};
+
+/*
+ * The commands below each send a request and wait (bounded, like
+ * agent_wait_answer) for its answer on a connection with nothing else
+ * running.  Each returns 0, the agent's ERROR as -errno with its message in
+ * @err (ENOENT, EACCES, ENOTDIR, EEXIST, ...), -EOPNOTSUPP for what a
+ * version-1 agent lacks, or a transport error.
+ */
+int agent_stat(struct agent_conn *c, uint32_t id, const char *path,
+	       struct agent_file_info *info, char *err, size_t errlen);
+/*
+ * Calls @each for every entry below @path down to @depth levels (1: the
+ * directory's own entries; at most THAW_LIST_MAX_DEPTH), parents before
+ * their children.  A non-zero return of @each is returned once the
+ * answer has been read to its end, @each not called again.  -E2BIG past
+ * THAW_LIST_MAX_ENTRIES entries (those before it were passed to @each).
+ */
+int agent_list(struct agent_conn *c, uint32_t id, const char *path,
+	       uint32_t depth,
+	       int (*each)(const struct agent_file_info *info, void *arg),
+	       void *arg, char *err, size_t errlen);
+/* MKDIR, owned by @user (NULL: root) with the ancestors it creates. */
+int agent_mkdir(struct agent_conn *c, uint32_t id, const char *path,
+		uint32_t mode, bool parents, const char *user, char *err,
+		size_t errlen);
+int agent_remove(struct agent_conn *c, uint32_t id, const char *path,
+		 bool recursive, char *err, size_t errlen);
+/* rename(2) in the guest: replaces a file at @to; EXDEV across mounts. */
+int agent_rename(struct agent_conn *c, uint32_t id, const char *from,
+		 const char *to, char *err, size_t errlen);
+
+/*
+ * Watches the directory @path (and, @recursive, every directory below it)
+ * as request @id: returns 0 once the agent has its watches in place
+ * (WATCHING), or an error as the commands above.  Then the watch's
+ * frames come through agent_next_frame(), each read by
+ * agent_fs_event_of(), until agent_unwatch() or the connection's end.
+ */
+int agent_watch(struct agent_conn *c, uint32_t id, const char *path,
+		bool recursive, char *err, size_t errlen);
+
+/* One change below a watched directory. */
+struct agent_fs_event {
+	uint8_t type; /* enum thaw_event_type */
+	/* Relative to the watched directory; "" for the directory itself,
+	 * and for an OVERFLOW that lost events anywhere. */
+	char name[4096];
+};
+
+/*
+ * Reads a frame of watch @watch_id: 1 with @ev filled for an event, 0 when
+ * the watch has ended (END: unwatched, or the directory itself went away),
+ * or the watch's ERROR as -errno with its message in @err; -EPROTO for any
+ * other frame.
+ */
+int agent_fs_event_of(const struct thaw_frame *f, uint32_t watch_id,
+		      struct agent_fs_event *ev, char *err, size_t errlen);
+
+/* Ends watch @watch_id as request @id (a KILL): its OK, and the watch's
+ * END, arrive through agent_next_frame(). */
+int agent_unwatch(struct agent_conn *c, uint32_t id, uint32_t watch_id);
 
 /*
  * Waits (bounded) for request @id's OK or ERROR.  Returns 0, the ERROR's

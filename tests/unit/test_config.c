@@ -190,6 +190,7 @@ Test(config, default_text_documents_every_key)
 		"restore_parallel",
 		"page_in",
 		"network_cidr",
+		"e2b_listen",
 		"dns_servers",
 		"dns_without_internet",
 		"network",
@@ -529,6 +530,18 @@ Test(config, token_file_missing_is_named)
 	cr_expect(is_zero(&c));
 }
 
+Test(config, e2b_listen_takes_host_and_port)
+{
+	load_ok("[daemon]\ntoken = t\ne2b_listen = 127.0.0.1:49999\n");
+	cr_expect_str_eq(c.e2b_listen, "127.0.0.1:49999");
+	config_free(&c);
+	load_ok("[daemon]\ntoken = t\ne2b_listen = [::1]:8080\n");
+	cr_expect_str_eq(c.e2b_listen, "[::1]:8080");
+	config_free(&c);
+	load_ok("[daemon]\ne2b_listen =\n");
+	cr_expect_str_eq(c.e2b_listen, "");
+}
+
 Test(config, token_file_empty_is_an_error)
 {
 	char text[128];
@@ -588,6 +601,19 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+	/* A TCP listener without a token; malformed addresses. */
+	{ "[daemon]\ne2b_listen = 127.0.0.1:49999\n", 2,
+	  "[daemon] e2b_listen = \"127.0.0.1:49999\": needs token" },
+	{ "[daemon]\ntoken = t\ne2b_listen = 127.0.0.1\n", 3,
+	  "e2b_listen = \"127.0.0.1\": expected HOST:PORT" },
+	{ "[daemon]\ntoken = t\ne2b_listen = :80\n", 3, "expected HOST:PORT" },
+	{ "[daemon]\ntoken = t\ne2b_listen = h:65536\n", 3,
+	  "expected HOST:PORT" },
+	{ "[daemon]\ntoken = t\ne2b_listen = h:0\n", 3, "expected HOST:PORT" },
+	{ "[daemon]\ntoken = t\ne2b_listen = a/b:80\n", 3,
+	  "expected HOST:PORT" },
+	{ "[daemon]\ntoken = t\ne2b_listen = [::1:80\n", 3,
+	  "expected HOST:PORT" },
 	/* Unknown sections and keys. */
 	{ "[daemon]\nmax_sandbox = 3\n", 2,
 	  "[daemon] max_sandbox = \"3\": unknown key" },

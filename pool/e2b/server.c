@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * server.c - the E2B listener (e2b.h): a TCP socket on e2b_listen, served
+ * by libmicrohttpd as thaw's own API is (api.c), with the same limits:
+ * api_conns.c accepts, capping connections (max_connections, and
+ * max_connections_per_uid per IP address: SO_PEERCRED tells nothing on
+ * TCP) and giving each request head header_timeout_s;
+ * JSON bodies are collected up to max_request_bytes from the memory
+ * budget (api_body_take).  Its connections are counted apart from the
+ * Unix socket's, so a flood on the TCP port leaves the socket usable.
+ *
+ * One table routes both of what E2B's cloud splits between two hosts, the
+ * control plane (api.e2b.app, X-API-KEY) and envd (a sandbox's port
+ * 49983, X-Access-Token): their paths do not overlap, and the SDK sends
+ * both to this one address when E2B_API_URL and E2B_SANDBOX_URL name it.
+ *
+ * libmicrohttpd calls handle() once at the headers (route, method,
+ * credentials, declared length, the envd sandbox: all that the headers
+ * alone decide is answered before any body is read), once per piece of
+ * body and once more at its end, when the route's handler answers.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "e2b_internal.h"
+#include "log.h"
+#include "processes.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define LISTEN_BACKLOG 256
+
+/* ---- routes -------------------------------------------------------------- */
+
+#define API(m, p, h)                         \
+	{                                    \
+		m, p, E2B_API, h, NULL, NULL \
+	}
+#define ENVD(m, p, h)                         \
+	{                                     \
+		m, p, E2B_ENVD, h, NULL, NULL \
+	}
+/* A Connect RPC of envd's service @svc ("process.Process"). */
+#define RPC(svc, name, h)                                        \
+	{                                                        \
+		"POST", "/" svc "/" name, E2B_RPC, h, NULL, NULL \
+	}
+#define PROCESS(name, h) RPC("process.Process", name, h)
+
+static const struct e2b_route routes[] = {
+	API("POST", "/sandboxes", e2b_create_sandbox),
+	API("POST", "/v2/sandboxes", e2b_create_sandbox),
+	API("GET", "/sandboxes", e2b_list_sandboxes),
+	API("GET", "/v2/sandboxes", e2b_list_sandboxes_v2),
+	API("GET", "/sandboxes/{id}", e2b_get_sandbox),
+	API("DELETE", "/sandboxes/{id}", e2b_kill_sandbox),
+	API("POST", "/sandboxes/{id}/timeout", e2b_set_timeout),
+	API("POST", "/sandboxes/{id}/refreshes", e2b_refresh),
+	API("POST", "/sandboxes/{id}/pause", e2b_pause),
+	API("POST", "/sandboxes/{id}/resume", e2b_resume),
+	API("POST", "/sandboxes/{id}/connect", e2b_connect),
+	API("POST", "/v2/sandboxes/{id}/connect", e2b_connect),
+	API("POST", "/sandboxes/{id}/fork", e2b_fork),
+	API("POST", "/sandboxes/{id}/snapshots", e2b_snapshot),
+	API("PUT", "/sandboxes/{id}/network", e2b_update_network),
+	API("GET", "/sandboxes/{id}/metrics", e2b_sandbox_metrics),
+	API("GET", "/snapshots", e2b_list_snapshots),
+	API("DELETE", "/templates/{id}", e2b_delete_snapshot),
+	API("GET", "/templates", e2b_list_templates),
+	ENVD("GET", "/health", e2b_health),
+	PROCESS("Start", e2b_process_start),
+	PROCESS("Connect", e2b_process_connect),
+	PROCESS("List", e2b_process_list),
+	PROCESS("SendInput", e2b_process_send_input),
+	PROCESS("StreamInput", e2b_process_stream_input),
+	PROCESS("CloseStdin", e2b_process_close_stdin),
+	PROCESS("SendSignal", e2b_process_send_signal),
+	PROCESS("Update", e2b_process_update),
+};
+
+#define ID_CHARS                                                         \
+	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
+	"_-"
+
+/*
+ * Whether @url (@len bytes) is @pattern, its "{id}" matching one segment
+ * copied into @id.  No byte past @len is read.
+ */
+static bool path_matches(const char *pattern, const char *url, size_t len,
+			 char id[E2B_PATH_ID_MAX + 1])
+{
+	const char *hole = strstr(pattern, "{id}");
+	size_t head = hole ? (size_t)(hole - pattern) : strlen(pattern);
+
+	if (!hole)
+		return len == head && !memcmp(pattern, url, len);
+	const char *tail = hole + 4;
+	size_t tail_len = strlen(tail);
+	if (len < head + tail_len + 1 || memcmp(pattern, url, head) ||
+	    memcmp(tail, url + len - tail_len, tail_len))
+		return false;
+	size_t n = len - head - tail_len;
+	if (n > E2B_PATH_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!url[head + i] || !strchr(ID_CHARS, url[head + i]))
+			return false;
+	memcpy(id, url + head, n);
+	id[n] = '\0';
+	return true;
+}
+
+const struct e2b_route *e2b_find_route(const char *method, const char *url,
+				       char id[E2B_PATH_ID_MAX + 1],
+				       bool *path_known)
+{
+	size_t len = strlen(url);
+
+	*path_known = false;
+	id[0] = '\0';
+	if (len > 1 && url[len - 1] == '/')
+		len--;
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		if (!path_matches(routes[i].path, url, len, id))
+			continue;
+		if (!strcmp(routes[i].method, method))
+			return &routes[i];
+		*path_known = true;
+	}
+	id[0] = '\0';
+	return NULL;
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
+			  unsigned status, struct MHD_Response *resp)
+{
+	if (!resp)
+		return MHD_NO;
+	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	api_count_status(r->d, status);
+	return ret;
+}
+
+enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
+				      struct e2b_request *r, unsigned status,
+				      json_t *json, const char *name,
+				      const char *value)
+{
+	return e2b_reply(conn, r, status,
+			 api_json_response(json, value ? name : NULL, value));
+}
+
+enum MHD_Result e2b_reply_json(struct MHD_Connection *conn,
+			       struct e2b_request *r, unsigned status,
+			       json_t *json)
+{
+	return e2b_reply_json_header(conn, r, status, json, NULL, NULL);
+}
+
+enum MHD_Result e2b_reply_empty(struct MHD_Connection *conn,
+				struct e2b_request *r, unsigned status)
+{
+	return e2b_reply(
+		conn, r, status,
+		MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT));
+}
+
+enum MHD_Result e2b_reply_error(struct MHD_Connection *conn,
+				struct e2b_request *r, unsigned status,
+				const char *fmt, ...)
+{
+	char message[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	return e2b_reply_json(conn, r, status,
+			      json_pack("{s:i,s:s}", "code", (int)status,
+					"message", message));
+}
+
+enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
+				     struct e2b_request *r, enum pool_error e,
+				     const char *message)
+{
+	return e2b_reply_error(conn, r, api_pool_status(e), "%s", message);
+}
+
+json_t *e2b_body_object(const struct e2b_request *r, char *err, size_t errlen)
+{
+	return api_parse_object(r->body.buf, r->body.len, err, errlen);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+/* The control plane's key: X-API-KEY, the daemon's token (never ""
+ * here: config.c refuses e2b_listen without one). */
+static bool api_key_valid(struct MHD_Connection *conn, const struct daemon *d)
+{
+	const char *key =
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-KEY");
+
+	return key && e2b_secret_equal(key, d->cfg.token);
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *conn,
+				 struct e2b_request *r)
+{
+	return e2b_reply_error(conn, r, 413,
+			       "the body is larger than max_request_bytes "
+			       "(%llu)",
+			       (unsigned long long)r->d->cfg.max_request_bytes);
+}
+
+/* First call of a request: everything the headers alone decide. */
+static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
+			     const char *url, const char *method)
+{
+	bool path_known;
+
+	r->route = e2b_find_route(method, url, r->id, &path_known);
+	if (!r->route && path_known)
+		return e2b_reply_error(conn, r, 405, "%s does not take %s", url,
+				       method);
+	if (!r->route)
+		return e2b_reply_error(conn, r, 404, "no such route: %s %s",
+				       method, url);
+	if (r->route->kind == E2B_API && !api_key_valid(conn, r->d))
+		return e2b_reply_error(
+			conn, r, 401,
+			"Invalid API key: X-API-KEY must be the thaw daemon's "
+			"token");
+	if (r->route->kind != E2B_API) {
+		enum MHD_Result ret = e2b_envd_begin(conn, r, method);
+
+		if (r->answered)
+			return ret;
+	}
+	if (r->route->body_begin) {
+		r->streamed = true;
+		return r->route->body_begin(conn, r);
+	}
+	const char *length = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (length && strtoull(length, NULL, 10) > r->d->cfg.max_request_bytes)
+		return too_large(conn, r);
+	return MHD_YES;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      const char *version, const char *upload_data,
+			      size_t *upload_data_size, void **con_cls)
+{
+	struct e2b_server *s = cls;
+	struct e2b_request *r = *con_cls;
+
+	(void)version;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		r->d = s->d;
+		r->server = s;
+		*con_cls = r;
+		api_conn_head_in(conn);
+		return begin(conn, r, url, method);
+	}
+	if (r->answered) {
+		/* Answered early (an error): the rest of the body is
+		 * dropped. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (r->streamed)
+			r->route->body_piece(conn, r, upload_data,
+					     *upload_data_size);
+		else
+			api_body_take(r->d, &r->body, upload_data,
+				      *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (r->body.too_large)
+		return too_large(conn, r);
+	if (r->body.over_budget) {
+		char err[256];
+
+		api_budget_spent(r->d, err, sizeof(err));
+		return e2b_reply_error(conn, r, 503, "%s", err);
+	}
+	return r->route->handler(conn, r);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+		      enum MHD_RequestTerminationCode why)
+{
+	struct e2b_server *s = cls;
+	struct e2b_request *r = *con_cls;
+
+	(void)why;
+	api_conn_replied(conn);
+	if (!r)
+		return;
+	if (r->state_free)
+		r->state_free(r);
+	if (r->sandbox)
+		sandbox_put(s->d, r->sandbox);
+	api_body_free(s->d, &r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+/* ---- the listener -------------------------------------------------------- */
+
+/*
+ * A listening socket on @listen ("HOST:PORT", "[V6]:PORT"; config.c
+ * checked its shape), or -1 after a log line.
+ */
+static int listen_on(const char *listen_at)
+{
+	char host[256];
+	const char *colon = strrchr(listen_at, ':');
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
+			*res = NULL;
+	int fd = -1, one = 1;
+
+	size_t n = colon ? (size_t)(colon - listen_at) : 0;
+	if (n && listen_at[0] == '[' && listen_at[n - 1] == ']') {
+		listen_at++;
+		n -= 2;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)n, listen_at);
+	int gai = getaddrinfo(host, colon + 1, &hints, &res);
+	if (gai) {
+		log_error("e2b_listen: cannot resolve %s: %s", host,
+			  gai_strerror(gai));
+		return -1;
+	}
+	fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC,
+		    res->ai_protocol);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(fd, LISTEN_BACKLOG) < 0) {
+		log_error("e2b_listen: cannot listen on %s: %s", listen_at,
+			  strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+struct e2b_server *e2b_start(struct daemon *d)
+{
+	struct e2b_server *s = calloc(1, sizeof(*s));
+	int fd = listen_on(d->cfg.e2b_listen);
+
+	if (!s || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		free(s);
+		return NULL;
+	}
+	s->d = d;
+	s->processes = processes_new(d);
+	if (!s->processes) {
+		log_error("cannot start the E2B server: out of memory");
+		close(fd);
+		free(s);
+		return NULL;
+	}
+	s->http = api_serve(d, fd, handle, completed, s, "E2B server");
+	if (!s->http) {
+		processes_free(s->processes);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void e2b_stop(struct e2b_server *s)
+{
+	if (!s)
+		return;
+	api_stop(s->http);
+	processes_free(s->processes);
+	free(s);
+}
