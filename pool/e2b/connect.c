@@ -18,7 +18,9 @@
  * thread (thread per connection), which asks the stream's source for its
  * next message with a deadline: the soonest of a keepalive due (the SDK
  * asks for one every Keepalive-Ping-Interval seconds, so that proxies keep
- * an idle stream open), the call's Connect-Timeout-Ms, and a second, after
+ * an idle stream open; we send one every SERVER_KEEPALIVE_S at least, so
+ * that a stream is never silent past idle_timeout_s and a reader that
+ * stalled is cut), the call's Connect-Timeout-Ms, and a second, after
  * which it looks whether the client hung up.  A client gone ends the
  * stream and frees its source, nothing else: what the source stands for
  * (a process, a watch) lives on if its owner says so.
@@ -33,6 +35,8 @@
 #include "clock.h"
 #include "e2b_internal.h"
 
+/* Keepalive messages at least this often once a stream started. */
+#define SERVER_KEEPALIVE_S 15
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* How often a waiting stream looks whether its client hung up. */
@@ -300,12 +304,14 @@ static uint64_t header_number(struct MHD_Connection *conn, const char *name)
 	return strtoull(v, NULL, 10);
 }
 
+/* A TCP client's close() is a FIN: POLLRDHUP here, never POLLHUP until a
+ * write meets its reset. */
 static bool client_gone(int fd)
 {
-	struct pollfd p = { fd, 0, 0 };
+	struct pollfd p = { fd, POLLRDHUP, 0 };
 
 	return fd >= 0 && poll(&p, 1, 0) > 0 &&
-	       (p.revents & (POLLHUP | POLLERR));
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 static uint64_t soonest(uint64_t a, uint64_t b)
@@ -403,6 +409,13 @@ enum MHD_Result e2b_reply_stream(struct MHD_Connection *conn,
 	uint64_t now = monotonic_ns();
 	uint64_t timeout_ms = header_number(conn, "Connect-Timeout-Ms");
 	uint64_t ping_s = header_number(conn, "Keepalive-Ping-Interval");
+
+	/* Ours when the client asks for none or rarer ones: a silent process
+	 * still writes to the connection, so a client that stopped reading
+	 * is cut after idle_timeout_s of no progress, and one that vanished
+	 * is found by the write's reset. */
+	if (!ping_s || ping_s > SERVER_KEEPALIVE_S)
+		ping_s = SERVER_KEEPALIVE_S;
 	*st = (struct stream){
 		.ops = ops,
 		.src = src,
@@ -417,7 +430,5 @@ enum MHD_Result e2b_reply_stream(struct MHD_Connection *conn,
 		stream_free(st);
 		return MHD_NO;
 	}
-	/* A process may print nothing for longer than idle_timeout_s. */
-	api_guest_paced(conn, r->d, st->deadline_ns);
 	return reply_envelopes(conn, r, resp);
 }

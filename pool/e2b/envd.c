@@ -44,15 +44,27 @@
 	"_.-"
 #define USER_MAX 32
 
+/* @s's SHA-256 into @digest. */
+static void digest_of(const char *s, uint8_t digest[SHA256_DIGEST_SIZE])
+{
+	struct sha256_ctx ctx;
+
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(s), (const uint8_t *)s);
+	sha256_digest(&ctx, SHA256_DIGEST_SIZE, digest);
+}
+
 bool e2b_secret_equal(const char *a, const char *b)
 {
-	size_t n = strlen(b);
-	unsigned char diff = 0;
+	uint8_t da[SHA256_DIGEST_SIZE], db[SHA256_DIGEST_SIZE];
+	uint8_t diff = 0;
 
-	if (strlen(a) != n)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
+	/* Digests of equal length, compared whole: the time taken says
+	 * nothing of either's length or of where they differ. */
+	digest_of(a, da);
+	digest_of(b, db);
+	for (size_t i = 0; i < sizeof(da); i++)
+		diff |= da[i] ^ db[i];
 	return diff == 0;
 }
 

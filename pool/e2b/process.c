@@ -32,6 +32,8 @@
 #include "processes.h"
 
 /* thaw's exec environment's HOME (api_parse_exec), root's. */
+/* Arguments of one command at most (the agent's frame bounds their text). */
+#define MAX_ARGS 4096
 #define ROOT_HOME "HOME=/root"
 
 /* Connect's JSON for protobuf messages: a field may be absent or null. */
@@ -40,6 +42,23 @@ static json_t *field(json_t *obj, const char *name)
 	json_t *v = json_object_get(obj, name);
 
 	return json_is_null(v) ? NULL : v;
+}
+
+/*
+ * What List shows of a running process: its ProcessConfig's own fields,
+ * not the whole request object, which lives as long as the process does
+ * and may carry any amount of what envd does not know.
+ */
+static json_t *kept_config(json_t *process)
+{
+	static const char *const fields[] = { "cmd", "args", "envs", "cwd" };
+	json_t *kept = json_object();
+
+	for (size_t i = 0; kept && i < sizeof(fields) / sizeof(*fields); i++)
+		if (field(process, fields[i]))
+			json_object_set(kept, fields[i],
+					field(process, fields[i]));
+	return kept;
 }
 
 /*
@@ -65,6 +84,11 @@ static json_t *exec_body(json_t *process, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "\"process\": \"args\" must be an array of strings, "
 			 "\"envs\" an object of strings, \"cwd\" a string");
+		return NULL;
+	}
+	if (json_array_size(args) > MAX_ARGS) {
+		snprintf(err, errlen, "\"process\": %zu \"args\", more than %d",
+			 json_array_size(args), MAX_ARGS);
 		return NULL;
 	}
 	json_t *argv = json_pack("[s]", json_string_value(cmd));
@@ -152,9 +176,15 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	}
 	as_user(&req, env, user, home, sizeof(home));
 	req.keep_stdin = json_is_true(keep_stdin);
-	code = processes_start(r->server->processes, r->sandbox, &req, process,
-			       tag ? json_string_value(tag) : NULL,
-			       api_client_fd(conn), &events, err, sizeof(err));
+	json_t *kept = kept_config(process);
+	code = kept ? processes_start(r->server->processes, r->sandbox, &req,
+				      kept, tag ? json_string_value(tag) : NULL,
+				      api_client_fd(conn), &events, err,
+				      sizeof(err))
+		    : E2B_RESOURCE_EXHAUSTED;
+	if (!kept)
+		snprintf(err, sizeof(err), "out of memory");
+	json_decref(kept);
 out:
 	json_decref(exec);
 	json_decref(body);
