@@ -269,9 +269,8 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 	if (version < THAW_PROTOCOL_VERSION_MIN ||
 	    version > THAW_PROTOCOL_VERSION) {
 		snprintf(err, errlen,
-			 "agent speaks protocol %u, we speak %u to %u",
-			 version, THAW_PROTOCOL_VERSION_MIN,
-			 THAW_PROTOCOL_VERSION);
+			 "agent speaks protocol %u, we speak %u to %u", version,
+			 THAW_PROTOCOL_VERSION_MIN, THAW_PROTOCOL_VERSION);
 		ret = -EPROTO;
 		goto fail;
 	}
@@ -749,8 +748,7 @@ int agent_list(struct agent_conn *c, uint32_t id, const char *path,
 	while (ret == 0) {
 		struct thaw_msg m;
 
-		ret = answer_of(c, id, THAW_END, THAW_ENTRIES, &m, err,
-				errlen);
+		ret = answer_of(c, id, THAW_END, THAW_ENTRIES, &m, err, errlen);
 		if (ret != 1)
 			break;
 		ret = stopped ? 0

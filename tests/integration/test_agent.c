@@ -1443,8 +1443,8 @@ Test(agent, stdin_streams_to_a_running_exec)
 			append(&r.out, &r.out_len, &m);
 			continue;
 		}
-		cr_assert_eq(f.h.type, THAW_OK, "STDIN %u: %s",
-			     f.h.request_id, thaw_type_name(f.h.type));
+		cr_assert_eq(f.h.type, THAW_OK, "STDIN %u: %s", f.h.request_id,
+			     thaw_type_name(f.h.type));
 		cr_assert_eq(f.h.request_id, 2u + (uint32_t)oks++,
 			     "STDIN answered out of order");
 	}
@@ -1783,8 +1783,7 @@ Test(agent, rename_and_deep_listing)
 	cr_expect_str_eq(find_listed(l, n, "link")->target, "/no/where");
 	cr_expect_gt(strlen(find_listed(l, n, "link")->owner), 0);
 
-	cr_assert_eq(simple(&cl, 8, THAW_STAT, link, &m, &f),
-		     THAW_STAT_RESULT);
+	cr_assert_eq(simple(&cl, 8, THAW_STAT, link, &m, &f), THAW_STAT_RESULT);
 	cr_expect_eq(thaw_get(&m, THAW_T_SYMLINK_TARGET)->len, 9);
 	begin(&w, 9, THAW_LIST, 0);
 	thaw_put_str(&w, THAW_T_PATH, top);
@@ -1834,10 +1833,13 @@ Test(agent, watch_reports_changes_until_killed)
 {
 	const struct fs_event created[] = { { THAW_EV_CREATE, "d" } },
 			      changes[] = {
-		  { THAW_EV_CREATE, "d/f" }, { THAW_EV_WRITE, "d/f" },
-		  { THAW_EV_RENAME, "d/f" }, { THAW_EV_CREATE, "d/g" },
-		  { THAW_EV_REMOVE, "d/g" }, { THAW_EV_CHMOD, "d" },
-	  };
+				      { THAW_EV_CREATE, "d/f" },
+				      { THAW_EV_WRITE, "d/f" },
+				      { THAW_EV_RENAME, "d/f" },
+				      { THAW_EV_CREATE, "d/g" },
+				      { THAW_EV_REMOVE, "d/g" },
+				      { THAW_EV_CHMOD, "d" },
+			      };
 	char top[128], d[160], script[512], missing[160];
 	const char *cmd[] = { "sh", "-c", script, NULL };
 	struct thaw_writer w;

@@ -218,8 +218,8 @@ static void put_entry(struct thaw_writer *w, const char *path,
 {
 	size_t mark = thaw_put_nested_begin(w, THAW_T_ENTRY);
 
-	thaw_put_str(w, THAW_T_NAME, strrchr(path, '/') ? strrchr(path, '/') + 1
-							: path);
+	thaw_put_str(w, THAW_T_NAME,
+		     strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
 	thaw_put_u8(w, THAW_T_FILE_TYPE,
 		    target ? THAW_FT_SYMLINK : THAW_FT_REGULAR);
 	thaw_put_u32(w, THAW_T_MODE, 0644);
@@ -340,13 +340,13 @@ Test(agent_client, a_version_1_agent_gets_no_version_2_fields, .timeout = 10)
 	cr_expect_eq(agent_write_file_as(&c, 2, true, "/f", 0644, "user", "x",
 					 1, true),
 		     -EOPNOTSUPP);
-	cr_expect_eq(agent_mkdir(&c, 3, "/d", 0755, true, "user", err,
-				 sizeof(err)),
-		     -EOPNOTSUPP);
+	cr_expect_eq(
+		agent_mkdir(&c, 3, "/d", 0755, true, "user", err, sizeof(err)),
+		-EOPNOTSUPP);
 	cr_expect(strstr(err, "protocol 1"), "%s", err);
-	cr_expect_eq(agent_list(&c, 4, "/d", 2, remember, NULL, err,
-				sizeof(err)),
-		     -EOPNOTSUPP);
+	cr_expect_eq(
+		agent_list(&c, 4, "/d", 2, remember, NULL, err, sizeof(err)),
+		-EOPNOTSUPP);
 	agent_close(&c);
 	close(guest);
 }
