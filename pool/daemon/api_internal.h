@@ -112,6 +112,13 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
  * @value unless @header is NULL; NULL when out of memory. */
 struct MHD_Response *api_json_response(json_t *json, const char *header,
 				       const char *value);
+/* A response of @len bytes of @text (taken over, malloc'd) of content
+ * type @type, whose @budget (taken from the daemon's) goes back when it is
+ * freed, sent or not; NULL (@text freed, @budget given back) when out of
+ * memory. */
+struct MHD_Response *api_held_response(struct daemon *d, char *text,
+				       size_t len, const char *type,
+				       uint64_t budget);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);

@@ -280,45 +280,6 @@ static int list_each(const struct agent_file_info *info, void *arg)
 	return fits ? 0 : -1;
 }
 
-struct held_text {
-	struct daemon *d;
-	char *text;
-	uint64_t budget;
-};
-
-static void free_held_text(void *cls)
-{
-	struct held_text *h = cls;
-
-	api_budget_give(h->d, h->budget);
-	free(h->text);
-	free(h);
-}
-
-/* Answers 200 with JSON @text (@len bytes, taken over), giving @budget
- * back once it has been sent or dropped. */
-static enum MHD_Result reply_held(struct MHD_Connection *conn,
-				  struct e2b_request *r, char *text, size_t len,
-				  uint64_t budget)
-{
-	struct held_text *h = malloc(sizeof(*h));
-	struct MHD_Response *resp =
-		h ? MHD_create_response_from_buffer_with_free_callback_cls(
-			    len, text, free_held_text, h)
-		  : NULL;
-
-	if (!resp) {
-		api_budget_give(r->d, budget);
-		free(text);
-		free(h);
-		return MHD_NO;
-	}
-	*h = (struct held_text){ .d = r->d, .text = text, .budget = budget };
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	return e2b_reply(conn, r, 200, resp);
-}
-
 enum MHD_Result e2b_fs_list_dir(struct MHD_Connection *conn,
 				struct e2b_request *r)
 {
@@ -358,7 +319,10 @@ enum MHD_Result e2b_fs_list_dir(struct MHD_Connection *conn,
 	}
 	api_close_agent(r->d, &c.agent);
 	json_decref(c.msg);
-	return reply_held(conn, r, l.t.buf, l.t.len, l.budget);
+	/* The budget goes back once the answer has been sent. */
+	return e2b_reply(conn, r, 200,
+			 api_held_response(r->d, l.t.buf, l.t.len,
+					   "application/json", l.budget));
 }
 
 /* ---- MakeDir, Move, Remove ---------------------------------------------- */
