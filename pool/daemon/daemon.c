@@ -70,11 +70,11 @@ static const char usage[] =
 	"each template in FILE (without one, the embedded default: template\n"
 	"'default', thaw's guest kernel and agent) and serves the HTTP API of\n"
 	"pool/API.md on a Unix socket, and with e2b_listen E2B's API on TCP.\n"
-	"--print-config prints the embedded\n"
-	"default, which documents every setting.  SIGTERM stops every sandbox\n"
-	"and removes what the daemon made.  The log goes to stderr, a line per\n"
-	"event, as text or as JSON lines; --log-level and --log-format beat the\n"
-	"config's log_level and log_format.\n";
+	"--print-config prints the embedded default, which documents every\n"
+	"setting.  SIGTERM stops every sandbox and removes what the daemon\n"
+	"made.  The log goes to stderr, a line per event, as text or as JSON\n"
+	"lines; --log-level and --log-format beat the config's log_level and\n"
+	"log_format.\n";
 
 struct daemon_options {
 	const char *config, *socket, *state;

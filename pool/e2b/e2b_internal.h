@@ -183,15 +183,27 @@ bool e2b_parse_host(const char *host, unsigned *port,
 		    char id[E2B_PATH_ID_MAX + 1]);
 
 /*
- * Finds the sandbox an envd request is for (E2b-Sandbox-Id, else the Host
- * header) and checks its X-Access-Token; sets r->sandbox (held) and
+ * Finds the sandbox an envd request of @method is for (E2b-Sandbox-Id,
+ * else the Host header) and checks its X-Access-Token (or, for /files,
+ * the URL's signature); sets r->sandbox (held) and
  * returns MHD_YES with r->answered false, or answers the error: 502 for
  * no such sandbox, as E2B's proxy does (which the SDK reads as a sandbox
  * gone, a Connect client as unavailable), 401 for a wrong token and 400
  * for no sandbox named, Connect's errors on an E2B_RPC route.
  */
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
-			       struct e2b_request *r);
+			       struct e2b_request *r, const char *method);
+
+/*
+ * Whether @signature is E2B's signature of a file URL (the SDK's
+ * getSignature): "v1_" and the unpadded base64 of the SHA-256 of
+ * "PATH:OPERATION:USER:TOKEN", ":EXPIRATION" appended when it has one
+ * (Unix seconds, not before @now_s).  Pure.
+ */
+bool e2b_signature_valid(const char *signature, const char *path,
+			 const char *operation, const char *user,
+			 const char *token, const char *expiration,
+			 int64_t now_s);
 
 /*
  * The user a request asks for (envd's "Authorization: Basic

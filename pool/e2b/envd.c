@@ -18,13 +18,19 @@
  * for in X-Access-Token by every envd request to it: one sandbox's token
  * opens no other.  The daemon's token opens every sandbox, those made
  * through thaw's own API included (they have no token until a connect
- * gives them one).
+ * gives them one).  A file URL the SDK signed (files.downloadUrl and
+ * uploadUrl of a sandbox with a token: /files?...&signature=v1_...) is
+ * let in without the header when its signature is the sandbox's token's
+ * for that path, operation and user, and has not expired.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
+
+#include <nettle/sha2.h>
 
 #include "base64.h"
 #include "e2b_internal.h"
@@ -88,7 +94,71 @@ bool e2b_parse_host(const char *host, unsigned *port,
 	return true;
 }
 
-/* An envd request's error: Connect's on an RPC, else E2B's. */
+bool e2b_signature_valid(const char *signature, const char *path,
+			 const char *operation, const char *user,
+			 const char *token, const char *expiration,
+			 int64_t now_s)
+{
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	struct sha256_ctx ctx;
+	char *b64;
+
+	if (expiration &&
+	    (strspn(expiration, "0123456789") != strlen(expiration) ||
+	     !*expiration || strlen(expiration) > 18 ||
+	     strtoll(expiration, NULL, 10) < now_s))
+		return false;
+	if (strncmp(signature, "v1_", 3))
+		return false;
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(path), (const uint8_t *)path);
+	sha256_update(&ctx, 1, (const uint8_t *)":");
+	sha256_update(&ctx, strlen(operation), (const uint8_t *)operation);
+	sha256_update(&ctx, 1, (const uint8_t *)":");
+	sha256_update(&ctx, strlen(user), (const uint8_t *)user);
+	sha256_update(&ctx, 1, (const uint8_t *)":");
+	sha256_update(&ctx, strlen(token), (const uint8_t *)token);
+	if (expiration) {
+		sha256_update(&ctx, 1, (const uint8_t *)":");
+		sha256_update(&ctx, strlen(expiration),
+			      (const uint8_t *)expiration);
+	}
+	sha256_digest(&ctx, sizeof(digest), digest);
+	b64 = base64_encode(digest, sizeof(digest));
+	if (!b64)
+		return false;
+	/* The SDK strips the padding. */
+	b64[strcspn(b64, "=")] = '\0';
+	bool valid = e2b_secret_equal(signature + 3, b64);
+	free(b64);
+	return valid;
+}
+
+/* Whether @conn's /files request carries @c's signature for it; under the
+ * daemon's lock (the token). */
+static bool signed_file_url(struct MHD_Connection *conn,
+			    const struct e2b_request *r,
+			    const struct sandbox *c, const char *method)
+{
+	const char *signature = MHD_lookup_connection_value(
+		conn, MHD_GET_ARGUMENT_KIND, "signature");
+	const char *path = MHD_lookup_connection_value(
+		conn, MHD_GET_ARGUMENT_KIND, "path");
+	const char *user = MHD_lookup_connection_value(
+		conn, MHD_GET_ARGUMENT_KIND, "username");
+	const char *expiration = MHD_lookup_connection_value(
+		conn, MHD_GET_ARGUMENT_KIND, "signature_expiration");
+
+	if (!signature || !c->e2b || strcmp(r->route->path, "/files"))
+		return false;
+	return e2b_signature_valid(signature, path ? path : "",
+				   strcmp(method, "GET") ? "write" : "read",
+				   user ? user : "", c->e2b->access_token,
+				   expiration, (int64_t)time(NULL));
+}
+
+/* An envd request's error: Connect's on an RPC (in a stream's end
+ * message for a streaming call), else E2B's. */
 __attribute__((format(printf, 4, 5))) static enum MHD_Result
 envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
 	   const char *fmt, ...)
@@ -99,10 +169,18 @@ envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	if (r->route->kind == E2B_RPC)
-		return e2b_reply_connect_error(
+	if (r->route->kind != E2B_RPC)
+		return e2b_reply_error(conn, r, status, "%s", message);
+	/* A stream's error goes in its end message, where the client reads
+	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
+	 * alone). */
+	const char *type = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	if (type && !strncmp(type, "application/connect+", 20))
+		return e2b_reply_stream_error(
 			conn, r, e2b_code_of_status(status), "%s", message);
-	return e2b_reply_error(conn, r, status, "%s", message);
+	return e2b_reply_connect_error(conn, r, e2b_code_of_status(status),
+				       "%s", message);
 }
 
 /* E2B's proxy's answer for a sandbox it cannot reach. */
@@ -116,7 +194,7 @@ static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 }
 
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
-			       struct e2b_request *r)
+			       struct e2b_request *r, const char *method)
 {
 	const char *header = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							 "E2b-Sandbox-Id");
@@ -150,14 +228,12 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		return no_sandbox(conn, r, id, "The sandbox was not found");
 	const char *token = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							"X-Access-Token");
-	bool valid = false;
-	if (token) {
-		pthread_mutex_lock(&r->d->lock);
-		valid = (c->e2b &&
-			 e2b_secret_equal(token, c->e2b->access_token)) ||
-			e2b_secret_equal(token, r->d->cfg.token);
-		pthread_mutex_unlock(&r->d->lock);
-	}
+	pthread_mutex_lock(&r->d->lock);
+	bool valid = token ? (c->e2b &&
+			      e2b_secret_equal(token, c->e2b->access_token)) ||
+				     e2b_secret_equal(token, r->d->cfg.token)
+			   : signed_file_url(conn, r, c, method);
+	pthread_mutex_unlock(&r->d->lock);
 	if (!valid) {
 		sandbox_put(r->d, c);
 		return envd_error(conn, r, 401,

@@ -153,8 +153,8 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	as_user(&req, env, user, home, sizeof(home));
 	req.keep_stdin = json_is_true(keep_stdin);
 	code = processes_start(r->server->processes, r->sandbox, &req, process,
-			       tag ? json_string_value(tag) : NULL, &events,
-			       err, sizeof(err));
+			       tag ? json_string_value(tag) : NULL,
+			       api_client_fd(conn), &events, err, sizeof(err));
 out:
 	json_decref(exec);
 	json_decref(body);

@@ -591,8 +591,8 @@ static uint32_t count_running(struct e2b_processes *ps, const struct sandbox *c)
 
 enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 			      const struct agent_exec_request *req,
-			      json_t *config, const char *tag, void **events,
-			      char *err, size_t errlen)
+			      json_t *config, const char *tag, int client_fd,
+			      void **events, char *err, size_t errlen)
 {
 	struct daemon *d = ps->d;
 	struct e2b_process *p = calloc(1, sizeof(*p));
@@ -634,7 +634,11 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 		return e2b_code_of_status((unsigned)status);
 	}
 	char **sh_argv = NULL; /* exec_started()'s */
+	/* Until it runs, a client that hangs up ends it (the connection's
+	 * close kills it); from then on the process is its own. */
+	p->agent.watch.client_fd = client_fd;
 	enum e2b_code code = exec_started(p, req, &sh_argv, err, errlen);
+	p->agent.watch.client_fd = -1;
 	free(sh_argv);
 	p->sandbox = code == E2B_OK ? sandbox_get(d, c->id) : NULL;
 	if (!p->sandbox) {

@@ -29,14 +29,15 @@ void processes_free(struct e2b_processes *ps);
 /*
  * Starts @req in held sandbox @c as a process of its table, remembered
  * with @config (a ProcessConfig, for List; a reference is taken) and @tag
- * (NULL: none).  Returns 0 with *@events, a stream source of its
- * ProcessEvents from the start event on (e2b_stream_ops:
+ * (NULL: none), once the agent said it runs (a hang-up of @client_fd, -1
+ * for none, gives up before that).  Returns 0 with *@events, a stream
+ * source of its ProcessEvents from the start event on (e2b_stream_ops:
  * process_stream_ops); or a Connect code with a message in @err.
  */
 enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 			      const struct agent_exec_request *req,
-			      json_t *config, const char *tag, void **events,
-			      char *err, size_t errlen);
+			      json_t *config, const char *tag, int client_fd,
+			      void **events, char *err, size_t errlen);
 
 /*
  * A running process of sandbox @c, by @pid, or by @tag when @tag is not

@@ -197,12 +197,54 @@ template_of(const struct daemon_config *cfg, const char *name)
 	return t;
 }
 
+/*
+ * The rest of a create's checks, once its network request (@net, thaw's
+ * "network" object or NULL) is made: envVars, the template or snapshot,
+ * the timeout, a network for a template that has one.
+ */
+static int create_limits(json_t *body, struct e2b_create_request *req,
+			 const char *name, json_t *net,
+			 uint32_t default_timeout_s, char *err, size_t errlen)
+{
+	json_t *env = json_object_get(body, "envVars");
+
+	if (env && !json_is_null(env) &&
+	    !api_add_env(&req->env, &req->nr_env, env, err, errlen)) {
+		snprintf(err, errlen,
+			 "\"envVars\" must be an object of string values, "
+			 "names without '='");
+		return 400;
+	}
+	if (!api_env_fits(req->env, req->nr_env, err, errlen))
+		return 413;
+	if (!req->template && catalog_check_id(name, err, errlen) < 0) {
+		snprintf(err, errlen,
+			 "no template \"%.64s\" (nor a snapshot id)", name);
+		return 404;
+	}
+	uint32_t max = req->template ? req->template->max_timeout_s
+				     : UINT32_MAX / 1000;
+	uint32_t def = default_timeout_s < max ? default_timeout_s : max;
+	if (!seconds_field(body, "timeout", max, def, &req->timeout_s, err,
+			   errlen))
+		return 400;
+	if (net && req->template && !req->template->network &&
+	    !(req->internet_given && !req->internet &&
+	      json_object_size(net) == 1)) {
+		snprintf(err, errlen,
+			 "template \"%s\" has no network (network = none): "
+			 "no internet access or egress rules to set",
+			 req->template->name);
+		return 400;
+	}
+	return 0;
+}
+
 int e2b_parse_create(json_t *body, const struct daemon_config *cfg,
 		     uint32_t default_timeout_s, struct e2b_create_request *req,
 		     char *err, size_t errlen)
 {
 	json_t *tmpl = json_object_get(body, "templateID");
-	json_t *env = json_object_get(body, "envVars");
 	json_t *net = NULL;
 	const char *name = "base";
 
@@ -223,41 +265,10 @@ int e2b_parse_create(json_t *body, const struct daemon_config *cfg,
 	    !parse_metadata(body, &req->metadata, err, errlen) ||
 	    !network_request(body, req, &net, err, errlen))
 		return 400;
-	if (env && !json_is_null(env) &&
-	    !api_add_env(&req->env, &req->nr_env, env, err, errlen)) {
-		snprintf(err, errlen,
-			 "\"envVars\" must be an object of string values, "
-			 "names without '='");
-		return 400;
-	}
-	if (!api_env_fits(req->env, req->nr_env, err, errlen))
-		return 413;
-	if (!req->template && catalog_check_id(name, err, errlen) < 0) {
-		json_decref(net);
-		snprintf(err, errlen,
-			 "no template \"%.64s\" (nor a snapshot id)", name);
-		return 404;
-	}
-	uint32_t max = req->template ? req->template->max_timeout_s
-				     : UINT32_MAX / 1000;
-	uint32_t def = default_timeout_s < max ? default_timeout_s : max;
-	if (!seconds_field(body, "timeout", max, def, &req->timeout_s, err,
-			   errlen)) {
-		json_decref(net);
-		return 400;
-	}
-	if (net && req->template && !req->template->network &&
-	    !(req->internet_given && !req->internet &&
-	      json_object_size(net) == 1)) {
-		snprintf(err, errlen,
-			 "template \"%s\" has no network (network = none): "
-			 "no internet access or egress rules to set",
-			 req->template->name);
-		json_decref(net);
-		return 400;
-	}
+	int status = create_limits(body, req, name, net, default_timeout_s, err,
+				   errlen);
 	json_decref(net);
-	return 0;
+	return status;
 }
 
 /* One %XX-decoding of @s (and '+' as a space), in place. */

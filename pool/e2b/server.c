@@ -257,7 +257,7 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
 			"Invalid API key: X-API-KEY must be the thaw daemon's "
 			"token");
 	if (r->route->kind != E2B_API) {
-		enum MHD_Result ret = e2b_envd_begin(conn, r);
+		enum MHD_Result ret = e2b_envd_begin(conn, r, method);
 
 		if (r->answered)
 			return ret;

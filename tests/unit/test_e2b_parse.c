@@ -136,6 +136,45 @@ Test(host, hostile_or_other_hosts)
 		cr_expect_not(e2b_parse_host(bad[i], &port, id), "%s", bad[i]);
 }
 
+/* ---- signed file URLs ------------------------------------------------------
+ */
+
+/* Signatures made by node's crypto as the SDK's getSignature makes them. */
+Test(signature, the_sdks_signatures)
+{
+	cr_expect(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/a.txt", "read", "user", "tok123", NULL, 0));
+	cr_expect(e2b_signature_valid(
+		"v1_O3ZeWsqOn61hDR9z+E1K/qsV9yuTwX6Aj8u25OCQPcw",
+		"/home/user/a.txt", "write", "", "tok123", "1893456000",
+		1893455999));
+	/* Expired, another operation, path, user or token, no prefix. */
+	cr_expect_not(e2b_signature_valid(
+		"v1_O3ZeWsqOn61hDR9z+E1K/qsV9yuTwX6Aj8u25OCQPcw",
+		"/home/user/a.txt", "write", "", "tok123", "1893456000",
+		1893456001));
+	cr_expect_not(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/a.txt", "write", "user", "tok123", NULL, 0));
+	cr_expect_not(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/b.txt", "read", "user", "tok123", NULL, 0));
+	cr_expect_not(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/a.txt", "read", "root", "tok123", NULL, 0));
+	cr_expect_not(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/a.txt", "read", "user", "tok124", NULL, 0));
+	cr_expect_not(e2b_signature_valid(
+		"HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
+		"/home/user/a.txt", "read", "user", "tok123", NULL, 0));
+	cr_expect_not(e2b_signature_valid("v1_", "", "read", "", "", NULL, 0));
+	cr_expect_not(e2b_signature_valid(
+		"v1_O3ZeWsqOn61hDR9z+E1K/qsV9yuTwX6Aj8u25OCQPcw",
+		"/home/user/a.txt", "write", "", "tok123", "-1", 0));
+}
+
 /* ---- routes ----------------------------------------------------------------
  */
 
