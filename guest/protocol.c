@@ -188,12 +188,9 @@ static const struct thaw_field_spec ping_fields[] = {
 /* A user name (useradd allows 32 bytes) or a uid in decimal. */
 #define USER_FIELD FR(USER, STR, 0, 1, 64, "USER")
 static const struct thaw_field_spec exec_fields[] = {
-	F(ARGV, STR, REQ | REP, 0, "ARGV"),
-	F(ENV, STR, REP, 0, "ENV"),
-	F(CWD, STR, 0, PATH_LEN, "CWD"),
-	F(STDIN, BYTES, 0, 0, "STDIN"),
-	F(TIMEOUT_MS, U32, 0, 0, "TIMEOUT_MS"),
-	USER_FIELD,
+	F(ARGV, STR, REQ | REP, 0, "ARGV"),	F(ENV, STR, REP, 0, "ENV"),
+	F(CWD, STR, 0, PATH_LEN, "CWD"),	F(STDIN, BYTES, 0, 0, "STDIN"),
+	F(TIMEOUT_MS, U32, 0, 0, "TIMEOUT_MS"), USER_FIELD,
 	F(KEEP_STDIN, U8, 0, 0, "KEEP_STDIN"),
 };
 static const struct thaw_field_spec exec_started_fields[] = {
@@ -225,15 +222,13 @@ static const struct thaw_field_spec end_fields[] = {
 };
 /* Owner and group: a name of the guest's /etc/passwd or /etc/group, or
  * the id in decimal. */
-#define STAT_SPECS                                         \
-	F(FILE_TYPE, U8, REQ, 0, "FILE_TYPE"),             \
-		F(MODE, U32, REQ, 0, "MODE"),              \
-		F(SIZE, U64, REQ, 0, "SIZE"),              \
-		F(MTIME_NS, U64, REQ, 0, "MTIME_NS"),      \
-		FR(OWNER, STR, 0, 1, 64, "OWNER"),         \
-		FR(GROUP, STR, 0, 1, 64, "GROUP"),         \
-		FR(SYMLINK_TARGET, STR, 0, 1, PATH_LEN,    \
-		   "SYMLINK_TARGET")
+#define STAT_SPECS                                                           \
+	F(FILE_TYPE, U8, REQ, 0, "FILE_TYPE"), F(MODE, U32, REQ, 0, "MODE"), \
+		F(SIZE, U64, REQ, 0, "SIZE"),                                \
+		F(MTIME_NS, U64, REQ, 0, "MTIME_NS"),                        \
+		FR(OWNER, STR, 0, 1, 64, "OWNER"),                           \
+		FR(GROUP, STR, 0, 1, 64, "GROUP"),                           \
+		FR(SYMLINK_TARGET, STR, 0, 1, PATH_LEN, "SYMLINK_TARGET")
 static const struct thaw_field_spec stat_result_fields[] = {
 	STAT_SPECS,
 };

@@ -163,8 +163,7 @@ struct user_id {
 	char home[4096];
 };
 /* A user by name or uid; -EINVAL with a message for an unknown name. */
-int user_resolve(const char *spec, struct user_id *u, char *err,
-		 size_t errlen);
+int user_resolve(const char *spec, struct user_id *u, char *err, size_t errlen);
 /* @USER_NAME_MAX bytes at most: the name, or the id in decimal.  Valid
  * until the next call. */
 const char *user_name(uid_t uid);

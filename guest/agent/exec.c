@@ -222,8 +222,8 @@ static int exec_environ(const struct thaw_msg *m, const struct user_id *u,
 		*envp = *env_fields;
 		return 0;
 	}
-	*envp = user_environ(*env_fields ? *env_fields : environ,
-			     !*env_fields, u);
+	*envp = user_environ(*env_fields ? *env_fields : environ, !*env_fields,
+			     u);
 	return *envp ? 0 : -ENOMEM;
 }
 

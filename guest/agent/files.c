@@ -413,7 +413,8 @@ void file_mkdir(struct conn *c, uint32_t req, const struct thaw_msg *m)
 			*p = '\0';
 			ret = make_dir(path, 0755, user[0] ? &owner : NULL,
 				       &step);
-			if (ret < 0 && (ret != -EEXIST || strcmp(step, "mkdir"))) {
+			if (ret < 0 &&
+			    (ret != -EEXIST || strcmp(step, "mkdir"))) {
 				conn_error(c, req, -ret, "MKDIR %s: %s: %s",
 					   path, step, strerror(-ret));
 				return;

@@ -51,7 +51,7 @@ static uint8_t file_type(mode_t m)
 }
 
 /* Most TLV bytes of put_stat's fields. */
-#define STAT_FIELDS                                                      \
+#define STAT_FIELDS \
 	(7 * THAW_TLV_HEADER + 1 + 4 + 8 + 8 + 2 * USER_NAME_MAX + PATH_LEN)
 
 /* @name in @dirfd (AT_FDCWD: a path) as STAT_RESULT's or ENTRY's fields. */
@@ -110,8 +110,8 @@ struct listing {
 static int put_entry(struct listing *l, int dirfd, const char *name,
 		     const struct stat *st, size_t rel_len)
 {
-	size_t need = 3 * THAW_TLV_HEADER + strlen(name) + rel_len +
-		      STAT_FIELDS;
+	size_t need =
+		3 * THAW_TLV_HEADER + strlen(name) + rel_len + STAT_FIELDS;
 	size_t mark;
 
 	if (l->count == THAW_LIST_MAX_ENTRIES || l->bytes > LIST_MAX_BYTES)
@@ -174,9 +174,9 @@ static int walk(struct listing *l, int dirfd, size_t rel_len, uint32_t depth)
 		ret = put_entry(l, dirfd, de->d_name, &st, len);
 		if (ret || depth <= 1 || !S_ISDIR(st.st_mode))
 			continue;
-		int sub = openat(dirfd, de->d_name,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					 O_CLOEXEC);
+		int sub =
+			openat(dirfd, de->d_name,
+			       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			ret = errno == ENOENT ? 0 : -errno;
 		else

@@ -12,8 +12,9 @@
  *
  * One epoll set carries the listener, a signalfd (SIGCHLD; SIGTERM and
  * SIGINT when not PID 1), the connections, every exec's pipes and timeout
- * timerfd, every directory watch's inotify fd.  After each batch of events agent_sweep frees what died during
- * the batch and re-evaluates each connection's flow control.
+ * timerfd, every directory watch's inotify fd.  After each batch of events
+ * agent_sweep frees what died during the batch and re-evaluates each
+ * connection's flow control.
  */
 #include <errno.h>
 #include <fcntl.h>

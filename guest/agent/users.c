@@ -109,8 +109,7 @@ static void find_groups(struct user_id *u)
 		fclose(f);
 }
 
-int user_resolve(const char *spec, struct user_id *u, char *err,
-		 size_t errlen)
+int user_resolve(const char *spec, struct user_id *u, char *err, size_t errlen)
 {
 	unsigned id;
 

@@ -41,7 +41,7 @@
 
 #define MAX_WATCHES 16
 #define MAX_DIRS 8192
-#define EVENT_MASK                                                   \
+#define EVENT_MASK                                                         \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
 	 IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW)
 /* inotify reads per epoll event: one busy tree cannot starve the rest. */
@@ -161,8 +161,7 @@ static int add_tree(struct fswatch *f, char *rel)
 	while (!ret && (de = readdir(d))) {
 		/* DT_UNKNOWN: add_dir's IN_ONLYDIR tells. */
 		if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
-		    !strcmp(de->d_name, ".") ||
-		    !strcmp(de->d_name, ".."))
+		    !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (len + 1 + strlen(de->d_name) > REL_MAX) {
 			ret = -ENAMETOOLONG;

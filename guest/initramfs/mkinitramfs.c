@@ -13,11 +13,11 @@
  * and `user` (uid and gid 1000, home /home/user owned by it: E2B's default
  * user, whom thaw-agent runs commands as when asked), busybox with a
  * link for each of its applets (/bin/sh among them), and the given /init;
- * --file adds more (the guest agent, test scripts).  Entries have fixed owners (root's but for /home/user),
- * times and inode numbers, so the same inputs give the same bytes.  The archive
- * is stored in the cache under its own XXH3-128 hash and that path is printed:
- * callers and later snapshot records name an initramfs by content, and equal
- * content is stored once.
+ * --file adds more (the guest agent, test scripts).  Entries have fixed owners
+ * (root's but for /home/user), times and inode numbers, so the same inputs give
+ * the same bytes.  The archive is stored in the cache under its own XXH3-128
+ * hash and that path is printed: callers and later snapshot records name an
+ * initramfs by content, and equal content is stored once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +34,8 @@
 #define MAX_FILES 64
 
 static const char *const skeleton[] = {
-	"bin", "dev", "etc", "proc",	"sys",	   "tmp",  "root", "run",
-	"sbin", "usr", "mnt", "var", "usr/bin", "usr/sbin", "home",
+	"bin",	"dev", "etc", "proc", "sys",	 "tmp",	     "root", "run",
+	"sbin", "usr", "mnt", "var",  "usr/bin", "usr/sbin", "home",
 };
 
 /* The guest's users: root, and E2B's default user. */

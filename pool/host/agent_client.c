@@ -269,9 +269,8 @@ int agent_connect(struct agent_conn *c, const char *vsock_path,
 	if (version < THAW_PROTOCOL_VERSION_MIN ||
 	    version > THAW_PROTOCOL_VERSION) {
 		snprintf(err, errlen,
-			 "agent speaks protocol %u, we speak %u to %u",
-			 version, THAW_PROTOCOL_VERSION_MIN,
-			 THAW_PROTOCOL_VERSION);
+			 "agent speaks protocol %u, we speak %u to %u", version,
+			 THAW_PROTOCOL_VERSION_MIN, THAW_PROTOCOL_VERSION);
 		ret = -EPROTO;
 		goto fail;
 	}
@@ -670,6 +669,16 @@ static int file_request(struct agent_conn *c, uint32_t id, uint16_t type,
 	return ret;
 }
 
+/* file_request, then its answer: @success or ERROR. */
+static int file_command(struct agent_conn *c, uint32_t id, uint16_t type,
+			const struct file_args *a, uint16_t success, char *err,
+			size_t errlen)
+{
+	int ret = file_request(c, id, type, a, err, errlen);
+
+	return ret ? ret : simple_answer(c, id, success, err, errlen);
+}
+
 /* STAT_RESULT's or an ENTRY's fields; strings left "" when absent. */
 static void info_of(const struct thaw_msg *m, struct agent_file_info *info)
 {
@@ -749,8 +758,7 @@ int agent_list(struct agent_conn *c, uint32_t id, const char *path,
 	while (ret == 0) {
 		struct thaw_msg m;
 
-		ret = answer_of(c, id, THAW_END, THAW_ENTRIES, &m, err,
-				errlen);
+		ret = answer_of(c, id, THAW_END, THAW_ENTRIES, &m, err, errlen);
 		if (ret != 1)
 			break;
 		ret = stopped ? 0
@@ -774,36 +782,28 @@ int agent_mkdir(struct agent_conn *c, uint32_t id, const char *path,
 			       .mode = mode,
 			       .parents = parents,
 			       .user = user };
-	int ret = file_request(c, id, THAW_MKDIR, &a, err, errlen);
-
-	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+	return file_command(c, id, THAW_MKDIR, &a, THAW_OK, err, errlen);
 }
 
 int agent_remove(struct agent_conn *c, uint32_t id, const char *path,
 		 bool recursive, char *err, size_t errlen)
 {
 	struct file_args a = { .path = path, .recursive = recursive };
-	int ret = file_request(c, id, THAW_REMOVE, &a, err, errlen);
-
-	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+	return file_command(c, id, THAW_REMOVE, &a, THAW_OK, err, errlen);
 }
 
 int agent_rename(struct agent_conn *c, uint32_t id, const char *from,
 		 const char *to, char *err, size_t errlen)
 {
 	struct file_args a = { .path = from, .new_path = to };
-	int ret = file_request(c, id, THAW_RENAME, &a, err, errlen);
-
-	return ret ? ret : simple_answer(c, id, THAW_OK, err, errlen);
+	return file_command(c, id, THAW_RENAME, &a, THAW_OK, err, errlen);
 }
 
 int agent_watch(struct agent_conn *c, uint32_t id, const char *path,
 		bool recursive, char *err, size_t errlen)
 {
 	struct file_args a = { .path = path, .recursive = recursive };
-	int ret = file_request(c, id, THAW_WATCH, &a, err, errlen);
-
-	return ret ? ret : simple_answer(c, id, THAW_WATCHING, err, errlen);
+	return file_command(c, id, THAW_WATCH, &a, THAW_WATCHING, err, errlen);
 }
 
 int agent_fs_event_of(const struct thaw_frame *f, uint32_t watch_id,

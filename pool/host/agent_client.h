@@ -56,8 +56,9 @@ struct agent_conn {
 	int fd; /* non-blocking */
 	struct thaw_reader reader;
 	char agent_version[64];
-	/* The protocol version the agent greeted with (THAW_PROTOCOL_VERSION_MIN
-	 * to THAW_PROTOCOL_VERSION); what needs a later one is -EOPNOTSUPP. */
+	/* The protocol version the agent greeted with
+	 * (THAW_PROTOCOL_VERSION_MIN to THAW_PROTOCOL_VERSION); what needs a
+	 * later one is -EOPNOTSUPP. */
 	uint32_t version;
 	uint64_t patience_ms; /* for the greeting and each OK/ERROR answer */
 	struct agent_watch watch;

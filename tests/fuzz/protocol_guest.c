@@ -10,8 +10,9 @@
  * each against its schema and dispatch it, queueing the answers, which
  * this harness drains so flow control comes and goes.  What conn.c
  * dispatches to has side effects a fuzzer must not have (exec.c forks
- * commands, files.c writes and removes any path, init.c's CLONE reseeds
- * the RNG, sets the clock and hostname), so those handlers are replaced
+ * commands, stdin.c feeds them, files.c writes, removes and renames any
+ * path, listing.c walks any tree, watch.c watches it, init.c's CLONE
+ * reseeds the RNG, sets the clock and hostname), so those handlers are replaced
  * here by their parse step only: the fields taken the way the real one
  * takes them (thaw_get_str into its buffer, the strings walked with
  * thaw_next, the byte fields copied), then an answer of the type the real
@@ -98,6 +99,15 @@ static void take_path(struct conn *c, uint32_t req, const struct thaw_msg *m)
 		conn_ok(c, req);
 }
 
+/* exec.c's, files.c's: USER into its buffer, bounded by the schema. */
+static void take_user(const struct thaw_msg *m)
+{
+	char user[USER_NAME_MAX + 1];
+
+	if (thaw_get_str(m, THAW_T_USER, user, sizeof(user)) == -ENAMETOOLONG)
+		abort();
+}
+
 void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
 	struct thaw_writer w;
@@ -109,6 +119,8 @@ void exec_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 	take_strings(m, THAW_T_ENV);
 	take_bytes(m, THAW_T_STDIN);
 	thaw_get_u32(m, THAW_T_TIMEOUT_MS, 0);
+	thaw_get_u8(m, THAW_T_KEEP_STDIN, 0);
+	take_user(m);
 	conn_begin(c, &w, 64, req, THAW_EXEC_STARTED, 0);
 	thaw_put_u32(&w, THAW_T_PID, 42);
 	conn_commit(c, &w);
@@ -136,10 +148,20 @@ void exec_detach(struct conn *c)
 	(void)c;
 }
 
+void stdin_message(struct conn *c, uint32_t req, uint16_t flags,
+		   const struct thaw_msg *m)
+{
+	(void)flags;
+	thaw_get_u32(m, THAW_T_TARGET, 0);
+	take_bytes(m, THAW_T_DATA);
+	conn_error(c, req, ESRCH, "STDIN: no such exec");
+}
+
 void file_write(struct conn *c, uint32_t req, uint16_t flags,
 		const struct thaw_msg *m)
 {
 	take_bytes(m, THAW_T_DATA);
+	take_user(m);
 	thaw_get_u32(m, THAW_T_MODE, 0644);
 	if (flags & THAW_FLAG_FINAL)
 		take_path(c, req, m);
@@ -169,6 +191,7 @@ void file_stat(struct conn *c, uint32_t req, const struct thaw_msg *m)
 
 void file_list(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
+	thaw_get_u32(m, THAW_T_DEPTH, 1);
 	take_path(c, req, m);
 }
 
@@ -176,7 +199,53 @@ void file_mkdir(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
 	thaw_get_u32(m, THAW_T_MODE, 0755);
 	thaw_get_u8(m, THAW_T_PARENTS, 0);
+	take_user(m);
 	take_path(c, req, m);
+}
+
+void file_rename(struct conn *c, uint32_t req, const struct thaw_msg *m)
+{
+	char to[4096];
+
+	if (thaw_get_str(m, THAW_T_NEW_PATH, to, sizeof(to)) < 0)
+		abort(); /* required, and bounded by the schema */
+	take_path(c, req, m);
+}
+
+/* watch.c: WATCHING, one event, then END, as a watch of an empty
+ * directory that goes away would answer. */
+void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
+{
+	struct thaw_writer w;
+	char path[4096];
+
+	thaw_get_u8(m, THAW_T_RECURSIVE, 0);
+	if (thaw_get_str(m, THAW_T_PATH, path, sizeof(path)) < 0)
+		abort();
+	conn_begin(c, &w, 0, req, THAW_WATCHING, 0);
+	conn_commit(c, &w);
+	conn_begin(c, &w, 64, req, THAW_FS_EVENT, 0);
+	thaw_put_str(&w, THAW_T_PATH, "");
+	thaw_put_u8(&w, THAW_T_EVENT, THAW_EV_REMOVE);
+	conn_commit(c, &w);
+	conn_begin(c, &w, 0, req, THAW_END, 0);
+	conn_commit(c, &w);
+}
+
+void fswatch_pause(struct conn *c, bool paused)
+{
+	(void)c;
+	(void)paused;
+}
+
+void fswatch_sweep(struct conn *c)
+{
+	(void)c;
+}
+
+void fswatch_release(struct conn *c)
+{
+	(void)c;
 }
 
 void file_remove(struct conn *c, uint32_t req, const struct thaw_msg *m)

@@ -10,7 +10,9 @@
  * code reads it: agent_next_frame() (protocol.c's frame reader under
  * agent_client.c's non-blocking reads), agent_wait_answer() and
  * agent_ping() (their request-id and type checks, ERROR to errno),
- * agent_error_of(); and thaw_parse_type() with the accessors the way the
+ * agent_error_of(), agent_stat() and agent_list() (STAT_RESULT and
+ * ENTRIES into struct agent_file_info), agent_watch() with
+ * agent_fs_event_of(); and thaw_parse_type() with the accessors the way the
  * greeting (agent_connect), an exec's events (api_exec.c) and a download
  * (api_files.c) use them.  Those two daemon loops are static functions
  * tied to libmicrohttpd, so their field accesses are repeated here.
@@ -33,6 +35,9 @@ enum conversation {
 	PING,
 	EXEC_EVENTS,
 	DOWNLOAD,
+	STAT,
+	LIST,
+	WATCH,
 	NR_CONVERSATIONS,
 };
 
@@ -103,9 +108,36 @@ static void stream(struct agent_conn *c, bool download)
 	}
 }
 
+static int count_entry(const struct agent_file_info *info, void *arg)
+{
+	/* Every string the guest gave is a C string within its buffer. */
+	if (strlen(info->name) >= sizeof(info->name) ||
+	    strlen(info->symlink_target) >= sizeof(info->symlink_target))
+		abort();
+	return ++*(int *)arg == 1000; /* stops early, then reads to END */
+}
+
+/* A watch's events up to its end, as a WatchDir stream reads them. */
+static void watch(struct agent_conn *c, char *err, size_t errlen)
+{
+	struct agent_fs_event ev;
+	struct thaw_frame f;
+
+	if (agent_watch(c, REQUEST_ID, "/home/user", true, err, errlen))
+		return;
+	while (!agent_next_frame(c, &f) &&
+	       agent_fs_event_of(&f, REQUEST_ID, &ev, err, errlen) == 1) {
+		if (ev.type < THAW_EV_CREATE || ev.type > THAW_EV_OVERFLOW)
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct agent_conn c = { .patience_ms = 1000 };
+	static struct agent_file_info info;
+	struct agent_conn c = { .patience_ms = 1000,
+				.version = THAW_PROTOCOL_VERSION };
+	int entries = 0;
 	char err[512];
 	int sv[2];
 
@@ -137,6 +169,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case DOWNLOAD:
 		stream(&c, true);
+		break;
+	case STAT:
+		agent_stat(&c, REQUEST_ID, "/etc", &info, err, sizeof(err));
+		break;
+	case LIST:
+		agent_list(&c, REQUEST_ID, "/etc", 3, count_entry, &entries,
+			   err, sizeof(err));
+		break;
+	case WATCH:
+		watch(&c, err, sizeof(err));
 		break;
 	}
 	agent_close(&c);

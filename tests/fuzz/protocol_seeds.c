@@ -19,7 +19,7 @@
 #include "protocol.h"
 
 /* protocol_host.c's conversations */
-enum { GREETING, ANSWERS, PING, EXEC_EVENTS, DOWNLOAD };
+enum { GREETING, ANSWERS, PING, EXEC_EVENTS, DOWNLOAD, STAT, LIST, WATCH };
 
 struct seed {
 	uint8_t buf[8192];
@@ -116,6 +116,54 @@ static void host_seeds(const char *dir)
 	begin(1, THAW_END, THAW_FLAG_FINAL);
 	end(&s);
 	save(dir, "protocol_host", "download", &s);
+
+	s = (struct seed){ .buf = { STAT }, .len = 1 };
+	begin(1, THAW_STAT_RESULT, 0);
+	thaw_put_u8(&w, THAW_T_FILE_TYPE, THAW_FT_SYMLINK);
+	thaw_put_u32(&w, THAW_T_MODE, 0777);
+	thaw_put_u64(&w, THAW_T_SIZE, 9);
+	thaw_put_u64(&w, THAW_T_MTIME_NS, 1764670000000000000ull);
+	thaw_put_str(&w, THAW_T_OWNER, "user");
+	thaw_put_str(&w, THAW_T_GROUP, "1000");
+	thaw_put_str(&w, THAW_T_SYMLINK_TARGET, "/no/where");
+	end(&s);
+	save(dir, "protocol_host", "stat", &s);
+
+	s = (struct seed){ .buf = { LIST }, .len = 1 };
+	begin(1, THAW_ENTRIES, 0);
+	for (int i = 0; i < 2; i++) {
+		size_t mark = thaw_put_nested_begin(&w, THAW_T_ENTRY);
+
+		thaw_put_str(&w, THAW_T_NAME, i ? "b" : "a");
+		thaw_put_u8(&w, THAW_T_FILE_TYPE, THAW_FT_DIR);
+		thaw_put_u32(&w, THAW_T_MODE, 0755);
+		thaw_put_u64(&w, THAW_T_SIZE, 4096);
+		thaw_put_u64(&w, THAW_T_MTIME_NS, 1764670000000000000ull);
+		thaw_put_str(&w, THAW_T_OWNER, "root");
+		thaw_put_str(&w, THAW_T_GROUP, "root");
+		thaw_put_str(&w, THAW_T_PATH, i ? "a/b" : "a");
+		thaw_put_nested_end(&w, mark);
+	}
+	end(&s);
+	begin(1, THAW_END, 0);
+	thaw_put_u64(&w, THAW_T_SIZE, 2);
+	end(&s);
+	save(dir, "protocol_host", "list", &s);
+
+	s = (struct seed){ .buf = { WATCH }, .len = 1 };
+	begin(1, THAW_WATCHING, 0);
+	end(&s);
+	begin(1, THAW_FS_EVENT, 0);
+	thaw_put_str(&w, THAW_T_PATH, "d/f");
+	thaw_put_u8(&w, THAW_T_EVENT, THAW_EV_CREATE);
+	end(&s);
+	begin(1, THAW_FS_EVENT, 0);
+	thaw_put_str(&w, THAW_T_PATH, "");
+	thaw_put_u8(&w, THAW_T_EVENT, THAW_EV_OVERFLOW);
+	end(&s);
+	begin(1, THAW_END, 0);
+	end(&s);
+	save(dir, "protocol_host", "watch", &s);
 }
 
 static void guest_seeds(const char *dir)
@@ -187,6 +235,49 @@ static void guest_seeds(const char *dir)
 	thaw_put_str(&w, THAW_T_SANDBOX_ID, "sb-0123456789abcdef");
 	end(&s);
 	save(dir, "protocol_guest", "clone", &s);
+
+	s = (struct seed){ 0 };
+	begin(10, THAW_EXEC, 0);
+	thaw_put_str(&w, THAW_T_ARGV, "cat");
+	thaw_put_str(&w, THAW_T_USER, "user");
+	thaw_put_u8(&w, THAW_T_KEEP_STDIN, 1);
+	end(&s);
+	begin(11, THAW_STDIN, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 10);
+	thaw_put_bytes(&w, THAW_T_DATA, "more\n", 5);
+	end(&s);
+	begin(12, THAW_STDIN, THAW_FLAG_FINAL);
+	thaw_put_u32(&w, THAW_T_TARGET, 10);
+	end(&s);
+	save(dir, "protocol_guest", "stdin", &s);
+
+	s = (struct seed){ 0 };
+	begin(13, THAW_MKDIR, 0);
+	thaw_put_str(&w, THAW_T_PATH, "/home/user/a/b");
+	thaw_put_u8(&w, THAW_T_PARENTS, 1);
+	thaw_put_str(&w, THAW_T_USER, "1000");
+	end(&s);
+	begin(14, THAW_WRITE_FILE, THAW_FLAG_FINAL);
+	thaw_put_str(&w, THAW_T_PATH, "/home/user/a/f");
+	thaw_put_str(&w, THAW_T_USER, "user");
+	thaw_put_bytes(&w, THAW_T_DATA, "x", 1);
+	end(&s);
+	begin(15, THAW_RENAME, 0);
+	thaw_put_str(&w, THAW_T_PATH, "/home/user/a/f");
+	thaw_put_str(&w, THAW_T_NEW_PATH, "/home/user/a/b/g");
+	end(&s);
+	begin(16, THAW_LIST, 0);
+	thaw_put_str(&w, THAW_T_PATH, "/home/user");
+	thaw_put_u32(&w, THAW_T_DEPTH, 3);
+	end(&s);
+	begin(17, THAW_WATCH, 0);
+	thaw_put_str(&w, THAW_T_PATH, "/home/user");
+	thaw_put_u8(&w, THAW_T_RECURSIVE, 1);
+	end(&s);
+	begin(18, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 17);
+	end(&s);
+	save(dir, "protocol_guest", "envd", &s);
 }
 
 int main(int argc, char **argv)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -201,4 +202,151 @@ Test(agent_client, the_guests_error_text_is_made_printable)
 		cr_expect(*p >= ' ' && *p != 0x7f && (unsigned char)*p < 0x80,
 			  "byte %#x of \"%s\" is not printable",
 			  (unsigned char)*p, msg);
+}
+
+/* The guest sends the frame @w holds. */
+static void send_guest(struct thaw_writer *w)
+{
+	int n = thaw_writer_finish(w);
+
+	cr_assert_gt(n, 0);
+	cr_assert_eq(write(guest, w->buf, (size_t)n), n);
+}
+
+static void put_entry(struct thaw_writer *w, const char *path,
+		      const char *target)
+{
+	size_t mark = thaw_put_nested_begin(w, THAW_T_ENTRY);
+
+	thaw_put_str(w, THAW_T_NAME,
+		     strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+	thaw_put_u8(w, THAW_T_FILE_TYPE,
+		    target ? THAW_FT_SYMLINK : THAW_FT_REGULAR);
+	thaw_put_u32(w, THAW_T_MODE, 0644);
+	thaw_put_u64(w, THAW_T_SIZE, 5);
+	thaw_put_u64(w, THAW_T_MTIME_NS, 7);
+	thaw_put_str(w, THAW_T_OWNER, "user");
+	thaw_put_str(w, THAW_T_GROUP, "1000");
+	thaw_put_str(w, THAW_T_PATH, path);
+	if (target)
+		thaw_put_str(w, THAW_T_SYMLINK_TARGET, target);
+	thaw_put_nested_end(w, mark);
+}
+
+struct seen {
+	int n, stop_at;
+	char paths[4][9000];
+};
+
+static int remember(const struct agent_file_info *info, void *arg)
+{
+	struct seen *s = arg;
+
+	cr_assert_lt(s->n, 4);
+	snprintf(s->paths[s->n], sizeof(s->paths[0]), "%s %s %s %s %s",
+		 info->path, info->name, info->owner, info->group,
+		 info->symlink_target);
+	return ++s->n == s->stop_at ? 42 : 0;
+}
+
+/*
+ * agent_list hands over each entry's fields; when its callback stops it,
+ * the answer is still read to its END, so the connection serves on.
+ */
+Test(agent_client, a_listing_is_read_to_its_end, .timeout = 10)
+{
+	static uint8_t buf[4096];
+	static struct seen s;
+	struct thaw_writer w;
+	struct agent_conn c;
+	char err[256];
+
+	conn_on_pair(&c);
+	c.version = THAW_PROTOCOL_VERSION;
+	s = (struct seen){ .stop_at = 0 };
+	for (int round = 0; round < 2; round++) {
+		thaw_writer_init(&w, buf, sizeof(buf), 5, THAW_ENTRIES, 0);
+		put_entry(&w, "a", NULL);
+		put_entry(&w, "a/l", "/x");
+		send_guest(&w);
+		thaw_writer_init(&w, buf, sizeof(buf), 5, THAW_ENTRIES, 0);
+		put_entry(&w, "a/f", NULL);
+		send_guest(&w);
+		thaw_writer_init(&w, buf, sizeof(buf), 5, THAW_END, 0);
+		thaw_put_u64(&w, THAW_T_SIZE, 3);
+		send_guest(&w);
+	}
+	write_frame(THAW_PONG, 6);
+	cr_assert_eq(agent_list(&c, 5, "/d", 2, remember, &s, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(s.n, 3);
+	cr_expect_str_eq(s.paths[1], "a/l l user 1000 /x");
+	cr_expect_str_eq(s.paths[2], "a/f f user 1000 ");
+	s = (struct seen){ .stop_at = 1 };
+	cr_expect_eq(agent_list(&c, 5, "/d", 2, remember, &s, err, sizeof(err)),
+		     42);
+	cr_expect_eq(s.n, 1, "not called after it said stop");
+	cr_expect_eq(agent_ping(&c, 6, err, sizeof(err)), 0, "%s", err);
+	agent_close(&c);
+	close(guest);
+}
+
+Test(agent_client, watch_events_are_read_and_checked)
+{
+	uint8_t buf[256];
+	struct agent_fs_event ev;
+	struct thaw_writer w;
+	struct thaw_frame f;
+	char err[256];
+
+	thaw_writer_init(&w, buf, sizeof(buf), 3, THAW_FS_EVENT, 0);
+	thaw_put_str(&w, THAW_T_PATH, "d/f");
+	thaw_put_u8(&w, THAW_T_EVENT, THAW_EV_RENAME);
+	int n = thaw_writer_finish(&w);
+	thaw_header_decode(buf, &f.h);
+	f.payload = buf + THAW_HEADER_SIZE;
+	f.payload_len = (uint32_t)n - THAW_HEADER_SIZE;
+	cr_assert_eq(agent_fs_event_of(&f, 3, &ev, err, sizeof(err)), 1, "%s",
+		     err);
+	cr_expect_eq(ev.type, THAW_EV_RENAME);
+	cr_expect_str_eq(ev.name, "d/f");
+	cr_expect_eq(agent_fs_event_of(&f, 4, &ev, err, sizeof(err)), -EPROTO,
+		     "another request's frame");
+
+	buf[n - 1] = 9; /* EVENT, the last byte: no such event */
+	cr_expect_eq(agent_fs_event_of(&f, 3, &ev, err, sizeof(err)), -EPROTO);
+	cr_expect(strstr(err, "EVENT 9"), "%s", err);
+
+	thaw_writer_init(&w, buf, sizeof(buf), 3, THAW_END, 0);
+	n = thaw_writer_finish(&w);
+	thaw_header_decode(buf, &f.h);
+	f.payload_len = 0;
+	cr_expect_eq(agent_fs_event_of(&f, 3, &ev, err, sizeof(err)), 0);
+}
+
+/* What a version-1 agent would skip is never sent to one. */
+Test(agent_client, a_version_1_agent_gets_no_version_2_fields, .timeout = 10)
+{
+	char *argv[] = { "id", NULL };
+	struct agent_exec_request r = { .argv = argv, .user = "user" };
+	struct agent_conn c;
+	char err[256];
+
+	conn_on_pair(&c);
+	c.version = 1;
+	cr_expect_eq(agent_exec(&c, 1, &r), -EOPNOTSUPP);
+	r = (struct agent_exec_request){ .argv = argv, .keep_stdin = true };
+	cr_expect_eq(agent_exec(&c, 1, &r), -EOPNOTSUPP);
+	cr_expect_eq(agent_write_file_as(&c, 2, true, "/f", 0644, "user", "x",
+					 1, true),
+		     -EOPNOTSUPP);
+	cr_expect_eq(
+		agent_mkdir(&c, 3, "/d", 0755, true, "user", err, sizeof(err)),
+		-EOPNOTSUPP);
+	cr_expect(strstr(err, "protocol 1"), "%s", err);
+	cr_expect_eq(
+		agent_list(&c, 4, "/d", 2, remember, NULL, err, sizeof(err)),
+		-EOPNOTSUPP);
+	agent_close(&c);
+	close(guest);
 }

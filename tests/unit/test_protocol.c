@@ -202,6 +202,52 @@ Test(protocol, malformed_payloads_are_rejected)
 	}
 }
 
+/* Version 2's fields are validated like the others. */
+Test(protocol, version_2_fields_are_validated)
+{
+	char user[65];
+	uint8_t p[256];
+	size_t n;
+
+	memset(user, 'u', sizeof(user));
+	n = tlv(p, THAW_T_ARGV, 4, "true", 4);
+	n += tlv(p + n, THAW_T_USER, 65, user, 65);
+	expect_bad(THAW_EXEC, p, n, "EXEC: field USER has 65 bytes, max 64");
+	n = tlv(p, THAW_T_ARGV, 4, "true", 4);
+	n += tlv(p + n, THAW_T_USER, 0, "", 0);
+	expect_bad(THAW_EXEC, p, n, "field USER has 0 bytes, min 1");
+	n = tlv(p, THAW_T_ARGV, 4, "true", 4);
+	n += tlv(p + n, THAW_T_KEEP_STDIN, 4, "\1\0\0\0", 4);
+	expect_bad(THAW_EXEC, p, n, "field KEEP_STDIN has 4 bytes, want 1");
+	n = tlv(p, THAW_T_DATA, 1, "x", 1);
+	expect_bad(THAW_STDIN, p, n, "STDIN: field TARGET missing");
+	n = tlv(p, THAW_T_PATH, 2, "/a", 2);
+	expect_bad(THAW_RENAME, p, n, "RENAME: field NEW_PATH missing");
+	n = tlv(p, THAW_T_PATH, 2, "/a", 2);
+	n += tlv(p + n, THAW_T_DEPTH, 1, "\3", 1);
+	expect_bad(THAW_LIST, p, n, "field DEPTH has 1 bytes, want 4");
+	n = tlv(p, THAW_T_PATH, 0, "", 0);
+	expect_bad(THAW_FS_EVENT, p, n, "FS_EVENT: field EVENT missing");
+	n = tlv(p, THAW_T_PATH, 1, "f", 1);
+	n += tlv(p + n, THAW_T_EVENT, 1, "\1", 1);
+	n += tlv(p + n, THAW_T_SYMLINK_TARGET, 0, "", 0);
+	expect_bad(THAW_STAT_RESULT, p, n, "STAT_RESULT: field SYMLINK_TARGET");
+	{
+		struct thaw_msg m;
+		char err[128];
+
+		n = tlv(p, THAW_T_PATH, 0, "", 0);
+		n += tlv(p + n, THAW_T_EVENT, 1, "\6", 1);
+		cr_assert_eq(thaw_parse_type(&m, THAW_FS_EVENT, p, n, err,
+					     sizeof(err)),
+			     0, "an empty PATH names the watched directory: %s",
+			     err);
+		cr_assert_eq(thaw_parse_type(&m, THAW_WATCHING, NULL, 0, err,
+					     sizeof(err)),
+			     0, "%s", err);
+	}
+}
+
 Test(protocol, unknown_tags_skipped_unknown_types_refused)
 {
 	uint8_t p[64];
