@@ -76,6 +76,26 @@ static void free_held_text(void *cls)
 	free(h);
 }
 
+struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
+				       const char *type, uint64_t budget)
+{
+	struct held_text *h = malloc(sizeof(*h));
+	struct MHD_Response *resp =
+		h ? MHD_create_response_from_buffer_with_free_callback_cls(
+			    len, text, free_held_text, h)
+		  : NULL;
+
+	if (!resp) {
+		api_budget_give(d, budget);
+		free(text);
+		free(h);
+		return NULL;
+	}
+	*h = (struct held_text){ .d = d, .text = text, .budget = budget };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return resp;
+}
+
 /* api_reply_text() whose @budget (taken from the daemon's) is given back
  * when the reply is freed, sent or not. */
 static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
@@ -83,21 +103,9 @@ static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
 				       const char *type, char *text,
 				       uint64_t budget)
 {
-	struct held_text *h = malloc(sizeof(*h));
-	struct MHD_Response *resp =
-		h ? MHD_create_response_from_buffer_with_free_callback_cls(
-			    strlen(text), text, free_held_text, h)
-		  : NULL;
-
-	if (!resp) {
-		api_budget_give(r->d, budget);
-		free(text);
-		free(h);
-		return MHD_NO;
-	}
-	*h = (struct held_text){ .d = r->d, .text = text, .budget = budget };
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	return api_reply(conn, r, status, resp);
+	return api_reply(
+		conn, r, status,
+		api_held_response(r->d, text, strlen(text), type, budget));
 }
 
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,

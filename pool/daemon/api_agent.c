@@ -186,6 +186,11 @@ void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
 	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, limit_s);
 }
 
+void api_guest_stepped(struct MHD_Connection *conn, const struct daemon *d)
+{
+	api_guest_paced(conn, d, monotonic_ns() + api_guest_patience_ns(d));
+}
+
 int api_client_fd(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *info = MHD_get_connection_info(

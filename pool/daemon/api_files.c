@@ -96,6 +96,23 @@ static int file_status(int e)
 	}
 }
 
+int api_send_file_piece(struct agent_conn *agent, uint32_t id, bool *open,
+			const char *path, uint32_t mode, const char *user,
+			const char *data, size_t len)
+{
+	do {
+		size_t n = len > AGENT_WRITE_CHUNK ? AGENT_WRITE_CHUNK : len;
+		int ret = agent_write_file_as(agent, id, !*open, path, mode,
+					      user, data, n, false);
+		if (ret < 0)
+			return ret;
+		*open = true;
+		data += n;
+		len -= n;
+	} while (len);
+	return 0;
+}
+
 /* Called per piece of a PUT body: on to the agent, or remember why not. */
 void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 			struct daemon *d, const char *data, size_t len)
@@ -113,26 +130,20 @@ void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 		return;
 	}
 	file_args(conn, &path, &mode, r->upload_err, sizeof(r->upload_err));
-	do {
-		size_t n = len > AGENT_WRITE_CHUNK ? AGENT_WRITE_CHUNK : len;
-		int ret = agent_write_file(&r->agent, FILE_REQUEST_ID,
-					   !r->write_open, path, mode, data, n,
-					   false);
-		if (ret < 0) {
-			r->upload_status = file_status(-ret);
-			snprintf(r->upload_err, sizeof(r->upload_err),
-				 "sending the file to the guest: %s",
-				 ret == -ETIMEDOUT ? "the guest stopped reading"
-						   : strerror(-ret));
-			/* The guest drops the half-written file. */
-			api_close_agent(d, &r->agent);
-			return;
-		}
-		r->write_open = true;
-		r->uploaded += n;
-		data += n;
-		len -= n;
-	} while (len);
+	int ret =
+		api_send_file_piece(&r->agent, FILE_REQUEST_ID, &r->write_open,
+				    path, mode, NULL, data, len);
+	if (ret < 0) {
+		r->upload_status = file_status(-ret);
+		snprintf(r->upload_err, sizeof(r->upload_err),
+			 "sending the file to the guest: %s",
+			 ret == -ETIMEDOUT ? "the guest stopped reading"
+					   : strerror(-ret));
+		/* The guest drops the half-written file. */
+		api_close_agent(d, &r->agent);
+		return;
+	}
+	r->uploaded += len;
 }
 
 enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
@@ -159,7 +170,7 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 				   err, sizeof(err));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
-	api_guest_paced(conn, d, monotonic_ns() + api_guest_patience_ns(d));
+	api_guest_stepped(conn, d);
 	return MHD_YES;
 }
 
@@ -197,6 +208,7 @@ enum MHD_Result api_put_file_end(struct MHD_Connection *conn, struct request *r,
 struct download {
 	struct daemon *d;
 	struct sandbox *sandbox;
+	int (*status_of)(int err); /* the caller's API's statuses */
 	struct agent_conn agent;
 	uint64_t received;	 /* DATA bytes so far, at most max_file_bytes */
 	uint64_t wire;		 /* whole frames so far, padding included */
@@ -238,7 +250,7 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 			 : ret == -ETIMEDOUT
 				 ? "the guest stopped sending the file"
 				 : "the sandbox's agent went away");
-		*status = file_status(-ret);
+		*status = dl->status_of(-ret);
 		return -1;
 	}
 	/* The connection is this READ_FILE's alone: anything else is a
@@ -270,7 +282,7 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	if (f.h.type == THAW_END)
 		return 0;
 	if (f.h.type == THAW_ERROR) {
-		*status = file_status(agent_error_of(&m, err, errlen));
+		*status = dl->status_of(agent_error_of(&m, err, errlen));
 		return -1;
 	}
 	if (f.h.type != THAW_DATA) {
@@ -328,12 +340,61 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
+int api_download(struct sandbox *c, const char *path, int client_fd,
+		 int (*status_of)(int err), struct MHD_Response **resp,
+		 char *err, size_t errlen)
+{
+	struct daemon *d = c->pool->d;
+	struct download *dl = calloc(1, sizeof(*dl));
+	int status;
+
+	if (!dl) {
+		sandbox_put(d, c);
+		snprintf(err, errlen, "out of memory");
+		return 500;
+	}
+	*dl = (struct download){ .d = d,
+				 .sandbox = c,
+				 .status_of = status_of,
+				 .agent = { .fd = -1 } };
+	status = api_connect_agent(c, &dl->agent, client_fd, err, errlen);
+	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
+		snprintf(err, errlen, "asking the guest for %s failed", path);
+		status = 500;
+	}
+	/* The first answer decides the status: 404 must not be a 200. */
+	if (!status) {
+		int got = next_data(dl, err, errlen, &status);
+
+		if (got >= 0) {
+			status = 0;
+			dl->done = got == 0;
+		}
+	}
+	*resp = status ? NULL
+		       : MHD_create_response_from_callback(
+				 MHD_SIZE_UNKNOWN, 256 * 1024, download_read,
+				 dl, download_free);
+	if (!status && !*resp) {
+		snprintf(err, errlen, "out of memory");
+		status = 500;
+	}
+	if (status) {
+		download_free(dl);
+		return status;
+	}
+	MHD_add_response_header(*resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/octet-stream");
+	return 0;
+}
+
 enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 			     struct daemon *d)
 {
 	const char *path;
 	uint32_t mode;
 	char err[512];
+	struct MHD_Response *resp;
 	int status = file_args(conn, &path, &mode, err, sizeof(err));
 
 	if (status)
@@ -341,42 +402,10 @@ enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
 		return api_no_sandbox(conn, r);
-	struct download *dl = calloc(1, sizeof(*dl));
-	if (!dl) {
-		sandbox_put(d, c);
-		return MHD_NO;
-	}
-	*dl = (struct download){ .d = d, .sandbox = c, .agent = { .fd = -1 } };
-	status = api_connect_agent(c, &dl->agent, api_client_fd(conn), err,
-				   sizeof(err));
-	if (!status)
-		api_guest_paced(conn, d,
-				monotonic_ns() + api_guest_patience_ns(d));
-	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
-		snprintf(err, sizeof(err), "asking the guest for %s failed",
-			 path);
-		status = 500;
-	}
-	/* The first answer decides the status: 404 must not be a 200. */
-	if (!status) {
-		int got = next_data(dl, err, sizeof(err), &status);
-
-		if (got >= 0) {
-			status = 0;
-			dl->done = got == 0;
-		}
-	}
-	if (status) {
-		download_free(dl);
+	api_guest_stepped(conn, d);
+	status = api_download(c, path, api_client_fd(conn), file_status, &resp,
+			      err, sizeof(err));
+	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
-	}
-	struct MHD_Response *resp = MHD_create_response_from_callback(
-		MHD_SIZE_UNKNOWN, 256 * 1024, download_read, dl, download_free);
-	if (!resp) {
-		download_free(dl);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/octet-stream");
 	return api_reply(conn, r, 200, resp);
 }

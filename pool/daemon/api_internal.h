@@ -112,6 +112,12 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
  * @value unless @header is NULL; NULL when out of memory. */
 struct MHD_Response *api_json_response(json_t *json, const char *header,
 				       const char *value);
+/* A response of @len bytes of @text (taken over, malloc'd) of content
+ * type @type, whose @budget (taken from the daemon's) goes back when it is
+ * freed, sent or not; NULL (@text freed, @budget given back) when out of
+ * memory. */
+struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
+				       const char *type, uint64_t budget);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);
@@ -260,6 +266,25 @@ bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
 int api_file_args(const char *path, const char *mode_arg, uint32_t *mode,
 		  char *err, size_t errlen);
 
+/*
+ * api_files.c: a download of @path out of sandbox @c (held: taken over,
+ * also on error) for an answer of 200: *@resp streams the file from the
+ * guest as the client reads it, never holding it whole.  Or an HTTP
+ * status and a message in @err: api_connect_agent()'s, or the agent's
+ * errno (ENOENT, EISDIR...) or a failed wait's as @status_of makes it.
+ */
+int api_download(struct sandbox *c, const char *path, int client_fd,
+		 int (*status_of)(int err), struct MHD_Response **resp,
+		 char *err, size_t errlen);
+/*
+ * api_files.c: @len bytes of WRITE_FILE @id to @agent, begun (its PATH,
+ * MODE and USER sent) unless *@open, in AGENT_WRITE_CHUNK frames; *@open
+ * set once it is.  0 or agent_write_file_as()'s error.
+ */
+int api_send_file_piece(struct agent_conn *agent, uint32_t id, bool *open,
+			const char *path, uint32_t mode, const char *user,
+			const char *data, size_t len);
+
 /* A growing text buffer: Prometheus output, an exec's collected output. */
 struct text {
 	char *buf;
@@ -319,6 +344,9 @@ void api_close_agent(struct daemon *d, struct agent_conn *agent);
  */
 void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
 		     uint64_t deadline_ns);
+/* api_guest_paced() for a request each of whose guest steps may take the
+ * guest's patience (a file copied, a ping, a file operation). */
+void api_guest_stepped(struct MHD_Connection *conn, const struct daemon *d);
 /* The HTTP client's socket, -1 when libmicrohttpd does not say. */
 int api_client_fd(struct MHD_Connection *conn);
 

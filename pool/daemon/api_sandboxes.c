@@ -533,7 +533,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!status) {
 		char why[256];
 
-		api_guest_paced(conn, d, start + api_guest_patience_ns(d));
+		api_guest_stepped(conn, d);
 		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
 			snprintf(err, sizeof(err),
 				 "sandbox %s: its agent does not answer a "

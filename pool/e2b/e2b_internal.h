@@ -17,6 +17,10 @@
  *	process.c	envd's process.Process service
  *	processes.c	the processes started through envd, kept per sandbox
  *			beyond the request that started them
+ *	filesystem.c	envd's filesystem.Filesystem service, with
+ *			watchers.c (its watchers kept between calls),
+ *			files.c (GET and POST /files), fspath.c (paths and
+ *			users) and entry.c (EntryInfo): filesystem.h
  *
  * Every request runs on its own libmicrohttpd thread, as thaw's own API's
  * (api.c): a route's handler is called once the body is in (a JSON body is
@@ -74,11 +78,13 @@ struct e2b_sandbox {
 };
 
 struct e2b_processes;
+struct e2b_watchers;
 
 struct e2b_server {
 	struct daemon *d;
 	struct api_server *http;
 	struct e2b_processes *processes;
+	struct e2b_watchers *watchers; /* filesystem.h */
 };
 
 /* One HTTP request's state, from its first handler call to its end. */

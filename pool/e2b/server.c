@@ -32,6 +32,7 @@
 #include "api.h"
 #include "e2b_internal.h"
 #include "log.h"
+#include "filesystem.h"
 #include "processes.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -53,6 +54,7 @@
 		"POST", "/" svc "/" name, E2B_RPC, h, NULL, NULL \
 	}
 #define PROCESS(name, h) RPC("process.Process", name, h)
+#define FS(name, h) RPC("filesystem.Filesystem", name, h)
 
 static const struct e2b_route routes[] = {
 	API("POST", "/sandboxes", e2b_create_sandbox),
@@ -75,6 +77,18 @@ static const struct e2b_route routes[] = {
 	API("DELETE", "/templates/{id}", e2b_delete_snapshot),
 	API("GET", "/templates", e2b_list_templates),
 	ENVD("GET", "/health", e2b_health),
+	ENVD("GET", "/files", e2b_files_get),
+	{ "POST", "/files", E2B_ENVD, e2b_files_upload_end,
+	  e2b_files_upload_begin, e2b_files_upload_piece },
+	FS("Stat", e2b_fs_stat),
+	FS("ListDir", e2b_fs_list_dir),
+	FS("MakeDir", e2b_fs_make_dir),
+	FS("Move", e2b_fs_move),
+	FS("Remove", e2b_fs_remove),
+	FS("WatchDir", e2b_fs_watch_dir),
+	FS("CreateWatcher", e2b_fs_create_watcher),
+	FS("GetWatcherEvents", e2b_fs_get_watcher_events),
+	FS("RemoveWatcher", e2b_fs_remove_watcher),
 	PROCESS("Start", e2b_process_start),
 	PROCESS("Connect", e2b_process_connect),
 	PROCESS("List", e2b_process_list),
@@ -381,15 +395,19 @@ struct e2b_server *e2b_start(struct daemon *d)
 	}
 	s->d = d;
 	s->processes = processes_new(d);
-	if (!s->processes) {
+	s->watchers = watchers_new(d);
+	if (!s->processes || !s->watchers) {
 		log_error("cannot start the E2B server: out of memory");
 		close(fd);
+		processes_free(s->processes);
+		watchers_free(s->watchers);
 		free(s);
 		return NULL;
 	}
 	s->http = api_serve(d, fd, handle, completed, s, "E2B server");
 	if (!s->http) {
 		processes_free(s->processes);
+		watchers_free(s->watchers);
 		free(s);
 		return NULL;
 	}
@@ -402,5 +420,6 @@ void e2b_stop(struct e2b_server *s)
 		return;
 	api_stop(s->http);
 	processes_free(s->processes);
+	watchers_free(s->watchers);
 	free(s);
 }
