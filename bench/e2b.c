@@ -86,8 +86,9 @@ static int sdk_rounds(const struct bench *b, const struct thawd *d,
 			}
 		}
 		if (status && !ret) {
-			snprintf(err, errlen, "node %s exited with status %d",
-				 script, status);
+			snprintf(err, errlen,
+				 "node e2b_create.mjs exited with status %d",
+				 status);
 			ret = -1;
 		}
 	}
