@@ -20,34 +20,16 @@
  * (--e2b DIR points elsewhere).  Without it, or without node, the figures
  * are failures saying so.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "bench.h"
+#include "io.h"
 
 #define GROUP "e2b"
 #define CREATE_OUTPUT_MAX 65536
-
-/* A TCP port free on the loopback now (the daemon binds it soon after). */
-static int free_loopback_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    !getsockname(fd, (struct sockaddr *)&a, &len))
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 /*
  * @creates SDK creates of @template, @concurrency at a time, each round
@@ -136,7 +118,7 @@ void bench_e2b(struct bench *b)
 		};
 		const struct daemon_spec spec = {
 			.max_sandboxes = (unsigned)n * 2 + 8,
-			.e2b_port = free_loopback_port(),
+			.e2b_port = loopback_free_port(),
 		};
 		char own[128], sdk_name[128], text[1024], url[64], why[1024];
 		struct samples own_s = { 0 }, sdk_s = { 0 };
@@ -155,7 +137,8 @@ void bench_e2b(struct bench *b)
 		    start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 			if (spec.e2b_port < 0)
 				snprintf(why, sizeof(why),
-					 "no free loopback port");
+					 "no free loopback port: %s",
+					 strerror(-spec.e2b_port));
 			fail(b, GROUP, own, why);
 			fail(b, GROUP, sdk_name, why);
 			continue;

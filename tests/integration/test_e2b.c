@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "io.h"
 
 #define TOKEN "thaw-test-e2b-token-6c1f2e"
 #define CGROUP_PARENT "thaw-test-e2b"
@@ -70,22 +71,6 @@ struct daemon_run {
 	char config[96];
 	char log[96];
 };
-
-/* A TCP port free on the loopback now (the daemon binds it soon after). */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    !getsockname(fd, (struct sockaddr *)&a, &len))
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
 
 static void write_config(const struct daemon_run *d)
 {
@@ -311,8 +296,8 @@ Test(e2b, sdk_scripts, .timeout = 7200)
 	cr_assert_not_null(mkdtemp(d.state), "mkdtemp: %s", strerror(errno));
 	snprintf(d.config, sizeof(d.config), "%s/thawd.conf", d.state);
 	snprintf(d.log, sizeof(d.log), "%s/thawd.log", d.state);
-	d.port = free_port();
-	cr_assert_gt(d.port, 0, "no free loopback port: %s", strerror(errno));
+	d.port = loopback_free_port();
+	cr_assert_gt(d.port, 0, "no free loopback port: %s", strerror(-d.port));
 	write_config(&d);
 
 	if (start_daemon(&d)) {
