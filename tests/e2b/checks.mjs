@@ -58,7 +58,7 @@ export async function rejects(promise, cls, what) {
     value = await promise;
   } catch (err) {
     assert.ok(err instanceof cls,
-      `${what}: threw ${describe(err)}, expected ${cls.name}`);
+      `${what}: threw ${summary(err)}, expected ${cls.name}`);
     return err;
   }
   assert.fail(`${what}: resolved (${inspect(value)}), expected ${cls.name}`);
@@ -97,10 +97,21 @@ export function script(name, main) {
   });
 }
 
-function describe(err) {
+/* An error's class and message, and its cause's (undici's "fetch failed"
+ * keeps the reason there). */
+function summary(err) {
   if (!(err instanceof Error))
     return inspect(err);
-  return `${err.name}: ${err.message}${err.stack ? '\n' + err.stack.split('\n').slice(1, 6).join('\n') : ''}`;
+  const cause = err.cause instanceof Error ? ` (cause: ${summary(err.cause)})` : '';
+  return `${err.name}: ${err.message}${cause}`;
+}
+
+/* summary(), and where it was thrown. */
+function describe(err) {
+  const stack = err instanceof Error && err.stack
+    ? '\n' + err.stack.split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 5).join('\n')
+    : '';
+  return summary(err) + stack;
 }
 
 function inspect(value) {
