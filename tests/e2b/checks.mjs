@@ -25,11 +25,12 @@ export const slowness = Math.max(1, Number(process.env.THAW_E2B_SLOWNESS) || 1);
 /* Milliseconds: @seconds on a quick host, scaled. */
 export const patience = (seconds) => Math.round(seconds * 1000 * slowness);
 
-/* Every SDK call: request time-outs of minutes, a sandbox that outlives
- * the script (it is killed at the end anyway). */
+/* Every SDK call: request time-outs of minutes; a sandbox lifetime of an
+ * hour, which outlives any script (each kills its sandbox at the end) and
+ * leaves room under E2B's 24 h limit for setTimeout to go further. */
 export const sdkOptions = {
   requestTimeoutMs: patience(300),
-  timeoutMs: patience(1800),
+  timeoutMs: 3_600_000,
 };
 
 /* Options of commands.run(): the command's own deadline, generous. */
@@ -97,13 +98,17 @@ export function script(name, main) {
   });
 }
 
-/* An error's class and message, and its cause's (undici's "fetch failed"
- * keeps the reason there). */
+/* An error's class and message, a command's exit code and stderr, and
+ * its cause's (undici's "fetch failed" keeps the reason there). */
 function summary(err) {
   if (!(err instanceof Error))
     return inspect(err);
   const cause = err.cause instanceof Error ? ` (cause: ${summary(err.cause)})` : '';
-  return `${err.name}: ${err.message}${cause}`;
+  /* A CommandExitError's message is envd's error, often empty. */
+  const exit = 'exitCode' in err && 'stderr' in err
+    ? ` [exit code ${err.exitCode}, stderr ${inspect(err.stderr)}]`
+    : '';
+  return `${err.name}: ${err.message}${exit}${cause}`;
 }
 
 /* summary(), and where it was thrown. */
