@@ -3,9 +3,11 @@
  * sandbox.mjs - E2B's control plane through the unmodified SDK:
  * Sandbox.create() (template `base`, metadata, envs), isRunning, getInfo,
  * setTimeout, Sandbox.list (metadata and state filters), Sandbox.connect,
- * pause and resume (a file kept across them), kill, and the errors the SDK
+ * pause and resume (a file kept across them), fork, createSnapshot with
+ * listSnapshots and a sandbox of the snapshot, kill, and the errors the SDK
  * turns thaw's answers into: a wrong API key, an unknown template, a
- * sandbox that is gone.  One sandbox; see checks.mjs for how checks fail.
+ * sandbox that is gone.  One sandbox (and a fork and a copy, briefly); see
+ * checks.mjs for how checks fail.
  */
 import assert from 'node:assert/strict';
 import {
@@ -97,6 +99,42 @@ script('sandbox.mjs', async () => {
       assert.equal(await resumed.isRunning(sdkOptions), true);
       const r = await resumed.commands.run('cat /tmp/thaw-e2b-kept', runOptions);
       assert.equal(r.stdout, 'kept\n');
+    });
+
+    await check('fork: a running copy with the files', async () => {
+      await sbx.commands.run('echo before fork > /tmp/thaw-e2b-fork', runOptions);
+      const forks = await sbx.fork({ ...sdkOptions, count: 1 });
+      assert.equal(forks.length, 1);
+      const [fork] = forks;
+      assert.ok(fork instanceof Sandbox, `the fork failed: ${fork}`);
+      try {
+        assert.notEqual(fork.sandboxId, id);
+        const r = await fork.commands.run('cat /tmp/thaw-e2b-fork', runOptions);
+        assert.equal(r.stdout, 'before fork\n');
+        assert.equal((await sbx.getInfo(sdkOptions)).state, 'running', 'the forked one');
+      } finally {
+        await fork.kill(sdkOptions);
+      }
+    });
+
+    await check('createSnapshot: listed, and a sandbox created from it has the files', async () => {
+      await sbx.commands.run('echo before snapshot > /tmp/thaw-e2b-snapshot', runOptions);
+      const snapshot = await sbx.createSnapshot(sdkOptions);
+      assert.equal(typeof snapshot.snapshotId, 'string');
+      assert.ok(snapshot.snapshotId.length > 0, 'empty snapshotId');
+      const ids = [];
+      const paginator = sbx.listSnapshots(sdkOptions);
+      while (paginator.hasNext)
+        for (const s of await paginator.nextItems())
+          ids.push(s.snapshotId);
+      assert.ok(ids.includes(snapshot.snapshotId), `${snapshot.snapshotId} not in ${ids}`);
+      const copy = await Sandbox.create(snapshot.snapshotId, sdkOptions);
+      try {
+        const r = await copy.commands.run('cat /tmp/thaw-e2b-snapshot', runOptions);
+        assert.equal(r.stdout, 'before snapshot\n');
+      } finally {
+        await copy.kill(sdkOptions);
+      }
     });
 
     await check('a wrong API key: AuthenticationError', async () => {
