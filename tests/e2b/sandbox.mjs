@@ -4,10 +4,10 @@
  * Sandbox.create() (template `base`, metadata, envs), isRunning, getInfo,
  * setTimeout, Sandbox.list (metadata and state filters), Sandbox.connect,
  * pause and resume (a file kept across them), fork, createSnapshot with
- * listSnapshots and a sandbox of the snapshot, kill, and the errors the SDK
- * turns thaw's answers into: a wrong API key, an unknown template, a
- * sandbox that is gone.  One sandbox (and a fork and a copy, briefly); see
- * checks.mjs for how checks fail.
+ * listSnapshots, a sandbox of the snapshot and deleteSnapshot, kill, and
+ * the errors the SDK turns thaw's answers into: a wrong API key, an unknown
+ * template, a sandbox that is gone.  One sandbox (and a fork and a copy,
+ * briefly); see checks.mjs for how checks fail.
  */
 import assert from 'node:assert/strict';
 import {
@@ -36,6 +36,7 @@ script('sandbox.mjs', async () => {
     envs: { THAW_E2B_FROM_CREATE: 'set at create' },
   });
   const id = sbx.sandboxId;
+  let snapshot;
   console.log(`created ${id}`);
 
   try {
@@ -119,7 +120,7 @@ script('sandbox.mjs', async () => {
 
     await check('createSnapshot: listed, and a sandbox created from it has the files', async () => {
       await sbx.commands.run('echo before snapshot > /tmp/thaw-e2b-snapshot', runOptions);
-      const snapshot = await sbx.createSnapshot(sdkOptions);
+      snapshot = await sbx.createSnapshot(sdkOptions);
       assert.equal(typeof snapshot.snapshotId, 'string');
       assert.ok(snapshot.snapshotId.length > 0, 'empty snapshotId');
       const ids = [];
@@ -165,5 +166,11 @@ script('sandbox.mjs', async () => {
     await rejects(Sandbox.pause(id, sdkOptions), SandboxNotFoundError, 'pause');
     await rejects(sbx.commands.run('true', runOptions), SandboxNotFoundError, 'commands.run');
     assert.ok(!(await listed({ metadata: { run } })).includes(id), 'still listed');
+  });
+
+  await check('deleteSnapshot once no sandbox uses it: true, then false', async () => {
+    assert.ok(snapshot, 'no snapshot from the createSnapshot check');
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, sdkOptions), true);
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, sdkOptions), false);
   });
 });
