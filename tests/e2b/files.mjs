@@ -3,8 +3,8 @@
  * files.mjs - envd's filesystem service and /files through the unmodified
  * SDK: files.write (text, bytes, several files; parents made), read (text,
  * bytes), exists, getInfo, makeDir, list (depth 1 and 2), rename, remove,
- * watchDir, and FileNotFoundError for what is not there.  One sandbox; see
- * checks.mjs for how checks fail.
+ * watchDir, and FileNotFoundError for what is not there (but remove, which
+ * envd lets succeed).  One sandbox; see checks.mjs for how checks fail.
  */
 import assert from 'node:assert/strict';
 import { FileNotFoundError, Sandbox } from 'e2b';
@@ -103,12 +103,15 @@ script('files.mjs', async () => {
       }
     });
 
+    await check('remove of what is not there succeeds, as envd\'s (Go\'s os.RemoveAll)', async () => {
+      await files.remove(missing, runOptions);
+    });
+
     await check('what is not there: FileNotFoundError', async () => {
       await rejects(files.read(missing, runOptions), FileNotFoundError, 'read');
       await rejects(files.getInfo(missing, runOptions), FileNotFoundError, 'getInfo');
       await rejects(files.list('/home/user/thaw-e2b-missing', runOptions), FileNotFoundError, 'list');
       await rejects(files.rename(missing, `${dir}/x`, runOptions), FileNotFoundError, 'rename');
-      await rejects(files.remove(missing, runOptions), FileNotFoundError, 'remove');
       await rejects(files.watchDir('/home/user/thaw-e2b-missing', () => {}, runOptions),
         FileNotFoundError, 'watchDir');
     });
