@@ -44,6 +44,7 @@ struct sizes {
 	int fork_rounds;   /* per fork size */
 	int rollbacks;
 	int chain_restores; /* per level of a chain of checkpoints */
+	int e2b_creates;    /* per concurrency, through each API */
 };
 
 /* One run: the programs and guest it drives, its sizes, its report. */
@@ -52,6 +53,7 @@ struct bench {
 	const char *floor;
 	const char *kernel;
 	const char *initrd;
+	const char *e2b_dir; /* the e2b SDK installed, and e2b_create.mjs */
 	char state_dir[PATH_MAX];
 	const struct sizes *size;
 	const char *scaled; /* why sizes are small, or "" */
@@ -117,16 +119,23 @@ void restore_samples_free(struct restore_samples *r);
 void report_restores(struct bench *b, const char *group, const char *label,
 		     const struct restore_samples *r, const char *context);
 
+/* What a handout waits for once its sandbox is handed out. */
+enum handout_until {
+	UNTIL_PING,	 /* its agent answered a ping (thawd_handout()) */
+	UNTIL_EXEC_TRUE, /* `true` ran in it (thawd_create_exec()) */
+};
+
 /*
  * @handouts handouts of @template, @concurrency at a time: each round waits
  * for @warm clones ready (0: for the pool to be idle), then starts its
  * requests together, then releases what it got.  @s gets each handout's
- * time, @restores the daemon's restore of each clone handed out.  The
- * first failure ends the figure, with its reason.
+ * time, up to @until, @restores the daemon's restore of each clone handed
+ * out.  The first failure ends the figure, with its reason.
  */
 int handout_rounds(const struct thawd *d, const char *template, int concurrency,
-		   int handouts, long warm, struct samples *s,
-		   struct restore_samples *restores, char *err, size_t errlen);
+		   int handouts, long warm, enum handout_until until,
+		   struct samples *s, struct restore_samples *restores,
+		   char *err, size_t errlen);
 
 /*
  * The scenarios, each adding its figures (or failures) to b->report.  A
@@ -146,5 +155,6 @@ void bench_first_exec(struct bench *b);
 void bench_memory(struct bench *b);
 void bench_density(struct bench *b);
 void bench_peers(struct bench *b);
+void bench_e2b(struct bench *b);
 
 #endif

@@ -93,6 +93,7 @@ struct round {
 	pthread_barrier_t *go;
 	const struct thawd *d;
 	const char *template;
+	enum handout_until until;
 	struct handout got;
 	char err[512];
 };
@@ -106,7 +107,11 @@ static void *handout_once(void *arg)
 	c = thawd_connect(r->d, r->err, sizeof(r->err));
 	pthread_barrier_wait(r->go);
 	if (c &&
-	    thawd_handout(c, r->template, &r->got, r->err, sizeof(r->err)) &&
+	    (r->until == UNTIL_EXEC_TRUE
+		     ? thawd_create_exec(c, r->template, &r->got, r->err,
+					 sizeof(r->err))
+		     : thawd_handout(c, r->template, &r->got, r->err,
+				     sizeof(r->err))) &&
 	    !r->err[0])
 		snprintf(r->err, sizeof(r->err), "handout failed");
 	thaw_client_close(c);
@@ -114,8 +119,9 @@ static void *handout_once(void *arg)
 }
 
 int handout_rounds(const struct thawd *d, const char *template, int concurrency,
-		   int handouts, long warm, struct samples *s,
-		   struct restore_samples *restores, char *err, size_t errlen)
+		   int handouts, long warm, enum handout_until until,
+		   struct samples *s, struct restore_samples *restores,
+		   char *err, size_t errlen)
 {
 	struct round *r = calloc((size_t)concurrency, sizeof(*r));
 	pthread_t *threads = calloc((size_t)concurrency, sizeof(*threads));
@@ -140,7 +146,8 @@ int handout_rounds(const struct thawd *d, const char *template, int concurrency,
 		for (int i = 0; i < concurrency; i++) {
 			r[i] = (struct round){ .go = &go,
 					       .d = d,
-					       .template = template };
+					       .template = template,
+					       .until = until };
 			pthread_create(&threads[i], NULL, handout_once, &r[i]);
 		}
 		for (int i = 0; i < concurrency; i++)
@@ -199,8 +206,8 @@ void bench_handouts(struct bench *b, bool warm,
 			continue;
 		}
 		int ret = handout_rounds(&d, "bench", n, b->size->handouts,
-					 warm ? n : 0, &s, &daemon_restores,
-					 why, sizeof(why));
+					 warm ? n : 0, UNTIL_PING, &s,
+					 &daemon_restores, why, sizeof(why));
 		stop_daemon(&d);
 		if (ret && !s.n) {
 			fail(b, group, name, why);

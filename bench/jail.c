@@ -71,11 +71,12 @@ static void jail_measure(struct bench *b, struct jail_mode *m)
 	c = thawd_connect(&d, m->restores_why, sizeof(m->restores_why));
 	if (c && !thawd_wait_ready(c, "warm", 1, 600, m->restores_why,
 				   sizeof(m->restores_why)))
-		handout_rounds(&d, "demand", 1, n, 0, &demand, &m->restores,
-			       m->restores_why, sizeof(m->restores_why));
+		handout_rounds(&d, "demand", 1, n, 0, UNTIL_PING, &demand,
+			       &m->restores, m->restores_why,
+			       sizeof(m->restores_why));
 	thaw_client_close(c);
-	handout_rounds(&d, "warm", 1, n, 1, &m->warm, &before_request,
-		       m->warm_why, sizeof(m->warm_why));
+	handout_rounds(&d, "warm", 1, n, 1, UNTIL_PING, &m->warm,
+		       &before_request, m->warm_why, sizeof(m->warm_why));
 	stop_daemon(&d);
 	samples_free(&demand);
 	restore_samples_free(&before_request);

@@ -664,8 +664,8 @@ static void handouts_with(struct bench *b, const char *network, int n,
 		 network, n, b->size->handouts);
 	if (start_daemon(b, &d, &t, 1, &spec, why, whylen))
 		return;
-	handout_rounds(&d, network, n, b->size->handouts, n, s, restores, why,
-		       whylen);
+	handout_rounds(&d, network, n, b->size->handouts, n, UNTIL_PING, s,
+		       restores, why, whylen);
 	stop_daemon(&d);
 }
 

@@ -29,8 +29,8 @@
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
  * VMM floor, first exec), jail.c (jailed against --no-jail), network.c
  * (a sandbox's network), checkpoints.c (issue 16's RL operations),
- * memory.c (memory per idle clone, density) and
- * peers.c (thaw against gVisor and bubblewrap).
+ * memory.c (memory per idle clone, density), e2b.c (E2B's SDK beside
+ * thaw's own API) and peers.c (thaw against gVisor and bubblewrap).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -63,6 +63,7 @@ static const struct sizes full = {
 	.fork_rounds = 5,
 	.rollbacks = 20,
 	.chain_restores = 20,
+	.e2b_creates = 200,
 };
 
 /*
@@ -89,6 +90,7 @@ static const struct sizes small = {
 	.fork_rounds = 2,
 	.rollbacks = 5,
 	.chain_restores = 5,
+	.e2b_creates = 16,
 };
 
 /* ---- main ---------------------------------------------------------------- */
@@ -104,7 +106,9 @@ static const char usage[] =
 	"network (setup per clone, warm handouts with and without a network,\n"
 	"guest -> host TCP throughput and round trips, policy updates),\n"
 	"checkpoint (checkpoints against dirty memory, forks of one\n"
-	"checkpoint, rollbacks, restores from a chain of checkpoints), peers.\n"
+	"checkpoint, rollbacks, restores from a chain of checkpoints), e2b\n"
+	"(Sandbox.create() -> first commands.run('true') through the e2b SDK,\n"
+	"beside thaw's own create -> exec), peers.\n"
 	"Needs /dev/kvm and root (drop_caches, cgroups, namespaces).\n"
 	"\n"
 	"  --kernel FILE   guest kernel (required)\n"
@@ -112,7 +116,10 @@ static const char usage[] =
 	"  --out DIR       where results go (default bench/results/DATE)\n"
 	"  --quick         small sizes, for a first look\n"
 	"  --thaw FILE     the thaw program (default: the one built with this)\n"
-	"  --floor FILE    thaw-bench-floor (default: the one built with this)\n";
+	"  --floor FILE    thaw-bench-floor (default: the one built with this)\n"
+	"  --e2b DIR       the e2b SDK installed (node_modules) with\n"
+	"                  e2b_create.mjs (default: the build's tests/e2b,\n"
+	"                  which `ctest -R e2b_sdk` fills)\n";
 
 static bool wanted(char **names, int n, const char *scenario)
 {
@@ -127,7 +134,7 @@ int main(int argc, char **argv)
 	static const char *const scenarios[] = {
 		"all",	      "handout",    "restore", "boot",	    "floor",
 		"first-exec", "memory",	    "density", "sustained", "jail",
-		"network",    "checkpoint", "peers",
+		"network",    "checkpoint", "peers",   "e2b",
 	};
 	static const struct option options[] = {
 		{ "kernel", required_argument, NULL, 'k' },
@@ -136,10 +143,13 @@ int main(int argc, char **argv)
 		{ "quick", no_argument, NULL, 'q' },
 		{ "thaw", required_argument, NULL, 't' },
 		{ "floor", required_argument, NULL, 'f' },
+		{ "e2b", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct bench b = { .thaw = THAW, .floor = THAW_BENCH_FLOOR };
+	struct bench b = { .thaw = THAW,
+			   .floor = THAW_BENCH_FLOOR,
+			   .e2b_dir = THAW_E2B_DIR };
 	char out[PATH_MAX] = "", err[1024];
 	bool quick = false;
 	int opt;
@@ -163,6 +173,9 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			b.floor = optarg;
+			break;
+		case 'e':
+			b.e2b_dir = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -253,6 +266,8 @@ int main(int argc, char **argv)
 		bench_network(&b);
 	if (wanted(names, n, "checkpoint"))
 		bench_checkpoints(&b);
+	if (wanted(names, n, "e2b"))
+		bench_e2b(&b);
 	if (wanted(names, n, "peers"))
 		bench_peers(&b);
 

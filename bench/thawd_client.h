@@ -34,6 +34,7 @@ struct template_spec {
 
 struct thawd {
 	pid_t pid;
+	char token[64]; /* the daemon's, sent with every call; "": none */
 	char state_dir[PATH_MAX];
 	char socket[PATH_MAX + 16];
 	char config[PATH_MAX + 16];
@@ -52,7 +53,13 @@ struct daemon_spec {
 	bool admit_on_load;
 	/* jail = false: VMMs unjailed, to measure what the jail costs. */
 	bool no_jail;
+	/* e2b_listen = 127.0.0.1:PORT (0: none), with a token, which every
+	 * call of the bench then carries. */
+	int e2b_port;
 };
+
+/* The token of a daemon started with an e2b_port. */
+#define THAWD_E2B_TOKEN "thaw-bench-e2b-token"
 
 /*
  * Writes a config with @templates (@n of them, all on @kernel and @initrd)
@@ -110,6 +117,13 @@ int thawd_handout(struct thaw_client *c, const char *template,
 
 /* thawd_handout() of the sandbox @spec asks for (a snapshot's, say). */
 int thawd_create_ping(struct thaw_client *c, const struct thaw_create *spec,
+		      struct handout *h, char *err, size_t errlen);
+
+/*
+ * POST /sandboxes for @template and, once handed out, `true` executed in
+ * it: @h->ms is create request sent -> `true` exited.  0, or -1 with @err.
+ */
+int thawd_create_exec(struct thaw_client *c, const char *template,
 		      struct handout *h, char *err, size_t errlen);
 
 /* `true` in sandbox @id, waited for; @ms its round trip.  0 or -1. */

@@ -4,7 +4,9 @@
  */
 #include "io.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -72,4 +74,22 @@ int unix_listen(const char *path, int backlog, int flags)
 		return ret;
 	}
 	return fd;
+}
+
+int loopback_free_port(void)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+			      getsockname(fd, (struct sockaddr *)&addr, &len) <
+				      0
+		      ? -errno
+		      : ntohs(addr.sin_port);
+	close(fd);
+	return ret;
 }

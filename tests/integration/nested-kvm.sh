@@ -18,7 +18,11 @@
 # and the network's (paths under its kernel/ without .ko, space-separated:
 # "net/sched/sch_netem"); NESTED_KVM_MEM
 # is L1's memory in MiB (default 2048), NESTED_KVM_SMP its CPUs (default
-# 1, see below).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
+# 1, see below); NESTED_KVM_FORWARD=PORT makes TCP PORT on this machine's
+# loopback reach PORT in L1 (QEMU's user networking, restricted: L1 reaches
+# nothing out there; its e1000 is 10.0.2.15), for a client here talking to
+# a server COMMAND runs (test_e2b: node here, the daemon's e2b_listen in
+# L1).  L1 has cgroup v2 at /sys/fs/cgroup.  L1 writes COMMAND's
 # stdout and stderr to its 2nd and 3rd serial ports (files on this side) and
 # its exit status to the console, with a heartbeat.
 set -euo pipefail
@@ -66,6 +70,13 @@ network_modules="drivers/net/tun drivers/net/veth crypto/crc32c_generic
 	net/netfilter/nf_conntrack net/netfilter/nf_nat
 	net/netfilter/nft_chain_nat net/netfilter/nft_masq net/netfilter/nft_ct
 	net/sched/sch_ingress net/sched/cls_bpf"
+forward_args=()
+if [ -n "${NESTED_KVM_FORWARD:-}" ]; then
+	port=$NESTED_KVM_FORWARD
+	network_modules="$network_modules drivers/net/ethernet/intel/e1000/e1000"
+	forward_args=(-netdev "user,id=forward,restrict=on,hostfwd=tcp:127.0.0.1:$port-:$port"
+		-device e1000,netdev=forward)
+fi
 modules="$network_modules ${NESTED_KVM_MODULES:-}"
 for m in virt/lib/irqbypass drivers/crypto/ccp/ccp arch/x86/kvm/kvm \
 	arch/x86/kvm/kvm-amd $modules; do
@@ -103,6 +114,10 @@ quote() { printf "'%s' " "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 		printf 'insmod /lib/modules/%s.ko || echo "nested-kvm: insmod %s failed"\n' \
 			"$(basename "$m")" "$m"
 	done
+	if [ -n "${NESTED_KVM_FORWARD:-}" ]; then
+		printf 'ip link set lo up; ip link set eth0 up\n'
+		printf 'ip addr add 10.0.2.15/24 dev eth0 || echo "nested-kvm: no eth0 for NESTED_KVM_FORWARD"\n'
+	fi
 	printf 'exec '
 	for word in "$cmd" "$@"; do quote "$word"; done
 	printf '</dev/null >/dev/ttyS1 2>/dev/ttyS2\n'
@@ -177,7 +192,7 @@ while :; do
 		qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${NESTED_KVM_SMP:-1}" \
 		-m "${NESTED_KVM_MEM:-2048}" -display none -monitor none -no-reboot -nodefaults \
 		-serial "file:$work/console" -serial "file:$work/out" \
-		-serial "file:$work/err" \
+		-serial "file:$work/err" "${forward_args[@]}" \
 		-kernel "$kdir/vmlinuz" -initrd "$work/l1.cpio" \
 		-append "console=ttyS0 loglevel=4 panic=-1" &
 	qemu_pid=$!
