@@ -74,6 +74,25 @@ static void release(struct thaw_client *c, const char *id)
 		progress("%s: %s", id, err);
 }
 
+/* Releases every sandbox of snapshot @snap: a fork whose answer the client
+ * gave up on is made all the same, and would hold the capacity the next
+ * figures need. */
+static void release_snapshots_sandboxes(struct thaw_client *c, const char *snap)
+{
+	struct thaw_sandbox *list;
+	size_t n;
+	char err[256];
+
+	if (thaw_client_list(c, &list, &n, err, sizeof(err))) {
+		progress("%s", err);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].snapshot, snap))
+			release(c, list[i].id);
+	free(list);
+}
+
 /* ---- checkpoint latency against dirty memory ---------------------------- */
 
 struct dirty_figures {
@@ -216,6 +235,8 @@ static int fork_once(struct thaw_client *c, const char *snap, unsigned n,
 	for (size_t i = 0; i < got; i++)
 		release(c, forks[i].id);
 	free(forks);
+	if (ret && !got)
+		release_snapshots_sandboxes(c, snap);
 	return ret;
 }
 
