@@ -14,6 +14,9 @@
  * sending more than max_file_bytes.  Every wait on the guest is bounded
  * by the daemon's patience (agent_client.h), each piece sent or received
  * having that long.  The agent's errno becomes the status (file_status).
+ * The download and the sending of an upload's pieces serve E2B's /files
+ * too (pool/e2b/files.c: api_download with envd's statuses,
+ * api_send_file_piece).
  */
 #include <errno.h>
 #include <inttypes.h>

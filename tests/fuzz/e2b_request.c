@@ -10,6 +10,8 @@
  * path (an id it finds must be of the id characters); the query is split
  * at '&' and '=' (libmicrohttpd's job, done simply: no unescaping) and its
  * state=, metadata=, limit= and nextToken= go to e2b_parse_list_query();
+ * path= and username= go to e2b_files_args() (/files' query), whose
+ * resolved path must be clean: absolute, no empty, "." or ".." segment;
  * e2b_parse_host() takes the host (a port and id it finds must fit); the
  * body is opened as one Connect envelope (the message must lie inside
  * it), and both the envelope's message and the whole body go through
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "e2b_internal.h"
+#include "filesystem.h"
 
 #define ID_CHARS                                                         \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
@@ -28,10 +31,27 @@
 
 static struct daemon_config cfg;
 
+/* /files' ?path= and ?username=: a resolved path is clean. */
+static void files_query(const char *path, const char *username)
+{
+	char user[E2B_USER_MAX + 1], resolved[E2B_PATH_MAX + 1], err[1024];
+
+	if (e2b_files_args(path, username, user, resolved, err, sizeof(err)))
+		return;
+	size_t n = strlen(resolved);
+	if (resolved[0] != '/' || n > E2B_PATH_MAX ||
+	    (n > 1 && resolved[n - 1] == '/') || strstr(resolved, "//") ||
+	    strstr(resolved, "/./") || strstr(resolved, "/../") ||
+	    (n >= 2 && !strcmp(resolved + n - 2, "/.")) ||
+	    (n >= 3 && !strcmp(resolved + n - 3, "/..")))
+		abort();
+}
+
 /* The query's arguments the list takes, as the route would pass them. */
 static void list_query(const char *query)
 {
 	const char *state = NULL, *metadata = NULL, *limit = NULL, *next = NULL;
+	const char *path = NULL, *username = NULL;
 	char *copy = strdup(query), *save = NULL, err[512];
 	struct e2b_list_query q;
 
@@ -54,7 +74,12 @@ static void list_query(const char *query)
 			limit = value;
 		else if (!strcmp(arg, "nextToken"))
 			next = value;
+		else if (!strcmp(arg, "path"))
+			path = value;
+		else if (!strcmp(arg, "username"))
+			username = value;
 	}
+	files_query(path, username);
 	if (!e2b_parse_list_query(state, metadata, limit, next, &q, err,
 				  sizeof(err)) &&
 	    (q.limit < 1 || q.limit > 100 || (!q.running && !q.paused)))
