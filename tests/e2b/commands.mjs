@@ -14,6 +14,19 @@ import { check, eventually, rejects, runOptions, script, sdkOptions } from './ch
 /* A pid no guest process has: Linux's pid_max is at most 2^22. */
 const NO_SUCH_PID = 4194304 + 17;
 
+/* Whether @handle's command ended (or its stream failed), as a flag
+ * polled by eventually(): a wait for its output then stops when no more
+ * can come instead of at the hang deadline. */
+function endOf(handle) {
+  const flag = { ended: false };
+  handle.wait().catch(() => {}).finally(() => { flag.ended = true; });
+  return flag;
+}
+
+/* Why a command's output is not what was awaited. */
+const endedEarly = (handle) =>
+  `the command ended first (exit code ${handle.exitCode}, error ${handle.error})`;
+
 script('commands.mjs', async () => {
   const sbx = await Sandbox.create(sdkOptions);
   console.log(`created ${sbx.sandboxId}`);
@@ -87,10 +100,12 @@ script('commands.mjs', async () => {
         onStdout: (data) => { out += data; },
       });
       assert.ok(Number.isInteger(h.pid) && h.pid > 0, `pid ${h.pid}`);
+      const end = endOf(h);
       await h.sendStdin('first line\n');
       await sbx.commands.sendStdin(h.pid, 'second line\n', runOptions);
       await eventually('cat echoed both lines', 120,
-        () => out === 'first line\nsecond line\n');
+        () => out === 'first line\nsecond line\n' || end.ended);
+      assert.equal(out, 'first line\nsecond line\n', endedEarly(h));
       const listed = (await sbx.commands.list(runOptions)).find((p) => p.pid === h.pid);
       assert.ok(listed, `pid ${h.pid} not in commands.list()`);
       assert.equal(listed.cmd, '/bin/bash');
@@ -120,9 +135,11 @@ script('commands.mjs', async () => {
         onStdout: (data) => { out += data; },
       });
       assert.equal(again.pid, h.pid);
+      const end = endOf(again);
       await again.sendStdin('after reconnect\n');
       await eventually('the reattached handle saw the output', 120,
-        () => out === 'after reconnect\n');
+        () => out === 'after reconnect\n' || end.ended);
+      assert.equal(out, 'after reconnect\n', endedEarly(again));
       assert.equal(await again.kill(), true);
     });
 

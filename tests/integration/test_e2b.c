@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -103,12 +104,15 @@ static void write_config(const struct daemon_run *d)
 
 /* In the forked child: `thaw daemon`, in the emulated host when nested;
  * its output appended to the log. */
-static void exec_daemon(const struct daemon_run *d)
+static void exec_daemon(const struct daemon_run *d, pid_t parent)
 {
 	int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	char port[16];
 
-	if (log < 0)
+	/* A test killed on the way (ctest's timeout) takes its daemon, and
+	 * the daemon its sandboxes, along; nested-kvm.sh stops QEMU. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (log < 0 || getppid() != parent)
 		_exit(127);
 	dup2(log, STDOUT_FILENO);
 	dup2(log, STDERR_FILENO);
@@ -186,6 +190,7 @@ static bool start_daemon(struct daemon_run *d)
 {
 	char tail[4096], boot[32];
 	struct timespec t0, t1;
+	pid_t parent = getpid();
 	int status;
 
 	d->pid = fork();
@@ -194,7 +199,7 @@ static bool start_daemon(struct daemon_run *d)
 		return false;
 	}
 	if (d->pid == 0)
-		exec_daemon(d);
+		exec_daemon(d, parent);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		if (e2b_status(d->port, "/v2/sandboxes") == 200)
