@@ -9,10 +9,12 @@
  * body (we allocate the request's context and check what can be checked
  * from the headers alone: route, method, token, declared length), then
  * once per piece of body, then once more with none, when the route's
- * handler answers.  JSON bodies are collected up to max_request_bytes; a
- * file upload is passed on to the guest piece by piece as it arrives (the
- * route's put_piece), so its size is bounded by max_file_bytes, not by our
- * memory.
+ * handler answers.  The E2B server (pool/e2b) is served by the same
+ * callback: a struct api_protocol says how its requests begin, take their
+ * body, end and fail, as thaw_api does for this API's.  JSON bodies are
+ * collected up to max_request_bytes; a file upload is passed on to the guest
+ * piece by piece as it arrives (the route's put_piece), so its size is bounded
+ * by max_file_bytes, not by our memory.
  *
  * A JSON body is held, then parsed, and jansson's values are far larger
  * than their text (an array of empty objects, "[{},{},...]", takes 84
@@ -54,7 +56,7 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 		return MHD_NO;
 	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
-	r->answered = true;
+	r->x.answered = true;
 	api_count_status(r->d, status);
 	return ret;
 }
@@ -386,7 +388,7 @@ json_t *api_parse_object(const char *text, size_t len, char *err, size_t errlen)
 
 json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 {
-	return api_parse_object(r->body.buf, r->body.len, err, errlen);
+	return api_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
 }
 
 /*
@@ -613,20 +615,19 @@ static bool authorized(struct MHD_Connection *conn, const struct daemon *d)
 	return diff == 0;
 }
 
-static enum MHD_Result too_large(struct MHD_Connection *conn, struct request *r,
-				 const struct daemon *d)
+/*
+ * thaw's API as api_serve() drives it: the first call of a request decides
+ * all that the headers alone decide (token, route, method).
+ */
+static enum MHD_Result request_begin(struct MHD_Connection *conn,
+				     struct api_exchange *x, void *cls,
+				     const char *url, const char *method)
 {
-	return api_reply_error(
-		conn, r, 413,
-		"the body is larger than max_request_bytes (%" PRIu64 ")",
-		d->cfg.max_request_bytes);
-}
+	struct request *r = (struct request *)x;
+	struct daemon *d = cls;
 
-/* First call of a request: everything the headers alone decide. */
-static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
-			     struct daemon *d, const char *url,
-			     const char *method)
-{
+	r->d = d;
+	r->agent.fd = -1;
 	r->route = api_parse_route(url, r->id);
 	if (!authorized(conn, d))
 		return api_reply_error(
@@ -645,15 +646,56 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct request *r,
 					MHD_HTTP_HEADER_ALLOW, allow, msg);
 	}
 	if (r->route->put_begin && !strcmp(method, "PUT")) {
-		r->streamed = true;
+		r->x.streamed = true;
 		return r->route->put_begin(conn, r, d);
 	}
-	const char *length = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (length && strtoull(length, NULL, 10) > d->cfg.max_request_bytes)
-		return too_large(conn, r, d);
 	return MHD_YES;
 }
+
+static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
+			  const char *data, size_t len)
+{
+	struct request *r = (struct request *)x;
+
+	r->route->put_piece(conn, r, r->d, data, len);
+}
+
+static enum MHD_Result request_end(struct MHD_Connection *conn,
+				   struct api_exchange *x, const char *method)
+{
+	struct request *r = (struct request *)x;
+
+	return handler_of(r->route, method)(conn, r, r->d);
+}
+
+static enum MHD_Result request_fail(struct MHD_Connection *conn,
+				    struct api_exchange *x, unsigned status,
+				    const char *message)
+{
+	return api_reply_error(conn, (struct request *)x, status, "%s",
+			       message);
+}
+
+static void request_finish(struct api_exchange *x)
+{
+	struct request *r = (struct request *)x;
+
+	/* An upload cut short: closing the connection makes the agent drop
+	 * the half-written file (PROTOCOL.md). */
+	api_close_agent(r->d, &r->agent);
+	if (r->sandbox)
+		sandbox_put(r->d, r->sandbox);
+}
+
+static const struct api_protocol thaw_api = {
+	.what = "HTTP server",
+	.request_size = sizeof(struct request),
+	.begin = request_begin,
+	.piece = request_piece,
+	.end = request_end,
+	.fail = request_fail,
+	.finish = request_finish,
+};
 
 void api_body_take(struct daemon *d, struct api_body *b, const char *data,
 		   size_t len)
@@ -688,71 +730,6 @@ void api_body_free(struct daemon *d, struct api_body *b)
 	*b = (struct api_body){ 0 };
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
-			      const char *url, const char *method,
-			      const char *version, const char *upload_data,
-			      size_t *upload_data_size, void **con_cls)
-{
-	struct daemon *d = cls;
-	struct request *r = *con_cls;
-
-	(void)version;
-	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			return MHD_NO;
-		r->agent.fd = -1;
-		r->d = d;
-		*con_cls = r;
-		api_conn_head_in(conn);
-		return begin(conn, r, d, url, method);
-	}
-	if (r->answered) {
-		/* Answered early (an error): the rest of the body is
-		 * dropped. */
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	if (*upload_data_size) {
-		if (r->streamed)
-			r->route->put_piece(conn, r, d, upload_data,
-					    *upload_data_size);
-		else
-			api_body_take(d, &r->body, upload_data,
-				      *upload_data_size);
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	if (r->body.too_large)
-		return too_large(conn, r, d);
-	if (r->body.over_budget) {
-		char err[256];
-
-		api_budget_spent(d, err, sizeof(err));
-		return api_reply_error(conn, r, 503, "%s", err);
-	}
-	return handler_of(r->route, method)(conn, r, d);
-}
-
-static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-		      enum MHD_RequestTerminationCode why)
-{
-	struct request *r = *con_cls;
-
-	(void)why;
-	api_conn_replied(conn);
-	if (!r)
-		return;
-	/* An upload cut short: closing the connection makes the agent drop
-	 * the half-written file (PROTOCOL.md). */
-	api_close_agent(cls, &r->agent);
-	if (r->sandbox)
-		sandbox_put(cls, r->sandbox);
-	api_body_free(cls, &r->body);
-	free(r);
-	*con_cls = NULL;
-}
-
 /*
  * libmicrohttpd's own errors, whole: the logger keeps a message that spans
  * lines on one.  Its messages end in a newline, ours add one.
@@ -784,15 +761,111 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 struct api_server {
 	struct MHD_Daemon *mhd;
 	struct api_conns *conns;
+	struct daemon *d;
+	const struct api_protocol *protocol;
+	void *cls; /* the protocol's begin() gets it */
 };
 
-/* A libmicrohttpd server of @d's limits, @conns accepting for it, calling
- * @handler and @completed with @cls; started accepting.  NULL on failure. */
-static struct MHD_Daemon *mhd_start(struct daemon *d, struct api_conns *conns,
-				    MHD_AccessHandlerCallback handler,
-				    MHD_RequestCompletedCallback completed,
-				    void *cls)
+static enum MHD_Result too_large(struct MHD_Connection *conn,
+				 const struct api_server *s,
+				 struct api_exchange *x)
 {
+	char msg[128];
+
+	snprintf(msg, sizeof(msg),
+		 "the body is larger than max_request_bytes (%" PRIu64 ")",
+		 s->d->cfg.max_request_bytes);
+	return s->protocol->fail(conn, x, 413, msg);
+}
+
+/* First call of a request: the protocol's begin(), then the length the
+ * headers declare for a body to be collected. */
+static enum MHD_Result begin(struct MHD_Connection *conn,
+			     const struct api_server *s, struct api_exchange *x,
+			     const char *url, const char *method)
+{
+	enum MHD_Result ret = s->protocol->begin(conn, x, s->cls, url, method);
+
+	if (ret != MHD_YES || x->answered || x->streamed)
+		return ret;
+	const char *length = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (length && strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
+		return too_large(conn, s, x);
+	return MHD_YES;
+}
+
+/*
+ * libmicrohttpd's callback for both servers: once at the headers (begin()),
+ * once per piece of body, once more at its end, when the protocol's end()
+ * answers.
+ */
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      const char *version, const char *upload_data,
+			      size_t *upload_data_size, void **con_cls)
+{
+	struct api_server *s = cls;
+	struct api_exchange *x = *con_cls;
+
+	(void)version;
+	if (!x) {
+		x = calloc(1, s->protocol->request_size);
+		if (!x)
+			return MHD_NO;
+		*con_cls = x;
+		api_conn_head_in(conn);
+		return begin(conn, s, x, url, method);
+	}
+	if (x->answered) {
+		/* Answered early (an error): the rest of the body is
+		 * dropped. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (x->streamed)
+			s->protocol->piece(conn, x, upload_data,
+					   *upload_data_size);
+		else
+			api_body_take(s->d, &x->body, upload_data,
+				      *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (x->body.too_large)
+		return too_large(conn, s, x);
+	if (x->body.over_budget) {
+		char err[256];
+
+		api_budget_spent(s->d, err, sizeof(err));
+		return s->protocol->fail(conn, x, 503, err);
+	}
+	return s->protocol->end(conn, x, method);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+		      enum MHD_RequestTerminationCode why)
+{
+	struct api_server *s = cls;
+	struct api_exchange *x = *con_cls;
+
+	(void)why;
+	api_conn_replied(conn);
+	if (!x)
+		return;
+	s->protocol->finish(x);
+	api_body_free(s->d, &x->body);
+	free(x);
+	*con_cls = NULL;
+}
+
+/* A libmicrohttpd server of s->d's limits, s->conns accepting for it;
+ * started accepting.  NULL on failure. */
+static struct MHD_Daemon *mhd_start(struct api_server *s)
+{
+	const struct daemon_config *cfg = &s->d->cfg;
+
 	/* Both allocators pair with free(): a thread using jansson while
 	 * this changes is unaffected. */
 	json_set_alloc_funcs(json_parse_malloc, free);
@@ -804,15 +877,15 @@ static struct MHD_Daemon *mhd_start(struct daemon *d, struct api_conns *conns,
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 			MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, handler, cls, MHD_OPTION_EXTERNAL_LOGGER,
-		log_mhd, NULL, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)d->cfg.max_connections * 2,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout_s,
-		MHD_OPTION_NOTIFY_COMPLETED, completed, cls,
-		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, conns,
+		0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
+		NULL, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)cfg->max_connections * 2,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s,
+		MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, s->conns,
 		MHD_OPTION_END);
 
-	if (mhd && api_conns_start(conns, mhd) < 0) {
+	if (mhd && api_conns_start(s->conns, mhd) < 0) {
 		MHD_stop_daemon(mhd);
 		mhd = NULL;
 	}
@@ -820,23 +893,24 @@ static struct MHD_Daemon *mhd_start(struct daemon *d, struct api_conns *conns,
 }
 
 struct api_server *api_serve(struct daemon *d, int fd,
-			     MHD_AccessHandlerCallback handler,
-			     MHD_RequestCompletedCallback completed, void *cls,
-			     const char *what)
+			     const struct api_protocol *p, void *cls)
 {
 	struct api_server *s = calloc(1, sizeof(*s));
 
 	if (s)
 		s->conns = api_conns_new(&d->cfg, fd);
 	if (!s || !s->conns) {
-		log_error("cannot start the %s: out of memory", what);
+		log_error("cannot start the %s: out of memory", p->what);
 		free(s);
 		close(fd);
 		return NULL;
 	}
-	s->mhd = mhd_start(d, s->conns, handler, completed, cls);
+	s->d = d;
+	s->protocol = p;
+	s->cls = cls;
+	s->mhd = mhd_start(s);
 	if (!s->mhd) {
-		log_error("cannot start the %s", what);
+		log_error("cannot start the %s", p->what);
 		api_conns_free(s->conns);
 		free(s);
 		return NULL;
@@ -846,7 +920,7 @@ struct api_server *api_serve(struct daemon *d, int fd,
 
 struct api_server *api_start(struct daemon *d, int fd)
 {
-	return api_serve(d, fd, handle, completed, d, "HTTP server");
+	return api_serve(d, fd, &thaw_api, d);
 }
 
 void api_stop(struct api_server *s)

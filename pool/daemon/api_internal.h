@@ -53,14 +53,47 @@ struct api_body {
 	uint64_t budget_held;
 };
 
+/*
+ * What a request in flight on either of the daemon's HTTP servers (thaw's
+ * API, E2B's in pool/e2b) has, whatever its routes: the first member of
+ * each server's request struct, so that one libmicrohttpd callback (api.c)
+ * drives both, and a pointer to it is one to the request (C11 6.7.2.1).
+ */
+struct api_exchange {
+	bool answered;	      /* its answer is queued */
+	bool streamed;	      /* its body goes to the server's piece() */
+	struct api_body body; /* otherwise collected here */
+};
+
+/*
+ * A server's side of that callback.  begin() runs at the headers (the
+ * request is zeroed; answering there ends it, setting x->streamed sends
+ * its body to piece()), end() once the body is in; fail() answers an error
+ * in the server's shape; finish() frees what the request holds besides its
+ * body, however it ended.
+ */
+struct api_protocol {
+	const char *what; /* "E2B server", for the log */
+	size_t request_size;
+	enum MHD_Result (*begin)(struct MHD_Connection *conn,
+				 struct api_exchange *x, void *cls,
+				 const char *url, const char *method);
+	void (*piece)(struct MHD_Connection *conn, struct api_exchange *x,
+		      const char *data, size_t len);
+	enum MHD_Result (*end)(struct MHD_Connection *conn,
+			       struct api_exchange *x, const char *method);
+	enum MHD_Result (*fail)(struct MHD_Connection *conn,
+				struct api_exchange *x, unsigned status,
+				const char *message);
+	void (*finish)(struct api_exchange *x);
+};
+
 /* One HTTP request's state, from its first handler call to its end. */
 struct request {
+	struct api_exchange x; /* first: api.c's callback drives it */
 	struct daemon *d;
 	const struct api_route *route;
 	char id[SANDBOX_ID_LEN + 1];
-	bool answered;
-	struct api_body body; /* JSON bodies */
-	bool streamed;	      /* the body goes to route->put_piece */
 	/* PUT files: the upload goes straight on to the agent */
 	struct sandbox *sandbox;
 	struct agent_conn agent;
@@ -385,14 +418,11 @@ void api_conns_notify(void *cls, struct MHD_Connection *conn,
 /*
  * api.c: serves the bound, listening socket @fd (taken over, closed on
  * failure too) with libmicrohttpd, a thread per connection, api_conns.c
- * accepting with @d's limits: @handler and @completed are called with
- * @cls.  NULL after a log line naming @what ("E2B server") on failure;
- * api_stop() stops it.
+ * accepting with @d's limits, its requests @p's (begin() gets @cls).
+ * NULL after a log line naming p->what on failure; api_stop() stops it.
  */
 struct api_server *api_serve(struct daemon *d, int fd,
-			     MHD_AccessHandlerCallback handler,
-			     MHD_RequestCompletedCallback completed, void *cls,
-			     const char *what);
+			     const struct api_protocol *p, void *cls);
 /* Starts accepting for @mhd (MHD_USE_NO_LISTEN_SOCKET).  0 or -1. */
 int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd);
 /* Stops accepting; the connections already in stay. */

@@ -198,10 +198,10 @@ char *e2b_envelope_make(uint8_t flags, json_t *json, size_t *len)
 json_t *e2b_connect_request(const struct e2b_request *r, bool streaming,
 			    char *err, size_t errlen)
 {
-	const char *msg = r->body.buf;
-	size_t len = r->body.len;
+	const char *msg = r->x.body.buf;
+	size_t len = r->x.body.len;
 
-	if (streaming && !e2b_envelope_open(r->body.buf, r->body.len, &msg,
+	if (streaming && !e2b_envelope_open(r->x.body.buf, r->x.body.len, &msg,
 					    &len, err, errlen))
 		return NULL;
 	return api_parse_object(msg, len, err, errlen);

@@ -89,15 +89,13 @@ struct e2b_server {
 
 /* One HTTP request's state, from its first handler call to its end. */
 struct e2b_request {
+	struct api_exchange x; /* first: api.c's callback drives it */
 	struct daemon *d;
 	struct e2b_server *server;
 	const struct e2b_route *route;
 	char id[E2B_PATH_ID_MAX + 1]; /* the path's {id}, or "" */
 	/* envd routes: the sandbox the request is for, held until its end */
 	struct sandbox *sandbox;
-	bool answered;
-	struct api_body body; /* collected unless the route streams it */
-	bool streamed;
 	/* A streamed body's route keeps its state here; freed at the end by
 	 * @state_free, whatever happened. */
 	void *state;
@@ -186,7 +184,7 @@ bool e2b_parse_host(const char *host, unsigned *port,
  * Finds the sandbox an envd request of @method is for (E2b-Sandbox-Id,
  * else the Host header) and checks its X-Access-Token (or, for /files,
  * the URL's signature); sets r->sandbox (held) and
- * returns MHD_YES with r->answered false, or answers the error: 502 for
+ * returns MHD_YES with r->x.answered false, or answers the error: 502 for
  * no such sandbox, as E2B's proxy does (which the SDK reads as a sandbox
  * gone, a Connect client as unavailable), 401 for a wrong token and 400
  * for no sandbox named, Connect's errors on an E2B_RPC route.

@@ -14,10 +14,11 @@
  * 49983, X-Access-Token): their paths do not overlap, and the SDK sends
  * both to this one address when E2B_API_URL and E2B_SANDBOX_URL name it.
  *
- * libmicrohttpd calls handle() once at the headers (route, method,
- * credentials, declared length, the envd sandbox: all that the headers
- * alone decide is answered before any body is read), once per piece of
- * body and once more at its end, when the route's handler answers.
+ * api.c's libmicrohttpd callback drives its requests as it does thaw's
+ * own (e2b_api below): request_begin() at the headers (route, method,
+ * credentials, the envd sandbox: all that the headers alone decide is
+ * answered before any body is read), the route's body_piece() per piece of
+ * a streamed body, its handler at the end.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -161,7 +162,7 @@ enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
 		return MHD_NO;
 	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
-	r->answered = true;
+	r->x.answered = true;
 	api_count_status(r->d, status);
 	return ret;
 }
@@ -214,7 +215,7 @@ enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 
 json_t *e2b_body_object(const struct e2b_request *r, char *err, size_t errlen)
 {
-	return api_parse_object(r->body.buf, r->body.len, err, errlen);
+	return api_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -229,21 +230,16 @@ static bool api_key_valid(struct MHD_Connection *conn, const struct daemon *d)
 	return key && e2b_secret_equal(key, d->cfg.token);
 }
 
-static enum MHD_Result too_large(struct MHD_Connection *conn,
-				 struct e2b_request *r)
-{
-	return e2b_reply_error(conn, r, 413,
-			       "the body is larger than max_request_bytes "
-			       "(%llu)",
-			       (unsigned long long)r->d->cfg.max_request_bytes);
-}
-
 /* First call of a request: everything the headers alone decide. */
-static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
-			     const char *url, const char *method)
+static enum MHD_Result request_begin(struct MHD_Connection *conn,
+				     struct api_exchange *x, void *cls,
+				     const char *url, const char *method)
 {
+	struct e2b_request *r = (struct e2b_request *)x;
 	bool path_known;
 
+	r->server = cls;
+	r->d = r->server->d;
 	r->route = e2b_find_route(method, url, r->id, &path_known);
 	if (!r->route && path_known)
 		return e2b_reply_error(conn, r, 405, "%s does not take %s", url,
@@ -259,84 +255,60 @@ static enum MHD_Result begin(struct MHD_Connection *conn, struct e2b_request *r,
 	if (r->route->kind != E2B_API) {
 		enum MHD_Result ret = e2b_envd_begin(conn, r, method);
 
-		if (r->answered)
+		if (r->x.answered)
 			return ret;
 	}
 	if (r->route->body_begin) {
-		r->streamed = true;
+		r->x.streamed = true;
 		return r->route->body_begin(conn, r);
 	}
-	const char *length = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (length && strtoull(length, NULL, 10) > r->d->cfg.max_request_bytes)
-		return too_large(conn, r);
 	return MHD_YES;
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
-			      const char *url, const char *method,
-			      const char *version, const char *upload_data,
-			      size_t *upload_data_size, void **con_cls)
+static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
+			  const char *data, size_t len)
 {
-	struct e2b_server *s = cls;
-	struct e2b_request *r = *con_cls;
+	struct e2b_request *r = (struct e2b_request *)x;
 
-	(void)version;
-	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			return MHD_NO;
-		r->d = s->d;
-		r->server = s;
-		*con_cls = r;
-		api_conn_head_in(conn);
-		return begin(conn, r, url, method);
-	}
-	if (r->answered) {
-		/* Answered early (an error): the rest of the body is
-		 * dropped. */
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	if (*upload_data_size) {
-		if (r->streamed)
-			r->route->body_piece(conn, r, upload_data,
-					     *upload_data_size);
-		else
-			api_body_take(r->d, &r->body, upload_data,
-				      *upload_data_size);
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	if (r->body.too_large)
-		return too_large(conn, r);
-	if (r->body.over_budget) {
-		char err[256];
+	r->route->body_piece(conn, r, data, len);
+}
 
-		api_budget_spent(r->d, err, sizeof(err));
-		return e2b_reply_error(conn, r, 503, "%s", err);
-	}
+static enum MHD_Result request_end(struct MHD_Connection *conn,
+				   struct api_exchange *x, const char *method)
+{
+	struct e2b_request *r = (struct e2b_request *)x;
+
+	(void)method;
 	return r->route->handler(conn, r);
 }
 
-static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-		      enum MHD_RequestTerminationCode why)
+static enum MHD_Result request_fail(struct MHD_Connection *conn,
+				    struct api_exchange *x, unsigned status,
+				    const char *message)
 {
-	struct e2b_server *s = cls;
-	struct e2b_request *r = *con_cls;
+	return e2b_reply_error(conn, (struct e2b_request *)x, status, "%s",
+			       message);
+}
 
-	(void)why;
-	api_conn_replied(conn);
-	if (!r)
-		return;
+static void request_finish(struct api_exchange *x)
+{
+	struct e2b_request *r = (struct e2b_request *)x;
+
 	if (r->state_free)
 		r->state_free(r);
 	if (r->sandbox)
-		sandbox_put(s->d, r->sandbox);
-	api_body_free(s->d, &r->body);
-	free(r);
-	*con_cls = NULL;
+		sandbox_put(r->d, r->sandbox);
 }
+
+static const struct api_protocol e2b_api = {
+	.what = "E2B server",
+	.request_size = sizeof(struct e2b_request),
+	.begin = request_begin,
+	.piece = request_piece,
+	.end = request_end,
+	.fail = request_fail,
+	.finish = request_finish,
+};
 
 /* ---- the listener -------------------------------------------------------- */
 
@@ -404,7 +376,7 @@ struct e2b_server *e2b_start(struct daemon *d)
 		free(s);
 		return NULL;
 	}
-	s->http = api_serve(d, fd, handle, completed, s, "E2B server");
+	s->http = api_serve(d, fd, &e2b_api, s);
 	if (!s->http) {
 		processes_free(s->processes);
 		watchers_free(s->watchers);
