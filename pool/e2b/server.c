@@ -354,6 +354,16 @@ static int listen_on(const char *listen_at)
 	return fd;
 }
 
+/* Whether @token is what E2B's Python SDK lets through as an API key:
+ * e2b_ and hex digits (README, E2B compatibility). */
+static bool python_sdk_takes(const char *token)
+{
+	if (strncmp(token, "e2b_", 4))
+		return false;
+	size_t hex = strspn(token + 4, "0123456789abcdef");
+	return hex && !token[4 + hex];
+}
+
 struct e2b_server *e2b_start(struct daemon *d)
 {
 	struct e2b_server *s = calloc(1, sizeof(*s));
@@ -376,6 +386,11 @@ struct e2b_server *e2b_start(struct daemon *d)
 		free(s);
 		return NULL;
 	}
+	if (!python_sdk_takes(d->cfg.token))
+		log_warning("e2b_listen: the token is not e2b_ and hex digits: "
+			    "E2B's Python SDK refuses such an API key before "
+			    "sending it (2.25 to 2.29; later ones unless "
+			    "E2B_VALIDATE_API_KEY=false)");
 	s->http = api_serve(d, fd, &e2b_api, s);
 	if (!s->http) {
 		processes_free(s->processes);
