@@ -10,13 +10,18 @@
  * Two rules stop that:
  *
  *  - A uid (the peer's, SO_PEERCRED) holds at most max_connections_per_uid
- *    connections; on a TCP socket (the E2B listener), where SO_PEERCRED
- *    tells nothing, an IP address does.  libmicrohttpd's accept callback sees
- * only an address, which tells nothing on a Unix socket, so the server is
- * started with MHD_USE_NO_LISTEN_SOCKET and this file's thread accepts: it
- * reads the peer's uid, and refuses (a 429, or a 503 when every slot is taken)
- * and closes before any thread is spent on the connection; the others go to
- *    MHD_add_connection().
+ *    connections.  On a TCP socket (the E2B listener) SO_PEERCRED tells
+ *    nothing, and an address alone would make every local user one peer
+ *    (127.0.0.1): one of them holding its share would lock the others
+ *    out.  So a TCP peer whose socket is on this host (loopback, or an
+ *    address of the host's) is its uid too, the socket's owner, asked of
+ *    the kernel (peer_uid.c); a remote peer is its IP address, and so is a
+ *    local one whose uid cannot be read (never a free slot).
+ *    libmicrohttpd's accept callback sees only an address, so the server
+ *    is started with MHD_USE_NO_LISTEN_SOCKET and this file's thread
+ *    accepts: it finds the peer, and refuses (a 429, or a 503 when every
+ *    slot is taken) and closes before any thread is spent on the
+ *    connection; the others go to MHD_add_connection().
  *  - A connection must deliver a whole request head within
  *    header_timeout_s of its accept or of its previous reply.  Each slot
  *    has a deadline, cleared when the head is in (the request's first
@@ -52,13 +57,19 @@
 #include "api_internal.h"
 #include "clock.h"
 #include "log.h"
+#include "peer_uid.h"
+
+/* "uid 4294967295 (TCP " and the longest IPv6 address text, with room. */
+#define WHO_MAX 96
 
 struct api_conn {
 	bool used;
 	bool started; /* tied to a libmicrohttpd connection */
 	int fd;
-	uint32_t peer; /* its uid, or a TCP peer's address (folded) */
-	char who[64];  /* "uid 1000", "address 10.0.0.1": for the log */
+	uint64_t peer; /* peer_of()'s key */
+	/* "uid 1000", "uid 1000 (TCP 127.0.0.1)", "address 10.0.0.1": for
+	 * the log and the 429's message */
+	char who[WHO_MAX];
 	uint64_t head_deadline_ms; /* monotonic; 0: serving a request */
 	struct api_conns *owner;
 };
@@ -133,12 +144,12 @@ static void refuse(int fd, unsigned status, const char *reason,
 }
 
 /* Takes a slot for @fd of @peer (@who), or refuses it (and closes @fd). */
-static struct api_conn *admit(struct api_conns *g, int fd, uint32_t peer,
+static struct api_conn *admit(struct api_conns *g, int fd, uint64_t peer,
 			      const char *who)
 {
 	struct api_conn *free_slot = NULL;
 	uint32_t mine = 0;
-	char msg[160];
+	char msg[WHO_MAX + 128];
 
 	pthread_mutex_lock(&g->lock);
 	for (uint32_t i = 0; i < g->cfg->max_connections; i++) {
@@ -210,42 +221,61 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 	return next;
 }
 
+/* A peer key of an address, never a uid's. */
+#define PEER_ADDRESS (1ull << 32)
+
 /*
- * Who @fd's peer is, for max_connections_per_uid: a Unix socket's uid
- * (SO_PEERCRED), a TCP peer's IP address (an IPv6 one folded to 32 bits).
- * False when that cannot be read.
+ * Who @fd's peer (@addr) is, for max_connections_per_uid: a uid, a Unix
+ * socket's (SO_PEERCRED) or a local TCP client socket's (peer_uid.c), or a
+ * remote TCP peer's IP address (an IPv6 one folded to 32 bits), tagged
+ * PEER_ADDRESS.  False when it cannot be read.
  */
-static bool peer_of(int fd, const struct sockaddr_storage *addr, uint32_t *peer,
+static bool peer_of(int fd, const struct sockaddr_storage *addr, uint64_t *peer,
 		    char *who, size_t len)
 {
+	const struct sockaddr_in *in = (const void *)addr;
+	const struct sockaddr_in6 *in6 = (const void *)addr;
 	struct ucred cred;
 	socklen_t credlen = sizeof(cred);
 	char text[INET6_ADDRSTRLEN];
+	uint32_t words[4];
+	uid_t uid;
+	int err;
 
-	if (addr->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)addr;
-
-		*peer = in->sin_addr.s_addr;
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) <
+		    0) {
+			log_warning("http: SO_PEERCRED: %s", strerror(errno));
+			return false;
+		}
+		*peer = cred.uid;
+		snprintf(who, len, "uid %u", (unsigned)cred.uid);
+		return true;
+	}
+	if (addr->ss_family == AF_INET)
 		inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-		snprintf(who, len, "address %s", text);
-		return true;
-	}
-	if (addr->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const void *)addr;
-		uint32_t words[4];
-
-		memcpy(words, &in6->sin6_addr, sizeof(words));
-		*peer = words[0] ^ words[1] ^ words[2] ^ words[3];
+	else
 		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-		snprintf(who, len, "address %s", text);
+	err = peer_uid_tcp(fd, addr, &uid);
+	if (!err) {
+		*peer = uid;
+		snprintf(who, len, "uid %u (TCP %s)", (unsigned)uid, text);
 		return true;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0) {
-		log_warning("http: SO_PEERCRED: %s", strerror(errno));
-		return false;
+	/* -ENOENT: a remote peer, or a local one gone already. */
+	if (err != -ENOENT)
+		log_limited(LOG_LEVEL_WARNING,
+			    "http: cannot read the uid of %s's socket: %s; "
+			    "counted by its address",
+			    text, strerror(-err));
+	if (addr->ss_family == AF_INET) {
+		*peer = PEER_ADDRESS | in->sin_addr.s_addr;
+	} else {
+		memcpy(words, &in6->sin6_addr, sizeof(words));
+		*peer = PEER_ADDRESS |
+			(words[0] ^ words[1] ^ words[2] ^ words[3]);
 	}
-	*peer = cred.uid;
-	snprintf(who, len, "uid %u", (unsigned)cred.uid);
+	snprintf(who, len, "address %s", text);
 	return true;
 }
 
@@ -253,8 +283,8 @@ static void accept_one(struct api_conns *g)
 {
 	struct sockaddr_storage addr;
 	socklen_t addrlen = sizeof(addr);
-	char who[64];
-	uint32_t peer;
+	char who[WHO_MAX];
+	uint64_t peer;
 	int fd = accept4(g->listen_fd, (struct sockaddr *)&addr, &addrlen,
 			 SOCK_CLOEXEC | SOCK_NONBLOCK);
 

@@ -3,8 +3,9 @@
  * server.c - the E2B listener (e2b.h): a TCP socket on e2b_listen, served
  * by libmicrohttpd as thaw's own API is (api.c), with the same limits:
  * api_conns.c accepts, capping connections (max_connections, and
- * max_connections_per_uid per IP address: SO_PEERCRED tells nothing on
- * TCP) and giving each request head header_timeout_s;
+ * max_connections_per_uid per uid for a client on this host, whose
+ * socket's owner the kernel tells, per IP address for a remote one) and
+ * giving each request head header_timeout_s;
  * JSON bodies are collected up to max_request_bytes from the memory
  * budget (api_body_take).  Its connections are counted apart from the
  * Unix socket's, so a flood on the TCP port leaves the socket usable.

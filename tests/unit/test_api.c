@@ -11,8 +11,11 @@
  * The network routes are checked here too, on a sandbox without a network,
  * on one whose network is a record only (no maps), and, as root, on one
  * with a network made for real (netns.h), which makes interfaces: run
- * test_api under the VM lock (flock /tmp/thaw-vm.lock).
+ * test_api under the VM lock (flock /tmp/thaw-vm.lock).  The connection
+ * limits are checked on a TCP listener too (the E2B listener's case),
+ * where local clients are told apart by uid (peer_uid.c).
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <grp.h>
@@ -33,6 +36,7 @@
 #include "api.h"
 #include "clock.h"
 #include "daemon.h"
+#include "peer_uid.h"
 #include "protocol.h"
 
 #define SANDBOX_ID "0123456789abcdef"
@@ -60,6 +64,8 @@ static struct api_server *server;
 #define DIR_TEMPLATE "/tmp/test_api.XXXXXX"
 static char dir[sizeof(DIR_TEMPLATE)];
 static char api_path[108];
+static struct sockaddr_storage api_addr; /* connect_api()'s */
+static socklen_t api_addr_len;
 static int agent_listen = -1;
 static pthread_t agent_thread;
 static enum guest_mode guest_mode;
@@ -204,10 +210,70 @@ static int listen_on(const char *path)
 	return fd;
 }
 
-/* A daemon of @config_keys ([daemon] lines) serving one leased sandbox. */
-static void start(const char *config_keys)
+/* @text, a numeric IPv4 or IPv6 address, and @port (network order) in
+ * @a; its length. */
+static socklen_t ip_address(const char *text, in_port_t port,
+			    struct sockaddr_storage *a)
+{
+	struct sockaddr_in *in = (void *)a;
+	struct sockaddr_in6 *in6 = (void *)a;
+
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, text, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = port;
+		return sizeof(*in);
+	}
+	cr_assert_eq(inet_pton(AF_INET6, text, &in6->sin6_addr), 1, "%s", text);
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = port;
+	return sizeof(*in6);
+}
+
+/* A TCP socket listening on @host at a port of its own (an IPv6 one
+ * dual-stack), which connect_api() reaches at @reach; -1 when this host
+ * cannot listen there (no IPv6). */
+static int listen_tcp(const char *host, const char *reach)
+{
+	struct sockaddr_storage a, bound;
+	socklen_t len = ip_address(host, 0, &a), bound_len = sizeof(bound);
+	int fd = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0;
+
+	if (fd < 0)
+		return -1;
+	if (a.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+	if (bind(fd, (struct sockaddr *)&a, len) || listen(fd, 64)) {
+		close(fd);
+		return -1;
+	}
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&bound, &bound_len), 0);
+	api_addr_len =
+		ip_address(reach,
+			   bound.ss_family == AF_INET
+				   ? ((struct sockaddr_in *)&bound)->sin_port
+				   : ((struct sockaddr_in6 *)&bound)->sin6_port,
+			   &api_addr);
+	return fd;
+}
+
+/*
+ * A daemon of @config_keys ([daemon] lines) serving one leased sandbox, its
+ * API on a Unix socket, or with @tcp_host on TCP there (a numeric address)
+ * reached at @tcp_reach; skips the test when @tcp_host cannot be had.
+ */
+static void start_on(const char *config_keys, const char *tcp_host,
+		     const char *tcp_reach)
 {
 	char config[128], err[512];
+	int fd = -1;
+
+	if (tcp_host) {
+		fd = listen_tcp(tcp_host, tcp_reach);
+		if (fd < 0)
+			cr_skip_test("cannot listen on TCP %s: %s", tcp_host,
+				     strerror(errno));
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	memset(&d, 0, sizeof(d));
@@ -237,9 +303,23 @@ static void start(const char *config_keys)
 	d.leased = &sandbox;
 	agent_listen = listen_on(sandbox.vmm.vsock);
 	cr_assert_eq(pthread_create(&agent_thread, NULL, agent_main, NULL), 0);
-	snprintf(api_path, sizeof(api_path), "%s/api.sock", dir);
-	server = api_start(&d, listen_on(api_path));
+	if (!tcp_host) {
+		struct sockaddr_un *un = (void *)&api_addr;
+
+		snprintf(api_path, sizeof(api_path), "%s/api.sock", dir);
+		fd = listen_on(api_path);
+		memset(&api_addr, 0, sizeof(api_addr));
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", api_path);
+		api_addr_len = sizeof(*un);
+	}
+	server = api_start(&d, fd);
 	cr_assert_not_null(server);
+}
+
+static void start(const char *config_keys)
+{
+	start_on(config_keys, NULL, NULL);
 }
 
 static void stop(void)
@@ -257,11 +337,9 @@ static void stop(void)
 /* A connection to the API, nothing sent; -1 when connect() fails. */
 static int connect_api(void)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(api_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", api_path);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr))) {
+	if (fd < 0 || connect(fd, (struct sockaddr *)&api_addr, api_addr_len)) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -773,6 +851,133 @@ Test(api, one_uid_holds_at_most_max_connections_per_uid, .timeout = 60)
 	close(held[1]);
 	close(held[2]);
 	stop();
+}
+
+/*
+ * The child's side of local_tcp_clients_are_told_apart_by_uid(): as uid
+ * 65534, holds max_connections_per_uid (3) connections, sees a 4th
+ * answered 429 naming its uid, writes to @ready, and keeps them until
+ * @done reads an end of file.  0, or the step that failed.
+ */
+static int hold_connections_as_nobody(int ready, int done)
+{
+	struct timeval patience = { .tv_sec = 5 };
+	char text[1024] = "", c;
+	size_t n = 0;
+	ssize_t got;
+	int held[3], fd, failed;
+
+	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return 2;
+	for (int i = 0; i < 3; i++)
+		if ((held[i] = connect_api()) < 0)
+			return 3;
+	fd = connect_api();
+	if (fd < 0)
+		return 4;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
+	while (n < sizeof(text) - 1 &&
+	       (got = read(fd, text + n, sizeof(text) - 1 - n)) > 0)
+		n += (size_t)got;
+	failed = strncmp(text, "HTTP/1.1 429", 12)  ? 5
+		 : !strstr(text, "uid 65534 (TCP ") ? 6
+						    : 0;
+	if (write(ready, "x", 1) != 1 || read(done, &c, 1) != 0)
+		return 7;
+	return failed;
+}
+
+/*
+ * On a TCP listener (@host, reached at @reach, 127.0.0.1 or a v4-mapped
+ * address of it), local clients are told apart by uid, not all one
+ * address: while uid 65534 holds its max_connections_per_uid, root is
+ * served.
+ */
+static void local_tcp_clients_are_told_apart_by_uid(const char *host,
+						    const char *reach)
+{
+	int ready[2], done[2], status;
+	char c = 0;
+
+	if (geteuid())
+		cr_skip_test(
+			"needs root: a second uid connects through setresuid");
+	start_on("max_connections = 8\nmax_connections_per_uid = 3\n", host,
+		 reach);
+	cr_assert_eq(pipe(ready), 0);
+	cr_assert_eq(pipe(done), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		close(ready[0]);
+		close(done[1]);
+		_exit(hold_connections_as_nobody(ready[1], done[0]));
+	}
+	close(ready[1]);
+	close(done[0]);
+	cr_expect_eq(read(ready[0], &c, 1), 1, "the child died early");
+	cr_expect_eq(health(), 200,
+		     "root locked out of TCP by uid 65534's connections");
+	close(done[1]);
+	close(ready[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status), "the child died");
+	cr_expect_eq(WEXITSTATUS(status), 0,
+		     "uid 65534's connections failed at step %d",
+		     WEXITSTATUS(status));
+	stop();
+}
+
+Test(api, local_tcp_clients_are_told_apart_by_uid, .timeout = 60)
+{
+	local_tcp_clients_are_told_apart_by_uid("127.0.0.1", "127.0.0.1");
+}
+
+/* A dual-stack listener sees them as ::ffff:127.0.0.1. */
+Test(api, local_tcp_clients_of_a_dual_stack_listener_by_uid, .timeout = 60)
+{
+	local_tcp_clients_are_told_apart_by_uid("::", "127.0.0.1");
+}
+
+/*
+ * peer_uid_tcp() answers only for the very client socket of a connection:
+ * an address and port where no client is, but a listening socket is (the
+ * kernel's lookup falls back to listeners), is no one's, as a remote
+ * peer's is.  Over IPv6 too, when this host has it.
+ */
+static void peer_uid_is_a_client_sockets_only(const char *host)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int listener = listen_tcp(host, host), client, accepted;
+	uid_t uid = 12345;
+
+	if (listener < 0)
+		cr_skip_test("cannot listen on TCP %s", host);
+	client = connect_api();
+	cr_assert_geq(client, 0);
+	accepted = accept(listener, (struct sockaddr *)&peer, &len);
+	cr_assert_geq(accepted, 0);
+	cr_expect_eq(peer_uid_tcp(accepted, &peer, &uid), 0);
+	cr_expect_eq(uid, geteuid());
+	/* The "peer" at the listener's own address and port. */
+	cr_expect_eq(peer_uid_tcp(accepted, &api_addr, &uid), -ENOENT);
+	/* Closed: what is left of it (orphaned, FIN_WAIT2) is no one's. */
+	close(client);
+	cr_expect_eq(peer_uid_tcp(accepted, &peer, &uid), -ENOENT);
+	close(accepted);
+	close(listener);
+}
+
+Test(api, peer_uid_is_a_client_sockets_only_ipv4)
+{
+	peer_uid_is_a_client_sockets_only("127.0.0.1");
+}
+
+Test(api, peer_uid_is_a_client_sockets_only_ipv6)
+{
+	peer_uid_is_a_client_sockets_only("::1");
 }
 
 Test(api, past_max_connections_the_next_is_503_at_once, .timeout = 60)
