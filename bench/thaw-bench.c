@@ -119,7 +119,10 @@ static const char usage[] =
 	"  --floor FILE    thaw-bench-floor (default: the one built with this)\n"
 	"  --e2b DIR       the e2b SDK installed (node_modules) with\n"
 	"                  e2b_create.mjs (default: the build's tests/e2b,\n"
-	"                  which `ctest -R e2b_sdk` fills)\n";
+	"                  which `ctest -R e2b_sdk` fills)\n"
+	"  --e2b-creates N creates per concurrency through each API in the e2b\n"
+	"                  scenario (default 200, --quick 16; at least one\n"
+	"                  round): fewer where the guest is emulated\n";
 
 static bool wanted(char **names, int n, const char *scenario)
 {
@@ -144,14 +147,17 @@ int main(int argc, char **argv)
 		{ "thaw", required_argument, NULL, 't' },
 		{ "floor", required_argument, NULL, 'f' },
 		{ "e2b", required_argument, NULL, 'e' },
+		{ "e2b-creates", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct bench b = { .thaw = THAW,
 			   .floor = THAW_BENCH_FLOOR,
 			   .e2b_dir = THAW_E2B_DIR };
-	char out[PATH_MAX] = "", err[1024];
+	char out[PATH_MAX] = "", err[1024], scaled[128];
+	struct sizes sizes;
 	bool quick = false;
+	long e2b_creates = 0;
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -177,6 +183,19 @@ int main(int argc, char **argv)
 		case 'e':
 			b.e2b_dir = optarg;
 			break;
+		case 'c': {
+			char *end;
+
+			e2b_creates = strtol(optarg, &end, 10);
+			if (*end || e2b_creates < 1 || e2b_creates > 100000) {
+				fprintf(stderr,
+					"thaw-bench: --e2b-creates %s: not a "
+					"whole number in 1..100000\n",
+					optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -217,15 +236,22 @@ int main(int argc, char **argv)
 		strftime(day, sizeof(day), "%Y-%m-%d", gmtime(&now));
 		snprintf(out, sizeof(out), "bench/results/%s", day);
 	}
-	b.size = &full;
+	sizes = full;
 	b.scaled = "";
 	if (quick) {
-		b.size = &small;
+		sizes = small;
 		b.scaled = "--quick: scaled down";
 	} else if (getenv("THAW_EMULATED_HOST")) {
-		b.size = &small;
+		sizes = small;
 		b.scaled = "emulated host: scaled down, emulator timings";
 	}
+	if (e2b_creates) {
+		sizes.e2b_creates = (int)e2b_creates;
+		snprintf(scaled, sizeof(scaled), "%s%s--e2b-creates %ld",
+			 b.scaled, b.scaled[0] ? "; " : "", e2b_creates);
+		b.scaled = scaled;
+	}
+	b.size = &sizes;
 	snprintf(b.state_dir, sizeof(b.state_dir), "/tmp/thaw-bench-XXXXXX");
 	if (!mkdtemp(b.state_dir)) {
 		fprintf(stderr, "thaw-bench: %s: %s\n", b.state_dir,
