@@ -449,11 +449,15 @@ static void watch_end(struct fswatch *f, bool send_end)
 	f->dead = true;
 }
 
-/* The ERROR of a WATCH whose setup failed with @ret at @rel. */
+/*
+ * Ends a WATCH whose setup failed with @ret at @rel, then answers ERROR:
+ * when the host reads it, no watch of it is left.
+ */
 static void setup_failed(struct fswatch *f, int ret, const char *rel)
 {
 	const char *sep = rel[0] ? "/" : "";
 
+	watch_end(f, false);
 	if (ret == -ENOSPC && f->limit == LIMIT_WATCH)
 		conn_error(f->conn, f->req, ENOSPC,
 			   "WATCH %s: more than %d directories to watch, the "
@@ -473,7 +477,6 @@ static void setup_failed(struct fswatch *f, int ret, const char *rel)
 	else
 		conn_error(f->conn, f->req, -ret, "WATCH %s%s%s: %s", f->root,
 			   sep, rel, strerror(-ret));
-	watch_end(f, false);
 }
 
 /* The first walk is over: the watches are in place. */
