@@ -2119,6 +2119,22 @@ static bool readable(int fd)
 	return poll(&pfd, 1, 0) == 1;
 }
 
+/* Stops the (native) agent, so that what is sent meanwhile waits for it
+ * in its sockets and is found in one batch of events. */
+static void pause_agent(void)
+{
+	int status;
+
+	cr_assert_eq(kill(agent_pid, SIGSTOP), 0);
+	cr_assert_eq(waitpid(agent_pid, &status, WUNTRACED), agent_pid);
+	cr_assert(WIFSTOPPED(status), "agent status 0x%x", status);
+}
+
+static void resume_agent(void)
+{
+	cr_assert_eq(kill(agent_pid, SIGCONT), 0);
+}
+
 /*
  * While a recursive WATCH of a big tree is being set up, another
  * connection is served: its PONG is sent while the WATCH is still
@@ -2141,17 +2157,14 @@ Test(agent, watch_setup_leaves_other_connections_served)
 		struct client a, b;
 		struct thaw_writer w;
 		struct thaw_frame f;
-		int status;
 
 		client_open(&a);
 		client_open(&b);
-		cr_assert_eq(kill(agent_pid, SIGSTOP), 0);
-		cr_assert_eq(waitpid(agent_pid, &status, WUNTRACED), agent_pid);
-		cr_assert(WIFSTOPPED(status));
+		pause_agent();
 		send_watch(&a, 1, top);
 		begin(&w, 1, THAW_PING, 0);
 		send_writer(&b, &w);
-		cr_assert_eq(kill(agent_pid, SIGCONT), 0);
+		resume_agent();
 		recv_frame(&b, &f);
 		pong_first = !readable(a.fd);
 		cr_assert_eq(f.h.type, THAW_PONG, "got %s",
@@ -2212,4 +2225,48 @@ Test(agent, watch_skips_pseudo_file_systems)
 		seen = !strcmp(name, want);
 	}
 	client_close(&cl);
+}
+
+/*
+ * A WATCH still being set up ends at once when KILLed (END, never
+ * WATCHING) or when its connection closes; either way its walk stops and
+ * no inotify instance of it is left, and the agent serves on.
+ */
+Test(agent, watch_being_set_up_can_be_ended)
+{
+	char top[128];
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct client a, b;
+	bool end = false, ok = false;
+
+	if (vm_vsock)
+		cr_skip_test("stops the agent with SIGSTOP: native only");
+	snprintf(top, sizeof(top), "%s/tree", dir);
+	make_tree(top, 4000);
+	client_open(&a);
+	pause_agent();
+	send_watch(&a, 1, top);
+	begin(&w, 2, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 1);
+	send_writer(&a, &w);
+	resume_agent();
+	while (!end || !ok) {
+		recv_frame(&a, &f);
+		cr_assert_neq(f.h.type, THAW_WATCHING);
+		cr_assert(!end || f.h.request_id != 1, "%s after END",
+			  thaw_type_name(f.h.type));
+		end |= f.h.request_id == 1 && f.h.type == THAW_END;
+		ok |= f.h.request_id == 2 && f.h.type == THAW_OK;
+	}
+	cr_assert_eq(agent_inotify_fds(), 0);
+
+	pause_agent();
+	send_watch(&a, 3, top);
+	client_close(&a);
+	resume_agent();
+	client_open(&b);
+	expect_pong(&b, 1);
+	cr_assert_eq(agent_inotify_fds(), 0);
+	client_close(&b);
 }
