@@ -379,8 +379,8 @@ static void close_listing(struct fswatch *f)
 }
 
 /*
- * Handles one entry of the directory being listed (or, with @de NULL,
- * opens it).  0, or -errno with @rel naming where (REL_MAX + 1 bytes).
+ * Opens the next directory to list, or handles one entry of the one being
+ * listed: 0, or -errno with @rel naming where (REL_MAX + 1 bytes).
  */
 static int walk_step(struct fswatch *f, char *rel)
 {
@@ -455,28 +455,30 @@ static void watch_end(struct fswatch *f, bool send_end)
  */
 static void setup_failed(struct fswatch *f, int ret, const char *rel)
 {
-	const char *sep = rel[0] ? "/" : "";
+	char why[160];
 
 	watch_end(f, false);
 	if (ret == -ENOSPC && f->limit == LIMIT_WATCH)
-		conn_error(f->conn, f->req, ENOSPC,
-			   "WATCH %s: more than %d directories to watch, the "
-			   "limit of one WATCH: watch a smaller tree",
-			   f->root, WATCH_DIRS_MAX);
+		snprintf(why, sizeof(why),
+			 "more than %d directories to watch, the limit of "
+			 "one WATCH: watch a smaller tree",
+			 WATCH_DIRS_MAX);
 	else if (ret == -ENOSPC && f->limit == LIMIT_AGENT)
-		conn_error(f->conn, f->req, ENOSPC,
-			   "WATCH %s: the agent's watches would pass %d "
-			   "directories in all, its limit: end other watches "
-			   "first",
-			   f->root, AGENT_DIRS_MAX);
+		snprintf(why, sizeof(why),
+			 "the agent's watches would pass %d directories in "
+			 "all, its limit: end other watches first",
+			 AGENT_DIRS_MAX);
 	else if (ret == -ENOSPC && f->limit == LIMIT_KERNEL)
-		conn_error(f->conn, f->req, ENOSPC,
-			   "WATCH %s%s%s: the guest kernel's limit of inotify "
-			   "watches (fs.inotify.max_user_watches) is reached",
-			   f->root, sep, rel);
+		snprintf(why, sizeof(why),
+			 "the guest kernel's limit of inotify watches "
+			 "(fs.inotify.max_user_watches) is reached");
 	else
-		conn_error(f->conn, f->req, -ret, "WATCH %s%s%s: %s", f->root,
-			   sep, rel, strerror(-ret));
+		snprintf(why, sizeof(why), "%s", strerror(-ret));
+	/* The agent's own limits are the whole tree's, not @rel's. */
+	if (f->limit == LIMIT_WATCH || f->limit == LIMIT_AGENT)
+		rel = "";
+	conn_error(f->conn, f->req, -ret, "WATCH %s%s%s: %s", f->root,
+		   rel[0] ? "/" : "", rel, why);
 }
 
 /* The first walk is over: the watches are in place. */
