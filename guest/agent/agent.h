@@ -203,6 +203,10 @@ struct fswatch *fswatch_find(const struct conn *c, uint32_t req);
 /* Ends watch @req with END; false when there is no such watch. */
 bool fswatch_stop(struct conn *c, uint32_t req);
 void fswatch_event(struct watch *w);
+/* Whether a recursive watch has directories left to walk; fswatch_walk
+ * walks one slice of one of them (main.c, between batches of events). */
+bool fswatch_walking(void);
+void fswatch_walk(void);
 void fswatch_pause(struct conn *c, bool paused);
 void fswatch_sweep(struct conn *c);
 void fswatch_release(struct conn *c);

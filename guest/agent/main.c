@@ -13,8 +13,10 @@
  * One epoll set carries the listener, a signalfd (SIGCHLD; SIGTERM and
  * SIGINT when not PID 1), the connections, every exec's pipes and timeout
  * timerfd, every directory watch's inotify fd.  After each batch of events
- * agent_sweep frees what died during the batch and re-evaluates each
- * connection's flow control.
+ * one slice of a pending directory walk runs (watch.c: a recursive WATCH
+ * of a big tree never holds the loop; while one is pending the loop polls
+ * instead of waiting), then agent_sweep frees what died during the batch
+ * and re-evaluates each connection's flow control.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -205,7 +207,9 @@ static int run(void)
 	struct epoll_event evs[64];
 
 	while (!agent.stopping) {
-		int n = epoll_wait(agent.epfd, evs, 64, -1);
+		/* A directory walk goes on between batches: poll, not wait. */
+		int n = epoll_wait(agent.epfd, evs, 64,
+				   fswatch_walking() ? 0 : -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -215,6 +219,7 @@ static int run(void)
 		}
 		for (int i = 0; i < n; i++)
 			dispatch(evs[i].data.ptr, evs[i].events);
+		fswatch_walk();
 		agent_sweep();
 	}
 	return 0;

@@ -11,19 +11,47 @@
  * fsnotify (envd) gives: IN_CREATE and IN_MOVED_TO are CREATE, IN_MODIFY
  * WRITE, IN_DELETE REMOVE, IN_MOVED_FROM RENAME, IN_ATTRIB CHMOD.
  *
- * Bounded: at most MAX_WATCHES watches per connection (EMFILE) and
- * MAX_DIRS directories per watch (ENOSPC when the tree is larger at the
- * start; a directory created later past the cap is reported as an OVERFLOW
- * event naming it, its contents unwatched).  Events wait in the kernel's
- * inotify queue (fs.inotify.max_queued_events) while the connection's
- * output is over its limit (fswatch_pause, like an exec's pipes); what
- * the kernel then drops it reports as IN_Q_OVERFLOW, sent on as OVERFLOW
- * with an empty PATH.  So nothing is lost without the host being told.
+ * The walk.  A recursive WATCH of a big tree (envd's WatchDir of "/")
+ * means thousands of directories to list and inotify_add_watch, which on
+ * an emulated guest takes minutes: done in one go it would hold the one
+ * event loop, and every other request to the sandbox (the daemon's health
+ * PING too) would wait behind it.  So the directories are walked in slices
+ * of WALK_SLICE entries, one slice per turn of the event loop (main.c asks
+ * fswatch_walking() whether to poll without waiting, then calls
+ * fswatch_walk()), taking the watches with a walk pending in turn.  The
+ * walk is breadth-first over the watch's own table of directories: each
+ * directory is watched as soon as it is found (so nothing created in it
+ * afterwards is missed) and listed later, when its turn comes; dirs[0 ..
+ * listed) are listed, dirs[listed] is being listed when @dir is open.  The
+ * WATCH is answered (WATCHING) when the first walk ends; until then its
+ * inotify fd stays out of the epoll set and its events wait in the kernel.
+ * A directory that appears later (created or moved in) joins the same
+ * table and is walked the same way.
+ *
+ * Bounded: at most WATCH_DIRS_MAX directories per watch, AGENT_DIRS_MAX
+ * in all the agent's watches and AGENT_WATCHES_MAX watches (inotify
+ * instances) in all, MAX_WATCHES of them per connection.  Past a limit
+ * while a WATCH is being set up the answer is ERROR naming the limit and
+ * the watch is gone whole (its inotify fd closed: no watch of it is left
+ * in the kernel); a directory appearing later past a limit is reported as
+ * an OVERFLOW event naming it, its contents unwatched.  Mount points of
+ * pseudo file systems (proc, sysfs, devtmpfs, cgroup...: PSEUDO_FS) below
+ * the watched directory are not entered: their files are no data a
+ * tenant writes, inotify does not see most of their changes, and /proc
+ * and /sys alone hold tens of thousands of directories.  Watching one of
+ * them by its own path is allowed.
+ *
+ * Events wait in the kernel's inotify queue (fs.inotify.max_queued_events)
+ * while the connection's output is over its limit (fswatch_pause, like an
+ * exec's pipes); what the kernel then drops it reports as IN_Q_OVERFLOW,
+ * sent on as OVERFLOW with an empty PATH.  So nothing is lost without the
+ * host being told.
  *
  * A watch ends with END when the host KILLs it (exec.c hands a KILL whose
- * TARGET is no exec to fswatch_stop) or the watched directory itself goes
- * away, and silently with its connection.  A stopped watch is marked dead
- * and freed by fswatch_sweep after the event batch (agent.h).
+ * TARGET is no exec to fswatch_stop; a watch still being set up too) or
+ * the watched directory itself goes away, and silently with its
+ * connection.  A stopped watch is marked dead and freed by fswatch_sweep
+ * after the event batch (agent.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,13 +68,58 @@
 #include "agent.h"
 
 #define MAX_WATCHES 16
-#define MAX_DIRS 8192
+/*
+ * The kernel's fs.inotify.max_user_watches defaults to 1% of the RAM
+ * divided by what a watch costs (about 1 KiB: it pins an inode), and to
+ * at least 8192: exactly 8192 in any guest below about 1 GiB.  Every
+ * process of one uid shares that count, and the agent is root, as are the
+ * tenant's own programs unless told otherwise (editors, dev servers, their
+ * file watchers).  So the agent takes at most three quarters of it,
+ * leaving a quarter that no WATCH can take from them; that is also about
+ * 6 MiB of kernel memory, a bounded share of a 256 MiB guest.  One WATCH
+ * gets two thirds of the agent's share, so it cannot take it all, and
+ * still room for a project with its dependencies (a node_modules of a
+ * few thousand directories).
+ */
+#define AGENT_DIRS_MAX 6144
+#define WATCH_DIRS_MAX 4096
+/*
+ * Half of fs.inotify.max_user_instances' default (128), shared with the
+ * tenant's programs likewise.
+ */
+#define AGENT_WATCHES_MAX 64
+/*
+ * Directory entries a walk handles per turn of the event loop (each may
+ * cost an inotify_add_watch, its later listing an opendir): small enough
+ * that a turn stays short even where syscalls are emulated, large enough
+ * that a native walk of thousands of directories is not all loop
+ * overhead.
+ */
+#define WALK_SLICE 64
 #define EVENT_MASK                                                         \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
 	 IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW)
 /* inotify reads per epoll event: one busy tree cannot starve the rest. */
 #define READS_PER_EVENT 4
 #define REL_MAX 4095
+
+/* File system types (mountinfo's names) whose mount points a recursive
+ * walk does not enter. */
+static const char *const PSEUDO_FS[] = {
+	"autofs",   "binfmt_misc", "bpf",	 "cgroup",    "cgroup2",
+	"configfs", "debugfs",	   "devpts",	 "devtmpfs",  "efivarfs",
+	"fusectl",  "hugetlbfs",   "mqueue",	 "nsfs",      "proc",
+	"pstore",   "rpc_pipefs",  "securityfs", "selinuxfs", "sysfs",
+	"tracefs",
+};
+
+/* Which limit a watch ran into. */
+enum watch_limit {
+	LIMIT_NONE,
+	LIMIT_WATCH,  /* WATCH_DIRS_MAX */
+	LIMIT_AGENT,  /* AGENT_DIRS_MAX */
+	LIMIT_KERNEL, /* fs.inotify.max_user_watches */
+};
 
 struct watched_dir {
 	int wd;
@@ -59,12 +132,26 @@ struct fswatch {
 	uint32_t req;
 	bool recursive;
 	bool dead;
+	bool answered; /* WATCHING sent: the first walk is over */
+	bool queued;   /* in the walk queue */
+	enum watch_limit limit;
 	int root_wd;
 	struct watched_dir *dirs;
 	size_t ndirs, cap;
+	size_t listed; /* dirs[0 .. listed) have been listed */
+	DIR *dir;      /* dirs[listed], being listed; NULL between */
+	char **skip;   /* pseudo file systems' mount points, relative */
+	size_t nskip;
 	char *root;
 	struct fswatch *next;
+	struct fswatch *walk_next;
 };
+
+/* What all watches hold, against AGENT_DIRS_MAX and AGENT_WATCHES_MAX. */
+static size_t agent_dirs;
+static size_t agent_watches;
+/* The watches with directories to list, each walked a slice in turn. */
+static struct fswatch *walk_head, *walk_tail;
 
 struct fswatch *fswatch_find(const struct conn *c, uint32_t req)
 {
@@ -95,10 +182,145 @@ static void send_event(struct fswatch *f, const char *rel, uint8_t type)
 	conn_commit(f->conn, &w);
 }
 
+static void walk_enqueue(struct fswatch *f)
+{
+	if (f->queued)
+		return;
+	f->queued = true;
+	f->walk_next = NULL;
+	if (walk_tail)
+		walk_tail->walk_next = f;
+	else
+		walk_head = f;
+	walk_tail = f;
+}
+
+static void walk_dequeue(struct fswatch *f)
+{
+	struct fswatch *prev = NULL;
+
+	if (!f->queued)
+		return;
+	for (struct fswatch *p = walk_head; p != f; p = p->walk_next)
+		prev = p;
+	if (prev)
+		prev->walk_next = f->walk_next;
+	else
+		walk_head = f->walk_next;
+	if (walk_tail == f)
+		walk_tail = prev;
+	f->queued = false;
+}
+
+/* "rel" or "rel/name" below the watched directory into @out (REL_MAX + 1
+ * bytes); -ENAMETOOLONG when it does not fit. */
+static int join_rel(char *out, const char *rel, const char *name)
+{
+	int n = snprintf(out, REL_MAX + 1, "%s%s%s", rel,
+			 rel[0] && name[0] ? "/" : "", name);
+
+	return n > REL_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* mountinfo's octal escapes (\040 for a space...) decoded in place. */
+static void unescape_mount_path(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+					(s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+static bool pseudo_fs(const char *type)
+{
+	for (size_t i = 0; i < sizeof(PSEUDO_FS) / sizeof(PSEUDO_FS[0]); i++) {
+		if (!strcmp(type, PSEUDO_FS[i]))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Records the mount points of pseudo file systems strictly below the
+ * watched directory, from /proc/self/mountinfo ("id parent dev root
+ * mountpoint options [optional...] - type source options").  Without a
+ * readable mountinfo (no /proc) there is nothing to skip.
+ */
+static int find_pseudo_mounts(struct fswatch *f)
+{
+	size_t root_len = strlen(f->root), cap = 0;
+	FILE *mi = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t line_cap = 0;
+	int ret = 0;
+
+	if (!mi)
+		return 0;
+	while (!ret && getline(&line, &line_cap, mi) > 0) {
+		char *save, *field, *point = NULL, *type = NULL;
+		int i = 0;
+
+		for (field = strtok_r(line, " \n", &save); field;
+		     field = strtok_r(NULL, " \n", &save), i++) {
+			if (i == 4)
+				point = field;
+			else if (i > 5 && !strcmp(field, "-"))
+				type = strtok_r(NULL, " \n", &save);
+			if (type)
+				break;
+		}
+		if (!point || !type || !pseudo_fs(type))
+			continue;
+		unescape_mount_path(point);
+		/* The root "/" is a prefix of every path, with no '/' added. */
+		size_t skip_len = root_len == 1 ? 0 : root_len;
+		if (strncmp(point, f->root, skip_len) != 0 ||
+		    point[skip_len] != '/' || !point[skip_len + 1])
+			continue;
+		if (f->nskip == cap) {
+			size_t ncap = cap ? 2 * cap : 8;
+			void *p = realloc(f->skip, ncap * sizeof(*f->skip));
+
+			if (!p) {
+				ret = -ENOMEM;
+				break;
+			}
+			f->skip = p;
+			cap = ncap;
+		}
+		f->skip[f->nskip] = strdup(point + skip_len + 1);
+		if (!f->skip[f->nskip])
+			ret = -ENOMEM;
+		else
+			f->nskip++;
+	}
+	free(line);
+	fclose(mi);
+	return ret;
+}
+
+static bool skipped(const struct fswatch *f, const char *rel)
+{
+	for (size_t i = 0; i < f->nskip; i++) {
+		if (!strcmp(f->skip[i], rel))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Adds the watch of root/@rel.  0; 1 when it was watched already (under
  * another name: a bind mount, which must not be walked into again);
- * -ENOSPC past MAX_DIRS, or -errno.
+ * -ENOSPC past a limit (f->limit says which), or -errno.
  */
 static int add_dir(struct fswatch *f, const char *rel)
 {
@@ -106,14 +328,20 @@ static int add_dir(struct fswatch *f, const char *rel)
 	struct watched_dir *d;
 	int wd;
 
-	if (f->ndirs == MAX_DIRS)
+	if (f->ndirs == WATCH_DIRS_MAX || agent_dirs == AGENT_DIRS_MAX) {
+		f->limit =
+			f->ndirs == WATCH_DIRS_MAX ? LIMIT_WATCH : LIMIT_AGENT;
 		return -ENOSPC;
+	}
 	if (snprintf(path, sizeof(path), "%s%s%s", f->root, rel[0] ? "/" : "",
 		     rel) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
 	wd = inotify_add_watch(f->w.fd, path, EVENT_MASK);
-	if (wd < 0)
+	if (wd < 0) {
+		if (errno == ENOSPC)
+			f->limit = LIMIT_KERNEL;
 		return -errno;
+	}
 	d = dir_of(f, wd);
 	if (d)
 		return 1;
@@ -121,8 +349,10 @@ static int add_dir(struct fswatch *f, const char *rel)
 		size_t cap = f->cap ? 2 * f->cap : 16;
 		void *p = realloc(f->dirs, cap * sizeof(*f->dirs));
 
-		if (!p)
+		if (!p) {
+			inotify_rm_watch(f->w.fd, wd);
 			return -ENOMEM;
+		}
 		f->dirs = p;
 		f->cap = cap;
 	}
@@ -134,66 +364,68 @@ static int add_dir(struct fswatch *f, const char *rel)
 		return -ENOMEM;
 	}
 	f->ndirs++;
+	agent_dirs++;
+	if (f->recursive)
+		walk_enqueue(f);
 	return 0;
 }
 
-/*
- * Watches root/@rel and every directory below it.  A directory gone
- * meanwhile is skipped; other failures are returned, with @rel then
- * naming where (@rel has room for REL_MAX bytes).
- */
-static int add_tree(struct fswatch *f, char *rel)
+static void close_listing(struct fswatch *f)
 {
-	size_t len = strlen(rel);
-	char path[PATH_MAX];
-	struct dirent *de;
-	int ret = add_dir(f, rel);
-	DIR *d;
-
-	if (ret == 1 || ret == -ENOENT || ret == -ENOTDIR)
-		return 0;
-	if (ret < 0 || !f->recursive)
-		return ret;
-	snprintf(path, sizeof(path), "%s%s%s", f->root, len ? "/" : "", rel);
-	d = opendir(path);
-	if (!d)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
-	while (!ret && (de = readdir(d))) {
-		/* DT_UNKNOWN: add_dir's IN_ONLYDIR tells. */
-		if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
-		    !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (len + 1 + strlen(de->d_name) > REL_MAX) {
-			ret = -ENAMETOOLONG;
-			break;
-		}
-		sprintf(rel + len, "%s%s", len ? "/" : "", de->d_name);
-		ret = add_tree(f, rel);
-		if (!ret)
-			rel[len] = '\0';
+	if (f->dir) {
+		closedir(f->dir);
+		f->dir = NULL;
 	}
-	closedir(d);
-	return ret;
 }
 
-/* Forgets @rel and what is below it: it moved away or is gone. */
-static void drop_tree(struct fswatch *f, const char *rel)
+/*
+ * Opens the next directory to list, or handles one entry of the one being
+ * listed: 0, or -errno with @rel naming where (REL_MAX + 1 bytes).
+ */
+static int walk_step(struct fswatch *f, char *rel)
 {
-	size_t len = strlen(rel);
+	const char *parent = f->dirs[f->listed].rel;
+	char path[PATH_MAX];
+	struct dirent *de;
+	int ret;
 
-	for (size_t i = 0; i < f->ndirs;) {
-		struct watched_dir *d = &f->dirs[i];
-
-		if (strncmp(d->rel, rel, len) != 0 ||
-		    (d->rel[len] != '\0' && d->rel[len] != '/')) {
-			i++;
-			continue;
+	if (!f->dir) {
+		snprintf(rel, REL_MAX + 1, "%s", parent);
+		snprintf(path, sizeof(path), "%s%s%s", f->root,
+			 parent[0] ? "/" : "", parent);
+		f->dir = opendir(path);
+		if (f->dir)
+			return 0;
+		/* Gone meanwhile: its removal is an event of its own. */
+		if (errno == ENOENT || errno == ENOTDIR) {
+			f->listed++;
+			return 0;
 		}
-		/* Its IN_IGNORED then finds no directory: nothing to do. */
-		inotify_rm_watch(f->w.fd, d->wd);
-		free(d->rel);
-		*d = f->dirs[--f->ndirs];
+		return -errno;
 	}
+	errno = 0;
+	de = readdir(f->dir);
+	if (!de) {
+		snprintf(rel, REL_MAX + 1, "%s", parent);
+		if (errno)
+			return -errno;
+		close_listing(f);
+		f->listed++;
+		return 0;
+	}
+	/* DT_UNKNOWN: add_dir's IN_ONLYDIR tells. */
+	if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
+	    !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		return 0;
+	ret = join_rel(rel, parent, de->d_name);
+	if (ret < 0) {
+		snprintf(rel, REL_MAX + 1, "%s", parent);
+		return ret;
+	}
+	if (skipped(f, rel))
+		return 0;
+	ret = add_dir(f, rel); /* may move f->dirs: parent is stale now */
+	return ret == -ENOENT || ret == -ENOTDIR || ret == 1 ? 0 : ret;
 }
 
 static void watch_end(struct fswatch *f, bool send_end)
@@ -204,15 +436,113 @@ static void watch_end(struct fswatch *f, bool send_end)
 		conn_begin(f->conn, &w, 0, f->req, THAW_END, 0);
 		conn_commit(f->conn, &w);
 	}
+	close_listing(f);
+	/* Closing the inotify fd drops every watch of it in the kernel. */
 	watch_close(&f->w);
+	if (!f->dead)
+		agent_watches--;
+	agent_dirs -= f->ndirs;
+	for (size_t i = 0; i < f->ndirs; i++)
+		free(f->dirs[i].rel);
+	f->ndirs = f->listed = 0;
+	walk_dequeue(f);
 	f->dead = true;
+}
+
+/*
+ * Ends a WATCH whose setup failed with @ret at @rel, then answers ERROR:
+ * when the host reads it, no watch of it is left.
+ */
+static void setup_failed(struct fswatch *f, int ret, const char *rel)
+{
+	char why[160];
+
+	watch_end(f, false);
+	if (ret == -ENOSPC && f->limit == LIMIT_WATCH)
+		snprintf(why, sizeof(why),
+			 "more than %d directories to watch, the limit of "
+			 "one WATCH: watch a smaller tree",
+			 WATCH_DIRS_MAX);
+	else if (ret == -ENOSPC && f->limit == LIMIT_AGENT)
+		snprintf(why, sizeof(why),
+			 "the agent's watches would pass %d directories in "
+			 "all, its limit: end other watches first",
+			 AGENT_DIRS_MAX);
+	else if (ret == -ENOSPC && f->limit == LIMIT_KERNEL)
+		snprintf(why, sizeof(why),
+			 "the guest kernel's limit of inotify watches "
+			 "(fs.inotify.max_user_watches) is reached");
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-ret));
+	/* The agent's own limits are the whole tree's, not @rel's. */
+	if (f->limit == LIMIT_WATCH || f->limit == LIMIT_AGENT)
+		rel = "";
+	conn_error(f->conn, f->req, -ret, "WATCH %s%s%s: %s", f->root,
+		   rel[0] ? "/" : "", rel, why);
+}
+
+/* The first walk is over: the watches are in place. */
+static void setup_done(struct fswatch *f)
+{
+	struct thaw_writer w;
+
+	f->answered = true;
+	conn_begin(f->conn, &w, 0, f->req, THAW_WATCHING, 0);
+	conn_commit(f->conn, &w);
+	/* Else fswatch_pause registers it once the output has drained. */
+	if (!f->conn->over && watch_set(&f->w, EPOLLIN) < 0)
+		send_event(f, "", THAW_EV_OVERFLOW);
+}
+
+/*
+ * Lists on for up to WALK_SLICE entries.  A failure while the WATCH is
+ * being set up fails it; later, the directory being listed is reported
+ * as an OVERFLOW (what is below it may be unwatched) and the walk goes on.
+ */
+static void walk_slice(struct fswatch *f)
+{
+	char rel[REL_MAX + 1];
+
+	for (int i = 0; i < WALK_SLICE && f->listed < f->ndirs; i++) {
+		int ret = walk_step(f, rel);
+
+		if (!ret)
+			continue;
+		if (!f->answered) {
+			setup_failed(f, ret, rel);
+			return;
+		}
+		send_event(f, f->dirs[f->listed].rel, THAW_EV_OVERFLOW);
+		close_listing(f);
+		f->listed++;
+	}
+	if (f->listed == f->ndirs && !f->answered)
+		setup_done(f);
+}
+
+bool fswatch_walking(void)
+{
+	return walk_head != NULL;
+}
+
+void fswatch_walk(void)
+{
+	struct fswatch *f = walk_head;
+
+	if (!f)
+		return;
+	walk_dequeue(f);
+	if (f->dead || f->conn->dead)
+		return;
+	walk_slice(f);
+	if (!f->dead && f->listed < f->ndirs)
+		walk_enqueue(f);
 }
 
 void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 {
-	char path[PATH_MAX], rel[REL_MAX + 1] = "";
+	char path[PATH_MAX];
 	struct fswatch *f;
-	struct thaw_writer w;
 	int n = 0, ret;
 
 	thaw_get_str(m, THAW_T_PATH, path, sizeof(path));
@@ -229,6 +559,13 @@ void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 		conn_error(c, req, EMFILE,
 			   "WATCH %s: %d watches already on this connection",
 			   path, MAX_WATCHES);
+		return;
+	}
+	if (agent_watches >= AGENT_WATCHES_MAX) {
+		conn_error(c, req, EMFILE,
+			   "WATCH %s: %d watches already in the agent, its "
+			   "limit: end other watches first",
+			   path, AGENT_WATCHES_MAX);
 		return;
 	}
 	f = calloc(1, sizeof(*f));
@@ -251,29 +588,21 @@ void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 	f->w = (struct watch){ .kind = W_INOTIFY, .obj = f };
 	f->next = c->fswatches;
 	c->fswatches = f;
+	agent_watches++;
 	f->w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	ret = f->w.fd < 0 ? -errno : add_tree(f, rel);
-	/* add_tree skips what is not a directory, but the root must be one. */
-	if (!ret && !f->ndirs)
-		ret = -ENOTDIR;
+	ret = f->w.fd < 0 ? -errno : 0;
+	if (!ret && f->recursive)
+		ret = find_pseudo_mounts(f);
 	if (!ret)
-		f->root_wd = f->dirs[0].wd;
-	if (!ret && !c->over)
-		ret = watch_set(&f->w, EPOLLIN);
-	if (ret == -ENOSPC && f->ndirs == MAX_DIRS) {
-		conn_error(c, req, ENOSPC,
-			   "WATCH %s: more than %d directories to watch", path,
-			   MAX_DIRS);
-	} else if (ret) {
-		conn_error(c, req, -ret, "WATCH %s%s%s: %s", path,
-			   rel[0] ? "/" : "", rel, strerror(-ret));
-	}
+		ret = add_dir(f, "");
 	if (ret) {
-		watch_end(f, false);
+		setup_failed(f, ret, "");
 		return;
 	}
-	conn_begin(c, &w, 0, req, THAW_WATCHING, 0);
-	conn_commit(c, &w);
+	f->root_wd = f->dirs[0].wd;
+	/* Recursive: answered once fswatch_walk has listed the tree. */
+	if (!f->recursive)
+		setup_done(f);
 }
 
 static uint8_t event_type(uint32_t mask)
@@ -289,6 +618,33 @@ static uint8_t event_type(uint32_t mask)
 	if (mask & IN_ATTRIB)
 		return THAW_EV_CHMOD;
 	return 0;
+}
+
+/* Forgets @rel and what is below it: it moved away or is gone.  The
+ * table keeps its order, which the walk goes by. */
+static void drop_tree(struct fswatch *f, const char *rel)
+{
+	size_t len = strlen(rel), kept = 0, listed = f->listed;
+
+	for (size_t i = 0; i < f->ndirs; i++) {
+		struct watched_dir *d = &f->dirs[i];
+
+		if (strncmp(d->rel, rel, len) != 0 ||
+		    (d->rel[len] != '\0' && d->rel[len] != '/')) {
+			f->dirs[kept++] = *d;
+			continue;
+		}
+		/* Its IN_IGNORED then finds no directory: nothing to do. */
+		inotify_rm_watch(f->w.fd, d->wd);
+		free(d->rel);
+		if (i < f->listed)
+			listed--;
+		else if (i == f->listed)
+			close_listing(f);
+	}
+	agent_dirs -= f->ndirs - kept;
+	f->ndirs = kept;
+	f->listed = listed;
 }
 
 static void handle(struct fswatch *f, const struct inotify_event *ev)
@@ -307,21 +663,26 @@ static void handle(struct fswatch *f, const struct inotify_event *ev)
 	}
 	if (!d || !type)
 		return;
-	if (snprintf(rel, sizeof(rel), "%s%s%s", d->rel,
-		     d->rel[0] && ev->len ? "/" : "",
-		     ev->len ? ev->name : "") >= (int)sizeof(rel)) {
+	if (join_rel(rel, d->rel, ev->len ? ev->name : "") < 0) {
 		/* Deeper than a path can name: say that events were lost. */
 		send_event(f, d->rel, THAW_EV_OVERFLOW);
 		return;
 	}
-	send_event(f, rel, type);
-	if (!(ev->mask & IN_ISDIR) || !f->recursive)
-		return;
-	if (ev->mask & (IN_MOVED_FROM | IN_DELETE))
+	if ((ev->mask & IN_ISDIR) && f->recursive &&
+	    (ev->mask & (IN_MOVED_FROM | IN_DELETE)))
 		drop_tree(f, rel);
-	/* Its contents may predate the watch: they are not reported. */
-	else if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && add_tree(f, rel) < 0)
-		send_event(f, rel, THAW_EV_OVERFLOW);
+	/* Watched at once, listed by the walk; its contents may predate the
+	 * watch: they are not reported. */
+	if ((ev->mask & IN_ISDIR) && f->recursive &&
+	    (ev->mask & (IN_CREATE | IN_MOVED_TO)) && !skipped(f, rel)) {
+		int ret = add_dir(f, rel);
+
+		send_event(f, rel, type);
+		if (ret < 0 && ret != -ENOENT && ret != -ENOTDIR)
+			send_event(f, rel, THAW_EV_OVERFLOW);
+		return;
+	}
+	send_event(f, rel, type);
 }
 
 void fswatch_event(struct watch *w)
@@ -364,7 +725,8 @@ bool fswatch_stop(struct conn *c, uint32_t req)
 void fswatch_pause(struct conn *c, bool paused)
 {
 	for (struct fswatch *f = c->fswatches; f; f = f->next) {
-		if (f->dead || f->w.fd < 0 || f->w.registered == !paused)
+		if (f->dead || !f->answered || f->w.fd < 0 ||
+		    f->w.registered == !paused)
 			continue;
 		if (paused) {
 			epoll_ctl(agent.epfd, EPOLL_CTL_DEL, f->w.fd, NULL);
@@ -377,9 +739,11 @@ void fswatch_pause(struct conn *c, bool paused)
 
 static void fswatch_free(struct fswatch *f)
 {
-	watch_close(&f->w);
-	for (size_t i = 0; i < f->ndirs; i++)
-		free(f->dirs[i].rel);
+	if (!f->dead)
+		watch_end(f, false);
+	for (size_t i = 0; i < f->nskip; i++)
+		free(f->skip[i]);
+	free(f->skip);
 	free(f->dirs);
 	free(f->root);
 	free(f);

@@ -22,6 +22,7 @@
  * them ask the guest.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1916,4 +1917,356 @@ Test(agent, watch_reports_changes_until_killed)
 		break;
 	}
 	client_close(&cl);
+}
+
+/* ---- a recursive WATCH is bounded and never stalls the agent -------- */
+
+/* The agent's limits (watch.c): directories per WATCH and in all. */
+#define WATCH_DIRS_MAX 4096
+#define AGENT_DIRS_MAX 6144
+
+/* Creates @top and @n directories below it, 64 to a directory (native). */
+static void make_tree(const char *top, int n)
+{
+	char path[256];
+
+	cr_assert_eq(mkdir(top, 0755), 0, "mkdir %s: %s", top, strerror(errno));
+	for (int i = 0; i < n; i++) {
+		if (i % 64 == 0)
+			snprintf(path, sizeof(path), "%s/d%d", top, i / 64);
+		else
+			snprintf(path, sizeof(path), "%s/d%d/e%d", top, i / 64,
+				 i % 64);
+		cr_assert_eq(mkdir(path, 0755), 0, "mkdir %s: %s", path,
+			     strerror(errno));
+	}
+}
+
+static void send_watch(struct client *cl, uint32_t req, const char *path)
+{
+	struct thaw_writer w;
+
+	begin(&w, req, THAW_WATCH, 0);
+	thaw_put_str(&w, THAW_T_PATH, path);
+	thaw_put_u8(&w, THAW_T_RECURSIVE, 1);
+	send_writer(cl, &w);
+}
+
+/* The answer to WATCH @req: WATCHING, or ERROR with its message in @msg. */
+static uint32_t watch_answer(struct client *cl, uint32_t req, char *msg,
+			     size_t len)
+{
+	struct thaw_frame f;
+	struct thaw_msg m;
+
+	recv_frame(cl, &f);
+	cr_assert_eq(f.h.request_id, req, "got %s for %u, want WATCH %u's",
+		     thaw_type_name(f.h.type), f.h.request_id, req);
+	if (f.h.type == THAW_WATCHING)
+		return 0;
+	cr_assert_eq(f.h.type, THAW_ERROR, "got %s for WATCH %u",
+		     thaw_type_name(f.h.type), req);
+	parse(&m, &f);
+	thaw_get_str(&m, THAW_T_MESSAGE, msg, len);
+	return thaw_get_u32(&m, THAW_T_ERRNO, 0);
+}
+
+static void expect_watching(struct client *cl, uint32_t req)
+{
+	char msg[1024] = "";
+	uint32_t err = watch_answer(cl, req, msg, sizeof(msg));
+
+	cr_assert_eq(err, 0, "WATCH %u: errno %u: %s", req, err, msg);
+}
+
+/* How many inotify instances the agent holds (native). */
+static int agent_inotify_fds(void)
+{
+	char path[64], link[64];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)agent_pid);
+	d = opendir(path);
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d))) {
+		char fd_path[64 + 256];
+		ssize_t len;
+
+		snprintf(fd_path, sizeof(fd_path), "%s/%s", path, de->d_name);
+		len = readlink(fd_path, link, sizeof(link) - 1);
+		if (len < 0)
+			continue;
+		link[len] = '\0';
+		n += !strcmp(link, "anon_inode:inotify");
+	}
+	closedir(d);
+	return n;
+}
+
+static void unwatch(struct client *cl, uint32_t req, uint32_t watch)
+{
+	struct thaw_writer w;
+	bool end = false, ok = false;
+
+	begin(&w, req, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, watch);
+	send_writer(cl, &w);
+	while (!end || !ok) {
+		struct thaw_frame f;
+
+		recv_frame(cl, &f);
+		end |= f.h.request_id == watch && f.h.type == THAW_END;
+		ok |= f.h.request_id == req && f.h.type == THAW_OK;
+	}
+}
+
+/*
+ * A tree past one WATCH's limit, or a WATCH that would pass the agent's,
+ * is ERROR ENOSPC naming the limit, and leaves no watch of it behind: the
+ * agent's inotify instances are those of the watches that stand, and
+ * ending one makes room again.
+ */
+Test(agent, watch_past_a_limit_fails_whole)
+{
+	char big[128], mid[128], msg[1024] = "";
+
+	if (vm_vsock)
+		cr_skip_test("builds trees of thousands of directories and "
+			     "counts the agent's fds: native only");
+	snprintf(big, sizeof(big), "%s/big", dir);
+	snprintf(mid, sizeof(mid), "%s/mid", dir);
+	make_tree(big, WATCH_DIRS_MAX); /* and big itself: one too many */
+	make_tree(mid, 3000);
+	struct client cl;
+
+	client_open(&cl);
+	send_watch(&cl, 1, big);
+	cr_assert_eq(watch_answer(&cl, 1, msg, sizeof(msg)), ENOSPC, "%s", msg);
+	cr_expect(strstr(msg, "4096") && strstr(msg, "limit of one WATCH"),
+		  "%s", msg);
+	cr_assert_eq(agent_inotify_fds(), 0);
+
+	send_watch(&cl, 2, mid);
+	expect_watching(&cl, 2);
+	send_watch(&cl, 3, mid);
+	expect_watching(&cl, 3);
+	/* 2 x 3001 directories watched: 3001 more would pass 6144. */
+	send_watch(&cl, 4, mid);
+	cr_assert_eq(watch_answer(&cl, 4, msg, sizeof(msg)), ENOSPC, "%s", msg);
+	cr_expect(strstr(msg, "6144") && strstr(msg, "in all"), "%s", msg);
+	cr_assert_eq(agent_inotify_fds(), 2);
+	expect_pong(&cl, 5);
+
+	unwatch(&cl, 6, 2);
+	send_watch(&cl, 7, mid);
+	expect_watching(&cl, 7);
+	cr_assert_eq(agent_inotify_fds(), 2);
+	client_close(&cl);
+}
+
+/*
+ * A large tree within the limits is watched whole: a change 40
+ * directories down is reported, and so is one in a directory made there
+ * after the watch began.
+ */
+Test(agent, watch_of_a_large_tree_reaches_its_depths)
+{
+	char top[128], deep[1024], made[1100], inner[1200], want1[1024],
+		want2[1100];
+	const struct fs_event created[] = { { THAW_EV_CREATE, want1 } },
+			      created_inner[] = { { THAW_EV_CREATE, want2 } };
+	struct thaw_writer w;
+	struct client cl;
+	size_t len;
+
+	if (vm_vsock)
+		cr_skip_test("builds a tree of thousands of directories: "
+			     "native only");
+	snprintf(top, sizeof(top), "%s/large", dir);
+	make_tree(top, 3000);
+	len = (size_t)snprintf(deep, sizeof(deep), "%s/d46", top);
+	for (int i = 0; i < 40; i++) {
+		len += (size_t)snprintf(deep + len, sizeof(deep) - len, "/l%d",
+					i);
+		cr_assert_eq(mkdir(deep, 0755), 0, "mkdir %s", deep);
+	}
+	snprintf(made, sizeof(made), "%s/made", deep);
+	snprintf(inner, sizeof(inner), "%s/inner", made);
+	snprintf(want1, sizeof(want1), "%s", made + strlen(top) + 1);
+	snprintf(want2, sizeof(want2), "%s", inner + strlen(top) + 1);
+
+	client_open(&cl);
+	send_watch(&cl, 1, top);
+	expect_watching(&cl, 1);
+	begin(&w, 2, THAW_MKDIR, 0);
+	thaw_put_str(&w, THAW_T_PATH, made);
+	send_writer(&cl, &w);
+	expect_events(&cl, 1, created, 1);
+	begin(&w, 3, THAW_MKDIR, 0);
+	thaw_put_str(&w, THAW_T_PATH, inner);
+	send_writer(&cl, &w);
+	expect_events(&cl, 1, created_inner, 1);
+	client_close(&cl);
+}
+
+/* Whether @fd has something to read now. */
+static bool readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 1;
+}
+
+/* Stops the (native) agent, so that what is sent meanwhile waits for it
+ * in its sockets and is found in one batch of events. */
+static void pause_agent(void)
+{
+	int status;
+
+	cr_assert_eq(kill(agent_pid, SIGSTOP), 0);
+	cr_assert_eq(waitpid(agent_pid, &status, WUNTRACED), agent_pid);
+	cr_assert(WIFSTOPPED(status), "agent status 0x%x", status);
+}
+
+static void resume_agent(void)
+{
+	cr_assert_eq(kill(agent_pid, SIGCONT), 0);
+}
+
+/*
+ * While a recursive WATCH of a big tree is being set up, another
+ * connection is served: its PONG is sent while the WATCH is still
+ * unanswered.  The agent is stopped while both requests are sent, so it
+ * finds both in one batch of events: an agent walking the tree in one go
+ * answers the WATCH before it even reads the PING.  (The proof needs the
+ * PONG to be seen before the walk ends; a test descheduled for all of the
+ * walk would miss that, so it tries a few times.)
+ */
+Test(agent, watch_setup_leaves_other_connections_served)
+{
+	char top[128];
+	bool pong_first = false;
+
+	if (vm_vsock)
+		cr_skip_test("stops the agent with SIGSTOP: native only");
+	snprintf(top, sizeof(top), "%s/tree", dir);
+	make_tree(top, 4000);
+	for (uint32_t try = 0; try < 5 && !pong_first; try++) {
+		struct client a, b;
+		struct thaw_writer w;
+		struct thaw_frame f;
+
+		client_open(&a);
+		client_open(&b);
+		pause_agent();
+		send_watch(&a, 1, top);
+		begin(&w, 1, THAW_PING, 0);
+		send_writer(&b, &w);
+		resume_agent();
+		recv_frame(&b, &f);
+		pong_first = !readable(a.fd);
+		cr_assert_eq(f.h.type, THAW_PONG, "got %s",
+			     thaw_type_name(f.h.type));
+		expect_watching(&a, 1);
+		client_close(&a);
+		client_close(&b);
+	}
+	cr_assert(pong_first, "every PONG came after the WATCHING of a "
+			      "4000-directory tree on another connection");
+}
+
+/*
+ * A recursive watch of /dev does not enter /dev/pts (devpts): opening a
+ * pseudo-terminal, which creates /dev/pts/N, is not reported, while a
+ * file made in /dev/shm (tmpfs) afterwards is.
+ */
+Test(agent, watch_skips_pseudo_file_systems)
+{
+	char shm_file[64], want[64], name[4096];
+	struct stat st, pts;
+	struct client cl;
+	bool seen = false;
+	int pty, fd;
+
+	if (vm_vsock)
+		cr_skip_test("opens a pseudo-terminal on this host: native "
+			     "only");
+	if (stat("/dev/shm", &st) < 0 || stat("/dev/pts", &pts) < 0 ||
+	    stat("/dev", &st) < 0 || pts.st_dev == st.st_dev)
+		cr_skip_test("no /dev/shm, or /dev/pts is no mount");
+	snprintf(shm_file, sizeof(shm_file), "/dev/shm/thaw-watch-%d",
+		 (int)getpid());
+	snprintf(want, sizeof(want), "shm/thaw-watch-%d", (int)getpid());
+	client_open(&cl);
+	send_watch(&cl, 1, "/dev");
+	expect_watching(&cl, 1);
+	pty = posix_openpt(O_RDWR | O_NOCTTY);
+	cr_assert_geq(pty, 0, "posix_openpt: %s", strerror(errno));
+	fd = open(shm_file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", shm_file, strerror(errno));
+	close(fd);
+	unlink(shm_file);
+	close(pty);
+	/* inotify keeps the order of events across one instance's watches. */
+	while (!seen) {
+		struct thaw_frame f;
+		struct thaw_msg m;
+
+		recv_frame(&cl, &f);
+		cr_assert_eq(f.h.type, THAW_FS_EVENT, "got %s",
+			     thaw_type_name(f.h.type));
+		parse(&m, &f);
+		thaw_get_str(&m, THAW_T_PATH, name, sizeof(name));
+		cr_assert_neq(strncmp(name, "pts/", 4), 0,
+			      "event %u on %s: /dev/pts was entered",
+			      thaw_get_u8(&m, THAW_T_EVENT, 0), name);
+		seen = !strcmp(name, want);
+	}
+	client_close(&cl);
+}
+
+/*
+ * A WATCH still being set up ends at once when KILLed (END, never
+ * WATCHING) or when its connection closes; either way its walk stops and
+ * no inotify instance of it is left, and the agent serves on.
+ */
+Test(agent, watch_being_set_up_can_be_ended)
+{
+	char top[128];
+	struct thaw_writer w;
+	struct thaw_frame f;
+	struct client a, b;
+	bool end = false, ok = false;
+
+	if (vm_vsock)
+		cr_skip_test("stops the agent with SIGSTOP: native only");
+	snprintf(top, sizeof(top), "%s/tree", dir);
+	make_tree(top, 4000);
+	client_open(&a);
+	pause_agent();
+	send_watch(&a, 1, top);
+	begin(&w, 2, THAW_KILL, 0);
+	thaw_put_u32(&w, THAW_T_TARGET, 1);
+	send_writer(&a, &w);
+	resume_agent();
+	while (!end || !ok) {
+		recv_frame(&a, &f);
+		cr_assert_neq(f.h.type, THAW_WATCHING);
+		cr_assert(!end || f.h.request_id != 1, "%s after END",
+			  thaw_type_name(f.h.type));
+		end |= f.h.request_id == 1 && f.h.type == THAW_END;
+		ok |= f.h.request_id == 2 && f.h.type == THAW_OK;
+	}
+	cr_assert_eq(agent_inotify_fds(), 0);
+
+	pause_agent();
+	send_watch(&a, 3, top);
+	client_close(&a);
+	resume_agent();
+	client_open(&b);
+	expect_pong(&b, 1);
+	cr_assert_eq(agent_inotify_fds(), 0);
+	client_close(&b);
 }

@@ -485,6 +485,9 @@ Test(codes, names_statuses_and_errnos)
 	cr_expect_eq(e2b_code_of_errno(EEXIST), E2B_ALREADY_EXISTS);
 	cr_expect_eq(e2b_code_of_errno(EACCES), E2B_PERMISSION_DENIED);
 	cr_expect_eq(e2b_code_of_errno(EIO), E2B_INTERNAL);
+	/* A WATCH past the agent's limits (guest/PROTOCOL.md). */
+	cr_expect_eq(e2b_code_of_errno(ENOSPC), E2B_RESOURCE_EXHAUSTED);
+	cr_expect_eq(e2b_code_of_errno(EMFILE), E2B_RESOURCE_EXHAUSTED);
 	cr_expect_eq(e2b_code_of_status(409), E2B_FAILED_PRECONDITION);
 	cr_expect_eq(e2b_code_of_status(503), E2B_UNAVAILABLE);
 }
