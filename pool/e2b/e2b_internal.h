@@ -184,12 +184,14 @@ bool e2b_parse_host(const char *host, unsigned *port,
 
 /*
  * Finds the sandbox an envd request of @method is for (E2b-Sandbox-Id,
- * else the Host header) and checks its X-Access-Token (or, for /files,
- * the URL's signature); sets r->sandbox (held) and
- * returns MHD_YES with r->answered false, or answers the error: 502 for
- * no such sandbox, as E2B's proxy does (which the SDK reads as a sandbox
- * gone, a Connect client as unavailable), 401 for a wrong token and 400
- * for no sandbox named, Connect's errors on an E2B_RPC route.
+ * else the Host header, else, for /files, the sandbox whose token signed
+ * the URL) and checks its X-Access-Token (or, for /files, the URL's
+ * signature); sets r->sandbox (held) and returns MHD_YES with r->answered
+ * false, or answers the error: 502 for no such sandbox to the daemon's
+ * token, as E2B's proxy does (which the SDK reads as a sandbox gone, a
+ * Connect client as unavailable), 401 for other credentials or none,
+ * whether the sandbox exists or not, and 400 for no sandbox named,
+ * Connect's errors on an E2B_RPC route.
  */
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 			       struct e2b_request *r, const char *method);
