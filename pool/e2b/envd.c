@@ -9,17 +9,22 @@
  * E2b-Sandbox-Id and E2b-Sandbox-Port instead.  Both are read here, the
  * header first.  Only envd's port (49983) is served: a sandbox's own
  * servers are reached through its network, not through this listener.  A
- * sandbox that does not exist is answered 502 to the daemon's token, as
- * E2B's proxy answers it, which the SDK reads as "the sandbox is not
- * running" (its health probe, and Connect's unavailable for a stream);
- * to any other credentials, or none, 401 as a sandbox that exists, after
- * the same work (a token compared with one nobody holds): an id that
- * leaked or was guessed tells nothing without its sandbox's token.
+ * sandbox that does not exist is answered 502 to credentials that would
+ * open it (the daemon's token, the token it had), as E2B's proxy answers
+ * it, which the SDK reads as "the sandbox is not running" (its health
+ * probe, and Connect's unavailable for a stream); to any other
+ * credentials, or none, 401 as a sandbox that exists, after the same
+ * work: an id that leaked or was guessed tells nothing without its
+ * sandbox's token.
  *
  * Every sandbox made through the E2B API has an access token of its own,
- * 32 random bytes, handed out by its create (envdAccessToken) and asked
- * for in X-Access-Token by every envd request to it: one sandbox's token
- * opens no other.  The daemon's token opens every sandbox, those made
+ * handed out by its create (envdAccessToken) and asked for in
+ * X-Access-Token by every envd request to it: one sandbox's token opens no
+ * other.  It is derived from the sandbox's id under a key the listener
+ * draws at its start (e2b_sandbox_token()), which is how a request with
+ * the token of a sandbox since killed is told apart, as E2B's proxy does,
+ * with 502 (the SDK's isRunning() is then false), with nothing kept of
+ * the dead.  The daemon's token opens every sandbox, those made
  * through thaw's own API included (they have no token until a connect
  * gives them one).  A file URL the SDK signed (files.downloadUrl and
  * uploadUrl of a sandbox with a token: /files?...&signature=v1_...) is
@@ -36,6 +41,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <nettle/hmac.h>
 #include <nettle/sha2.h>
 
 #include "base64.h"
@@ -72,6 +78,22 @@ bool e2b_secret_equal(const char *a, const char *b)
 	for (size_t i = 0; i < sizeof(da); i++)
 		diff |= da[i] ^ db[i];
 	return diff == 0;
+}
+
+void e2b_sandbox_token(const struct e2b_server *s, const char *id,
+		       char out[E2B_TOKEN_LEN + 1])
+{
+	struct hmac_sha256_ctx ctx;
+	uint8_t mac[SHA256_DIGEST_SIZE];
+
+	_Static_assert(2 * sizeof(mac) == E2B_TOKEN_LEN, "a token's length");
+	hmac_sha256_set_key(&ctx, sizeof(s->token_key), s->token_key);
+	hmac_sha256_update(&ctx, strlen(id), (const uint8_t *)id);
+	hmac_sha256_digest(&ctx, sizeof(mac), mac);
+	for (size_t i = 0; i < sizeof(mac); i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+	explicit_bzero(mac, sizeof(mac));
+	explicit_bzero(&ctx, sizeof(ctx));
 }
 
 int e2b_new_token(char out[E2B_TOKEN_LEN + 1])
@@ -282,40 +304,48 @@ static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 					"message", why, "code", 502));
 }
 
+/* What a request's credentials make of the sandbox it names. */
+enum verdict {
+	OPENS,	 /* it exists, and they open it */
+	GONE,	 /* they would open it, and it does not exist */
+	REFUSED, /* they open nothing, or there are none */
+};
+
 /*
- * Whether @conn's credentials open sandbox @c (NULL: none of that id):
- * its X-Access-Token, or its signature of a /files URL; *@daemons whether
- * the token is the daemon's, which opens every sandbox.  A sandbox that
- * does not exist, or has no token of its own, is checked against one
- * nobody holds, the same work as for one that does: without credentials
- * neither the answer nor its time tells whether an id is a sandbox's.
+ * The verdict on @conn's credentials for sandbox @id, @c (NULL: none of
+ * that id): its X-Access-Token, or its signature of a /files URL; the
+ * daemon's token opens every sandbox.  The token @id would have is
+ * derived whether it exists or not, and is what an unknown sandbox's (and
+ * a sandbox's without an E2B record) is checked against: the same work
+ * every time, so that without credentials neither the answer nor its time
+ * tells whether an id is a sandbox's.
  */
-static bool credentials_open(struct MHD_Connection *conn,
-			     const struct e2b_request *r, struct sandbox *c,
-			     const char *method, bool *daemons)
+static enum verdict credentials(struct MHD_Connection *conn,
+				const struct e2b_request *r, struct sandbox *c,
+				const char *id, const char *method)
 {
-	/* As long as a real token, so hashed alike. */
-	static const char nobodys[] =
-		"an unknown sandbox's token: compared, the same work, never taken";
-	_Static_assert(sizeof(nobodys) == E2B_TOKEN_LEN + 1, "a token's size");
 	const char *token = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							"X-Access-Token");
+	char derived[E2B_TOKEN_LEN + 1];
 	struct url_signature sig;
-	bool own;
+	bool own, daemons = false;
 
+	e2b_sandbox_token(r->server, id, derived);
 	pthread_mutex_lock(&r->d->lock);
 	bool tokened = c && c->e2b;
-	const char *secret = tokened ? c->e2b->access_token : nobodys;
+	const char *secret = tokened ? c->e2b->access_token : derived;
 	if (token) {
 		own = e2b_secret_equal(token, secret);
-		*daemons = e2b_secret_equal(token, r->d->cfg.token);
+		daemons = e2b_secret_equal(token, r->d->cfg.token);
 	} else {
 		own = url_signature_of(conn, r, method, &sig) &&
 		      signature_by(&sig, secret);
-		*daemons = false;
 	}
 	pthread_mutex_unlock(&r->d->lock);
-	return (tokened && own) || (c && *daemons);
+	explicit_bzero(derived, sizeof(derived));
+	if (c)
+		return (tokened && own) || daemons ? OPENS : REFUSED;
+	return own || daemons ? GONE : REFUSED;
 }
 
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
@@ -329,7 +359,6 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 						       MHD_HTTP_HEADER_HOST);
 	char id[E2B_PATH_ID_MAX + 1];
 	unsigned port = E2B_ENVD_PORT;
-	bool daemons;
 
 	if (header) {
 		size_t n = strlen(header);
@@ -360,15 +389,15 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		return no_sandbox(conn, r, id,
 				  "only envd's port (49983) is served here");
 	struct sandbox *c = sandbox_get(r->d, id);
-	if (credentials_open(conn, r, c, method, &daemons)) {
+	enum verdict v = credentials(conn, r, c, id, method);
+	if (v == OPENS) {
 		r->sandbox = c;
 		return MHD_YES;
 	}
 	if (c)
 		sandbox_put(r->d, c);
-	/* Only the daemon's token learns that a sandbox is gone, as only an
-	 * API key does from E2B's proxy. */
-	if (daemons)
+	/* Only credentials for the sandbox learn that it is gone. */
+	if (v == GONE)
 		return no_sandbox(conn, r, id, "The sandbox was not found");
 	return envd_error(conn, r, 401,
 			  "%s X-Access-Token for sandbox %s: give its "

@@ -908,15 +908,9 @@ Test(api, a_request_head_trickled_in_is_cut_at_header_timeout_s, .timeout = 60)
 
 static struct e2b_server *e2b;
 static int e2b_port;
-static struct e2b_sandbox e2b_of_sandbox = {
-	.access_token =
-		"0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
-};
+static struct e2b_sandbox e2b_of_sandbox;
 /* Another E2B sandbox, listed before ours; stopped: no agent answers. */
-static struct e2b_sandbox e2b_of_other = {
-	.access_token =
-		"ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
-};
+static struct e2b_sandbox e2b_of_other;
 static struct sandbox other;
 
 /* start() with the E2B listener on a free loopback port and @config_keys;
@@ -944,6 +938,9 @@ static void start_e2b(const char *config_keys)
 	d.leased = &other;
 	e2b = e2b_start(&d);
 	cr_assert_not_null(e2b);
+	/* As a create gives them. */
+	e2b_sandbox_token(e2b, sandbox.id, e2b_of_sandbox.access_token);
+	e2b_sandbox_token(e2b, other.id, e2b_of_other.access_token);
 }
 
 /* The daemon's stop flag ends the processes' waits on their guest. */
@@ -1177,10 +1174,22 @@ Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
 		     401, "%s", body);
 	free(body);
 	/* The daemon's token learns that a sandbox is gone, as E2B's proxy
-	 * tells its API key holders. */
+	 * tells its API key holders; so does the sandbox's own token once it
+	 * is gone (the SDK's isRunning() then says false), and only it. */
 	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
 				 DAEMON_TOKEN, &body),
 		     502, "%s", body);
+	free(body);
+	pthread_mutex_lock(&d.lock);
+	d.leased = &sandbox; /* the other one is gone */
+	pthread_mutex_unlock(&d.lock);
+	cr_expect_eq(envd_answer("GET", "/health", other.id,
+				 e2b_of_other.access_token, &body),
+		     502, "%s", body);
+	free(body);
+	cr_expect_eq(envd_answer("GET", "/health", other.id,
+				 e2b_of_sandbox.access_token, &body),
+		     401, "%s", body);
 	free(body);
 	stop_e2b();
 }
