@@ -206,6 +206,14 @@ const char config_default_text[] =
 	"; token shaped so (e2b_ and `openssl rand -hex 20`) suits every SDK.\n"
 	"; \"\" is off.\n"
 	"e2b_listen =\n"
+	"; Processes started through envd (the SDK's commands.run) alive at once,\n"
+	"; of all sandboxes, 1..65536; at most 64 a sandbox.  Each reserves 4M of\n"
+	"; api_memory_budget_bytes (its agent connection and its output queue)\n"
+	"; and together they may take half of it, no more: one sandbox's access\n"
+	"; token is enough to start them, and thaw's own API keeps the other\n"
+	"; half.  auto is as many as that half holds (128 of 1G).  Past it a\n"
+	"; start is answered resource_exhausted.\n"
+	"e2b_max_processes = auto\n"
 	"\n"
 	"; One warm pool per [template NAME], NAME being 1 to 63 of A-Z a-z 0-9\n"
 	"; _ . - and what a create request asks for.  A file without any template\n"
@@ -327,6 +335,7 @@ static const struct key daemon_keys[] = {
 	{ "dns_without_internet", KEY_BOOL,
 	  FIELD(daemon_config, net.dns_always), 0, 0, NULL },
 	DAEMON(e2b_listen, KEY_LISTEN, 0, 0),
+	DAEMON(e2b_max_processes, KEY_U32_AUTO, 1, 65536),
 };
 
 /* pids_limit stops at PID_MAX_LIMIT (4 Mi), the kernel's own ceiling. */
@@ -1048,37 +1057,96 @@ static int check_sum(struct parser *p)
 }
 
 /*
+ * A KEY_U32_AUTO [daemon] key, *@value, whose auto is @auto_value and
+ * whose number must not exceed @bound, which the key @bound_name decides
+ * (its value @bound_value, as the file wrote it or not).  The key set last
+ * is blamed: @name as "more than @over (@bound)", @bound_name as "less
+ * than @under (*@value)".
+ */
+struct bounded_key {
+	const char *name, *bound_name, *over, *under;
+	uint32_t *value;
+	uint32_t auto_value, bound;
+	const char *bound_value;
+};
+
+static int check_bounded(struct parser *p, const struct bounded_key *b)
+{
+	const struct key *k =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), b->name);
+	const struct key *bk =
+		find_key(daemon_keys, ARRAY_SIZE(daemon_keys), b->bound_name);
+	unsigned line = p->daemon_src.key[k - daemon_keys];
+	unsigned bline = p->daemon_src.key[bk - daemon_keys];
+	char value[16];
+
+	if (*b->value == CONFIG_AUTO)
+		*b->value = b->auto_value;
+	if (*b->value <= b->bound)
+		return 0;
+	snprintf(value, sizeof(value), "%u", *b->value);
+	if (line >= bline)
+		return fail_key(p, line, NULL, k->name, value, -EINVAL,
+				"more than %s (%u)", b->over, b->bound);
+	return fail_key(p, bline, NULL, bk->name, b->bound_value, -EINVAL,
+			"less than %s (%s)", b->under, value);
+}
+
+/*
  * max_connections_per_uid: auto is a quarter of max_connections, and a
- * number must not exceed it.  The key set last is blamed.
+ * number must not exceed it.
  */
 static int check_per_uid(struct parser *p)
 {
 	struct daemon_config *c = p->c;
-	const struct key *total = find_key(daemon_keys, ARRAY_SIZE(daemon_keys),
-					   "max_connections");
-	const struct key *per_uid =
-		find_key(daemon_keys, ARRAY_SIZE(daemon_keys),
-			 "max_connections_per_uid");
-	unsigned tline = p->daemon_src.key[total - daemon_keys];
-	unsigned uline = p->daemon_src.key[per_uid - daemon_keys];
-	char value[16];
+	char total[16];
 
-	if (c->max_connections_per_uid == CONFIG_AUTO)
-		c->max_connections_per_uid =
-			c->max_connections / 4 ? c->max_connections / 4 : 1;
-	if (c->max_connections_per_uid <= c->max_connections)
-		return 0;
-	if (uline >= tline) {
-		snprintf(value, sizeof(value), "%u",
-			 c->max_connections_per_uid);
-		return fail_key(p, uline, NULL, per_uid->name, value, -EINVAL,
-				"more than max_connections (%u)",
-				c->max_connections);
-	}
-	snprintf(value, sizeof(value), "%u", c->max_connections);
-	return fail_key(p, tline, NULL, total->name, value, -EINVAL,
-			"less than max_connections_per_uid (%u)",
-			c->max_connections_per_uid);
+	snprintf(total, sizeof(total), "%u", c->max_connections);
+	return check_bounded(
+		p, &(struct bounded_key){
+			   .name = "max_connections_per_uid",
+			   .bound_name = "max_connections",
+			   .over = "max_connections",
+			   .under = "max_connections_per_uid",
+			   .value = &c->max_connections_per_uid,
+			   .auto_value = c->max_connections / 4
+						 ? c->max_connections / 4
+						 : 1,
+			   .bound = c->max_connections,
+			   .bound_value = total,
+		   });
+}
+
+/*
+ * e2b_max_processes: each reserves CONFIG_E2B_PROCESS_BYTES of
+ * api_memory_budget_bytes, and together they may hold half of it, no
+ * more (auto is that many), so that a client of the E2B port, which needs
+ * only one sandbox's access token to start processes, always leaves the
+ * other half to thaw's own API and to envd's other requests.
+ */
+static int check_e2b_processes(struct parser *p)
+{
+	struct daemon_config *c = p->c;
+	/* At least 1 (the budget is at least 8M), at most 2^17. */
+	uint32_t fit = (uint32_t)(c->api_memory_budget_bytes / 2 /
+				  CONFIG_E2B_PROCESS_BYTES);
+	char budget[24];
+
+	snprintf(budget, sizeof(budget), "%llu",
+		 (unsigned long long)c->api_memory_budget_bytes);
+	return check_bounded(
+		p, &(struct bounded_key){
+			   .name = "e2b_max_processes",
+			   .bound_name = "api_memory_budget_bytes",
+			   .over = "half of api_memory_budget_bytes holds, at "
+				   "4M a process",
+			   .under = "what e2b_max_processes needs at 4M a "
+				    "process in its half",
+			   .value = &c->e2b_max_processes,
+			   .auto_value = fit,
+			   .bound = fit,
+			   .bound_value = budget,
+		   });
 }
 
 /*
@@ -1161,6 +1229,8 @@ static int finish(struct parser *p)
 			return rc;
 	}
 	rc = check_per_uid(p);
+	if (!rc)
+		rc = check_e2b_processes(p);
 	if (!rc)
 		rc = check_dns_outside_pool(p);
 	if (!rc)

@@ -17,7 +17,8 @@
  *				admit_io_pressure, admit_min_available_percent,
  *				admit_restore_slowdown, jail, jail_ids,
  *				require_limits, network_cidr, dns_servers,
- *				dns_without_internet, e2b_listen
+ *				dns_without_internet, e2b_listen,
+ *				e2b_max_processes
  *	[template NAME]		kernel, initrd, cmdline, mem_mib, vcpus,
  *				min_ready, max_total, timeout_s, max_timeout_s,
  *				cpu_percent, memory_limit_mib, pids_limit,
@@ -31,7 +32,8 @@
  * inconsistent ones (min_ready > max_total, timeout_s > max_timeout_s, a
  * memory limit below the guest's memory, the templates' min_ready adding up
  * to more than max_sandboxes, both token and token_file, e2b_listen
- * without a token) are errors naming
+ * without a token, more e2b_max_processes than half of
+ * api_memory_budget_bytes holds) are errors naming
  * file:line, section, key and value; nothing is half-loaded.  Keys and
  * sections start in the first column (inih would take an indented line for
  * the continuation of the previous value) and a line holds at most 198
@@ -55,6 +57,14 @@
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
 /* A value the file says is "auto": derived once the file is read. */
 #define CONFIG_AUTO UINT32_MAX
+/*
+ * What a process started through envd reserves of api_memory_budget_bytes
+ * while it lives (pool/e2b/processes.c): the most a hostile guest can make
+ * it hold, its agent connection's three frames (the reader's buffer, a
+ * frame on its way in, an event being made) and its event queue (1 MiB),
+ * the frames' headers rounded away.
+ */
+#define CONFIG_E2B_PROCESS_BYTES (4ull << 20)
 
 struct template_config {
 	char name[CONFIG_NAME_MAX];
@@ -106,6 +116,9 @@ struct daemon_config {
 	/* "HOST:PORT" of the E2B listener (pool/e2b/e2b.h), "": none; never
 	 * set without a token */
 	char e2b_listen[128];
+	/* processes started through envd alive at once; once loaded never
+	 * CONFIG_AUTO (as many as half of api_memory_budget_bytes holds) */
+	uint32_t e2b_max_processes;
 	struct template_config *templates;
 	size_t nr_templates;
 };

@@ -82,6 +82,9 @@ struct e2b_watchers;
 
 struct e2b_server {
 	struct daemon *d;
+	/* What the sandboxes' access tokens derive from: random, the
+	 * listener's life long (e2b_sandbox_token()). */
+	uint8_t token_key[32];
 	struct api_server *http;
 	struct e2b_processes *processes;
 	struct e2b_watchers *watchers; /* filesystem.h */
@@ -182,12 +185,15 @@ bool e2b_parse_host(const char *host, unsigned *port,
 
 /*
  * Finds the sandbox an envd request of @method is for (E2b-Sandbox-Id,
- * else the Host header) and checks its X-Access-Token (or, for /files,
- * the URL's signature); sets r->sandbox (held) and
- * returns MHD_YES with r->x.answered false, or answers the error: 502 for
- * no such sandbox, as E2B's proxy does (which the SDK reads as a sandbox
- * gone, a Connect client as unavailable), 401 for a wrong token and 400
- * for no sandbox named, Connect's errors on an E2B_RPC route.
+ * else the Host header, else, for /files, the sandbox whose token signed
+ * the URL) and checks its X-Access-Token (or, for /files, the URL's
+ * signature); sets r->sandbox (held) and returns MHD_YES with r->x.answered
+ * false, or answers the error: 502 for no such sandbox to the daemon's
+ * token, as E2B's proxy does (which the SDK reads as a sandbox gone, a
+ * Connect client as unavailable), and so to the sandbox's own token (or
+ * a URL it signed) once it is gone; 401 for other credentials or none,
+ * whether the sandbox exists or not; 400 for no sandbox named; Connect's
+ * errors on an E2B_RPC route.
  */
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 			       struct e2b_request *r, const char *method);
@@ -213,6 +219,16 @@ bool e2b_request_user(struct MHD_Connection *conn, char *user, size_t len,
 
 /* A new random envd access token into @out. */
 int e2b_new_token(char out[E2B_TOKEN_LEN + 1]);
+
+/*
+ * Sandbox @id's envd access token into @out: the HMAC-SHA256 of @id under
+ * @s->token_key, in hex.  Derived, not drawn, so that a request carrying
+ * a sandbox's own token is known for one once the sandbox is gone (502,
+ * the SDK's "not running") while any other credentials are refused alike
+ * whether the sandbox exists or not, with no record of the dead kept.
+ */
+void e2b_sandbox_token(const struct e2b_server *s, const char *id,
+		       char out[E2B_TOKEN_LEN + 1]);
 
 /* @a and @b equal, in a time that tells nothing of where they differ. */
 bool e2b_secret_equal(const char *a, const char *b);

@@ -9,19 +9,30 @@
  * E2b-Sandbox-Id and E2b-Sandbox-Port instead.  Both are read here, the
  * header first.  Only envd's port (49983) is served: a sandbox's own
  * servers are reached through its network, not through this listener.  A
- * sandbox that does not exist is answered 502, as E2B's proxy answers it,
- * which the SDK reads as "the sandbox is not running" (its health probe,
- * and Connect's unavailable for a stream).
+ * sandbox that does not exist is answered 502 to credentials that would
+ * open it (the daemon's token, the token it had), as E2B's proxy answers
+ * it, which the SDK reads as "the sandbox is not running" (its health
+ * probe, and Connect's unavailable for a stream); to any other
+ * credentials, or none, 401 as a sandbox that exists, after the same
+ * work: an id that leaked or was guessed tells nothing without its
+ * sandbox's token.
  *
  * Every sandbox made through the E2B API has an access token of its own,
- * 32 random bytes, handed out by its create (envdAccessToken) and asked
- * for in X-Access-Token by every envd request to it: one sandbox's token
- * opens no other.  The daemon's token opens every sandbox, those made
+ * handed out by its create (envdAccessToken) and asked for in
+ * X-Access-Token by every envd request to it: one sandbox's token opens no
+ * other.  It is derived from the sandbox's id under a key the listener
+ * draws at its start (e2b_sandbox_token()), which is how a request with
+ * the token of a sandbox since killed is told apart, as E2B's proxy does,
+ * with 502 (the SDK's isRunning() is then false), with nothing kept of
+ * the dead.  The daemon's token opens every sandbox, those made
  * through thaw's own API included (they have no token until a connect
  * gives them one).  A file URL the SDK signed (files.downloadUrl and
  * uploadUrl of a sandbox with a token: /files?...&signature=v1_...) is
  * let in without the header when its signature is the sandbox's token's
- * for that path, operation and user, and has not expired.
+ * for that path, operation and user, and has not expired.  Such a URL
+ * made with E2B_SANDBOX_URL set is that one address, and a plain fetch of
+ * it names no sandbox: the sandbox is then the one whose token made the
+ * signature, found by trying every E2B sandbox's.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +41,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <nettle/hmac.h>
 #include <nettle/sha2.h>
 
 #include "base64.h"
@@ -66,6 +78,22 @@ bool e2b_secret_equal(const char *a, const char *b)
 	for (size_t i = 0; i < sizeof(da); i++)
 		diff |= da[i] ^ db[i];
 	return diff == 0;
+}
+
+void e2b_sandbox_token(const struct e2b_server *s, const char *id,
+		       char out[E2B_TOKEN_LEN + 1])
+{
+	struct hmac_sha256_ctx ctx;
+	uint8_t mac[SHA256_DIGEST_SIZE];
+
+	_Static_assert(2 * sizeof(mac) == E2B_TOKEN_LEN, "a token's length");
+	hmac_sha256_set_key(&ctx, sizeof(s->token_key), s->token_key);
+	hmac_sha256_update(&ctx, strlen(id), (const uint8_t *)id);
+	hmac_sha256_digest(&ctx, sizeof(mac), mac);
+	for (size_t i = 0; i < sizeof(mac); i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+	explicit_bzero(mac, sizeof(mac));
+	explicit_bzero(&ctx, sizeof(ctx));
 }
 
 int e2b_new_token(char out[E2B_TOKEN_LEN + 1])
@@ -106,51 +134,91 @@ bool e2b_parse_host(const char *host, unsigned *port,
 	return true;
 }
 
-bool e2b_signature_valid(const char *signature, const char *path,
-			 const char *operation, const char *user,
-			 const char *token, const char *expiration,
-			 int64_t now_s)
+/* A file URL's signature, read once, to be checked against tokens. */
+struct url_signature {
+	struct sha256_ctx prefix;	    /* of "PATH:OPERATION:USER:" */
+	const char *expiration;		    /* NULL: none */
+	uint8_t digest[SHA256_DIGEST_SIZE]; /* what it says */
+};
+
+/* @signature read into @sig; false when it cannot be one, or expired. */
+static bool signature_read(struct url_signature *sig, const char *signature,
+			   const char *path, const char *operation,
+			   const char *user, const char *expiration,
+			   int64_t now_s)
 {
-	uint8_t digest[SHA256_DIGEST_SIZE];
-	struct sha256_ctx ctx;
-	char *b64;
+	/* The SDK strips the padding: 43 characters of base64, to which
+	 * base64_decode() wants its one '=' back. */
+	enum { UNPADDED = (SHA256_DIGEST_SIZE + 2) / 3 * 4 - 1 };
+	char padded[UNPADDED + 2];
+	size_t n;
 
 	if (expiration &&
 	    (strspn(expiration, "0123456789") != strlen(expiration) ||
 	     !*expiration || strlen(expiration) > 18 ||
 	     strtoll(expiration, NULL, 10) < now_s))
 		return false;
-	if (strncmp(signature, "v1_", 3))
+	if (strncmp(signature, "v1_", 3) || strlen(signature + 3) != UNPADDED)
 		return false;
-	sha256_init(&ctx);
-	sha256_update(&ctx, strlen(path), (const uint8_t *)path);
-	sha256_update(&ctx, 1, (const uint8_t *)":");
-	sha256_update(&ctx, strlen(operation), (const uint8_t *)operation);
-	sha256_update(&ctx, 1, (const uint8_t *)":");
-	sha256_update(&ctx, strlen(user), (const uint8_t *)user);
-	sha256_update(&ctx, 1, (const uint8_t *)":");
-	sha256_update(&ctx, strlen(token), (const uint8_t *)token);
-	if (expiration) {
-		sha256_update(&ctx, 1, (const uint8_t *)":");
-		sha256_update(&ctx, strlen(expiration),
-			      (const uint8_t *)expiration);
-	}
-	sha256_digest(&ctx, sizeof(digest), digest);
-	b64 = base64_encode(digest, sizeof(digest));
-	if (!b64)
-		return false;
-	/* The SDK strips the padding. */
-	b64[strcspn(b64, "=")] = '\0';
-	bool valid = e2b_secret_equal(signature + 3, b64);
-	free(b64);
-	return valid;
+	snprintf(padded, sizeof(padded), "%s=", signature + 3);
+	uint8_t *digest = base64_decode(padded, UNPADDED + 1, &n);
+	/* One text per digest: the last character's two spare bits are 0,
+	 * as the SDK's encoder leaves them. */
+	char *canonical = digest ? base64_encode(digest, n) : NULL;
+	bool read = canonical && n == sizeof(sig->digest) &&
+		    !strcmp(canonical, padded);
+	if (read)
+		memcpy(sig->digest, digest, n);
+	free(canonical);
+	free(digest);
+	sig->expiration = expiration;
+	sha256_init(&sig->prefix);
+	sha256_update(&sig->prefix, strlen(path), (const uint8_t *)path);
+	sha256_update(&sig->prefix, 1, (const uint8_t *)":");
+	sha256_update(&sig->prefix, strlen(operation),
+		      (const uint8_t *)operation);
+	sha256_update(&sig->prefix, 1, (const uint8_t *)":");
+	sha256_update(&sig->prefix, strlen(user), (const uint8_t *)user);
+	sha256_update(&sig->prefix, 1, (const uint8_t *)":");
+	return read;
 }
 
-/* Whether @conn's /files request carries @c's signature for it; under the
- * daemon's lock (the token). */
-static bool signed_file_url(struct MHD_Connection *conn,
-			    const struct e2b_request *r,
-			    const struct sandbox *c, const char *method)
+/* Whether @token made @sig, in the same time whatever the answer. */
+static bool signature_by(const struct url_signature *sig, const char *token)
+{
+	struct sha256_ctx ctx = sig->prefix;
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	uint8_t diff = 0;
+
+	sha256_update(&ctx, strlen(token), (const uint8_t *)token);
+	if (sig->expiration) {
+		sha256_update(&ctx, 1, (const uint8_t *)":");
+		sha256_update(&ctx, strlen(sig->expiration),
+			      (const uint8_t *)sig->expiration);
+	}
+	sha256_digest(&ctx, sizeof(digest), digest);
+	for (size_t i = 0; i < sizeof(digest); i++)
+		diff |= digest[i] ^ sig->digest[i];
+	return diff == 0;
+}
+
+bool e2b_signature_valid(const char *signature, const char *path,
+			 const char *operation, const char *user,
+			 const char *token, const char *expiration,
+			 int64_t now_s)
+{
+	struct url_signature sig;
+
+	return signature_read(&sig, signature, path, operation, user,
+			      expiration, now_s) &&
+	       signature_by(&sig, token);
+}
+
+/* The signature of @conn's /files request of @method, read into @sig;
+ * false when it has none, or one that cannot be valid. */
+static bool url_signature_of(struct MHD_Connection *conn,
+			     const struct e2b_request *r, const char *method,
+			     struct url_signature *sig)
 {
 	const char *signature = MHD_lookup_connection_value(
 		conn, MHD_GET_ARGUMENT_KIND, "signature");
@@ -161,12 +229,43 @@ static bool signed_file_url(struct MHD_Connection *conn,
 	const char *expiration = MHD_lookup_connection_value(
 		conn, MHD_GET_ARGUMENT_KIND, "signature_expiration");
 
-	if (!signature || !c->e2b || strcmp(r->route->path, "/files"))
+	if (!signature || strcmp(r->route->path, "/files"))
 		return false;
-	return e2b_signature_valid(signature, path ? path : "",
-				   strcmp(method, "GET") ? "write" : "read",
-				   user ? user : "", c->e2b->access_token,
-				   expiration, (int64_t)time(NULL));
+	return signature_read(sig, signature, path ? path : "",
+			      strcmp(method, "GET") ? "write" : "read",
+			      user ? user : "", expiration,
+			      (int64_t)time(NULL));
+}
+
+/*
+ * The live sandbox whose access token signed @conn's /files URL, held;
+ * NULL when none did.  A plain fetch of a URL the SDK signed with
+ * E2B_SANDBOX_URL set (downloadUrl, uploadUrl) names no sandbox: its
+ * signature does.  Every E2B sandbox's token is tried, the same work for
+ * each and no stop at a match, so the time taken tells nothing of which
+ * one signed it, or whether one did; at most max_sandboxes of them, a
+ * SHA-256 of about 100 bytes each, under the daemon's lock.
+ */
+static struct sandbox *sandbox_of_signature(struct MHD_Connection *conn,
+					    const struct e2b_request *r,
+					    const char *method)
+{
+	struct url_signature sig;
+	struct sandbox *found = NULL;
+
+	if (!url_signature_of(conn, r, method, &sig))
+		return NULL;
+	pthread_mutex_lock(&r->d->lock);
+	for (struct sandbox *c = r->d->leased; c; c = c->next) {
+		bool signer =
+			c->e2b && signature_by(&sig, c->e2b->access_token);
+
+		found = signer && !found ? c : found;
+	}
+	if (found)
+		found->refs++; /* as sandbox_get() holds it */
+	pthread_mutex_unlock(&r->d->lock);
+	return found;
 }
 
 /* An envd request's error: Connect's on an RPC (in a stream's end
@@ -205,6 +304,50 @@ static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 					"message", why, "code", 502));
 }
 
+/* What a request's credentials make of the sandbox it names. */
+enum verdict {
+	OPENS,	 /* it exists, and they open it */
+	GONE,	 /* they would open it, and it does not exist */
+	REFUSED, /* they open nothing, or there are none */
+};
+
+/*
+ * The verdict on @conn's credentials for sandbox @id, @c (NULL: none of
+ * that id): its X-Access-Token, or its signature of a /files URL; the
+ * daemon's token opens every sandbox.  The token @id would have is
+ * derived whether it exists or not, and is what an unknown sandbox's (and
+ * a sandbox's without an E2B record) is checked against: the same work
+ * every time, so that without credentials neither the answer nor its time
+ * tells whether an id is a sandbox's.
+ */
+static enum verdict credentials(struct MHD_Connection *conn,
+				const struct e2b_request *r, struct sandbox *c,
+				const char *id, const char *method)
+{
+	const char *token = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							"X-Access-Token");
+	char derived[E2B_TOKEN_LEN + 1];
+	struct url_signature sig;
+	bool own, daemons = false;
+
+	e2b_sandbox_token(r->server, id, derived);
+	pthread_mutex_lock(&r->d->lock);
+	bool tokened = c && c->e2b;
+	const char *secret = tokened ? c->e2b->access_token : derived;
+	if (token) {
+		own = e2b_secret_equal(token, secret);
+		daemons = e2b_secret_equal(token, r->d->cfg.token);
+	} else {
+		own = url_signature_of(conn, r, method, &sig) &&
+		      signature_by(&sig, secret);
+	}
+	pthread_mutex_unlock(&r->d->lock);
+	explicit_bzero(derived, sizeof(derived));
+	if (c)
+		return (tokened && own) || daemons ? OPENS : REFUSED;
+	return own || daemons ? GONE : REFUSED;
+}
+
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 			       struct e2b_request *r, const char *method)
 {
@@ -227,6 +370,16 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		if (port_header)
 			port = (unsigned)strtoul(port_header, NULL, 10);
 	} else if (!host || !e2b_parse_host(host, &port, id)) {
+		if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+						"signature") &&
+		    !strcmp(r->route->path, "/files")) {
+			r->sandbox = sandbox_of_signature(conn, r, method);
+			return r->sandbox ? MHD_YES
+					  : envd_error(conn, r, 401,
+						       "the URL's signature is "
+						       "no running sandbox's, "
+						       "or it expired");
+		}
 		return envd_error(
 			conn, r, 400,
 			"no sandbox named: an envd request needs the header "
@@ -236,25 +389,24 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		return no_sandbox(conn, r, id,
 				  "only envd's port (49983) is served here");
 	struct sandbox *c = sandbox_get(r->d, id);
-	if (!c)
-		return no_sandbox(conn, r, id, "The sandbox was not found");
-	const char *token = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							"X-Access-Token");
-	pthread_mutex_lock(&r->d->lock);
-	bool valid = token ? (c->e2b &&
-			      e2b_secret_equal(token, c->e2b->access_token)) ||
-				     e2b_secret_equal(token, r->d->cfg.token)
-			   : signed_file_url(conn, r, c, method);
-	pthread_mutex_unlock(&r->d->lock);
-	if (!valid) {
-		sandbox_put(r->d, c);
-		return envd_error(conn, r, 401,
-				  "%s X-Access-Token for sandbox %s: give its "
-				  "envdAccessToken (or the daemon's token)",
-				  token ? "wrong" : "no", id);
+	enum verdict v = credentials(conn, r, c, id, method);
+	if (v == OPENS) {
+		r->sandbox = c;
+		return MHD_YES;
 	}
-	r->sandbox = c;
-	return MHD_YES;
+	if (c)
+		sandbox_put(r->d, c);
+	/* Only credentials for the sandbox learn that it is gone. */
+	if (v == GONE)
+		return no_sandbox(conn, r, id, "The sandbox was not found");
+	return envd_error(conn, r, 401,
+			  "%s X-Access-Token for sandbox %s: give its "
+			  "envdAccessToken (or the daemon's token)",
+			  MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						      "X-Access-Token")
+				  ? "wrong"
+				  : "no",
+			  id);
 }
 
 bool e2b_request_user(struct MHD_Connection *conn, char *user, size_t len,

@@ -23,6 +23,16 @@
  * catches up or goes away.  A stream whose client hangs up is freed by
  * its connection's end (connect.c), nothing else: the process runs on.
  *
+ * A start reserves its process's place before it talks to the guest: in
+ * one hold of the table's lock it counts the sandbox's processes
+ * (E2B_MAX_PROCESSES) and the daemon's (e2b_max_processes), takes the
+ * process's share of the memory budget and puts it in the table, where it
+ * counts from then on (as "starting": List and Connect skip a process
+ * without a pid), so that concurrent starts cannot all pass the counts
+ * before any of them is in.  Every process, starting, running or ended
+ * with streams still sending its output, counts until it is freed: the
+ * caps bound what the table holds.
+ *
  * The pump is the only reader of its agent connection; requests write to
  * it (KILL for SendSignal) under the process's write lock, which the pump
  * takes before it closes the connection.  One mutex (the table's) guards
@@ -50,8 +60,12 @@
 #define STDIN_RETRY_NS (20 * NS_PER_MS)
 /* Events queued for a process's streams, at most. */
 #define E2B_PROCESS_QUEUE_BYTES (1u << 20)
-/* What one process holds besides its agent connection: its queue. */
-#define PROCESS_BUDGET E2B_PROCESS_QUEUE_BYTES
+/* What one process reserves besides its agent connection (its queue), so
+ * that both together are the CONFIG_E2B_PROCESS_BYTES the config's
+ * e2b_max_processes counts with. */
+#define PROCESS_BUDGET (CONFIG_E2B_PROCESS_BYTES - API_AGENT_CONN_BYTES)
+_Static_assert(PROCESS_BUDGET + (64 << 10) >= E2B_PROCESS_QUEUE_BYTES,
+	       "a process's reservation covers its queue, bar the headers");
 
 struct event {
 	json_t *msg; /* a StartResponse/ConnectResponse: {"event": {...}} */
@@ -104,6 +118,7 @@ struct e2b_processes {
 	pthread_cond_t pumps_done;
 	int pumps;
 	struct e2b_process *list;
+	uint32_t count; /* in the list */
 };
 
 struct e2b_processes *processes_new(struct daemon *d)
@@ -124,8 +139,17 @@ static void event_free(struct event *e)
 	free(e);
 }
 
-/* Frees @p once nothing refers to it; under the lock, which it drops
- * first when freeing. */
+static void process_free(struct e2b_process *p)
+{
+	pthread_cond_destroy(&p->wake);
+	pthread_mutex_destroy(&p->write_lock);
+	json_decref(p->config);
+	free(p->tag);
+	free(p);
+}
+
+/* Frees @p once nothing refers to it, and gives back its place in the
+ * table; under the lock. */
 static void process_unref_locked(struct e2b_processes *ps,
 				 struct e2b_process *p)
 {
@@ -134,6 +158,7 @@ static void process_unref_locked(struct e2b_processes *ps,
 	for (struct e2b_process **pp = &ps->list; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
+			ps->count--;
 			break;
 		}
 	while (p->head) {
@@ -143,11 +168,7 @@ static void process_unref_locked(struct e2b_processes *ps,
 		event_free(e);
 	}
 	api_budget_give(ps->d, PROCESS_BUDGET);
-	pthread_cond_destroy(&p->wake);
-	pthread_mutex_destroy(&p->write_lock);
-	json_decref(p->config);
-	free(p->tag);
-	free(p);
+	process_free(p);
 }
 
 void processes_put(struct e2b_processes *ps, struct e2b_process *p)
@@ -505,14 +526,15 @@ void *processes_attach(struct e2b_processes *ps, struct e2b_process *p)
 
 /*
  * Sends @req and reads its first frame, under the guest's patience: the
- * pid, or why it did not start.  A guest without /bin/bash (thaw's own
- * has busybox's sh alone) runs the SDK's `/bin/bash -l -c CMD` as
+ * pid (into *@pid), or why it did not start.  A guest without /bin/bash (thaw's
+ * own has busybox's sh alone) runs the SDK's `/bin/bash -l -c CMD` as
  * `/bin/sh -l -c CMD`, whose options mean the same (the argv it makes
  * for that is *@sh_argv_out's, the caller's to free).
  */
 static enum e2b_code exec_started(struct e2b_process *p,
 				  const struct agent_exec_request *req,
-				  char ***sh_argv_out, char *err, size_t errlen)
+				  uint32_t *pid, char ***sh_argv_out, char *err,
+				  size_t errlen)
 {
 	struct agent_exec_request sh = *req;
 	char **sh_argv = NULL;
@@ -556,7 +578,7 @@ static enum e2b_code exec_started(struct e2b_process *p,
 			return E2B_INTERNAL;
 		}
 		if (f.h.type == THAW_EXEC_STARTED) {
-			p->pid = thaw_get_u32(&m, THAW_T_PID, 0);
+			*pid = thaw_get_u32(&m, THAW_T_PID, 0);
 			return E2B_OK;
 		}
 		int e = agent_error_of(&m, why, sizeof(why));
@@ -579,14 +601,51 @@ static enum e2b_code exec_started(struct e2b_process *p,
 	}
 }
 
-/* @c's processes running; under the lock. */
-static uint32_t count_running(struct e2b_processes *ps, const struct sandbox *c)
+/* @c's processes in the table; under the lock. */
+static uint32_t count_held(struct e2b_processes *ps, const struct sandbox *c)
 {
 	uint32_t n = 0;
 
 	for (struct e2b_process *p = ps->list; p; p = p->next)
-		n += !p->ended && !strcmp(p->sandbox_id, c->id);
+		n += !strcmp(p->sandbox_id, c->id);
 	return n;
+}
+
+/*
+ * Puts @p, a process of @c about to start, in the table with its share of
+ * the memory budget, in one hold of the lock with the counts that allow
+ * it; false with a message in @err past a cap or the budget.
+ */
+static bool reserve(struct e2b_processes *ps, struct e2b_process *p,
+		    const struct sandbox *c, char *err, size_t errlen)
+{
+	struct daemon *d = ps->d;
+	bool reserved = false;
+
+	pthread_mutex_lock(&ps->lock);
+	uint32_t held = count_held(ps, c);
+	if (held >= E2B_MAX_PROCESSES)
+		snprintf(err, errlen,
+			 "sandbox %s has %u processes started through envd, "
+			 "the most a sandbox may (%u): wait for one to end",
+			 c->id, held, E2B_MAX_PROCESSES);
+	else if (ps->count >= d->cfg.e2b_max_processes)
+		snprintf(err, errlen,
+			 "the daemon has %u processes started through envd, "
+			 "the most it may (e2b_max_processes = %u in its "
+			 "config): wait for one to end",
+			 ps->count, d->cfg.e2b_max_processes);
+	else if (!api_budget_take(d, PROCESS_BUDGET))
+		api_budget_spent(d, err, errlen);
+	else
+		reserved = true;
+	if (reserved) {
+		p->next = ps->list;
+		ps->list = p;
+		ps->count++;
+	}
+	pthread_mutex_unlock(&ps->lock);
+	return reserved;
 }
 
 enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
@@ -598,6 +657,7 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 	struct e2b_process *p = calloc(1, sizeof(*p));
 	pthread_attr_t attr;
 	pthread_t thread;
+	uint32_t pid = 0;
 
 	if (!p || (tag && !(p->tag = strdup(tag)))) {
 		free(p);
@@ -610,34 +670,21 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 	pthread_mutex_init(&p->write_lock, NULL);
 	monotonic_cond_init(&p->wake);
 	p->config = json_incref(config);
-	p->refs = 1; /* the pump's */
-	pthread_mutex_lock(&ps->lock);
-	uint32_t running = count_running(ps, c);
-	pthread_mutex_unlock(&ps->lock);
-	if (running >= E2B_MAX_PROCESSES) {
-		snprintf(err, errlen,
-			 "sandbox %s runs %u processes started through "
-			 "envd, the most it may",
-			 c->id, running);
-		goto fail_early;
-	}
-	if (!api_budget_take(d, PROCESS_BUDGET)) {
-		api_budget_spent(d, err, errlen);
-		goto fail_early;
+	p->refs = 1; /* the pump's; this start's until there is one */
+	if (!reserve(ps, p, c, err, errlen)) {
+		process_free(p);
+		return E2B_RESOURCE_EXHAUSTED;
 	}
 	int status = api_connect_agent(c, &p->agent, -1, err, errlen);
 	if (status) {
-		api_budget_give(d, PROCESS_BUDGET);
-		json_decref(p->config);
-		free(p->tag);
-		free(p);
+		processes_put(ps, p);
 		return e2b_code_of_status((unsigned)status);
 	}
 	char **sh_argv = NULL; /* exec_started()'s */
 	/* Until it runs, a client that hangs up ends it (the connection's
 	 * close kills it); from then on the process is its own. */
 	p->agent.watch.client_fd = client_fd;
-	enum e2b_code code = exec_started(p, req, &sh_argv, err, errlen);
+	enum e2b_code code = exec_started(p, req, &pid, &sh_argv, err, errlen);
 	p->agent.watch.client_fd = -1;
 	free(sh_argv);
 	p->sandbox = code == E2B_OK ? sandbox_get(d, c->id) : NULL;
@@ -647,18 +694,13 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 			code = E2B_UNAVAILABLE;
 		}
 		api_close_agent(d, &p->agent);
-		api_budget_give(d, PROCESS_BUDGET);
-		json_decref(p->config);
-		free(p->tag);
-		free(p);
+		processes_put(ps, p);
 		return code;
 	}
 	pthread_mutex_lock(&ps->lock);
+	p->pid = pid;
 	struct subscriber *s = subscribe(p, false);
-	push_event(p,
-		   json_pack("{s:{s:I}}", "start", "pid", (json_int_t)p->pid));
-	p->next = ps->list;
-	ps->list = p;
+	push_event(p, json_pack("{s:{s:I}}", "start", "pid", (json_int_t)pid));
 	ps->pumps++;
 	pthread_mutex_unlock(&ps->lock);
 	pthread_attr_init(&attr);
@@ -682,11 +724,6 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 	}
 	*events = s;
 	return s ? E2B_OK : E2B_RESOURCE_EXHAUSTED;
-fail_early:
-	json_decref(p->config);
-	free(p->tag);
-	free(p);
-	return E2B_RESOURCE_EXHAUSTED;
 }
 
 struct e2b_process *processes_find(struct e2b_processes *ps,

@@ -17,8 +17,9 @@
 struct e2b_processes;
 struct e2b_process;
 
-/* At most this many processes of one sandbox at once (resource_exhausted
- * past it). */
+/* At most this many processes of one sandbox at once, and
+ * cfg.e2b_max_processes of the daemon's (resource_exhausted past
+ * either). */
 #define E2B_MAX_PROCESSES 64
 
 struct e2b_processes *processes_new(struct daemon *d);

@@ -461,19 +461,19 @@ static enum MHD_Result reply_new_sandbox(struct MHD_Connection *conn,
 
 /*
  * Gives held @c its E2B record unless it has one: @template_id and
- * @metadata (NULL: {}), a fresh access token.  0 or -1 (out of memory, no
- * randomness).
+ * @metadata (NULL: {}), its access token (e2b_sandbox_token()).  0 or -1
+ * (out of memory).
  */
-static int give_record(struct daemon *d, struct sandbox *c,
+static int give_record(const struct e2b_request *r, struct sandbox *c,
 		       const char *template_id, json_t *metadata,
 		       bool internet_given, bool internet)
 {
+	struct daemon *d = r->d;
 	struct e2b_sandbox *e = calloc(1, sizeof(*e));
 
-	if (!e || e2b_new_token(e->access_token) < 0) {
-		free(e);
+	if (!e)
 		return -1;
-	}
+	e2b_sandbox_token(r->server, c->id, e->access_token);
 	snprintf(e->template_id, sizeof(e->template_id), "%s", template_id);
 	e->metadata = metadata ? json_deep_copy(metadata) : json_object();
 	e->internet_given = internet_given;
@@ -577,7 +577,7 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 		return e2b_reply_pool_error(conn, r, e, err);
 	}
 	status = apply_network(d, c, body, false, err, sizeof(err));
-	if (!status && give_record(d, c, req.template_id, req.metadata,
+	if (!status && give_record(r, c, req.template_id, req.metadata,
 				   req.internet_given, req.internet) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		status = 500;
@@ -889,7 +889,7 @@ static enum MHD_Result resume_route(struct MHD_Connection *conn,
 	if (paused || !connect)
 		e = sandbox_resume(c, err, sizeof(err));
 	if (e == POOL_OK &&
-	    give_record(r->d, c, c->pool->t->name, NULL, false, false) < 0) {
+	    give_record(r, c, c->pool->t->name, NULL, false, false) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		e = POOL_FAILED;
 	}
@@ -949,7 +949,7 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 	for (uint32_t i = 0; i < count; i++) {
 		struct sandbox *f = out[i].c;
 
-		if (f && give_record(r->d, f, template_id, metadata, false,
+		if (f && give_record(r, f, template_id, metadata, false,
 				     false) < 0) {
 			sandbox_release(r->d, f->id);
 			sandbox_put(r->d, f);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -373,6 +374,15 @@ struct e2b_server *e2b_start(struct daemon *d)
 	if (!s || fd < 0) {
 		if (fd >= 0)
 			close(fd);
+		free(s);
+		return NULL;
+	}
+	if (getrandom(s->token_key, sizeof(s->token_key), 0) !=
+	    (ssize_t)sizeof(s->token_key)) {
+		log_error("cannot start the E2B server: no randomness for its "
+			  "access tokens: %s",
+			  strerror(errno));
+		close(fd);
 		free(s);
 		return NULL;
 	}

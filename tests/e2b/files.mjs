@@ -4,7 +4,10 @@
  * SDK: files.write (text, bytes, several files; parents made), read (text,
  * bytes), exists, getInfo, makeDir, list (depth 1 and 2), rename, remove,
  * watchDir, and FileNotFoundError for what is not there (but remove, which
- * envd lets succeed).  One sandbox; see checks.mjs for how checks fail.
+ * envd lets succeed); the signed URLs of downloadUrl and uploadUrl fetched
+ * by a plain fetch(), which names no sandbox (E2B_SANDBOX_URL is one
+ * address for all), and refused once expired or tampered with.  One
+ * sandbox; see checks.mjs for how checks fail.
  */
 import assert from 'node:assert/strict';
 import { FileNotFoundError, Sandbox } from 'e2b';
@@ -101,6 +104,42 @@ script('files.mjs', async () => {
       } finally {
         await watch.stop();
       }
+    });
+
+    await check('uploadUrl and downloadUrl: plain fetch() of the signed URLs', async () => {
+      const up = await sbx.uploadUrl(`${dir}/signed.txt`);
+      assert.match(up, /signature=v1_/);
+      const form = new FormData();
+      form.append('file', new Blob(['sent by url\n']), 'signed.txt');
+      const put = await fetch(up, { method: 'POST', body: form });
+      assert.equal(put.status, 200, await put.text());
+      assert.equal(await files.read(`${dir}/signed.txt`, runOptions), 'sent by url\n');
+      const down = await fetch(await sbx.downloadUrl(`${dir}/signed.txt`));
+      assert.equal(down.status, 200);
+      assert.equal(await down.text(), 'sent by url\n');
+      const expiring = await sbx.downloadUrl(`${dir}/signed.txt`, { useSignatureExpiration: 600 });
+      assert.match(expiring, /signature_expiration=/);
+      assert.equal((await fetch(expiring)).status, 200);
+    });
+
+    await check('signed URLs: expired, tampered with, or for another path: 401', async () => {
+      const expired = await sbx.downloadUrl(`${dir}/signed.txt`, { useSignatureExpiration: -60 });
+      assert.equal((await fetch(expired)).status, 401);
+      const url = new URL(await sbx.downloadUrl(`${dir}/signed.txt`));
+      const signature = url.searchParams.get('signature');
+      const tampered = new URL(url);
+      tampered.searchParams.set('signature',
+        signature.slice(0, 10) + (signature[10] === 'A' ? 'B' : 'A') + signature.slice(11));
+      assert.equal((await fetch(tampered)).status, 401);
+      const elsewhere = new URL(url);
+      elsewhere.searchParams.set('path', `${dir}/a.txt`);
+      assert.equal((await fetch(elsewhere)).status, 401);
+      const upload = new URL(await sbx.uploadUrl(`${dir}/signed.txt`));
+      const form = new FormData();
+      form.append('file', new Blob(['x']), 'signed.txt');
+      assert.equal((await fetch(upload, { method: 'GET' })).status, 401, 'a write URL read');
+      assert.equal((await fetch(url, { method: 'POST', body: form })).status, 401, 'a read URL written');
+      assert.equal(await files.read(`${dir}/signed.txt`, runOptions), 'sent by url\n');
     });
 
     await check('remove of what is not there succeeds, as envd\'s (Go\'s os.RemoveAll)', async () => {

@@ -14,6 +14,12 @@
  * test_api under the VM lock (flock /tmp/thaw-vm.lock).  The connection
  * limits are checked on a TCP listener too (the E2B listener's case),
  * where local clients are told apart by uid (peer_uid.c).
+ *
+ * The E2B listener (pool/e2b/) is served the same way, on a loopback port,
+ * the sandbox an E2B one (an access token of its own): envd's processes
+ * within their caps however many starts race, answers that tell nothing of
+ * a sandbox's existence without credentials, and /files URLs found by
+ * their signature alone.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -31,11 +37,18 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <nettle/sha2.h>
+#include <netinet/in.h>
+
 #include "api.h"
+#include "base64.h"
 #include "clock.h"
 #include "daemon.h"
+#include "e2b_internal.h"
+#include "io.h"
 #include "peer_uid.h"
 #include "protocol.h"
 
@@ -54,7 +67,13 @@ enum guest_mode {
 	GUEST_EXEC_PADDED,	/* exec: endless empty stdout, padded */
 	GUEST_READ_PADDED,	/* READ_FILE: endless empty DATA, padded */
 	GUEST_READ_FOREIGN_IDS, /* READ_FILE: endless DATA of another id */
+	/* Each connection served on its own thread; exec: started after
+	 * HELD_START_MS, then running until the daemon hangs up. */
+	GUEST_EXEC_HELD,
+	GUEST_READ_FILE, /* READ_FILE: FILE_TEXT, then END */
 };
+#define HELD_START_MS 300
+#define FILE_TEXT "a file of the sandbox's"
 
 static struct daemon d;
 static struct pool pool;
@@ -88,7 +107,8 @@ static void send_all(int fd, const void *buf, size_t len)
 	}
 }
 
-static uint8_t frame[THAW_MAX_FRAME];
+/* Each agent thread its own: GUEST_EXEC_HELD serves connections at once. */
+static _Thread_local uint8_t frame[THAW_MAX_FRAME];
 
 /* Sends one frame of @type with @data in a DATA field (NULL: none) and
  * @pad bytes of an unknown field; false once the daemon hung up. */
@@ -112,6 +132,9 @@ static bool send_frame(int fd, uint32_t id, uint16_t type, const void *data,
 		thaw_put_u32(&w, THAW_T_EXIT_CODE, 0);
 		thaw_put_u8(&w, THAW_T_TIMED_OUT, 0);
 		break;
+	case THAW_END:
+		thaw_put_u64(&w, THAW_T_SIZE, len);
+		break;
 	default:
 		thaw_put_bytes(&w, THAW_T_DATA, data, (uint32_t)len);
 	}
@@ -127,7 +150,11 @@ static void serve_exec(int fd, uint32_t id)
 	static uint8_t out[FLOOD_CHUNK];
 
 	memset(out, 'o', sizeof(out));
+	if (guest_mode == GUEST_EXEC_HELD)
+		usleep(HELD_START_MS * 1000);
 	send_frame(fd, id, THAW_EXEC_STARTED, NULL, 0, 0);
+	if (guest_mode == GUEST_EXEC_HELD)
+		return;
 	if (guest_mode == GUEST_EXEC_SILENT)
 		sleep(SILENCE_S);
 	if (guest_mode == GUEST_EXEC_FLOOD) {
@@ -152,6 +179,11 @@ static void serve_exec(int fd, uint32_t id)
 
 static void serve_read(int fd, uint32_t id)
 {
+	if (guest_mode == GUEST_READ_FILE) {
+		send_frame(fd, id, THAW_DATA, FILE_TEXT, strlen(FILE_TEXT), 0);
+		send_frame(fd, id, THAW_END, NULL, strlen(FILE_TEXT), 0);
+		return;
+	}
 	if (guest_mode == GUEST_READ_PADDED)
 		while (send_frame(fd, id, THAW_DATA, "", 0, FLOOD_CHUNK))
 			;
@@ -183,14 +215,30 @@ static void serve(int fd)
 	thaw_reader_free(&rd);
 }
 
+static void *serve_held(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+
+	serve(fd);
+	close(fd);
+	return NULL;
+}
+
 static void *agent_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
 		int fd = accept(agent_listen, NULL, NULL);
+		pthread_t t;
 
 		if (fd < 0)
 			return NULL;
+		if (guest_mode == GUEST_EXEC_HELD &&
+		    !pthread_create(&t, NULL, serve_held,
+				    (void *)(intptr_t)fd)) {
+			pthread_detach(t);
+			continue;
+		}
 		atomic_store(&agent_closed, false);
 		serve(fd);
 		close(fd);
@@ -1053,4 +1101,379 @@ Test(api, a_request_head_trickled_in_is_cut_at_header_timeout_s, .timeout = 60)
 		  "an idle kept-alive connection closed after %.1f s", s);
 	close(fd);
 	stop();
+}
+
+/* ---- the E2B listener -----------------------------------------------------
+ */
+
+#define DAEMON_TOKEN "test-api-daemon-token"
+#define UNKNOWN_ID "fedcba9876543210" /* as long as SANDBOX_ID */
+#define START_PATH "/process.Process/Start"
+
+static struct e2b_server *e2b;
+static int e2b_port;
+static struct e2b_sandbox e2b_of_sandbox;
+/* Another E2B sandbox, listed before ours; stopped: no agent answers. */
+static struct e2b_sandbox e2b_of_other;
+static struct sandbox other;
+
+/* start() with the E2B listener on a free loopback port and @config_keys;
+ * the sandbox is an E2B one, listed after another. */
+static void start_e2b(const char *config_keys)
+{
+	char keys[512];
+
+	e2b_port = loopback_free_port();
+	cr_assert_gt(e2b_port, 0);
+	snprintf(keys, sizeof(keys),
+		 "token = " DAEMON_TOKEN "\ne2b_listen = 127.0.0.1:%d\n%s",
+		 e2b_port, config_keys);
+	start(keys);
+	sandbox.e2b = &e2b_of_sandbox;
+	other = (struct sandbox){ .id = "00000000000000ff",
+				  .pool = &pool,
+				  .state = SANDBOX_LEASED,
+				  .refs = 1,
+				  .agent = { .fd = -1 },
+				  .e2b = &e2b_of_other,
+				  .stopped = true,
+				  .next = &sandbox };
+	snprintf(other.vmm.vsock, sizeof(other.vmm.vsock), "%s/none.sock", dir);
+	d.leased = &other;
+	e2b = e2b_start(&d);
+	cr_assert_not_null(e2b);
+	/* As a create gives them. */
+	e2b_sandbox_token(e2b, sandbox.id, e2b_of_sandbox.access_token);
+	e2b_sandbox_token(e2b, other.id, e2b_of_other.access_token);
+}
+
+/* The daemon's stop flag ends the processes' waits on their guest. */
+static void stop_e2b(void)
+{
+	pthread_mutex_lock(&d.lock);
+	d.stopping = true;
+	pthread_mutex_unlock(&d.lock);
+	e2b_stop(e2b);
+	expect_budget_all_back();
+	stop();
+}
+
+/* Sends a request to the E2B listener, @headers (whole lines) after its
+ * Host; returns the socket, the answer not yet read. */
+static int e2b_request(const char *method, const char *path,
+		       const char *headers, const void *body, size_t len)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+				    .sin_port = htons((uint16_t)e2b_port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char head[1024];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0,
+		     "%s", strerror(errno));
+	int n = snprintf(head, sizeof(head),
+			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			 "Connection: close\r\n%sContent-Length: %zu\r\n\r\n",
+			 method, path, e2b_port, headers, len);
+	send_all(fd, head, (size_t)n);
+	send_all(fd, body, len);
+	return fd;
+}
+
+/* The body of answer @text. */
+static const char *body_of_answer(const char *text)
+{
+	const char *end = strstr(text, "\r\n\r\n");
+
+	return end ? end + 4 : "";
+}
+
+/* ---- processes: their caps hold however many starts race ---------------- */
+
+/* What a Start of a held command came to. */
+enum started { STARTED, EXHAUSTED, OTHER };
+
+struct start_result {
+	enum started how;
+	char text[1024]; /* what was read of the answer */
+};
+
+static void *start_one(void *arg)
+{
+	static const char msg[] =
+		"{\"process\":{\"cmd\":\"/bin/sleep\",\"args\":[\"1000\"]}}";
+	struct start_result *res = arg;
+	char body[5 + sizeof(msg)];
+	size_t n = 0;
+
+	body[0] = 0;
+	uint32_t len = htonl(sizeof(msg) - 1);
+	memcpy(body + 1, &len, 4);
+	memcpy(body + 5, msg, sizeof(msg) - 1);
+	int fd = e2b_request("POST", START_PATH,
+			     "Content-Type: application/connect+json\r\n"
+			     "E2b-Sandbox-Id: " SANDBOX_ID "\r\n"
+			     "X-Access-Token: " DAEMON_TOKEN "\r\n",
+			     body, 5 + sizeof(msg) - 1);
+	res->how = OTHER;
+	/* The stream stays open while the command runs: read until its
+	 * start event, or its end with an error. */
+	while (n < sizeof(res->text) - 1) {
+		ssize_t got =
+			read(fd, res->text + n, sizeof(res->text) - 1 - n);
+
+		if (got <= 0)
+			break;
+		n += (size_t)got;
+		if (memmem(res->text, n, "\"start\"", 7)) {
+			res->how = STARTED;
+			break;
+		}
+		if (memmem(res->text, n, "resource_exhausted", 18)) {
+			/* its message follows in the same envelope */
+			usleep(100 * 1000);
+			got = recv(fd, res->text + n, sizeof(res->text) - 1 - n,
+				   MSG_DONTWAIT);
+			n += got > 0 ? (size_t)got : 0;
+			res->how = EXHAUSTED;
+			break;
+		}
+	}
+	/* Envelopes start with binary bytes: text to search. */
+	for (size_t i = 0; i < n; i++)
+		res->text[i] = res->text[i] < ' ' ? '.' : res->text[i];
+	res->text[n] = '\0';
+	/* The client goes, the process stays: it was started. */
+	close(fd);
+	return NULL;
+}
+
+/* Starts @n held commands at once: the number started, each refused
+ * start's answer holding @why. */
+static int start_at_once(int n, const char *why)
+{
+	pthread_t threads[80];
+	struct start_result results[80];
+	int started = 0;
+
+	cr_assert_leq(n, 80);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(pthread_create(&threads[i], NULL, start_one,
+					    &results[i]),
+			     0);
+	for (int i = 0; i < n; i++) {
+		pthread_join(threads[i], NULL);
+		cr_expect_neq(results[i].how, OTHER, "start %d: %s", i,
+			      results[i].text);
+		if (results[i].how == EXHAUSTED)
+			cr_expect(strstr(results[i].text, why),
+				  "start %d, refused without \"%s\": %s", i,
+				  why, results[i].text);
+		started += results[i].how == STARTED;
+	}
+	return started;
+}
+
+Test(e2b, the_daemons_processes_stop_at_e2b_max_processes, .timeout = 60)
+{
+	start_e2b("e2b_max_processes = 4\n");
+	guest_mode = GUEST_EXEC_HELD;
+	/* Each start's guest answers HELD_START_MS later: the ten all ask
+	 * before the first is running. */
+	cr_expect_eq(start_at_once(10, "(e2b_max_processes = 4 in its config)"),
+		     4);
+	/* Four hold their share of the budget, no more (once the starts'
+	 * requests ended, their bodies given back). */
+	uint64_t until = monotonic_ns() + 5000 * NS_PER_MS;
+	while (budget_used() != 4 * CONFIG_E2B_PROCESS_BYTES &&
+	       monotonic_ns() < until)
+		usleep(10000);
+	cr_expect_eq(budget_used(), 4 * CONFIG_E2B_PROCESS_BYTES,
+		     "%llu bytes held", (unsigned long long)budget_used());
+	stop_e2b();
+}
+
+Test(e2b, a_sandboxs_processes_stop_at_64_however_many_race, .timeout = 60)
+{
+	start_e2b("e2b_max_processes = 100\n");
+	guest_mode = GUEST_EXEC_HELD;
+	cr_expect_eq(start_at_once(70, "the most a sandbox may (64)"), 64);
+	stop_e2b();
+}
+
+Test(e2b, processes_take_at_most_half_the_budget_by_default, .timeout = 30)
+{
+	start_e2b("api_memory_budget_bytes = 16M\n");
+	cr_expect_eq(d.cfg.e2b_max_processes, 2, "auto: 8M of 16M, 4M each");
+	stop_e2b();
+}
+
+/* ---- envd: no existence oracle --------------------------------------------
+ */
+
+/* The status and body of @method @path for sandbox @id with @token (NULL:
+ * none), @id written SANDBOX_ID in the body. */
+static unsigned envd_answer(const char *method, const char *path,
+			    const char *id, const char *token, char **body)
+{
+	char headers[256], *text;
+	size_t n = (size_t)snprintf(headers, sizeof(headers),
+				    "Content-Type: application/json\r\n"
+				    "E2b-Sandbox-Id: %s\r\n",
+				    id);
+
+	if (token)
+		snprintf(headers + n, sizeof(headers) - n,
+			 "X-Access-Token: %s\r\n", token);
+	unsigned status = answer(e2b_request(method, path, headers, "{}", 2),
+				 &text, NULL);
+	*body = strdup(body_of_answer(text));
+	free(text);
+	for (char *at = *body; (at = strstr(at, id)); at += strlen(id))
+		memcpy(at, SANDBOX_ID, strlen(id));
+	return status;
+}
+
+static void expect_alike(const char *method, const char *path,
+			 const char *token)
+{
+	char *known, *unknown;
+	unsigned k = envd_answer(method, path, SANDBOX_ID, token, &known);
+	unsigned u = envd_answer(method, path, UNKNOWN_ID, token, &unknown);
+
+	cr_expect_eq(k, 401, "%s %s, token %s: %u %s", method, path,
+		     token ? token : "none", k, known);
+	cr_expect_eq(u, k, "%s %s, token %s: %u %s for an unknown sandbox",
+		     method, path, token ? token : "none", u, unknown);
+	cr_expect_str_eq(unknown, known);
+	free(known);
+	free(unknown);
+}
+
+Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
+     .timeout = 30)
+{
+	static const char *const tokens[] = {
+		NULL, "wrong", "",
+		"0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+		"0a1b2c3d4e5f60718293a4b5c6d7e8f8"
+	};
+	char *body;
+
+	start_e2b("");
+	for (size_t i = 0; i < sizeof(tokens) / sizeof(*tokens); i++) {
+		expect_alike("POST", "/process.Process/List", tokens[i]);
+		expect_alike("GET", "/files?path=/x", tokens[i]);
+		expect_alike("GET", "/health", tokens[i]);
+	}
+	/* A sandbox's own token opens it, and opens no other. */
+	cr_expect_eq(envd_answer("POST", "/process.Process/List", SANDBOX_ID,
+				 e2b_of_sandbox.access_token, &body),
+		     200, "%s", body);
+	free(body);
+	cr_expect_eq(envd_answer("POST", "/process.Process/List",
+				 "00000000000000ff",
+				 e2b_of_sandbox.access_token, &body),
+		     401, "%s", body);
+	free(body);
+	/* The daemon's token learns that a sandbox is gone, as E2B's proxy
+	 * tells its API key holders; so does the sandbox's own token once it
+	 * is gone (the SDK's isRunning() then says false), and only it. */
+	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
+				 DAEMON_TOKEN, &body),
+		     502, "%s", body);
+	free(body);
+	pthread_mutex_lock(&d.lock);
+	d.leased = &sandbox; /* the other one is gone */
+	pthread_mutex_unlock(&d.lock);
+	cr_expect_eq(envd_answer("GET", "/health", other.id,
+				 e2b_of_other.access_token, &body),
+		     502, "%s", body);
+	free(body);
+	cr_expect_eq(envd_answer("GET", "/health", other.id,
+				 e2b_of_sandbox.access_token, &body),
+		     401, "%s", body);
+	free(body);
+	stop_e2b();
+}
+
+/* ---- signed /files URLs without the sandbox's header -------------------- */
+
+/* The SDK's signature of @path for @operation by user "user" with @token,
+ * expiring at @expiration, URL-encoded into @out. */
+static void sign(const char *path, const char *operation, const char *token,
+		 long long expiration, char *out, size_t len)
+{
+	char raw[512];
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	struct sha256_ctx ctx;
+
+	snprintf(raw, sizeof(raw), "%s:%s:user:%s:%lld", path, operation, token,
+		 expiration);
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(raw), (const uint8_t *)raw);
+	sha256_digest(&ctx, sizeof(digest), digest);
+	char *b64 = base64_encode(digest, sizeof(digest));
+	size_t n = (size_t)snprintf(out, len, "v1_");
+	for (const char *c = b64; *c && *c != '='; c++)
+		n += (size_t)snprintf(out + n, len - n,
+				      *c == '+'	  ? "%%2B"
+				      : *c == '/' ? "%%2F"
+						  : "%c",
+				      *c);
+	free(b64);
+}
+
+/* GET /files?path=/x signed with @token, naming no sandbox: its status,
+ * its body in @text. */
+static unsigned signed_download(const char *token, long long expiration,
+				bool tamper, char **text)
+{
+	char signature[128], path[512];
+
+	sign("/x", "read", token, expiration, signature, sizeof(signature));
+	if (tamper)
+		signature[5] = signature[5] == 'A' ? 'B' : 'A';
+	snprintf(path, sizeof(path),
+		 "/files?path=%%2Fx&username=user&signature=%s"
+		 "&signature_expiration=%lld",
+		 signature, expiration);
+	unsigned status =
+		answer(e2b_request("GET", path, "", "", 0), text, NULL);
+	return status;
+}
+
+Test(e2b, a_signed_file_url_finds_its_sandbox_by_its_signature, .timeout = 30)
+{
+	long long later = (long long)time(NULL) + 600;
+	char *text;
+
+	start_e2b("");
+	guest_mode = GUEST_READ_FILE;
+	cr_expect_eq(signed_download(e2b_of_sandbox.access_token, later, false,
+				     &text),
+		     200, "%s", text);
+	cr_expect(strstr(body_of_answer(text), FILE_TEXT), "%s", text);
+	free(text);
+	/* Expired, tampered with, or signed by no sandbox's token: 401. */
+	cr_expect_eq(signed_download(e2b_of_sandbox.access_token,
+				     (long long)time(NULL) - 1, false, &text),
+		     401, "%s", text);
+	free(text);
+	cr_expect_eq(signed_download(e2b_of_sandbox.access_token, later, true,
+				     &text),
+		     401, "%s", text);
+	free(text);
+	cr_expect_eq(signed_download(DAEMON_TOKEN, later, false, &text), 401,
+		     "%s", text);
+	free(text);
+	/* The other sandbox's signature is the other sandbox's (whose agent
+	 * is not there): never ours. */
+	cr_expect_neq(
+		signed_download(e2b_of_other.access_token, later, false, &text),
+		200, "%s", text);
+	cr_expect_null(strstr(text, FILE_TEXT), "%s", text);
+	free(text);
+	stop_e2b();
 }

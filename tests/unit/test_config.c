@@ -93,6 +93,7 @@ static void expect_default_daemon(const struct daemon_config *d)
 	cr_expect_eq(d->max_file_bytes, 256ull << 20);
 	cr_expect_eq(d->max_exec_output_bytes, 16ull << 20);
 	cr_expect_eq(d->api_memory_budget_bytes, 1ull << 30);
+	cr_expect_eq(d->e2b_max_processes, 128, "auto: half of 1G at 4M");
 	cr_expect_eq(d->restore_timeout_s, 60);
 	cr_expect_str_eq(d->log_level, "info");
 	cr_expect_str_eq(d->log_format, "text");
@@ -191,6 +192,7 @@ Test(config, default_text_documents_every_key)
 		"page_in",
 		"network_cidr",
 		"e2b_listen",
+		"e2b_max_processes",
 		"dns_servers",
 		"dns_without_internet",
 		"network",
@@ -795,6 +797,13 @@ static const struct bad_case bad_cases[] = {
 	  "max_connections = \"4\": less than max_connections_per_uid (8)" },
 	{ "[daemon]\nmax_connections_per_uid = 0\n", 2,
 	  "out of range 1..65536" },
+	/* envd's processes may hold half of the API's memory, no more. */
+	{ "[daemon]\ne2b_max_processes = 129\n", 2,
+	  "e2b_max_processes = \"129\": more than half of "
+	  "api_memory_budget_bytes holds, at 4M a process (128)" },
+	{ "[daemon]\ne2b_max_processes = 3\napi_memory_budget_bytes = 16M\n", 3,
+	  "api_memory_budget_bytes = \"16777216\": less than what "
+	  "e2b_max_processes needs at 4M a process in its half (3)" },
 	{ "[daemon]\nheader_timeout_s = 0\n", 2,
 	  "header_timeout_s = \"0\": out of range 1..3600" },
 	/* Template names. */
@@ -849,6 +858,9 @@ Test(config, connection_limits_and_log_max)
 	load_ok("[daemon]\nmax_connections = 3\nheader_timeout_s = 5\n");
 	cr_expect_eq(c.max_connections_per_uid, 1, "auto: never 0");
 	cr_expect_eq(c.header_timeout_s, 5);
+	config_free(&c);
+	load_ok("[daemon]\napi_memory_budget_bytes = 8M\n");
+	cr_expect_eq(c.e2b_max_processes, 1, "auto: half of 8M at 4M");
 	config_free(&c);
 	load_ok("[daemon]\nmax_connections_per_uid = 512\nlog_max = 1G\n");
 	cr_expect_eq(c.max_connections_per_uid, 512,

@@ -170,6 +170,10 @@ Test(signature, the_sdks_signatures)
 		"HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/0",
 		"/home/user/a.txt", "read", "user", "tok123", NULL, 0));
 	cr_expect_not(e2b_signature_valid("v1_", "", "read", "", "", NULL, 0));
+	/* The same digest, its last character's spare bits set. */
+	cr_expect_not(e2b_signature_valid(
+		"v1_HB2bgZ+RgifWQVkD4WDT8wNBFTVrggZWSRD5EqI0H/1",
+		"/home/user/a.txt", "read", "user", "tok123", NULL, 0));
 	cr_expect_not(e2b_signature_valid(
 		"v1_O3ZeWsqOn61hDR9z+E1K/qsV9yuTwX6Aj8u25OCQPcw",
 		"/home/user/a.txt", "write", "", "tok123", "-1", 0));
