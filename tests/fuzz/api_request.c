@@ -183,8 +183,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		query_args(query);
 
 	struct request r = {
-		.body = { .buf = nl ? (char *)nl + 1 : NULL,
-			  .len = nl ? size - line - 1 : 0 },
+		.x.body = { .buf = nl ? (char *)nl + 1 : NULL,
+			    .len = nl ? size - line - 1 : 0 },
 	};
 	json_t *body = api_body_object(&r, err, sizeof(err));
 	if (body) {
