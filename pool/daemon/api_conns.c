@@ -15,8 +15,12 @@
  *    (127.0.0.1): one of them holding its share would lock the others
  *    out.  So a TCP peer whose socket is on this host (loopback, or an
  *    address of the host's) is its uid too, the socket's owner, asked of
- *    the kernel (peer_uid.c); a remote peer is its IP address, and so is a
- *    local one whose uid cannot be read (never a free slot).
+ *    the kernel (peer_uid.c); a remote peer is its IP address (an IPv6
+ *    one its /64, which one host usually holds whole), and every local
+ *    peer whose uid cannot be read (a socket bound to a device escapes
+ *    the kernel's exact lookup, and any user may bind one to lo and
+ *    connect from each of 127.0.0.0/8's addresses) is one peer together:
+ *    an unknown uid is never a free slot.
  *    libmicrohttpd's accept callback sees only an address, so the server
  *    is started with MHD_USE_NO_LISTEN_SOCKET and this file's thread
  *    accepts: it finds the peer, and refuses (a 429, or a 503 when every
@@ -43,6 +47,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,9 +55,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "api_internal.h"
 #include "clock.h"
@@ -84,6 +91,8 @@ struct api_conns {
 	bool running;
 	pthread_mutex_t lock;
 	struct api_conn *slots; /* cfg->max_connections */
+	/* Keys IPv6 prefixes: no client can pick one that is another's. */
+	uint64_t prefix_seed;
 };
 
 static uint64_t now_ms(void)
@@ -106,6 +115,11 @@ struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd)
 		free(g);
 		return NULL;
 	}
+	/* Without randomness the seed is 0: prefixes are still told apart,
+	 * only a chosen collision gets easier. */
+	if (getrandom(&g->prefix_seed, sizeof(g->prefix_seed), GRND_NONBLOCK) !=
+	    sizeof(g->prefix_seed))
+		g->prefix_seed = 0;
 	g->cfg = cfg;
 	g->listen_fd = fd;
 	pthread_mutex_init(&g->lock, NULL);
@@ -221,24 +235,87 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 	return next;
 }
 
-/* A peer key of an address, never a uid's. */
-#define PEER_ADDRESS (1ull << 32)
+/* Peer keys: a uid is below 2^32, the rest are tagged above it. */
+#define PEER_ADDRESS (1ull << 32)	/* an IPv4 address */
+#define PEER_PREFIX6 (2ull << 32)	/* an IPv6 /64, keyed */
+#define PEER_LOCAL_UNKNOWN (3ull << 32) /* on this host, uid unknown */
 
-/*
- * Who @fd's peer (@addr) is, for max_connections_per_uid: a uid, a Unix
- * socket's (SO_PEERCRED) or a local TCP client socket's (peer_uid.c), or a
- * remote TCP peer's IP address (an IPv6 one folded to 32 bits), tagged
- * PEER_ADDRESS.  False when it cannot be read.
- */
-static bool peer_of(int fd, const struct sockaddr_storage *addr, uint64_t *peer,
-		    char *who, size_t len)
+/* @addr (AF_INET or AF_INET6, v4-mapped already unmapped) is loopback. */
+static bool is_loopback(const struct sockaddr_storage *addr)
 {
 	const struct sockaddr_in *in = (const void *)addr;
 	const struct sockaddr_in6 *in6 = (const void *)addr;
+
+	if (addr->ss_family == AF_INET)
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+}
+
+/* Whether @addr is loopback or an address of one of this host's
+ * interfaces (in this network namespace). */
+static bool is_local(const struct sockaddr_storage *addr)
+{
+	const struct sockaddr_in *in = (const void *)addr;
+	const struct sockaddr_in6 *in6 = (const void *)addr;
+	struct ifaddrs *list, *i;
+	bool local = false;
+
+	if (is_loopback(addr))
+		return true;
+	if (getifaddrs(&list) < 0)
+		return true; /* unknown: not a free slot either */
+	for (i = list; i && !local; i = i->ifa_next) {
+		const struct sockaddr *a = i->ifa_addr;
+
+		if (!a || a->sa_family != addr->ss_family)
+			continue;
+		if (a->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *)a)
+					->sin_addr.s_addr ==
+				in->sin_addr.s_addr;
+		else
+			local = IN6_ARE_ADDR_EQUAL(
+				&((const struct sockaddr_in6 *)a)->sin6_addr,
+				&in6->sin6_addr);
+	}
+	freeifaddrs(list);
+	return local;
+}
+
+/* @addr with a v4-mapped IPv6 address as the IPv4 one it is. */
+static void unmapped(const struct sockaddr_storage *addr,
+		     struct sockaddr_storage *out)
+{
+	const struct sockaddr_in6 *in6 = (const void *)addr;
+	struct sockaddr_in *in = (void *)out;
+
+	*out = *addr;
+	if (addr->ss_family != AF_INET6 ||
+	    !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+		return;
+	memset(out, 0, sizeof(*out));
+	in->sin_family = AF_INET;
+	in->sin_port = in6->sin6_port;
+	memcpy(&in->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+}
+
+/*
+ * Who @fd's peer (@addr) is, for max_connections_per_uid (the top of the
+ * file): a uid, a Unix socket's (SO_PEERCRED) or a local TCP client
+ * socket's (peer_uid.c); all local TCP peers of unknown uid together; or
+ * a remote TCP peer's IPv4 address or IPv6 /64.  False when it cannot be
+ * read.
+ */
+static bool peer_of(struct api_conns *g, int fd,
+		    const struct sockaddr_storage *addr, uint64_t *peer,
+		    char *who, size_t len)
+{
+	struct sockaddr_storage a;
+	const struct sockaddr_in *in = (const void *)&a;
+	const struct sockaddr_in6 *in6 = (const void *)&a;
 	struct ucred cred;
 	socklen_t credlen = sizeof(cred);
 	char text[INET6_ADDRSTRLEN];
-	uint32_t words[4];
 	uid_t uid;
 	int err;
 
@@ -252,7 +329,8 @@ static bool peer_of(int fd, const struct sockaddr_storage *addr, uint64_t *peer,
 		snprintf(who, len, "uid %u", (unsigned)cred.uid);
 		return true;
 	}
-	if (addr->ss_family == AF_INET)
+	unmapped(addr, &a);
+	if (a.ss_family == AF_INET)
 		inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
 	else
 		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
@@ -262,20 +340,26 @@ static bool peer_of(int fd, const struct sockaddr_storage *addr, uint64_t *peer,
 		snprintf(who, len, "uid %u (TCP %s)", (unsigned)uid, text);
 		return true;
 	}
-	/* -ENOENT: a remote peer, or a local one gone already. */
+	/* -ENOENT: a remote peer, a local one gone already, or one whose
+	 * socket the exact lookup misses (bound to a device). */
 	if (err != -ENOENT)
 		log_limited(LOG_LEVEL_WARNING,
 			    "http: cannot read the uid of %s's socket: %s; "
 			    "counted by its address",
 			    text, strerror(-err));
-	if (addr->ss_family == AF_INET) {
-		*peer = PEER_ADDRESS | in->sin_addr.s_addr;
+	if (is_local(&a)) {
+		*peer = PEER_LOCAL_UNKNOWN;
+		snprintf(who, len, "a local client of unknown uid (TCP %s)",
+			 text);
+	} else if (a.ss_family == AF_INET) {
+		*peer = PEER_ADDRESS | ntohl(in->sin_addr.s_addr);
+		snprintf(who, len, "address %s", text);
 	} else {
-		memcpy(words, &in6->sin6_addr, sizeof(words));
-		*peer = PEER_ADDRESS |
-			(words[0] ^ words[1] ^ words[2] ^ words[3]);
+		*peer = PEER_PREFIX6 | (XXH3_64bits_withSeed(&in6->sin6_addr, 8,
+							     g->prefix_seed) &
+					0xffffffffu);
+		snprintf(who, len, "address %s (its /64)", text);
 	}
-	snprintf(who, len, "address %s", text);
 	return true;
 }
 
@@ -298,7 +382,7 @@ static void accept_one(struct api_conns *g)
 		}
 		return;
 	}
-	if (!peer_of(fd, &addr, &peer, who, sizeof(who))) {
+	if (!peer_of(g, fd, &addr, &peer, who, sizeof(who))) {
 		close(fd);
 		return;
 	}

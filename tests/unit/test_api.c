@@ -902,12 +902,37 @@ Test(api, one_uid_holds_at_most_max_connections_per_uid, .timeout = 60)
 }
 
 /*
- * The child's side of local_tcp_clients_are_told_apart_by_uid(): as uid
- * 65534, holds max_connections_per_uid (3) connections, sees a 4th
- * answered 429 naming its uid, writes to @ready, and keeps them until
- * @done reads an end of file.  0, or the step that failed.
+ * A connection to the TCP API from a socket bound to the device lo and to
+ * the source address 127.0.0.@host: the kernel's exact socket lookup
+ * (peer_uid.c) does not find a socket bound to a device.  -1 on failure.
  */
-static int hold_connections_as_nobody(int ready, int done)
+static int connect_api_bound_to_lo(int host)
+{
+	struct sockaddr_in from = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(0x7f000000u |
+							     (unsigned)host) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, "lo", sizeof("lo")) ||
+	    bind(fd, (struct sockaddr *)&from, sizeof(from)) ||
+	    connect(fd, (struct sockaddr *)&api_addr, api_addr_len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The child's side of the per-uid TCP tests: as uid 65534, holds
+ * max_connections_per_uid (3) connections, sees a 4th answered 429 naming
+ * @who, writes to @ready, and keeps them until @done reads an end of
+ * file.  With @bound_to_lo each connection is bound to lo and comes from
+ * an address of its own.  0, or the step that failed.
+ */
+static int hold_connections_as_nobody(bool bound_to_lo, const char *who,
+				      int ready, int done)
 {
 	struct timeval patience = { .tv_sec = 5 };
 	char text[1024] = "", c;
@@ -919,18 +944,19 @@ static int hold_connections_as_nobody(int ready, int done)
 	    setresuid(65534, 65534, 65534))
 		return 2;
 	for (int i = 0; i < 3; i++)
-		if ((held[i] = connect_api()) < 0)
+		if ((held[i] = bound_to_lo ? connect_api_bound_to_lo(10 + i)
+					   : connect_api()) < 0)
 			return 3;
-	fd = connect_api();
+	fd = bound_to_lo ? connect_api_bound_to_lo(20) : connect_api();
 	if (fd < 0)
 		return 4;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
 	while (n < sizeof(text) - 1 &&
 	       (got = read(fd, text + n, sizeof(text) - 1 - n)) > 0)
 		n += (size_t)got;
-	failed = strncmp(text, "HTTP/1.1 429", 12)  ? 5
-		 : !strstr(text, "uid 65534 (TCP ") ? 6
-						    : 0;
+	failed = strncmp(text, "HTTP/1.1 429", 12) ? 5
+		 : !strstr(text, who)		   ? 6
+						   : 0;
 	if (write(ready, "x", 1) != 1 || read(done, &c, 1) != 0)
 		return 7;
 	return failed;
@@ -939,11 +965,13 @@ static int hold_connections_as_nobody(int ready, int done)
 /*
  * On a TCP listener (@host, reached at @reach, 127.0.0.1 or a v4-mapped
  * address of it), local clients are told apart by uid, not all one
- * address: while uid 65534 holds its max_connections_per_uid, root is
- * served.
+ * address: while uid 65534 holds its max_connections_per_uid (its
+ * connections bound to lo with @bound_to_lo, counted together as a local
+ * client of unknown uid, the 429 naming @who), root is served.
  */
-static void local_tcp_clients_are_told_apart_by_uid(const char *host,
-						    const char *reach)
+static void local_tcp_clients_are_told_apart(const char *host,
+					     const char *reach,
+					     bool bound_to_lo, const char *who)
 {
 	int ready[2], done[2], status;
 	char c = 0;
@@ -960,7 +988,8 @@ static void local_tcp_clients_are_told_apart_by_uid(const char *host,
 	if (!pid) {
 		close(ready[0]);
 		close(done[1]);
-		_exit(hold_connections_as_nobody(ready[1], done[0]));
+		_exit(hold_connections_as_nobody(bound_to_lo, who, ready[1],
+						 done[0]));
 	}
 	close(ready[1]);
 	close(done[0]);
@@ -979,13 +1008,23 @@ static void local_tcp_clients_are_told_apart_by_uid(const char *host,
 
 Test(api, local_tcp_clients_are_told_apart_by_uid, .timeout = 60)
 {
-	local_tcp_clients_are_told_apart_by_uid("127.0.0.1", "127.0.0.1");
+	local_tcp_clients_are_told_apart("127.0.0.1", "127.0.0.1", false,
+					 "uid 65534 (TCP ");
 }
 
 /* A dual-stack listener sees them as ::ffff:127.0.0.1. */
 Test(api, local_tcp_clients_of_a_dual_stack_listener_by_uid, .timeout = 60)
 {
-	local_tcp_clients_are_told_apart_by_uid("::", "127.0.0.1");
+	local_tcp_clients_are_told_apart("::", "127.0.0.1", false,
+					 "uid 65534 (TCP ");
+}
+
+/* Sockets bound to a device escape the uid lookup, and each comes from
+ * another of 127.0.0.0/8's addresses: still one peer, not one each. */
+Test(api, local_tcp_clients_of_unknown_uid_are_one_peer, .timeout = 60)
+{
+	local_tcp_clients_are_told_apart("0.0.0.0", "127.0.0.1", true,
+					 "a local client of unknown uid");
 }
 
 /*
