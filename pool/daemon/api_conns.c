@@ -129,7 +129,9 @@ struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd)
 /*
  * An answer written straight to a refused connection, which then closes:
  * no thread is spent on it.  The socket is new, so the short reply fits
- * its buffer; one that does not is dropped with the connection.
+ * its buffer; one that does not is dropped with the connection.  What the
+ * client sent already is read first: closing a socket with unread data
+ * resets the connection, and a reset makes the client drop the answer.
  */
 static void refuse(int fd, unsigned status, const char *reason,
 		   const char *code, const char *retry_after,
@@ -151,9 +153,16 @@ static void refuse(int fd, unsigned status, const char *reason,
 				{ body, (size_t)blen } };
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
 
+	char unread[4096];
+
 	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		log_limited(LOG_LEVEL_INFO, "http: refusing a connection: %s",
 			    strerror(errno));
+	shutdown(fd, SHUT_WR);
+	/* Bounded: the accept thread must not be held by a client. */
+	for (int i = 0; i < 16; i++)
+		if (recv(fd, unread, sizeof(unread), MSG_DONTWAIT) <= 0)
+			break;
 	close(fd);
 }
 
