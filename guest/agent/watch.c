@@ -35,11 +35,21 @@
  * the watch is gone whole (its inotify fd closed: no watch of it is left
  * in the kernel); a directory appearing later past a limit is reported as
  * an OVERFLOW event naming it, its contents unwatched.  Mount points of
- * pseudo file systems (proc, sysfs, devtmpfs, cgroup...: PSEUDO_FS) below
- * the watched directory are not entered: their files are no data a
+ * pseudo file systems (proc, sysfs, devtmpfs, cgroup...: PSEUDO_FS_MAGIC)
+ * below the watched directory are not entered: their files are no data a
  * tenant writes, inotify does not see most of their changes, and /proc
  * and /sys alone hold tens of thousands of directories.  Watching one of
  * them by its own path is allowed.
+ *
+ * Confined to the tree.  Everything in the guest may rename, replace and
+ * mount while a walk is under way, and the walk lists a directory long
+ * after it found it: a path looked up again then could lead anywhere (a
+ * watched directory replaced by a symlink to "/": IN_DONT_FOLLOW guards
+ * the last component only).  So every directory is opened from the
+ * watched one's fd with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS),
+ * watched through that fd (watch_fd), listed only while it is still the
+ * directory watched (device and inode), and judged a pseudo file system
+ * by what fstatfs says of it, not by where mountinfo said mounts were.
  *
  * Events wait in the kernel's inotify queue (fs.inotify.max_queued_events)
  * while the connection's output is over its limit (fswatch_pause, like an
@@ -60,9 +70,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -98,19 +113,29 @@
 #define WALK_SLICE 64
 #define EVENT_MASK                                                         \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
-	 IN_ATTRIB | IN_ONLYDIR | IN_DONT_FOLLOW)
+	 IN_ATTRIB)
 /* inotify reads per epoll event: one busy tree cannot starve the rest. */
 #define READS_PER_EVENT 4
 #define REL_MAX 4095
 
-/* File system types (mountinfo's names) whose mount points a recursive
- * walk does not enter. */
-static const char *const PSEUDO_FS[] = {
-	"autofs",   "binfmt_misc", "bpf",	 "cgroup",    "cgroup2",
-	"configfs", "debugfs",	   "devpts",	 "devtmpfs",  "efivarfs",
-	"fusectl",  "hugetlbfs",   "mqueue",	 "nsfs",      "proc",
-	"pstore",   "rpc_pipefs",  "securityfs", "selinuxfs", "sysfs",
-	"tracefs",
+/* The kernel's own, missing from linux/magic.h. */
+#define CONFIGFS_MAGIC 0x62656570
+#define FUSECTL_SUPER_MAGIC 0x65735543
+#define MQUEUE_MAGIC 0x19800202
+#define RPC_PIPEFS_MAGIC 0x67596969
+/*
+ * File systems (fstatfs's f_type) whose mount points a recursive walk
+ * does not enter; devtmpfs, a tmpfs to fstatfs, is told by its device
+ * (devtmpfs_dev).
+ */
+static const unsigned long PSEUDO_FS_MAGIC[] = {
+	AUTOFS_SUPER_MAGIC,  BINFMTFS_MAGIC,	  BPF_FS_MAGIC,
+	CGROUP_SUPER_MAGIC,  CGROUP2_SUPER_MAGIC, CONFIGFS_MAGIC,
+	DEBUGFS_MAGIC,	     DEVPTS_SUPER_MAGIC,  EFIVARFS_MAGIC,
+	FUSECTL_SUPER_MAGIC, HUGETLBFS_MAGIC,	  MQUEUE_MAGIC,
+	NSFS_MAGIC,	     PROC_SUPER_MAGIC,	  PSTOREFS_MAGIC,
+	RPC_PIPEFS_MAGIC,    SECURITYFS_MAGIC,	  SELINUX_MAGIC,
+	SYSFS_MAGIC,	     TRACEFS_MAGIC,
 };
 
 /* Which limit a watch ran into. */
@@ -123,6 +148,8 @@ enum watch_limit {
 
 struct watched_dir {
 	int wd;
+	dev_t dev; /* what was watched, which is what the walk lists */
+	ino_t ino;
 	char *rel; /* "" for the watched directory itself */
 };
 
@@ -136,12 +163,12 @@ struct fswatch {
 	bool queued;   /* in the walk queue */
 	enum watch_limit limit;
 	int root_wd;
+	int root_fd;	/* every directory is opened beneath it */
+	dev_t root_dev; /* its file system is entered, pseudo or not */
 	struct watched_dir *dirs;
 	size_t ndirs, cap;
 	size_t listed; /* dirs[0 .. listed) have been listed */
 	DIR *dir;      /* dirs[listed], being listed; NULL between */
-	char **skip;   /* pseudo file systems' mount points, relative */
-	size_t nskip;
 	char *root;
 	struct fswatch *next;
 	struct fswatch *walk_next;
@@ -152,6 +179,10 @@ static size_t agent_dirs;
 static size_t agent_watches;
 /* The watches with directories to list, each walked a slice in turn. */
 static struct fswatch *walk_head, *walk_tail;
+/* devtmpfs's device (one file system however often mounted), 0 unknown. */
+static dev_t devtmpfs_dev;
+/* The agent's working directory, back after each watch_fd. */
+static int agent_cwd = -1;
 
 struct fswatch *fswatch_find(const struct conn *c, uint32_t req)
 {
@@ -222,152 +253,173 @@ static int join_rel(char *out, const char *rel, const char *name)
 	return n > REL_MAX ? -ENAMETOOLONG : 0;
 }
 
-/* mountinfo's octal escapes (\040 for a space...) decoded in place. */
-static void unescape_mount_path(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-					(s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
-
-static bool pseudo_fs(const char *type)
-{
-	for (size_t i = 0; i < sizeof(PSEUDO_FS) / sizeof(PSEUDO_FS[0]); i++) {
-		if (!strcmp(type, PSEUDO_FS[i]))
-			return true;
-	}
-	return false;
-}
-
 /*
- * Records the mount points of pseudo file systems strictly below the
- * watched directory, from /proc/self/mountinfo ("id parent dev root
- * mountpoint options [optional...] - type source options").  Without a
- * readable mountinfo (no /proc) there is nothing to skip.
+ * Reads devtmpfs's device from /proc/self/mountinfo ("id parent
+ * major:minor root mountpoint ... - type source options"; a path's spaces
+ * are escaped, so the first " - " ends the optional fields).  Without a
+ * readable mountinfo it stays unknown, and a /dev below a watched
+ * directory is walked like any tmpfs, within the limits.
  */
-static int find_pseudo_mounts(struct fswatch *f)
+static void find_devtmpfs(void)
 {
-	size_t root_len = strlen(f->root), cap = 0;
 	FILE *mi = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
 	size_t line_cap = 0;
-	int ret = 0;
 
+	devtmpfs_dev = 0;
 	if (!mi)
-		return 0;
-	while (!ret && getline(&line, &line_cap, mi) > 0) {
-		char *save, *field, *point = NULL, *type = NULL;
-		int i = 0;
+		return;
+	while (getline(&line, &line_cap, mi) > 0) {
+		const char *type = strstr(line, " - ");
+		unsigned int major, minor;
 
-		for (field = strtok_r(line, " \n", &save); field;
-		     field = strtok_r(NULL, " \n", &save), i++) {
-			if (i == 4)
-				point = field;
-			else if (i > 5 && !strcmp(field, "-"))
-				type = strtok_r(NULL, " \n", &save);
-			if (type)
-				break;
+		if (type && !strncmp(type + 3, "devtmpfs ", 9) &&
+		    sscanf(line, "%*s %*s %u:%u", &major, &minor) == 2) {
+			devtmpfs_dev = makedev(major, minor);
+			break;
 		}
-		if (!point || !type || !pseudo_fs(type))
-			continue;
-		unescape_mount_path(point);
-		/* The root "/" is a prefix of every path, with no '/' added. */
-		size_t skip_len = root_len == 1 ? 0 : root_len;
-		if (strncmp(point, f->root, skip_len) != 0 ||
-		    point[skip_len] != '/' || !point[skip_len + 1])
-			continue;
-		if (f->nskip == cap) {
-			size_t ncap = cap ? 2 * cap : 8;
-			void *p = realloc(f->skip, ncap * sizeof(*f->skip));
-
-			if (!p) {
-				ret = -ENOMEM;
-				break;
-			}
-			f->skip = p;
-			cap = ncap;
-		}
-		f->skip[f->nskip] = strdup(point + skip_len + 1);
-		if (!f->skip[f->nskip])
-			ret = -ENOMEM;
-		else
-			f->nskip++;
 	}
 	free(line);
 	fclose(mi);
-	return ret;
-}
-
-static bool skipped(const struct fswatch *f, const char *rel)
-{
-	for (size_t i = 0; i < f->nskip; i++) {
-		if (!strcmp(f->skip[i], rel))
-			return true;
-	}
-	return false;
 }
 
 /*
- * Adds the watch of root/@rel.  0; 1 when it was watched already (under
- * another name: a bind mount, which must not be walked into again);
- * -ENOSPC past a limit (f->limit says which), or -errno.
+ * Whether the directory @fd (@st), below the watched one, is on a pseudo
+ * file system other than the watched directory's own: 1, 0, or -errno.
+ * On the watched directory's file system, as most are, fstatfs is spared.
+ */
+static int pseudo_mount(const struct fswatch *f, int fd, const struct stat *st)
+{
+	struct statfs sfs;
+
+	if (st->st_dev == f->root_dev)
+		return 0;
+	if (devtmpfs_dev && st->st_dev == devtmpfs_dev)
+		return 1;
+	if (fstatfs(fd, &sfs) < 0)
+		return -errno;
+	for (size_t i = 0;
+	     i < sizeof(PSEUDO_FS_MAGIC) / sizeof(PSEUDO_FS_MAGIC[0]); i++) {
+		if ((unsigned long)sfs.f_type == PSEUDO_FS_MAGIC[i])
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Opens root/@rel, resolved beneath the watched directory and through no
+ * symlink (nor a mount's magic link): a fd, or -errno, -ENOTDIR when a
+ * symlink is on the way (no directory of the tree is there).
+ */
+static int open_beneath(const struct fswatch *f, const char *rel)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			   RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, f->root_fd, rel[0] ? rel : ".", &how,
+			  sizeof(how));
+
+	if (fd >= 0)
+		return (int)fd;
+	return errno == ELOOP || errno == EXDEV ? -ENOTDIR : -errno;
+}
+
+/*
+ * The inotify watch of the directory open as @fd.  inotify_add_watch has
+ * no *at() form, and a path names whatever is there when it is looked up;
+ * the agent's working directory, @fd for the call, names that directory
+ * and no other.  (Not /proc/self/fd/N: the guest's root can mount
+ * anything on /proc.)  The agent is single-threaded: its working
+ * directory is back before anything else runs.
+ */
+static int watch_fd(struct fswatch *f, int fd)
+{
+	int wd, err;
+
+	if (agent_cwd < 0) {
+		agent_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (agent_cwd < 0)
+			return -errno;
+	}
+	if (fchdir(fd) < 0)
+		return -errno;
+	wd = inotify_add_watch(f->w.fd, ".", EVENT_MASK);
+	err = errno;
+	if (fchdir(agent_cwd) < 0)
+		agent_log("watch: back to the working directory: %s",
+			  strerror(errno));
+	return wd < 0 ? -err : wd;
+}
+
+/*
+ * Adds the watch of root/@rel.  0; 1 when it is not to be walked: a
+ * pseudo file system's mount point, or watched already under another
+ * name (a bind mount, which must not be walked into again); -ENOSPC past
+ * a limit (f->limit says which), or -errno.
  */
 static int add_dir(struct fswatch *f, const char *rel)
 {
-	char path[PATH_MAX];
 	struct watched_dir *d;
-	int wd;
+	struct stat st;
+	int fd, wd, ret = 0;
 
 	if (f->ndirs == WATCH_DIRS_MAX || agent_dirs == AGENT_DIRS_MAX) {
 		f->limit =
 			f->ndirs == WATCH_DIRS_MAX ? LIMIT_WATCH : LIMIT_AGENT;
 		return -ENOSPC;
 	}
-	if (snprintf(path, sizeof(path), "%s%s%s", f->root, rel[0] ? "/" : "",
-		     rel) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	wd = inotify_add_watch(f->w.fd, path, EVENT_MASK);
-	if (wd < 0) {
-		if (errno == ENOSPC)
-			f->limit = LIMIT_KERNEL;
-		return -errno;
+	fd = open_beneath(f, rel);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto out;
 	}
-	d = dir_of(f, wd);
-	if (d)
-		return 1;
+	/* The watched directory itself is watched, pseudo or not. */
+	ret = rel[0] ? pseudo_mount(f, fd, &st) : 0;
+	if (ret)
+		goto out;
+	wd = watch_fd(f, fd);
+	if (wd < 0) {
+		if (wd == -ENOSPC)
+			f->limit = LIMIT_KERNEL;
+		ret = wd;
+		goto out;
+	}
+	if (dir_of(f, wd)) {
+		ret = 1;
+		goto out;
+	}
 	if (f->ndirs == f->cap) {
 		size_t cap = f->cap ? 2 * f->cap : 16;
 		void *p = realloc(f->dirs, cap * sizeof(*f->dirs));
 
 		if (!p) {
 			inotify_rm_watch(f->w.fd, wd);
-			return -ENOMEM;
+			ret = -ENOMEM;
+			goto out;
 		}
 		f->dirs = p;
 		f->cap = cap;
 	}
 	d = &f->dirs[f->ndirs];
-	d->wd = wd;
-	d->rel = strdup(rel);
+	*d = (struct watched_dir){
+		.wd = wd, .dev = st.st_dev, .ino = st.st_ino, .rel = strdup(rel)
+	};
 	if (!d->rel) {
 		inotify_rm_watch(f->w.fd, wd);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto out;
 	}
 	f->ndirs++;
 	agent_dirs++;
 	if (f->recursive)
 		walk_enqueue(f);
-	return 0;
+out:
+	close(fd);
+	return ret;
 }
 
 static void close_listing(struct fswatch *f)
@@ -379,29 +431,55 @@ static void close_listing(struct fswatch *f)
 }
 
 /*
+ * Opens dirs[listed] to list it, if it is still the directory watched.
+ * Gone or replaced meanwhile (removed, moved over, mounted over, a
+ * symlink now), it is skipped: what is there now comes as events of its
+ * own, or is no directory of the tree.
+ */
+static int open_listing(struct fswatch *f)
+{
+	const struct watched_dir *d = &f->dirs[f->listed];
+	struct stat st;
+	int fd = open_beneath(f, d->rel), ret;
+
+	if (fd == -ENOENT || fd == -ENOTDIR) {
+		f->listed++;
+		return 0;
+	}
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	if (st.st_dev != d->dev || st.st_ino != d->ino) {
+		close(fd);
+		f->listed++;
+		return 0;
+	}
+	f->dir = fdopendir(fd);
+	if (!f->dir) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return 0;
+}
+
+/*
  * Opens the next directory to list, or handles one entry of the one being
  * listed: 0, or -errno with @rel naming where (REL_MAX + 1 bytes).
  */
 static int walk_step(struct fswatch *f, char *rel)
 {
 	const char *parent = f->dirs[f->listed].rel;
-	char path[PATH_MAX];
 	struct dirent *de;
 	int ret;
 
 	if (!f->dir) {
 		snprintf(rel, REL_MAX + 1, "%s", parent);
-		snprintf(path, sizeof(path), "%s%s%s", f->root,
-			 parent[0] ? "/" : "", parent);
-		f->dir = opendir(path);
-		if (f->dir)
-			return 0;
-		/* Gone meanwhile: its removal is an event of its own. */
-		if (errno == ENOENT || errno == ENOTDIR) {
-			f->listed++;
-			return 0;
-		}
-		return -errno;
+		return open_listing(f);
 	}
 	errno = 0;
 	de = readdir(f->dir);
@@ -413,7 +491,7 @@ static int walk_step(struct fswatch *f, char *rel)
 		f->listed++;
 		return 0;
 	}
-	/* DT_UNKNOWN: add_dir's IN_ONLYDIR tells. */
+	/* DT_UNKNOWN: open_beneath's O_DIRECTORY tells. */
 	if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
 	    !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 		return 0;
@@ -422,8 +500,6 @@ static int walk_step(struct fswatch *f, char *rel)
 		snprintf(rel, REL_MAX + 1, "%s", parent);
 		return ret;
 	}
-	if (skipped(f, rel))
-		return 0;
 	ret = add_dir(f, rel); /* may move f->dirs: parent is stale now */
 	return ret == -ENOENT || ret == -ENOTDIR || ret == 1 ? 0 : ret;
 }
@@ -439,6 +515,10 @@ static void watch_end(struct fswatch *f, bool send_end)
 	close_listing(f);
 	/* Closing the inotify fd drops every watch of it in the kernel. */
 	watch_close(&f->w);
+	if (f->root_fd >= 0) {
+		close(f->root_fd);
+		f->root_fd = -1;
+	}
 	if (!f->dead)
 		agent_watches--;
 	agent_dirs -= f->ndirs;
@@ -574,7 +654,7 @@ void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 		return;
 	}
 	/* Resolved: a symlink to the directory is watched as the directory,
-	 * while every one below it is left alone (IN_DONT_FOLLOW). */
+	 * while every one below it is left alone (open_beneath). */
 	f->root = realpath(path, NULL);
 	if (!f->root) {
 		conn_error(c, req, errno, "WATCH %s: %s", path,
@@ -584,6 +664,7 @@ void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 	}
 	f->conn = c;
 	f->req = req;
+	f->root_fd = -1;
 	f->recursive = thaw_get_u8(m, THAW_T_RECURSIVE, 0);
 	f->w = (struct watch){ .kind = W_INOTIFY, .obj = f };
 	f->next = c->fswatches;
@@ -591,15 +672,20 @@ void fswatch_start(struct conn *c, uint32_t req, const struct thaw_msg *m)
 	agent_watches++;
 	f->w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	ret = f->w.fd < 0 ? -errno : 0;
-	if (!ret && f->recursive)
-		ret = find_pseudo_mounts(f);
+	if (!ret) {
+		f->root_fd = open(f->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ret = f->root_fd < 0 ? -errno : 0;
+	}
 	if (!ret)
 		ret = add_dir(f, "");
 	if (ret) {
 		setup_failed(f, ret, "");
 		return;
 	}
+	if (f->recursive)
+		find_devtmpfs();
 	f->root_wd = f->dirs[0].wd;
+	f->root_dev = f->dirs[0].dev;
 	/* Recursive: answered once fswatch_walk has listed the tree. */
 	if (!f->recursive)
 		setup_done(f);
@@ -674,7 +760,7 @@ static void handle(struct fswatch *f, const struct inotify_event *ev)
 	/* Watched at once, listed by the walk; its contents may predate the
 	 * watch: they are not reported. */
 	if ((ev->mask & IN_ISDIR) && f->recursive &&
-	    (ev->mask & (IN_CREATE | IN_MOVED_TO)) && !skipped(f, rel)) {
+	    (ev->mask & (IN_CREATE | IN_MOVED_TO))) {
 		int ret = add_dir(f, rel);
 
 		send_event(f, rel, type);
@@ -741,9 +827,6 @@ static void fswatch_free(struct fswatch *f)
 {
 	if (!f->dead)
 		watch_end(f, false);
-	for (size_t i = 0; i < f->nskip; i++)
-		free(f->skip[i]);
-	free(f->skip);
 	free(f->dirs);
 	free(f->root);
 	free(f);

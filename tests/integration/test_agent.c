@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -141,11 +142,15 @@ static void stop_agent(void)
 	}
 	if (agent_stderr >= 0)
 		close(agent_stderr);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (vm_vsock)
+	if (vm_vsock) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 		guest_sh(cmd);
-	else if (dir[0])
+	} else if (dir[0]) {
+		/* Not into a file system a failed test left mounted in it. */
+		snprintf(cmd, sizeof(cmd), "rm -rf --one-file-system '%s'",
+			 dir);
 		cr_expect_eq(system(cmd), 0);
+	}
 }
 
 /*
@@ -1979,12 +1984,14 @@ static void expect_watching(struct client *cl, uint32_t req)
 	cr_assert_eq(err, 0, "WATCH %u: errno %u: %s", req, err, msg);
 }
 
-/* How many inotify instances the agent holds (native). */
-static int agent_inotify_fds(void)
+/* Calls @fn with each fd of the (native) agent: its number as a string,
+ * and what its /proc link names. */
+static void for_each_agent_fd(void (*fn)(const char *fd, const char *link,
+					 void *arg),
+			      void *arg)
 {
-	char path[64], link[64];
+	char path[64], link[4096];
 	struct dirent *de;
-	int n = 0;
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)agent_pid);
@@ -1999,9 +2006,23 @@ static int agent_inotify_fds(void)
 		if (len < 0)
 			continue;
 		link[len] = '\0';
-		n += !strcmp(link, "anon_inode:inotify");
+		fn(de->d_name, link, arg);
 	}
 	closedir(d);
+}
+
+static void count_inotify_fd(const char *fd, const char *link, void *arg)
+{
+	(void)fd;
+	*(int *)arg += !strcmp(link, "anon_inode:inotify");
+}
+
+/* How many inotify instances the agent holds (native). */
+static int agent_inotify_fds(void)
+{
+	int n = 0;
+
+	for_each_agent_fd(count_inotify_fd, &n);
 	return n;
 }
 
@@ -2269,4 +2290,268 @@ Test(agent, watch_being_set_up_can_be_ended)
 	expect_pong(&b, 1);
 	cr_assert_eq(agent_inotify_fds(), 0);
 	client_close(&b);
+}
+
+/* ---- a recursive WATCH stays in its tree ----------------------------- */
+
+/* The agent's inotify watches: each one's wd and inode, and how many. */
+struct watch_list {
+	int *wds;
+	ino_t *inos;
+	int n, max;
+};
+
+static void list_inotify_watches(const char *fd, const char *link, void *arg)
+{
+	struct watch_list *l = arg;
+	char path[64], line[256];
+	FILE *info;
+
+	if (strcmp(link, "anon_inode:inotify") != 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", (int)agent_pid, fd);
+	info = fopen(path, "re");
+	cr_assert_not_null(info, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), info)) {
+		unsigned int wd;
+		unsigned long ino;
+
+		if (sscanf(line, "inotify wd:%x ino:%lx", &wd, &ino) == 2 &&
+		    l->n < l->max) {
+			l->wds[l->n] = (int)wd;
+			l->inos[l->n++] = (ino_t)ino;
+		}
+	}
+	fclose(info);
+}
+
+/* The agent's inotify watches (native): each one's wd and inode into
+ * @wds and @inos, up to @max; how many. */
+static int agent_watch_list(int *wds, ino_t *inos, int max)
+{
+	struct watch_list l = { .wds = wds, .inos = inos, .max = max };
+
+	for_each_agent_fd(list_inotify_watches, &l);
+	return l.n;
+}
+
+/* The highest wd among the directories of a tree the agent holds open. */
+struct open_tree_dirs {
+	const char *tree;
+	const struct watch_list *watches;
+	int listing;
+};
+
+static void find_open_tree_dir(const char *fd, const char *link, void *arg)
+{
+	struct open_tree_dirs *o = arg;
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)agent_pid, fd);
+	if (strncmp(link, o->tree, strlen(o->tree)) != 0 ||
+	    stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	for (int i = 0; i < o->watches->n; i++) {
+		if (o->watches->inos[i] == st.st_ino &&
+		    o->watches->wds[i] > o->listing)
+			o->listing = o->watches->wds[i];
+	}
+}
+
+/* The highest wd among the directories of @tree the agent holds open
+ * (the one it is listing), or -1. */
+static int agent_listing_wd(const char *tree, int *wds, ino_t *inos, int n)
+{
+	struct watch_list l = { .wds = wds, .inos = inos, .n = n, .max = n };
+	struct open_tree_dirs o = { .tree = tree,
+				    .watches = &l,
+				    .listing = -1 };
+
+	for_each_agent_fd(find_open_tree_dir, &o);
+	return o.listing;
+}
+
+/* The directory of make_tree(@top, @n) whose inode is @ino, into @out. */
+static bool tree_dir_of(const char *top, int n, ino_t ino, char *out,
+			size_t len)
+{
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+
+		if (i % 64 == 0)
+			snprintf(out, len, "%s/d%d", top, i / 64);
+		else
+			snprintf(out, len, "%s/d%d/e%d", top, i / 64, i % 64);
+		if (stat(out, &st) == 0 && st.st_ino == ino)
+			return true;
+	}
+	return false;
+}
+
+/* A tree that one WATCH walks in many slices, and the agent's inotify
+ * watches as agent_watch_list reads them. */
+#define MID_WALK_TREE_DIRS 3000
+#define MAX_LISTED_WATCHES 8192
+static int listed_wds[MAX_LISTED_WATCHES];
+static ino_t listed_inos[MAX_LISTED_WATCHES];
+
+/*
+ * Sends a recursive WATCH of @top (make_tree(@top, MID_WALK_TREE_DIRS))
+ * and stops the agent in the middle of its walk, at a moment when a
+ * directory of the tree is watched but not listed yet: one with a higher
+ * wd than the directory being listed, as the walk lists them in the order
+ * it watched them.  Its path goes to @unlisted; the agent is left
+ * stopped.  The WATCH's request id (a walk that ended before it was
+ * caught is ended and sent again).
+ */
+static uint32_t watch_stopped_mid_walk(struct client *cl, const char *top,
+				       char *unlisted, size_t len)
+{
+	uint32_t req = 1;
+
+	send_watch(cl, req, top);
+	for (int try = 0; try < 200; try++) {
+		int n, listing, last = 0;
+
+		if (readable(cl->fd)) {
+			expect_watching(cl, req);
+			unwatch(cl, req + 1, req);
+			req += 2;
+			send_watch(cl, req, top);
+		}
+		pause_agent();
+		n = agent_watch_list(listed_wds, listed_inos,
+				     MAX_LISTED_WATCHES);
+		listing = agent_listing_wd(top, listed_wds, listed_inos, n);
+		for (int i = 1; i < n; i++) {
+			if (listed_wds[i] > listed_wds[last])
+				last = i;
+		}
+		if (listing >= 0 && n > 0 && listed_wds[last] > listing &&
+		    tree_dir_of(top, MID_WALK_TREE_DIRS, listed_inos[last],
+				unlisted, len))
+			return req;
+		resume_agent();
+		/* Else the agent may not even run before it is stopped
+		 * again. */
+		usleep(1000);
+	}
+	cr_assert_fail("the agent was never found mid-walk");
+	return 0;
+}
+
+/*
+ * A recursive WATCH never leaves its tree by a symlink: not by one that
+ * is in the tree when the WATCH begins, nor by one that replaces a
+ * directory the walk has watched but not listed yet.  The tree outside
+ * is big enough that walking it too would pass the WATCH's limit (its
+ * watches would be dropped again by the rename's event, after WATCHING:
+ * the limit is where the escape shows).  Nothing outside is watched, and
+ * a change there is not reported.
+ */
+Test(agent, watch_stays_in_its_tree)
+{
+	/* Either tree fits one WATCH, not both. */
+	enum { OUTSIDE_DIRS = 1200 };
+	char top[128], outside[128], secret[160], link[160], probe[192],
+		swapped[256], moved[300], sentinel[160];
+	struct stat out_st, secret_st;
+	struct client cl;
+	uint32_t req;
+	bool seen = false;
+	int fd;
+
+	if (vm_vsock)
+		cr_skip_test("stops the agent with SIGSTOP and reads its "
+			     "fdinfo: native only");
+	snprintf(top, sizeof(top), "%s/tree", dir);
+	snprintf(outside, sizeof(outside), "%s/outside", dir);
+	snprintf(secret, sizeof(secret), "%s/d0", outside);
+	snprintf(link, sizeof(link), "%s/link", top);
+	make_tree(top, MID_WALK_TREE_DIRS);
+	make_tree(outside, OUTSIDE_DIRS);
+	cr_assert_eq(symlink(outside, link), 0);
+	cr_assert_eq(stat(outside, &out_st), 0);
+	cr_assert_eq(stat(secret, &secret_st), 0);
+
+	client_open(&cl);
+	req = watch_stopped_mid_walk(&cl, top, swapped, sizeof(swapped));
+	snprintf(moved, sizeof(moved), "%s.moved", swapped);
+	cr_assert_eq(rename(swapped, moved), 0, "%s: %s", swapped,
+		     strerror(errno));
+	cr_assert_eq(symlink(outside, swapped), 0);
+	resume_agent();
+	expect_watching(&cl, req);
+
+	for (int i = 0, n = agent_watch_list(listed_wds, listed_inos,
+					     MAX_LISTED_WATCHES);
+	     i < n; i++) {
+		cr_assert(listed_inos[i] != out_st.st_ino &&
+				  listed_inos[i] != secret_st.st_ino,
+			  "the agent watches %s, reached through %s",
+			  listed_inos[i] == out_st.st_ino ? outside : secret,
+			  swapped);
+	}
+	/* inotify keeps the order of events across one instance's watches:
+	 * the probe's would come before the sentinel's. */
+	snprintf(probe, sizeof(probe), "%s/probe", secret);
+	snprintf(sentinel, sizeof(sentinel), "%s/sentinel", top);
+	fd = open(probe, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", probe, strerror(errno));
+	close(fd);
+	cr_assert_eq(mkdir(sentinel, 0755), 0);
+	while (!seen) {
+		struct thaw_frame f;
+		struct thaw_msg m;
+		char name[4096] = "";
+
+		recv_frame(&cl, &f);
+		cr_assert_eq(f.h.request_id, req, "%s for %u",
+			     thaw_type_name(f.h.type), f.h.request_id);
+		cr_assert_eq(f.h.type, THAW_FS_EVENT, "got %s",
+			     thaw_type_name(f.h.type));
+		parse(&m, &f);
+		thaw_get_str(&m, THAW_T_PATH, name, sizeof(name));
+		cr_assert_null(strstr(name, "probe"),
+			       "event %u on %s: outside the tree",
+			       thaw_get_u8(&m, THAW_T_EVENT, 0), name);
+		seen = !strcmp(name, "sentinel");
+	}
+	client_close(&cl);
+}
+
+/*
+ * A pseudo file system mounted in the tree after the WATCH began, in a
+ * directory the walk has still to list, is not entered: told by the
+ * directory, not by the mounts the agent knew of at the start.  (/proc,
+ * with the tree, would pass the WATCH's limit.)
+ */
+Test(agent, watch_skips_a_pseudo_file_system_mounted_meanwhile)
+{
+	char top[128], unlisted[256], point[300], msg[1024] = "";
+	struct client cl;
+	uint32_t req, err;
+
+	if (vm_vsock)
+		cr_skip_test("stops the agent with SIGSTOP and mounts on "
+			     "this host: native only");
+	snprintf(top, sizeof(top), "%s/tree", dir);
+	make_tree(top, MID_WALK_TREE_DIRS);
+	client_open(&cl);
+	req = watch_stopped_mid_walk(&cl, top, unlisted, sizeof(unlisted));
+	snprintf(point, sizeof(point), "%s/proc", unlisted);
+	cr_assert_eq(mkdir(point, 0755), 0);
+	if (mount("proc", point, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0) {
+		resume_agent();
+		cr_skip_test("mount proc on %s: %s", point, strerror(errno));
+	}
+	resume_agent();
+	err = watch_answer(&cl, req, msg, sizeof(msg));
+	/* Before any assertion (stop_agent's rm -rf would not remove it). */
+	cr_assert_eq(umount2(point, MNT_DETACH), 0, "%s: %s", point,
+		     strerror(errno));
+	cr_assert_eq(err, 0, "WATCH: errno %u: %s", err, msg);
+	client_close(&cl);
 }
