@@ -34,7 +34,6 @@
  * it names no sandbox: the sandbox is then the one whose token made the
  * signature, found by trying every E2B sandbox's.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,32 +267,6 @@ static struct sandbox *sandbox_of_signature(struct MHD_Connection *conn,
 	return found;
 }
 
-/* An envd request's error: Connect's on an RPC (in a stream's end
- * message for a streaming call), else E2B's. */
-__attribute__((format(printf, 4, 5))) static enum MHD_Result
-envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
-	   const char *fmt, ...)
-{
-	char message[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(message, sizeof(message), fmt, ap);
-	va_end(ap);
-	if (r->route->kind != E2B_RPC)
-		return e2b_reply_error(conn, r, status, "%s", message);
-	/* A stream's error goes in its end message, where the client reads
-	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
-	 * alone). */
-	const char *type = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	if (type && !strncmp(type, "application/connect+", 20))
-		return e2b_reply_stream_error(
-			conn, r, e2b_code_of_status(status), "%s", message);
-	return e2b_reply_connect_error(conn, r, e2b_code_of_status(status),
-				       "%s", message);
-}
-
 /* E2B's proxy's answer for a sandbox it cannot reach. */
 static enum MHD_Result no_sandbox(struct MHD_Connection *conn,
 				  struct e2b_request *r, const char *id,
@@ -364,8 +337,9 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		size_t n = strlen(header);
 
 		if (!n || n > E2B_PATH_ID_MAX || strspn(header, ID_CHARS) != n)
-			return envd_error(conn, r, 400,
-					  "E2b-Sandbox-Id is not a sandbox id");
+			return e2b_reply_route_error(
+				conn, r, 400,
+				"E2b-Sandbox-Id is not a sandbox id");
 		memcpy(id, header, n + 1);
 		if (port_header)
 			port = (unsigned)strtoul(port_header, NULL, 10);
@@ -375,12 +349,13 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		    !strcmp(r->route->path, "/files")) {
 			r->sandbox = sandbox_of_signature(conn, r, method);
 			return r->sandbox ? MHD_YES
-					  : envd_error(conn, r, 401,
-						       "the URL's signature is "
-						       "no running sandbox's, "
-						       "or it expired");
+					  : e2b_reply_route_error(
+						    conn, r, 401,
+						    "the URL's signature is "
+						    "no running sandbox's, "
+						    "or it expired");
 		}
-		return envd_error(
+		return e2b_reply_route_error(
 			conn, r, 400,
 			"no sandbox named: an envd request needs the header "
 			"E2b-Sandbox-Id or a Host of <port>-<id>.<domain>");
@@ -399,14 +374,15 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 	/* Only credentials for the sandbox learn that it is gone. */
 	if (v == GONE)
 		return no_sandbox(conn, r, id, "The sandbox was not found");
-	return envd_error(conn, r, 401,
-			  "%s X-Access-Token for sandbox %s: give its "
-			  "envdAccessToken (or the daemon's token)",
-			  MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						      "X-Access-Token")
-				  ? "wrong"
-				  : "no",
-			  id);
+	return e2b_reply_route_error(
+		conn, r, 401,
+		"%s X-Access-Token for sandbox %s: give its "
+		"envdAccessToken (or the daemon's token)",
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+					    "X-Access-Token")
+			? "wrong"
+			: "no",
+		id);
 }
 
 bool e2b_request_user(struct MHD_Connection *conn, char *user, size_t len,

@@ -1158,25 +1158,41 @@ static void stop_e2b(void)
 	stop();
 }
 
-/* Sends a request to the E2B listener, @headers (whole lines) after its
- * Host; returns the socket, the answer not yet read. */
-static int e2b_request(const char *method, const char *path,
-		       const char *headers, const void *body, size_t len)
+/* Sends a request to the E2B listener, @headers (whole lines, a
+ * Content-Length among them) after its Host, and no body; returns the
+ * socket, the answer not yet read. */
+static int e2b_request_head(const char *method, const char *path,
+			    const char *headers)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET,
 				    .sin_port = htons((uint16_t)e2b_port),
 				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	char head[1024];
+	char *head;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0,
 		     "%s", strerror(errno));
-	int n = snprintf(head, sizeof(head),
+	int n = asprintf(&head,
 			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-			 "Connection: close\r\n%sContent-Length: %zu\r\n\r\n",
-			 method, path, e2b_port, headers, len);
+			 "Connection: close\r\n%s\r\n",
+			 method, path, e2b_port, headers);
+	cr_assert_gt(n, 0);
 	send_all(fd, head, (size_t)n);
+	free(head);
+	return fd;
+}
+
+/* The same with a body (@len bytes of @body). */
+static int e2b_request(const char *method, const char *path,
+		       const char *headers, const void *body, size_t len)
+{
+	char *all;
+
+	cr_assert_gt(asprintf(&all, "%sContent-Length: %zu\r\n", headers, len),
+		     0);
+	int fd = e2b_request_head(method, path, all);
+	free(all);
 	send_all(fd, body, len);
 	return fd;
 }
@@ -1317,17 +1333,17 @@ Test(e2b, processes_take_at_most_half_the_budget_by_default, .timeout = 30)
 static unsigned envd_answer(const char *method, const char *path,
 			    const char *id, const char *token, char **body)
 {
-	char headers[256], *text;
-	size_t n = (size_t)snprintf(headers, sizeof(headers),
-				    "Content-Type: application/json\r\n"
-				    "E2b-Sandbox-Id: %s\r\n",
-				    id);
+	char *headers, *text;
 
-	if (token)
-		snprintf(headers + n, sizeof(headers) - n,
-			 "X-Access-Token: %s\r\n", token);
+	cr_assert_gt(asprintf(&headers,
+			      "Content-Type: application/json\r\n"
+			      "E2b-Sandbox-Id: %s\r\n%s%s%s",
+			      id, token ? "X-Access-Token: " : "",
+			      token ? token : "", token ? "\r\n" : ""),
+		     0);
 	unsigned status = answer(e2b_request(method, path, headers, "{}", 2),
 				 &text, NULL);
+	free(headers);
 	*body = strdup(body_of_answer(text));
 	free(text);
 	for (char *at = *body; (at = strstr(at, id)); at += strlen(id))
@@ -1474,6 +1490,77 @@ Test(e2b, a_signed_file_url_finds_its_sandbox_by_its_signature, .timeout = 30)
 		signed_download(e2b_of_other.access_token, later, false, &text),
 		200, "%s", text);
 	cr_expect_null(strstr(text, FILE_TEXT), "%s", text);
+	free(text);
+	stop_e2b();
+}
+
+/* ---- a body too large, in the shape the route's client reads ------------ */
+
+/* The answer to @path with @type, the daemon's token for our sandbox and a
+ * body of a terabyte declared, none sent. */
+static unsigned answer_to_a_terabyte(const char *path, const char *type,
+				     char **text, size_t *len)
+{
+	char *headers;
+
+	cr_assert_gt(asprintf(&headers,
+			      "Content-Type: %s\r\n"
+			      "E2b-Sandbox-Id: " SANDBOX_ID "\r\n"
+			      "X-Access-Token: " DAEMON_TOKEN "\r\n"
+			      "X-API-KEY: " DAEMON_TOKEN "\r\n"
+			      "Content-Length: 1000000000000\r\n",
+			      type),
+		     0);
+	unsigned status =
+		answer(e2b_request_head("POST", path, headers), text, len);
+	free(headers);
+	return status;
+}
+
+Test(e2b, a_body_too_large_is_refused_as_the_routes_protocol_has_it,
+     .timeout = 30)
+{
+	char *text;
+	size_t len;
+
+	start_e2b("");
+	/* A unary Connect call: Connect's error, resource_exhausted's
+	 * status. */
+	cr_expect_eq(answer_to_a_terabyte("/process.Process/List",
+					  "application/json", &text, &len),
+		     429, "%s", text);
+	json_t *error = json_loads(body_of_answer(text), 0, NULL);
+	cr_expect_str_eq(json_string_value(json_object_get(error, "code")),
+			 "resource_exhausted", "%s", text);
+	cr_expect(strstr(json_string_value(json_object_get(error, "message")),
+			 "max_request_bytes"),
+		  "%s", text);
+	json_decref(error);
+	free(text);
+	/* A streaming one: 200 and the error in the end-of-stream
+	 * envelope. */
+	cr_expect_eq(answer_to_a_terabyte("/process.Process/List",
+					  "application/connect+json", &text,
+					  &len),
+		     200, "%s", text);
+	const char *envelope = body_of_answer(text);
+	size_t size = len - (size_t)(envelope - text);
+	cr_assert_gt(size, 5, "%s", text);
+	cr_expect_eq(envelope[0], 0x02, "the end-of-stream flag");
+	error = json_loadb(envelope + 5, size - 5, 0, NULL);
+	json_t *code = json_object_get(json_object_get(error, "error"), "code");
+	cr_expect_str_eq(json_string_value(code), "resource_exhausted", "%s",
+			 envelope + 5);
+	json_decref(error);
+	free(text);
+	/* The control plane's REST: E2B's error. */
+	cr_expect_eq(answer_to_a_terabyte("/sandboxes", "application/json",
+					  &text, &len),
+		     413, "%s", text);
+	error = json_loads(body_of_answer(text), 0, NULL);
+	cr_expect_eq(json_integer_value(json_object_get(error, "code")), 413,
+		     "%s", text);
+	json_decref(error);
 	free(text);
 	stop_e2b();
 }
