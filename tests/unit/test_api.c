@@ -18,11 +18,14 @@
  * The E2B listener (pool/e2b/) is served the same way, on a loopback port,
  * the sandbox an E2B one (an access token of its own): envd's processes
  * within their caps however many starts race, answers that tell nothing of
- * a sandbox's existence without credentials, and /files URLs found by
- * their signature alone.
+ * a sandbox's existence without credentials, /files URLs found by their
+ * signature alone, nothing a client sends hashed under the daemon's lock
+ * (this executable's sha256_update sees who calls it), and a body too
+ * large answered as its route's protocol has it.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -335,7 +338,13 @@ static void start_on(const char *config_keys, const char *tcp_host,
 	fclose(f);
 	cr_assert_eq(config_load(&d.cfg, config, err, sizeof(err)), 0, "%s",
 		     err);
-	pthread_mutex_init(&d.lock, NULL);
+	/* Error-checking: only its holder may unlock it, which tells the
+	 * E2B tests' hashing watch (sha256_update below) who holds it. */
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&d.lock, &attr);
+	pthread_mutexattr_destroy(&attr);
 	d.started_ns = monotonic_ns();
 	pool.d = &d;
 	pool.t = &tmpl;
@@ -1491,6 +1500,121 @@ Test(e2b, a_signed_file_url_finds_its_sandbox_by_its_signature, .timeout = 30)
 		200, "%s", text);
 	cr_expect_null(strstr(text, FILE_TEXT), "%s", text);
 	free(text);
+	stop_e2b();
+}
+
+/* ---- the daemon's lock: what a client sends is hashed outside it -------- */
+
+typedef void sha256_update_fn(struct sha256_ctx *ctx, size_t length,
+			      const uint8_t *data);
+static sha256_update_fn *real_sha256_update;
+static pthread_once_t real_sha256_update_once = PTHREAD_ONCE_INIT;
+static atomic_bool watch_hashing, hashed_under_lock;
+static atomic_size_t longest_hashed;
+
+static void find_real_sha256_update(void)
+{
+	*(void **)&real_sha256_update =
+		dlsym(RTLD_NEXT, "nettle_sha256_update");
+}
+
+/*
+ * libnettle's sha256_update as the daemon's code calls it in this
+ * executable, whose definition takes precedence over the library's (then
+ * called): while watch_hashing, it notes whether the calling thread holds
+ * the daemon's lock (d.lock is error-checking: only its holder may unlock
+ * it), and the longest input hashed.
+ */
+void sha256_update(struct sha256_ctx *ctx, size_t length, const uint8_t *data)
+{
+	pthread_once(&real_sha256_update_once, find_real_sha256_update);
+	if (atomic_load(&watch_hashing)) {
+		if (pthread_mutex_unlock(&d.lock) == 0) {
+			atomic_store(&hashed_under_lock, true);
+			pthread_mutex_lock(&d.lock);
+		}
+		size_t was = atomic_load(&longest_hashed);
+		while (length > was && !atomic_compare_exchange_weak(
+					       &longest_hashed, &was, length))
+			;
+	}
+	real_sha256_update(ctx, length, data);
+}
+
+#define LONG_INPUT 8000 /* bytes: far more than any token */
+
+/* Watches what is hashed from now on. */
+static void watch_hashing_start(void)
+{
+	atomic_store(&hashed_under_lock, false);
+	atomic_store(&longest_hashed, 0);
+	atomic_store(&watch_hashing, true);
+}
+
+Test(e2b, what_a_client_sends_is_hashed_outside_the_daemons_lock, .timeout = 30)
+{
+	long long later = (long long)time(NULL) + 600;
+	char *long_token = malloc(LONG_INPUT + 1), *text, *body;
+	char *long_path;
+
+	memset(long_token, 'a', LONG_INPUT);
+	long_token[LONG_INPUT] = '\0';
+	char signature[128];
+	/* (signed over its start: a signature of the right shape, hashed) */
+	sign(long_token, "read", DAEMON_TOKEN, later, signature,
+	     sizeof(signature));
+	cr_assert_gt(asprintf(&long_path,
+			      "/files?path=%s&username=user&signature=%s"
+			      "&signature_expiration=%lld",
+			      long_token, signature, later),
+		     0);
+	start_e2b("");
+	guest_mode = GUEST_READ_FILE;
+	watch_hashing_start();
+	/* A token longer than any thaw gives (or takes) is refused as a
+	 * wrong one, known sandbox or not, without being hashed at all. */
+	expect_alike("POST", "/process.Process/List", long_token);
+	expect_alike("GET", "/health", long_token);
+	cr_expect_lt(atomic_load(&longest_hashed), LONG_INPUT,
+		     "a %d-byte X-Access-Token was hashed", LONG_INPUT);
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "a long X-Access-Token hashed under the daemon's lock");
+	/* Tokens of a sandbox, the daemon's, wrong ones. */
+	watch_hashing_start();
+	cr_expect_eq(envd_answer("POST", "/process.Process/List", SANDBOX_ID,
+				 e2b_of_sandbox.access_token, &body),
+		     200, "%s", body);
+	free(body);
+	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
+				 DAEMON_TOKEN, &body),
+		     502, "%s", body);
+	free(body);
+	expect_alike("POST", "/process.Process/List", "wrong");
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "an X-Access-Token hashed under the daemon's lock");
+	/* A long path, signed, for a sandbox it names. */
+	watch_hashing_start();
+	expect_alike("GET", long_path, NULL);
+	cr_expect_geq(atomic_load(&longest_hashed), LONG_INPUT,
+		      "the path's signature was not checked");
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "a /files URL hashed under the daemon's lock");
+	/* A URL naming no sandbox: its signature against every sandbox's
+	 * token. */
+	watch_hashing_start();
+	cr_expect_eq(signed_download(e2b_of_sandbox.access_token, later, false,
+				     &text),
+		     200, "%s", text);
+	free(text);
+	cr_expect_eq(signed_download(DAEMON_TOKEN, later, false, &text), 401,
+		     "%s", text);
+	free(text);
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "the sandboxes' signatures tried under the daemon's "
+		      "lock");
+	atomic_store(&watch_hashing, false);
+	free(long_path);
+	free(long_token);
 	stop_e2b();
 }
 
