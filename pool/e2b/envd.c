@@ -376,7 +376,7 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		size_t n = strlen(header);
 
 		if (!n || n > E2B_PATH_ID_MAX || strspn(header, ID_CHARS) != n)
-			return e2b_reply_route_error(
+			return e2b_reply_error(
 				conn, r, 400,
 				"E2b-Sandbox-Id is not a sandbox id");
 		memcpy(id, header, n + 1);
@@ -388,13 +388,13 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		    !strcmp(r->route->path, "/files")) {
 			r->sandbox = sandbox_of_signature(conn, r, method);
 			return r->sandbox ? MHD_YES
-					  : e2b_reply_route_error(
+					  : e2b_reply_error(
 						    conn, r, 401,
 						    "the URL's signature is "
 						    "no running sandbox's, "
 						    "or it expired");
 		}
-		return e2b_reply_route_error(
+		return e2b_reply_error(
 			conn, r, 400,
 			"no sandbox named: an envd request needs the header "
 			"E2b-Sandbox-Id or a Host of <port>-<id>.<domain>");
@@ -408,15 +408,14 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 	/* Only credentials for the sandbox learn that it is gone. */
 	if (v == GONE)
 		return no_sandbox(conn, r, id, "The sandbox was not found");
-	return e2b_reply_route_error(
-		conn, r, 401,
-		"%s X-Access-Token for sandbox %s: give its "
-		"envdAccessToken (or the daemon's token)",
-		MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-					    "X-Access-Token")
-			? "wrong"
-			: "no",
-		id);
+	return e2b_reply_error(conn, r, 401,
+			       "%s X-Access-Token for sandbox %s: give its "
+			       "envdAccessToken (or the daemon's token)",
+			       MHD_lookup_connection_value(
+				       conn, MHD_HEADER_KIND, "X-Access-Token")
+				       ? "wrong"
+				       : "no",
+			       id);
 }
 
 bool e2b_request_user(struct MHD_Connection *conn, char *user, size_t len,

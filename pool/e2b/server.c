@@ -203,23 +203,11 @@ enum MHD_Result e2b_reply_error(struct MHD_Connection *conn,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	return e2b_reply_json(conn, r, status,
-			      json_pack("{s:i,s:s}", "code", (int)status,
-					"message", message));
-}
-
-enum MHD_Result e2b_reply_route_error(struct MHD_Connection *conn,
-				      struct e2b_request *r, unsigned status,
-				      const char *fmt, ...)
-{
-	char message[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(message, sizeof(message), fmt, ap);
-	va_end(ap);
-	if (r->route->kind != E2B_RPC)
-		return e2b_reply_error(conn, r, status, "%s", message);
+	if (!r->route || r->route->kind != E2B_RPC)
+		return e2b_reply_json(conn, r, status,
+				      json_pack("{s:i,s:s}", "code",
+						(int)status, "message",
+						message));
 	/* A stream's error goes in its end message, where the client reads
 	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
 	 * alone). */
@@ -314,8 +302,8 @@ static enum MHD_Result request_fail(struct MHD_Connection *conn,
 {
 	/* A body too large (413) or over the memory budget (503): on a
 	 * Connect route in Connect's shape, which its client reads. */
-	return e2b_reply_route_error(conn, (struct e2b_request *)x, status,
-				     "%s", message);
+	return e2b_reply_error(conn, (struct e2b_request *)x, status, "%s",
+			       message);
 }
 
 static void request_finish(struct api_exchange *x)

@@ -1376,6 +1376,18 @@ static void expect_alike(const char *method, const char *path,
 	free(unknown);
 }
 
+/* @method @path for sandbox @id with @token (NULL: none) answers
+ * @status. */
+static void expect_envd(const char *method, const char *path, const char *id,
+			const char *token, unsigned status)
+{
+	char *body;
+
+	cr_expect_eq(envd_answer(method, path, id, token, &body), status,
+		     "%s %s for %s: %s", method, path, id, body);
+	free(body);
+}
+
 Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
      .timeout = 30)
 {
@@ -1384,7 +1396,6 @@ Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
 		"0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 		"0a1b2c3d4e5f60718293a4b5c6d7e8f8"
 	};
-	char *body;
 
 	start_e2b("");
 	for (size_t i = 0; i < sizeof(tokens) / sizeof(*tokens); i++) {
@@ -1393,33 +1404,21 @@ Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
 		expect_alike("GET", "/health", tokens[i]);
 	}
 	/* A sandbox's own token opens it, and opens no other. */
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", SANDBOX_ID,
-				 e2b_of_sandbox.access_token, &body),
-		     200, "%s", body);
-	free(body);
-	cr_expect_eq(envd_answer("POST", "/process.Process/List",
-				 "00000000000000ff",
-				 e2b_of_sandbox.access_token, &body),
-		     401, "%s", body);
-	free(body);
+	expect_envd("POST", "/process.Process/List", SANDBOX_ID,
+		    e2b_of_sandbox.access_token, 200);
+	expect_envd("POST", "/process.Process/List", "00000000000000ff",
+		    e2b_of_sandbox.access_token, 401);
 	/* The daemon's token learns that a sandbox is gone, as E2B's proxy
 	 * tells its API key holders; so does the sandbox's own token once it
 	 * is gone (the SDK's isRunning() then says false), and only it. */
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
-				 DAEMON_TOKEN, &body),
-		     502, "%s", body);
-	free(body);
+	expect_envd("POST", "/process.Process/List", UNKNOWN_ID, DAEMON_TOKEN,
+		    502);
 	pthread_mutex_lock(&d.lock);
 	d.leased = &sandbox; /* the other one is gone */
 	pthread_mutex_unlock(&d.lock);
-	cr_expect_eq(envd_answer("GET", "/health", other.id,
-				 e2b_of_other.access_token, &body),
-		     502, "%s", body);
-	free(body);
-	cr_expect_eq(envd_answer("GET", "/health", other.id,
-				 e2b_of_sandbox.access_token, &body),
-		     401, "%s", body);
-	free(body);
+	expect_envd("GET", "/health", other.id, e2b_of_other.access_token, 502);
+	expect_envd("GET", "/health", other.id, e2b_of_sandbox.access_token,
+		    401);
 	stop_e2b();
 }
 
@@ -1554,7 +1553,7 @@ static void watch_hashing_start(void)
 Test(e2b, what_a_client_sends_is_hashed_outside_the_daemons_lock, .timeout = 30)
 {
 	long long later = (long long)time(NULL) + 600;
-	char *long_token = malloc(LONG_INPUT + 1), *text, *body;
+	char *long_token = malloc(LONG_INPUT + 1), *text;
 	char *long_path;
 
 	memset(long_token, 'a', LONG_INPUT);
@@ -1581,14 +1580,10 @@ Test(e2b, what_a_client_sends_is_hashed_outside_the_daemons_lock, .timeout = 30)
 		      "a long X-Access-Token hashed under the daemon's lock");
 	/* Tokens of a sandbox, the daemon's, wrong ones. */
 	watch_hashing_start();
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", SANDBOX_ID,
-				 e2b_of_sandbox.access_token, &body),
-		     200, "%s", body);
-	free(body);
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
-				 DAEMON_TOKEN, &body),
-		     502, "%s", body);
-	free(body);
+	expect_envd("POST", "/process.Process/List", SANDBOX_ID,
+		    e2b_of_sandbox.access_token, 200);
+	expect_envd("POST", "/process.Process/List", UNKNOWN_ID, DAEMON_TOKEN,
+		    502);
 	expect_alike("POST", "/process.Process/List", "wrong");
 	cr_expect_not(atomic_load(&hashed_under_lock),
 		      "an X-Access-Token hashed under the daemon's lock");
