@@ -159,7 +159,10 @@ enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
 /* An answer with no body (204). */
 enum MHD_Result e2b_reply_empty(struct MHD_Connection *conn,
 				struct e2b_request *r, unsigned status);
-/* E2B's error object, {"code": @status, "message": ...}. */
+/* An error in the shape @r's route's client reads: E2B's error object,
+ * {"code": @status, "message": ...}, on the control plane, /files and
+ * /health (and with no route); Connect's on an RPC (e2b_code_of_status),
+ * in a stream's end message for a streaming call (application/connect+). */
 __attribute__((format(printf, 4, 5))) enum MHD_Result
 e2b_reply_error(struct MHD_Connection *conn, struct e2b_request *r,
 		unsigned status, const char *fmt, ...);

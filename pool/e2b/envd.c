@@ -34,7 +34,6 @@
  * it names no sandbox: the sandbox is then the one whose token made the
  * signature, found by trying every E2B sandbox's.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,55 +242,48 @@ static bool url_signature_of(struct MHD_Connection *conn,
  * E2B_SANDBOX_URL set (downloadUrl, uploadUrl) names no sandbox: its
  * signature does.  Every E2B sandbox's token is tried, the same work for
  * each and no stop at a match, so the time taken tells nothing of which
- * one signed it, or whether one did; at most max_sandboxes of them, a
- * SHA-256 of about 100 bytes each, under the daemon's lock.
+ * one signed it, or whether one did.  That work is one HMAC-SHA256 (the
+ * token, from the id) and one SHA-256 of about 100 bytes (the signature)
+ * per E2B sandbox, max_sandboxes at most, for anyone who sends such a URL:
+ * it is done outside the daemon's lock, which only the copy of the ids
+ * takes, so that creates, leases and every other request go on meanwhile.
  */
 static struct sandbox *sandbox_of_signature(struct MHD_Connection *conn,
 					    const struct e2b_request *r,
 					    const char *method)
 {
+	typedef char sandbox_id[SANDBOX_ID_LEN + 1];
 	struct url_signature sig;
-	struct sandbox *found = NULL;
+	sandbox_id *ids = NULL;
+	size_t nr_ids = 0, found = SIZE_MAX;
 
 	if (!url_signature_of(conn, r, method, &sig))
 		return NULL;
 	pthread_mutex_lock(&r->d->lock);
-	for (struct sandbox *c = r->d->leased; c; c = c->next) {
-		bool signer =
-			c->e2b && signature_by(&sig, c->e2b->access_token);
-
-		found = signer && !found ? c : found;
-	}
-	if (found)
-		found->refs++; /* as sandbox_get() holds it */
+	for (struct sandbox *c = r->d->leased; c; c = c->next)
+		nr_ids += c->e2b != NULL;
+	ids = nr_ids ? malloc(nr_ids * sizeof(*ids)) : NULL;
+	size_t n = 0;
+	for (struct sandbox *c = ids ? r->d->leased : NULL; c; c = c->next)
+		if (c->e2b)
+			memcpy(ids[n++], c->id, sizeof(*ids));
 	pthread_mutex_unlock(&r->d->lock);
-	return found;
-}
+	for (size_t i = 0; i < n; i++) {
+		char token[E2B_TOKEN_LEN + 1];
 
-/* An envd request's error: Connect's on an RPC (in a stream's end
- * message for a streaming call), else E2B's. */
-__attribute__((format(printf, 4, 5))) static enum MHD_Result
-envd_error(struct MHD_Connection *conn, struct e2b_request *r, unsigned status,
-	   const char *fmt, ...)
-{
-	char message[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(message, sizeof(message), fmt, ap);
-	va_end(ap);
-	if (r->route->kind != E2B_RPC)
-		return e2b_reply_error(conn, r, status, "%s", message);
-	/* A stream's error goes in its end message, where the client reads
-	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
-	 * alone). */
-	const char *type = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	if (type && !strncmp(type, "application/connect+", 20))
-		return e2b_reply_stream_error(
-			conn, r, e2b_code_of_status(status), "%s", message);
-	return e2b_reply_connect_error(conn, r, e2b_code_of_status(status),
-				       "%s", message);
+		/* A sandbox's token is derived from its id (e2b_sandbox_token),
+		 * as its create made it. */
+		e2b_sandbox_token(r->server, ids[i], token);
+		bool signer = signature_by(&sig, token);
+		found = signer && found == SIZE_MAX ? i : found;
+		explicit_bzero(token, sizeof(token));
+	}
+	/* Gone since, it is not found; a sandbox never loses its E2B record,
+	 * and its id is no other's. */
+	struct sandbox *c =
+		found != SIZE_MAX ? sandbox_get(r->d, ids[found]) : NULL;
+	free(ids);
+	return c;
 }
 
 /* E2B's proxy's answer for a sandbox it cannot reach. */
@@ -312,40 +304,60 @@ enum verdict {
 };
 
 /*
- * The verdict on @conn's credentials for sandbox @id, @c (NULL: none of
- * that id): its X-Access-Token, or its signature of a /files URL; the
- * daemon's token opens every sandbox.  The token @id would have is
- * derived whether it exists or not, and is what an unknown sandbox's (and
- * a sandbox's without an E2B record) is checked against: the same work
- * every time, so that without credentials neither the answer nor its time
- * tells whether an id is a sandbox's.
+ * The verdict on @conn's credentials for sandbox @id: its X-Access-Token,
+ * or its signature of a /files URL; the daemon's token opens every
+ * sandbox.  *@held is then the sandbox, held, when they open it, else
+ * NULL.  The token @id would have is derived whether it exists or not,
+ * and is what an unknown sandbox's (and a sandbox's without an E2B record)
+ * is checked against: the same work every time, so that without
+ * credentials neither the answer nor its time tells whether an id is a
+ * sandbox's.  That hashing of what the client sent is done outside the
+ * daemon's lock, which is held only to copy the sandbox's token; and an
+ * X-Access-Token longer than any that could open something (a sandbox's,
+ * the daemon's: token is at most 255 bytes) is refused before any work,
+ * whatever the id.
  */
 static enum verdict credentials(struct MHD_Connection *conn,
-				const struct e2b_request *r, struct sandbox *c,
-				const char *id, const char *method)
+				const struct e2b_request *r, const char *id,
+				const char *method, struct sandbox **held)
 {
 	const char *token = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 							"X-Access-Token");
-	char derived[E2B_TOKEN_LEN + 1];
+	const char *daemon_token = r->d->cfg.token; /* set once, at start */
+	/* The longest a daemon's token may be, not this one's: the time of a
+	 * refusal tells nothing of it. */
+	size_t longest = sizeof(r->d->cfg.token) - 1;
+	char secret[E2B_TOKEN_LEN + 1];
 	struct url_signature sig;
 	bool own, daemons = false;
 
-	e2b_sandbox_token(r->server, id, derived);
+	_Static_assert(sizeof(r->d->cfg.token) > E2B_TOKEN_LEN,
+		       "a sandbox's token fits where the daemon's does");
+	*held = NULL;
+	if (token && strnlen(token, longest + 1) > longest)
+		return REFUSED;
+	struct sandbox *c = sandbox_get(r->d, id);
+	e2b_sandbox_token(r->server, id, secret);
 	pthread_mutex_lock(&r->d->lock);
 	bool tokened = c && c->e2b;
-	const char *secret = tokened ? c->e2b->access_token : derived;
+	if (tokened)
+		memcpy(secret, c->e2b->access_token, sizeof(secret));
+	pthread_mutex_unlock(&r->d->lock);
 	if (token) {
 		own = e2b_secret_equal(token, secret);
-		daemons = e2b_secret_equal(token, r->d->cfg.token);
+		daemons = e2b_secret_equal(token, daemon_token);
 	} else {
 		own = url_signature_of(conn, r, method, &sig) &&
 		      signature_by(&sig, secret);
 	}
-	pthread_mutex_unlock(&r->d->lock);
-	explicit_bzero(derived, sizeof(derived));
+	explicit_bzero(secret, sizeof(secret));
+	if (c && ((tokened && own) || daemons)) {
+		*held = c;
+		return OPENS;
+	}
 	if (c)
-		return (tokened && own) || daemons ? OPENS : REFUSED;
-	return own || daemons ? GONE : REFUSED;
+		sandbox_put(r->d, c);
+	return !c && (own || daemons) ? GONE : REFUSED;
 }
 
 enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
@@ -364,8 +376,9 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		size_t n = strlen(header);
 
 		if (!n || n > E2B_PATH_ID_MAX || strspn(header, ID_CHARS) != n)
-			return envd_error(conn, r, 400,
-					  "E2b-Sandbox-Id is not a sandbox id");
+			return e2b_reply_error(
+				conn, r, 400,
+				"E2b-Sandbox-Id is not a sandbox id");
 		memcpy(id, header, n + 1);
 		if (port_header)
 			port = (unsigned)strtoul(port_header, NULL, 10);
@@ -375,12 +388,13 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 		    !strcmp(r->route->path, "/files")) {
 			r->sandbox = sandbox_of_signature(conn, r, method);
 			return r->sandbox ? MHD_YES
-					  : envd_error(conn, r, 401,
-						       "the URL's signature is "
-						       "no running sandbox's, "
-						       "or it expired");
+					  : e2b_reply_error(
+						    conn, r, 401,
+						    "the URL's signature is "
+						    "no running sandbox's, "
+						    "or it expired");
 		}
-		return envd_error(
+		return e2b_reply_error(
 			conn, r, 400,
 			"no sandbox named: an envd request needs the header "
 			"E2b-Sandbox-Id or a Host of <port>-<id>.<domain>");
@@ -388,25 +402,20 @@ enum MHD_Result e2b_envd_begin(struct MHD_Connection *conn,
 	if (port != E2B_ENVD_PORT)
 		return no_sandbox(conn, r, id,
 				  "only envd's port (49983) is served here");
-	struct sandbox *c = sandbox_get(r->d, id);
-	enum verdict v = credentials(conn, r, c, id, method);
-	if (v == OPENS) {
-		r->sandbox = c;
+	enum verdict v = credentials(conn, r, id, method, &r->sandbox);
+	if (v == OPENS)
 		return MHD_YES;
-	}
-	if (c)
-		sandbox_put(r->d, c);
 	/* Only credentials for the sandbox learn that it is gone. */
 	if (v == GONE)
 		return no_sandbox(conn, r, id, "The sandbox was not found");
-	return envd_error(conn, r, 401,
-			  "%s X-Access-Token for sandbox %s: give its "
-			  "envdAccessToken (or the daemon's token)",
-			  MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						      "X-Access-Token")
-				  ? "wrong"
-				  : "no",
-			  id);
+	return e2b_reply_error(conn, r, 401,
+			       "%s X-Access-Token for sandbox %s: give its "
+			       "envdAccessToken (or the daemon's token)",
+			       MHD_lookup_connection_value(
+				       conn, MHD_HEADER_KIND, "X-Access-Token")
+				       ? "wrong"
+				       : "no",
+			       id);
 }
 
 bool e2b_request_user(struct MHD_Connection *conn, char *user, size_t len,

@@ -203,9 +203,21 @@ enum MHD_Result e2b_reply_error(struct MHD_Connection *conn,
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
-	return e2b_reply_json(conn, r, status,
-			      json_pack("{s:i,s:s}", "code", (int)status,
-					"message", message));
+	if (!r->route || r->route->kind != E2B_RPC)
+		return e2b_reply_json(conn, r, status,
+				      json_pack("{s:i,s:s}", "code",
+						(int)status, "message",
+						message));
+	/* A stream's error goes in its end message, where the client reads
+	 * it (connect-web shows a streaming call's HTTP error as "HTTP 401"
+	 * alone). */
+	const char *type = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	if (type && !strncmp(type, "application/connect+", 20))
+		return e2b_reply_stream_error(
+			conn, r, e2b_code_of_status(status), "%s", message);
+	return e2b_reply_connect_error(conn, r, e2b_code_of_status(status),
+				       "%s", message);
 }
 
 enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
@@ -288,6 +300,8 @@ static enum MHD_Result request_fail(struct MHD_Connection *conn,
 				    struct api_exchange *x, unsigned status,
 				    const char *message)
 {
+	/* A body too large (413) or over the memory budget (503): on a
+	 * Connect route in Connect's shape, which its client reads. */
 	return e2b_reply_error(conn, (struct e2b_request *)x, status, "%s",
 			       message);
 }

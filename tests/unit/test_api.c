@@ -18,11 +18,14 @@
  * The E2B listener (pool/e2b/) is served the same way, on a loopback port,
  * the sandbox an E2B one (an access token of its own): envd's processes
  * within their caps however many starts race, answers that tell nothing of
- * a sandbox's existence without credentials, and /files URLs found by
- * their signature alone.
+ * a sandbox's existence without credentials, /files URLs found by their
+ * signature alone, nothing a client sends hashed under the daemon's lock
+ * (this executable's sha256_update sees who calls it), and a body too
+ * large answered as its route's protocol has it.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -335,7 +338,13 @@ static void start_on(const char *config_keys, const char *tcp_host,
 	fclose(f);
 	cr_assert_eq(config_load(&d.cfg, config, err, sizeof(err)), 0, "%s",
 		     err);
-	pthread_mutex_init(&d.lock, NULL);
+	/* Error-checking: only its holder may unlock it, which tells the
+	 * E2B tests' hashing watch (sha256_update below) who holds it. */
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&d.lock, &attr);
+	pthread_mutexattr_destroy(&attr);
 	d.started_ns = monotonic_ns();
 	pool.d = &d;
 	pool.t = &tmpl;
@@ -1197,25 +1206,41 @@ static void stop_e2b(void)
 	stop();
 }
 
-/* Sends a request to the E2B listener, @headers (whole lines) after its
- * Host; returns the socket, the answer not yet read. */
-static int e2b_request(const char *method, const char *path,
-		       const char *headers, const void *body, size_t len)
+/* Sends a request to the E2B listener, @headers (whole lines, a
+ * Content-Length among them) after its Host, and no body; returns the
+ * socket, the answer not yet read. */
+static int e2b_request_head(const char *method, const char *path,
+			    const char *headers)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET,
 				    .sin_port = htons((uint16_t)e2b_port),
 				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	char head[1024];
+	char *head;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0,
 		     "%s", strerror(errno));
-	int n = snprintf(head, sizeof(head),
+	int n = asprintf(&head,
 			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-			 "Connection: close\r\n%sContent-Length: %zu\r\n\r\n",
-			 method, path, e2b_port, headers, len);
+			 "Connection: close\r\n%s\r\n",
+			 method, path, e2b_port, headers);
+	cr_assert_gt(n, 0);
 	send_all(fd, head, (size_t)n);
+	free(head);
+	return fd;
+}
+
+/* The same with a body (@len bytes of @body). */
+static int e2b_request(const char *method, const char *path,
+		       const char *headers, const void *body, size_t len)
+{
+	char *all;
+
+	cr_assert_gt(asprintf(&all, "%sContent-Length: %zu\r\n", headers, len),
+		     0);
+	int fd = e2b_request_head(method, path, all);
+	free(all);
 	send_all(fd, body, len);
 	return fd;
 }
@@ -1356,17 +1381,17 @@ Test(e2b, processes_take_at_most_half_the_budget_by_default, .timeout = 30)
 static unsigned envd_answer(const char *method, const char *path,
 			    const char *id, const char *token, char **body)
 {
-	char headers[256], *text;
-	size_t n = (size_t)snprintf(headers, sizeof(headers),
-				    "Content-Type: application/json\r\n"
-				    "E2b-Sandbox-Id: %s\r\n",
-				    id);
+	char *headers, *text;
 
-	if (token)
-		snprintf(headers + n, sizeof(headers) - n,
-			 "X-Access-Token: %s\r\n", token);
+	cr_assert_gt(asprintf(&headers,
+			      "Content-Type: application/json\r\n"
+			      "E2b-Sandbox-Id: %s\r\n%s%s%s",
+			      id, token ? "X-Access-Token: " : "",
+			      token ? token : "", token ? "\r\n" : ""),
+		     0);
 	unsigned status = answer(e2b_request(method, path, headers, "{}", 2),
 				 &text, NULL);
+	free(headers);
 	*body = strdup(body_of_answer(text));
 	free(text);
 	for (char *at = *body; (at = strstr(at, id)); at += strlen(id))
@@ -1390,6 +1415,18 @@ static void expect_alike(const char *method, const char *path,
 	free(unknown);
 }
 
+/* @method @path for sandbox @id with @token (NULL: none) answers
+ * @status. */
+static void expect_envd(const char *method, const char *path, const char *id,
+			const char *token, unsigned status)
+{
+	char *body;
+
+	cr_expect_eq(envd_answer(method, path, id, token, &body), status,
+		     "%s %s for %s: %s", method, path, id, body);
+	free(body);
+}
+
 Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
      .timeout = 30)
 {
@@ -1398,7 +1435,6 @@ Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
 		"0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 		"0a1b2c3d4e5f60718293a4b5c6d7e8f8"
 	};
-	char *body;
 
 	start_e2b("");
 	for (size_t i = 0; i < sizeof(tokens) / sizeof(*tokens); i++) {
@@ -1407,33 +1443,21 @@ Test(e2b, without_credentials_an_unknown_sandbox_answers_as_a_known_one,
 		expect_alike("GET", "/health", tokens[i]);
 	}
 	/* A sandbox's own token opens it, and opens no other. */
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", SANDBOX_ID,
-				 e2b_of_sandbox.access_token, &body),
-		     200, "%s", body);
-	free(body);
-	cr_expect_eq(envd_answer("POST", "/process.Process/List",
-				 "00000000000000ff",
-				 e2b_of_sandbox.access_token, &body),
-		     401, "%s", body);
-	free(body);
+	expect_envd("POST", "/process.Process/List", SANDBOX_ID,
+		    e2b_of_sandbox.access_token, 200);
+	expect_envd("POST", "/process.Process/List", "00000000000000ff",
+		    e2b_of_sandbox.access_token, 401);
 	/* The daemon's token learns that a sandbox is gone, as E2B's proxy
 	 * tells its API key holders; so does the sandbox's own token once it
 	 * is gone (the SDK's isRunning() then says false), and only it. */
-	cr_expect_eq(envd_answer("POST", "/process.Process/List", UNKNOWN_ID,
-				 DAEMON_TOKEN, &body),
-		     502, "%s", body);
-	free(body);
+	expect_envd("POST", "/process.Process/List", UNKNOWN_ID, DAEMON_TOKEN,
+		    502);
 	pthread_mutex_lock(&d.lock);
 	d.leased = &sandbox; /* the other one is gone */
 	pthread_mutex_unlock(&d.lock);
-	cr_expect_eq(envd_answer("GET", "/health", other.id,
-				 e2b_of_other.access_token, &body),
-		     502, "%s", body);
-	free(body);
-	cr_expect_eq(envd_answer("GET", "/health", other.id,
-				 e2b_of_sandbox.access_token, &body),
-		     401, "%s", body);
-	free(body);
+	expect_envd("GET", "/health", other.id, e2b_of_other.access_token, 502);
+	expect_envd("GET", "/health", other.id, e2b_of_sandbox.access_token,
+		    401);
 	stop_e2b();
 }
 
@@ -1513,6 +1537,188 @@ Test(e2b, a_signed_file_url_finds_its_sandbox_by_its_signature, .timeout = 30)
 		signed_download(e2b_of_other.access_token, later, false, &text),
 		200, "%s", text);
 	cr_expect_null(strstr(text, FILE_TEXT), "%s", text);
+	free(text);
+	stop_e2b();
+}
+
+/* ---- the daemon's lock: what a client sends is hashed outside it -------- */
+
+typedef void sha256_update_fn(struct sha256_ctx *ctx, size_t length,
+			      const uint8_t *data);
+static sha256_update_fn *real_sha256_update;
+static pthread_once_t real_sha256_update_once = PTHREAD_ONCE_INIT;
+static atomic_bool watch_hashing, hashed_under_lock;
+static atomic_size_t longest_hashed;
+
+static void find_real_sha256_update(void)
+{
+	*(void **)&real_sha256_update =
+		dlsym(RTLD_NEXT, "nettle_sha256_update");
+}
+
+/*
+ * libnettle's sha256_update as the daemon's code calls it in this
+ * executable, whose definition takes precedence over the library's (then
+ * called): while watch_hashing, it notes whether the calling thread holds
+ * the daemon's lock (d.lock is error-checking: only its holder may unlock
+ * it), and the longest input hashed.
+ */
+void sha256_update(struct sha256_ctx *ctx, size_t length, const uint8_t *data)
+{
+	pthread_once(&real_sha256_update_once, find_real_sha256_update);
+	if (atomic_load(&watch_hashing)) {
+		if (pthread_mutex_unlock(&d.lock) == 0) {
+			atomic_store(&hashed_under_lock, true);
+			pthread_mutex_lock(&d.lock);
+		}
+		size_t was = atomic_load(&longest_hashed);
+		while (length > was && !atomic_compare_exchange_weak(
+					       &longest_hashed, &was, length))
+			;
+	}
+	real_sha256_update(ctx, length, data);
+}
+
+#define LONG_INPUT 8000 /* bytes: far more than any token */
+
+/* Watches what is hashed from now on. */
+static void watch_hashing_start(void)
+{
+	atomic_store(&hashed_under_lock, false);
+	atomic_store(&longest_hashed, 0);
+	atomic_store(&watch_hashing, true);
+}
+
+Test(e2b, what_a_client_sends_is_hashed_outside_the_daemons_lock, .timeout = 30)
+{
+	long long later = (long long)time(NULL) + 600;
+	char *long_token = malloc(LONG_INPUT + 1), *text;
+	char *long_path;
+
+	memset(long_token, 'a', LONG_INPUT);
+	long_token[LONG_INPUT] = '\0';
+	char signature[128];
+	/* (signed over its start: a signature of the right shape, hashed) */
+	sign(long_token, "read", DAEMON_TOKEN, later, signature,
+	     sizeof(signature));
+	cr_assert_gt(asprintf(&long_path,
+			      "/files?path=%s&username=user&signature=%s"
+			      "&signature_expiration=%lld",
+			      long_token, signature, later),
+		     0);
+	start_e2b("");
+	guest_mode = GUEST_READ_FILE;
+	watch_hashing_start();
+	/* A token longer than any thaw gives (or takes) is refused as a
+	 * wrong one, known sandbox or not, without being hashed at all. */
+	expect_alike("POST", "/process.Process/List", long_token);
+	expect_alike("GET", "/health", long_token);
+	cr_expect_lt(atomic_load(&longest_hashed), LONG_INPUT,
+		     "a %d-byte X-Access-Token was hashed", LONG_INPUT);
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "a long X-Access-Token hashed under the daemon's lock");
+	/* Tokens of a sandbox, the daemon's, wrong ones. */
+	watch_hashing_start();
+	expect_envd("POST", "/process.Process/List", SANDBOX_ID,
+		    e2b_of_sandbox.access_token, 200);
+	expect_envd("POST", "/process.Process/List", UNKNOWN_ID, DAEMON_TOKEN,
+		    502);
+	expect_alike("POST", "/process.Process/List", "wrong");
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "an X-Access-Token hashed under the daemon's lock");
+	/* A long path, signed, for a sandbox it names. */
+	watch_hashing_start();
+	expect_alike("GET", long_path, NULL);
+	cr_expect_geq(atomic_load(&longest_hashed), LONG_INPUT,
+		      "the path's signature was not checked");
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "a /files URL hashed under the daemon's lock");
+	/* A URL naming no sandbox: its signature against every sandbox's
+	 * token. */
+	watch_hashing_start();
+	cr_expect_eq(signed_download(e2b_of_sandbox.access_token, later, false,
+				     &text),
+		     200, "%s", text);
+	free(text);
+	cr_expect_eq(signed_download(DAEMON_TOKEN, later, false, &text), 401,
+		     "%s", text);
+	free(text);
+	cr_expect_not(atomic_load(&hashed_under_lock),
+		      "the sandboxes' signatures tried under the daemon's "
+		      "lock");
+	atomic_store(&watch_hashing, false);
+	free(long_path);
+	free(long_token);
+	stop_e2b();
+}
+
+/* ---- a body too large, in the shape the route's client reads ------------ */
+
+/* The answer to @path with @type, the daemon's token for our sandbox and a
+ * body of a terabyte declared, none sent. */
+static unsigned answer_to_a_terabyte(const char *path, const char *type,
+				     char **text, size_t *len)
+{
+	char *headers;
+
+	cr_assert_gt(asprintf(&headers,
+			      "Content-Type: %s\r\n"
+			      "E2b-Sandbox-Id: " SANDBOX_ID "\r\n"
+			      "X-Access-Token: " DAEMON_TOKEN "\r\n"
+			      "X-API-KEY: " DAEMON_TOKEN "\r\n"
+			      "Content-Length: 1000000000000\r\n",
+			      type),
+		     0);
+	unsigned status =
+		answer(e2b_request_head("POST", path, headers), text, len);
+	free(headers);
+	return status;
+}
+
+Test(e2b, a_body_too_large_is_refused_as_the_routes_protocol_has_it,
+     .timeout = 30)
+{
+	char *text;
+	size_t len;
+
+	start_e2b("");
+	/* A unary Connect call: Connect's error, resource_exhausted's
+	 * status. */
+	cr_expect_eq(answer_to_a_terabyte("/process.Process/List",
+					  "application/json", &text, &len),
+		     429, "%s", text);
+	json_t *error = json_loads(body_of_answer(text), 0, NULL);
+	cr_expect_str_eq(json_string_value(json_object_get(error, "code")),
+			 "resource_exhausted", "%s", text);
+	cr_expect(strstr(json_string_value(json_object_get(error, "message")),
+			 "max_request_bytes"),
+		  "%s", text);
+	json_decref(error);
+	free(text);
+	/* A streaming one: 200 and the error in the end-of-stream
+	 * envelope. */
+	cr_expect_eq(answer_to_a_terabyte("/process.Process/List",
+					  "application/connect+json", &text,
+					  &len),
+		     200, "%s", text);
+	const char *envelope = body_of_answer(text);
+	size_t size = len - (size_t)(envelope - text);
+	cr_assert_gt(size, 5, "%s", text);
+	cr_expect_eq(envelope[0], 0x02, "the end-of-stream flag");
+	error = json_loadb(envelope + 5, size - 5, 0, NULL);
+	json_t *code = json_object_get(json_object_get(error, "error"), "code");
+	cr_expect_str_eq(json_string_value(code), "resource_exhausted", "%s",
+			 envelope + 5);
+	json_decref(error);
+	free(text);
+	/* The control plane's REST: E2B's error. */
+	cr_expect_eq(answer_to_a_terabyte("/sandboxes", "application/json",
+					  &text, &len),
+		     413, "%s", text);
+	error = json_loads(body_of_answer(text), 0, NULL);
+	cr_expect_eq(json_integer_value(json_object_get(error, "code")), 413,
+		     "%s", text);
+	json_decref(error);
 	free(text);
 	stop_e2b();
 }
