@@ -46,19 +46,34 @@
 #include "log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+/* What of a body is read after an early answer before it goes anyway:
+ * more than a client has in flight when the answer reaches it. */
+#define DRAIN_BYTES (1u << 20)
 
 /* ---- replies ----------------------------------------------------------- */
+
+enum MHD_Result api_answer(struct MHD_Connection *conn, struct api_exchange *x,
+			   struct daemon *d, unsigned status,
+			   struct MHD_Response *resp)
+{
+	if (!resp)
+		return MHD_NO;
+	x->answered = true;
+	api_count_status(d, status);
+	if (x->at_headers && x->body_coming) {
+		x->held = resp;
+		x->held_status = status;
+		return MHD_YES;
+	}
+	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
 
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp)
 {
-	if (!resp)
-		return MHD_NO;
-	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	r->x.answered = true;
-	api_count_status(r->d, status);
-	return ret;
+	return api_answer(conn, &r->x, r->d, status, resp);
 }
 
 /* A reply's text, and the budget it holds until libmicrohttpd is done
@@ -778,21 +793,66 @@ static enum MHD_Result too_large(struct MHD_Connection *conn,
 	return s->protocol->fail(conn, x, 413, msg);
 }
 
-/* First call of a request: the protocol's begin(), then the length the
- * headers declare for a body to be collected. */
+/* Whether the headers announce a body the client sends without waiting
+ * to be told to (Expect: 100-continue), and no larger than what an early
+ * answer waits for (a larger one is answered at once: its client is to
+ * see the answer before it is done sending). */
+static bool body_coming(struct MHD_Connection *conn)
+{
+	const char *length = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *encoding = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	const char *expect = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+
+	if (expect && !strcasecmp(expect, "100-continue"))
+		return false;
+	if (length) {
+		unsigned long long n = strtoull(length, NULL, 10);
+
+		return n > 0 && n <= DRAIN_BYTES;
+	}
+	return encoding && strcasestr(encoding, "chunked");
+}
+
+/*
+ * First call of a request: the protocol's begin(), then the length the
+ * headers declare for a body to be collected.  An answer given here while
+ * the body is on its way (an error: a wrong token, a route that is not)
+ * is held until the body is read, up to DRAIN_BYTES of it: libmicrohttpd
+ * would send it and close at once, and closing a socket with unread data
+ * resets the connection, which makes the client drop the answer (a
+ * client writing its body sees EPIPE, not the 401).
+ */
 static enum MHD_Result begin(struct MHD_Connection *conn,
 			     const struct api_server *s, struct api_exchange *x,
 			     const char *url, const char *method)
 {
+	x->body_coming = body_coming(conn);
+	x->at_headers = true;
 	enum MHD_Result ret = s->protocol->begin(conn, x, s->cls, url, method);
+	if (ret == MHD_YES && !x->answered && !x->streamed) {
+		const char *length = MHD_lookup_connection_value(
+			conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 
-	if (ret != MHD_YES || x->answered || x->streamed)
-		return ret;
-	const char *length = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (length && strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
-		return too_large(conn, s, x);
-	return MHD_YES;
+		if (length &&
+		    strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
+			ret = too_large(conn, s, x);
+	}
+	x->at_headers = false;
+	return ret;
+}
+
+/* Queues the answer begin() held. */
+static enum MHD_Result answer_held(struct MHD_Connection *conn,
+				   struct api_exchange *x)
+{
+	enum MHD_Result ret = MHD_queue_response(conn, x->held_status, x->held);
+
+	MHD_destroy_response(x->held);
+	x->held = NULL;
+	return ret;
 }
 
 /*
@@ -819,9 +879,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 	}
 	if (x->answered) {
 		/* Answered early (an error): the rest of the body is
-		 * dropped. */
+		 * dropped, and a held answer goes once it is in. */
+		x->dropped += *upload_data_size;
+		bool in = !*upload_data_size || x->dropped > DRAIN_BYTES;
 		*upload_data_size = 0;
-		return MHD_YES;
+		return x->held && in ? answer_held(conn, x) : MHD_YES;
 	}
 	if (*upload_data_size) {
 		if (x->streamed)
@@ -854,6 +916,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	api_conn_replied(conn);
 	if (!x)
 		return;
+	if (x->held)
+		MHD_destroy_response(x->held);
 	s->protocol->finish(x);
 	api_body_free(s->d, &x->body);
 	free(x);

@@ -60,10 +60,23 @@ struct api_body {
  * drives both, and a pointer to it is one to the request (C11 6.7.2.1).
  */
 struct api_exchange {
-	bool answered;	      /* its answer is queued */
+	bool answered;	      /* it has its answer (api_answer()) */
 	bool streamed;	      /* its body goes to the server's piece() */
 	struct api_body body; /* otherwise collected here */
+	/* An answer given at the headers while a body is on its way is held
+	 * until that body is read (api.c says why). */
+	bool at_headers;
+	bool body_coming;
+	uint64_t dropped; /* body bytes read after the answer */
+	struct MHD_Response *held;
+	unsigned held_status;
 };
+
+/* Answers @x with @resp (taken; NULL: MHD_NO) and @status, counted in
+ * @d's metrics: both servers' replies end here. */
+enum MHD_Result api_answer(struct MHD_Connection *conn, struct api_exchange *x,
+			   struct daemon *d, unsigned status,
+			   struct MHD_Response *resp);
 
 /*
  * A server's side of that callback.  begin() runs at the headers (the

@@ -160,13 +160,7 @@ const struct e2b_route *e2b_find_route(const char *method, const char *url,
 enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
 			  unsigned status, struct MHD_Response *resp)
 {
-	if (!resp)
-		return MHD_NO;
-	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	r->x.answered = true;
-	api_count_status(r->d, status);
-	return ret;
+	return api_answer(conn, &r->x, r->d, status, resp);
 }
 
 enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,

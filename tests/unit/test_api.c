@@ -526,6 +526,40 @@ Test(api, json_bodies_stop_at_max_request_bytes, .timeout = 30)
 	stop();
 }
 
+/*
+ * An answer the headers decide (here a 404) while the body is on its way
+ * waits for that body: sent at once, it came before the body, and the
+ * daemon's close with the body unread reset the connection, which made
+ * the client lose the answer.  So nothing before the body; after it, the
+ * whole answer and an orderly end, no reset.
+ */
+Test(api, an_early_answer_waits_for_the_body_on_its_way, .timeout = 30)
+{
+	static const char head[] =
+		"POST /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+		"Content-Length: 10\r\n\r\n";
+	char text[2048] = "";
+	size_t n = 0;
+	ssize_t got;
+
+	start("");
+	int fd = connect_api();
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	cr_expect_eq(poll(&p, 1, 1000), 0,
+		     "answered before the body it announced was sent");
+	cr_assert_eq(write(fd, "0123456789", 10), 10);
+	while (n < sizeof(text) - 1 &&
+	       (got = read(fd, text + n, sizeof(text) - 1 - n)) > 0)
+		n += (size_t)got;
+	cr_expect_eq(got, 0, "the connection ended in %s, not an orderly close",
+		     strerror(errno));
+	cr_expect(!strncmp(text, "HTTP/1.1 404", 12), "%s", text);
+	close(fd);
+	stop();
+}
+
 /* Waits until the daemon closed its connection to the fake agent. */
 static void wait_agent_closed(void)
 {
