@@ -44,6 +44,7 @@ void fail(struct bench *b, const char *group, const char *name, const char *why)
 {
 	progress("%s, %s: not measured: %s", group, name, why);
 	report_add_failure(b->report, group, name, why);
+	b->failures++;
 }
 
 int start_daemon(struct bench *b, struct thawd *d,

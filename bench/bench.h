@@ -58,6 +58,7 @@ struct bench {
 	const struct sizes *size;
 	const char *scaled; /* why sizes are small, or "" */
 	struct report *report;
+	int failures;	   /* figures not measured */
 	char snapshot[64]; /* the template's, once a daemon built it */
 };
 

@@ -305,6 +305,16 @@ int main(int argc, char **argv)
 	report_print_markdown(b.report, stdout);
 	if (!status)
 		progress("results in %s", out);
+	if (b.failures) {
+		char log[PATH_MAX + 16];
+		char *cp[] = { "/bin/cp", log, out, NULL };
+
+		snprintf(log, sizeof(log), "%s/thawd.log", b.state_dir);
+		if (!access(log, F_OK) && !run_capture(cp, 2, err, sizeof(err)))
+			progress("%d figures not measured: the daemons' log is "
+				 "%s/thawd.log",
+				 b.failures, out);
+	}
 	report_free(b.report);
 	restore_samples_free(&restores);
 	char *rm[] = { "/bin/rm", "-rf", b.state_dir, NULL };

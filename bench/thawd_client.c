@@ -45,6 +45,8 @@ void thawd_log_tail(const struct thawd *d, char *out, size_t len)
 	fseek(f, 0, SEEK_END);
 	long size = ftell(f);
 	long from = size > (long)len - 1 ? size - (long)len + 1 : 0;
+	if (from < d->log_start)
+		from = d->log_start;
 	fseek(f, from, SEEK_SET);
 	n = fread(out, 1, len - 1, f);
 	out[n] = '\0';
@@ -116,11 +118,15 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		snprintf(d->token, sizeof(d->token), "%s", THAWD_E2B_TOKEN);
 	if (write_config(d, kernel, initrd, templates, n, spec, err, errlen))
 		return -1;
-	int log = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* One log for the run's daemons, each after its own line: a run
+	 * with figures not measured keeps it (thaw-bench.c). */
+	int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log < 0) {
 		snprintf(err, errlen, "%s: %s", d->log, strerror(errno));
 		return -1;
 	}
+	dprintf(log, "--- thaw-bench: a daemon starts on %s ---\n", d->config);
+	d->log_start = lseek(log, 0, SEEK_END);
 	pid_t parent = getpid();
 	d->pid = fork();
 	if (d->pid < 0) {

@@ -39,6 +39,7 @@ struct thawd {
 	char socket[PATH_MAX + 16];
 	char config[PATH_MAX + 16];
 	char log[PATH_MAX + 16];
+	long log_start; /* where this daemon's lines begin in @log */
 };
 
 /* The [daemon] settings a scenario picks; zero fields are the usual run. */
