@@ -793,14 +793,15 @@ static enum MHD_Result too_large(struct MHD_Connection *conn,
 	return s->protocol->fail(conn, x, 413, msg);
 }
 
-/* Whether the headers announce a body the client sends without waiting
- * to be told to (Expect: 100-continue), and no larger than what an early
- * answer waits for (a larger one is answered at once: its client is to
- * see the answer before it is done sending). */
-static bool body_coming(struct MHD_Connection *conn)
+/*
+ * Whether the headers (@length: their Content-Length, or NULL) announce a
+ * body the client sends without waiting to be told to (Expect:
+ * 100-continue), and no larger than what an early answer waits for (a
+ * larger one is answered at once: its client is to see the answer before
+ * it is done sending).
+ */
+static bool body_coming(struct MHD_Connection *conn, const char *length)
 {
-	const char *length = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	const char *encoding = MHD_lookup_connection_value(
 		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	const char *expect = MHD_lookup_connection_value(
@@ -829,17 +830,15 @@ static enum MHD_Result begin(struct MHD_Connection *conn,
 			     const struct api_server *s, struct api_exchange *x,
 			     const char *url, const char *method)
 {
-	x->body_coming = body_coming(conn);
+	const char *length = MHD_lookup_connection_value(
+		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	x->body_coming = body_coming(conn, length);
 	x->at_headers = true;
 	enum MHD_Result ret = s->protocol->begin(conn, x, s->cls, url, method);
-	if (ret == MHD_YES && !x->answered && !x->streamed) {
-		const char *length = MHD_lookup_connection_value(
-			conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-		if (length &&
-		    strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
-			ret = too_large(conn, s, x);
-	}
+	if (ret == MHD_YES && !x->answered && !x->streamed && length &&
+	    strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
+		ret = too_large(conn, s, x);
 	x->at_headers = false;
 	return ret;
 }

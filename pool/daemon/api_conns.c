@@ -354,7 +354,8 @@ static bool peer_of(struct api_conns *g, int fd,
 	if (err != -ENOENT)
 		log_limited(LOG_LEVEL_WARNING,
 			    "http: cannot read the uid of %s's socket: %s; "
-			    "counted by its address",
+			    "counted by its address, or as a local "
+			    "client of unknown uid",
 			    text, strerror(-err));
 	if (is_local(&a)) {
 		*peer = PEER_LOCAL_UNKNOWN;

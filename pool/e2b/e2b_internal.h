@@ -63,7 +63,8 @@
 #define E2B_ENVD_PORT 49983
 /* E2B's default user, whose uid the guest has (guest/PROTOCOL.md). */
 #define E2B_DEFAULT_USER "user"
-/* A sandbox's envdAccessToken: 32 random bytes in hex. */
+/* A sandbox's envdAccessToken (e2b_sandbox_token()), a watcher's id
+ * (e2b_new_token()): 32 bytes in hex. */
 #define E2B_TOKEN_LEN 64
 /* A path's {id}: E2B's ids are short; ours are SANDBOX_ID_LEN. */
 #define E2B_PATH_ID_MAX 64

@@ -312,7 +312,8 @@ enum verdict {
  * is checked against: the same work every time, so that without
  * credentials neither the answer nor its time tells whether an id is a
  * sandbox's.  That hashing of what the client sent is done outside the
- * daemon's lock, which is held only to copy the sandbox's token; and an
+ * daemon's lock, which is held only to read whether the sandbox has an
+ * E2B record (its token is the one derived: give_record() made it so); and an
  * X-Access-Token longer than any that could open something (a sandbox's,
  * the daemon's: token is at most 255 bytes) is refused before any work,
  * whatever the id.
@@ -340,8 +341,6 @@ static enum verdict credentials(struct MHD_Connection *conn,
 	e2b_sandbox_token(r->server, id, secret);
 	pthread_mutex_lock(&r->d->lock);
 	bool tokened = c && c->e2b;
-	if (tokened)
-		memcpy(secret, c->e2b->access_token, sizeof(secret));
 	pthread_mutex_unlock(&r->d->lock);
 	if (token) {
 		own = e2b_secret_equal(token, secret);
