@@ -14,9 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "bench/bench.h"
 
-void note(const struct bench *b, char *out, size_t len, const char *fmt, ...)
+void bench_note(const struct bench *b, char *out, size_t len, const char *fmt,
+		...)
 {
 	va_list ap;
 	int n;
@@ -29,7 +30,7 @@ void note(const struct bench *b, char *out, size_t len, const char *fmt, ...)
 			 b->scaled);
 }
 
-void progress(const char *fmt, ...)
+void bench_progress(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -40,16 +41,17 @@ void progress(const char *fmt, ...)
 	va_end(ap);
 }
 
-void fail(struct bench *b, const char *group, const char *name, const char *why)
+void bench_fail(struct bench *b, const char *group, const char *name,
+		const char *why)
 {
-	progress("%s, %s: not measured: %s", group, name, why);
+	bench_progress("%s, %s: not measured: %s", group, name, why);
 	report_add_failure(b->report, group, name, why);
 	b->failures++;
 }
 
-int start_daemon(struct bench *b, struct thawd *d,
-		 const struct template_spec *t, size_t n,
-		 const struct daemon_spec *spec, char *err, size_t errlen)
+int bench_start_daemon(struct bench *b, struct thawd *d,
+		       const struct template_spec *t, size_t n,
+		       const struct daemon_spec *spec, char *err, size_t errlen)
 {
 	if (thawd_start(d, b->thaw, b->state_dir, b->kernel, b->initrd, t, n,
 			spec, err, errlen))
@@ -66,15 +68,15 @@ int start_daemon(struct bench *b, struct thawd *d,
 	return 0;
 }
 
-void stop_daemon(struct thawd *d)
+void bench_stop_daemon(struct thawd *d)
 {
 	char err[256];
 
 	if (thawd_stop(d, err, sizeof(err)))
-		progress("%s", err);
+		bench_progress("%s", err);
 }
 
-int run_capture(char *const argv[], int fd, char *out, size_t outlen)
+int bench_run_capture(char *const argv[], int fd, char *out, size_t outlen)
 {
 	int pipefd[2];
 
@@ -110,7 +112,7 @@ int run_capture(char *const argv[], int fd, char *out, size_t outlen)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-long kib_field(const char *path, const char *key)
+long bench_kib_field(const char *path, const char *key)
 {
 	FILE *f = fopen(path, "r");
 	char line[256];

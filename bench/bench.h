@@ -4,11 +4,11 @@
  * figure is noted or failed, a daemon's lifetime, running a program.
  *
  * thaw-bench.c reads the command line and calls the scenarios in README's
- * order; each scenario lives with its kin (handouts.c, startup.c, jail.c,
- * network.c, checkpoints.c, memory.c, peers.c), gets the struct bench of the
- * run, and adds its figures to b->report itself.  A scenario never stops the
- * run: what it cannot measure it reports through fail(), with the reason, and
- * returns.
+ * order; each scenario lives with its kin (handouts.c, startup.c, bench_jail.c,
+ * network.c, bench_checkpoints.c, bench_memory.c, peers.c), gets the struct
+ * bench of the run, and adds its figures to b->report itself.  A scenario never
+ * stops the run: what it cannot measure it reports through bench_fail(), with
+ * the reason, and returns.
  */
 #ifndef THAW_BENCH_BENCH_H
 #define THAW_BENCH_BENCH_H
@@ -17,9 +17,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "report.h"
-#include "stats.h"
-#include "thawd_client.h"
+#include "bench/report.h"
+#include "bench/stats.h"
+#include "bench/thawd_client.h"
 
 #define TEMPLATE_MEM_MIB 256
 
@@ -63,27 +63,28 @@ struct bench {
 };
 
 /* A figure's note: @fmt's text, then the size's reason when scaled. */
-void note(const struct bench *b, char *out, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+void bench_note(const struct bench *b, char *out, size_t len, const char *fmt,
+		...) __attribute__((format(printf, 4, 5)));
 
 /* "thaw-bench: " and @fmt's text on stderr: what the run is doing. */
-void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A figure not measured: said on stderr and written in the report. */
-void fail(struct bench *b, const char *group, const char *name,
-	  const char *why);
+void bench_fail(struct bench *b, const char *group, const char *name,
+		const char *why);
 
 /*
  * thawd on the run's guest with templates @t[@n] and @spec's settings (see
  * thawd_start()); the first daemon started also learns the template's
  * snapshot id into b->snapshot.  0, or -1 with @err saying why.
  */
-int start_daemon(struct bench *b, struct thawd *d,
-		 const struct template_spec *t, size_t n,
-		 const struct daemon_spec *spec, char *err, size_t errlen);
+int bench_start_daemon(struct bench *b, struct thawd *d,
+		       const struct template_spec *t, size_t n,
+		       const struct daemon_spec *spec, char *err,
+		       size_t errlen);
 
 /* Stops @d; a failure to stop is only said, the figures stand. */
-void stop_daemon(struct thawd *d);
+void bench_stop_daemon(struct thawd *d);
 
 /*
  * Runs @argv with its descriptor @fd (1 or 2) read into @out (NUL-terminated;
@@ -91,16 +92,16 @@ void stop_daemon(struct thawd *d);
  * its exit status (128 + the signal that killed it), or -1 when it could not
  * be run.
  */
-int run_capture(char *const argv[], int fd, char *out, size_t outlen);
+int bench_run_capture(char *const argv[], int fd, char *out, size_t outlen);
 
 /* A "Key:   123 kB" field of @path (/proc/meminfo, smaps_rollup), in KiB;
  * -1 when missing. */
-long kib_field(const char *path, const char *key);
+long bench_kib_field(const char *path, const char *key);
 
 /*
  * The daemon's restores of handed-out clones: each one's restore_ms, and
  * the same split where its guest starts running (pool/API.md's "restore").
- * Zero-initialise; restore_samples_free() empties it.
+ * Zero-initialise; bench_restore_samples_free() empties it.
  */
 struct restore_samples {
 	struct samples total; /* VMM start -> agent answered, identity pushed */
@@ -110,15 +111,17 @@ struct restore_samples {
 	struct samples network; /* its network, before the VMM (0: none) */
 };
 
-void restore_samples_add(struct restore_samples *r, const struct handout *h);
-void restore_samples_free(struct restore_samples *r);
+void bench_restore_samples_add(struct restore_samples *r,
+			       const struct handout *h);
+void bench_restore_samples_free(struct restore_samples *r);
 
 /*
  * @r as three figures of @group: @label (the whole restore), then its host
  * side and its guest side, each note saying what it covers, then @context.
  */
-void report_restores(struct bench *b, const char *group, const char *label,
-		     const struct restore_samples *r, const char *context);
+void bench_report_restores(struct bench *b, const char *group,
+			   const char *label, const struct restore_samples *r,
+			   const char *context);
 
 /* What a handout waits for once its sandbox is handed out. */
 enum handout_until {
@@ -133,10 +136,11 @@ enum handout_until {
  * time, up to @until, @restores the daemon's restore of each clone handed
  * out.  The first failure ends the figure, with its reason.
  */
-int handout_rounds(const struct thawd *d, const char *template, int concurrency,
-		   int handouts, long warm, enum handout_until until,
-		   struct samples *s, struct restore_samples *restores,
-		   char *err, size_t errlen);
+int bench_handout_rounds(const struct thawd *d, const char *template,
+			 int concurrency, int handouts, long warm,
+			 enum handout_until until, struct samples *s,
+			 struct restore_samples *restores, char *err,
+			 size_t errlen);
 
 /*
  * The scenarios, each adding its figures (or failures) to b->report.  A

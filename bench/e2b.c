@@ -9,8 +9,8 @@
  * of that many clones and e2b_listen on a free loopback port.  Both figures
  * go in rounds of that many requests at once, each round waiting for the
  * pool to be full again first, so both meet the same pool: thaw's own
- * through handout_rounds(), the SDK's through e2b_create.mjs (node), which
- * starts its round's creates together and prints each one's time; node's
+ * through bench_handout_rounds(), the SDK's through e2b_create.mjs (node),
+ * which starts its round's creates together and prints each one's time; node's
  * own start is outside the times.  The SDK side pays what E2B users pay on
  * top: HTTP/1.1 on TCP, E2B's JSON, the Connect protocol's envelopes, the
  * daemon's translation to the agent's protocol, and node.
@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "io.h"
+#include "bench/bench.h"
+#include "common/io.h"
 
 #define GROUP "e2b"
 #define CREATE_OUTPUT_MAX 65536
@@ -56,7 +56,7 @@ static int sdk_rounds(const struct bench *b, const struct thawd *d,
 				       errlen);
 		if (ret)
 			break;
-		int status = run_capture(argv, 1, out, CREATE_OUTPUT_MAX);
+		int status = bench_run_capture(argv, 1, out, CREATE_OUTPUT_MAX);
 		for (char *line = strtok(out, "\n"); line;
 		     line = strtok(NULL, "\n")) {
 			if (!strncmp(line, "ms ", 3)) {
@@ -95,7 +95,7 @@ static bool sdk_installed(const struct bench *b, char *why, size_t len)
 			 b->e2b_dir);
 		return false;
 	}
-	if (run_capture(argv, 1, version, sizeof(version))) {
+	if (bench_run_capture(argv, 1, version, sizeof(version))) {
 		snprintf(why, len, "no node on the PATH");
 		return false;
 	}
@@ -131,28 +131,29 @@ void bench_e2b(struct bench *b)
 			 "E2B SDK: Sandbox.create() -> commands.run('true'), "
 			 "concurrency %d",
 			 n);
-		progress("e2b: concurrency %d, %d creates each way", n,
-			 creates);
+		bench_progress("e2b: concurrency %d, %d creates each way", n,
+			       creates);
 		if (spec.e2b_port < 0 ||
-		    start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+		    bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
 			if (spec.e2b_port < 0)
 				snprintf(why, sizeof(why),
 					 "no free loopback port: %s",
 					 strerror(-spec.e2b_port));
-			fail(b, GROUP, own, why);
-			fail(b, GROUP, sdk_name, why);
+			bench_fail(b, GROUP, own, why);
+			bench_fail(b, GROUP, sdk_name, why);
 			continue;
 		}
-		int ret = handout_rounds(&d, "bench", n, creates, n,
-					 UNTIL_EXEC_TRUE, &own_s, &restores,
-					 why, sizeof(why));
+		int ret = bench_handout_rounds(&d, "bench", n, creates, n,
+					       UNTIL_EXEC_TRUE, &own_s,
+					       &restores, why, sizeof(why));
 		if (ret && !own_s.n) {
-			fail(b, GROUP, own, why);
+			bench_fail(b, GROUP, own, why);
 		} else {
-			note(b, text, sizeof(text),
-			     "POST /sandboxes on the Unix socket, then POST "
-			     "exec of `true`, from a warm pool%s%s",
-			     ret ? "; stopped early: " : "", ret ? why : "");
+			bench_note(
+				b, text, sizeof(text),
+				"POST /sandboxes on the Unix socket, then POST "
+				"exec of `true`, from a warm pool%s%s",
+				ret ? "; stopped early: " : "", ret ? why : "");
 			report_add_samples(b->report, GROUP, own, "ms", &own_s,
 					   text);
 		}
@@ -165,18 +166,19 @@ void bench_e2b(struct bench *b)
 				       sizeof(why))
 			  : -1;
 		if (ret && !sdk_s.n) {
-			fail(b, GROUP, sdk_name, sdk ? why : sdk_why);
+			bench_fail(b, GROUP, sdk_name, sdk ? why : sdk_why);
 		} else {
-			note(b, text, sizeof(text),
-			     "the e2b npm package (node) on e2b_listen: "
-			     "create call made -> run('true') returned, "
-			     "from a warm pool%s%s",
-			     ret ? "; stopped early: " : "", ret ? why : "");
+			bench_note(b, text, sizeof(text),
+				   "the e2b npm package (node) on e2b_listen: "
+				   "create call made -> run('true') returned, "
+				   "from a warm pool%s%s",
+				   ret ? "; stopped early: " : "",
+				   ret ? why : "");
 			report_add_samples(b->report, GROUP, sdk_name, "ms",
 					   &sdk_s, text);
 		}
-		stop_daemon(&d);
-		restore_samples_free(&restores);
+		bench_stop_daemon(&d);
+		bench_restore_samples_free(&restores);
 		samples_free(&own_s);
 		samples_free(&sdk_s);
 	}

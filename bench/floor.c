@@ -36,9 +36,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "state.h"
-#include "vm.h"
+#include "common/clock.h"
+#include "snapshot/state.h"
+#include "vmm/vm.h"
 
 #define PROGRAM "thaw-bench-floor"
 #define EXIT_ERROR 1

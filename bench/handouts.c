@@ -22,12 +22,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "clock.h"
+#include "bench/bench.h"
+#include "common/clock.h"
 
 /* ---- the daemon's restores ---------------------------------------------- */
 
-void restore_samples_add(struct restore_samples *r, const struct handout *h)
+void bench_restore_samples_add(struct restore_samples *r,
+			       const struct handout *h)
 {
 	samples_add(&r->total, h->restore_ms);
 	samples_add(&r->host, h->restore.host_ms);
@@ -53,7 +54,7 @@ static void restore_samples_append(struct restore_samples *into,
 	append_samples(&into->network, &from->network);
 }
 
-void restore_samples_free(struct restore_samples *r)
+void bench_restore_samples_free(struct restore_samples *r)
 {
 	samples_free(&r->total);
 	samples_free(&r->host);
@@ -62,28 +63,32 @@ void restore_samples_free(struct restore_samples *r)
 	samples_free(&r->network);
 }
 
-void report_restores(struct bench *b, const char *group, const char *label,
-		     const struct restore_samples *r, const char *context)
+void bench_report_restores(struct bench *b, const char *group,
+			   const char *label, const struct restore_samples *r,
+			   const char *context)
 {
 	struct summary pages;
 	char name[160], text[1024];
 
 	samples_summarize(&r->prefetched_pages, &pages);
-	note(b, text, sizeof(text),
-	     "restore_ms: VMM start -> agent answered, identity pushed; %s",
-	     context);
+	bench_note(
+		b, text, sizeof(text),
+		"restore_ms: VMM start -> agent answered, identity pushed; %s",
+		context);
 	report_add_samples(b->report, group, label, "ms", &r->total, text);
 	snprintf(name, sizeof(name), "%s: host side", label);
-	note(b, text, sizeof(text),
-	     "restore.host_ms: VMM fork, exec and setup (page-in: P50 %.0f "
-	     "pages prefetched), state restore; %s",
-	     pages.p50, context);
+	bench_note(
+		b, text, sizeof(text),
+		"restore.host_ms: VMM fork, exec and setup (page-in: P50 %.0f "
+		"pages prefetched), state restore; %s",
+		pages.p50, context);
 	report_add_samples(b->report, group, name, "ms", &r->host, text);
 	snprintf(name, sizeof(name), "%s: guest side", label);
-	note(b, text, sizeof(text),
-	     "restore.guest_ms: state restored -> the agent's first answer, "
-	     "then the identity round trip; %s",
-	     context);
+	bench_note(
+		b, text, sizeof(text),
+		"restore.guest_ms: state restored -> the agent's first answer, "
+		"then the identity round trip; %s",
+		context);
 	report_add_samples(b->report, group, name, "ms", &r->guest, text);
 }
 
@@ -118,10 +123,11 @@ static void *handout_once(void *arg)
 	return NULL;
 }
 
-int handout_rounds(const struct thawd *d, const char *template, int concurrency,
-		   int handouts, long warm, enum handout_until until,
-		   struct samples *s, struct restore_samples *restores,
-		   char *err, size_t errlen)
+int bench_handout_rounds(const struct thawd *d, const char *template,
+			 int concurrency, int handouts, long warm,
+			 enum handout_until until, struct samples *s,
+			 struct restore_samples *restores, char *err,
+			 size_t errlen)
 {
 	struct round *r = calloc((size_t)concurrency, sizeof(*r));
 	pthread_t *threads = calloc((size_t)concurrency, sizeof(*threads));
@@ -159,7 +165,7 @@ int handout_rounds(const struct thawd *d, const char *template, int concurrency,
 				ret = -1;
 			} else if (!r[i].err[0]) {
 				samples_add(s, r[i].got.ms);
-				restore_samples_add(restores, &r[i].got);
+				bench_restore_samples_add(restores, &r[i].got);
 			}
 			if (r[i].got.id[0])
 				thaw_client_delete(c, r[i].got.id, r[i].err,
@@ -200,21 +206,23 @@ void bench_handouts(struct bench *b, bool warm,
 
 		snprintf(name, sizeof(name), "%s, concurrency %d",
 			 warm ? "warm pool" : "on demand (pool empty)", n);
-		progress("%s: %s, %d handouts", group, name, b->size->handouts);
-		if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
-			fail(b, group, name, why);
+		bench_progress("%s: %s, %d handouts", group, name,
+			       b->size->handouts);
+		if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+			bench_fail(b, group, name, why);
 			continue;
 		}
-		int ret = handout_rounds(&d, "bench", n, b->size->handouts,
-					 warm ? n : 0, UNTIL_PING, &s,
-					 &daemon_restores, why, sizeof(why));
-		stop_daemon(&d);
+		int ret = bench_handout_rounds(
+			&d, "bench", n, b->size->handouts, warm ? n : 0,
+			UNTIL_PING, &s, &daemon_restores, why, sizeof(why));
+		bench_stop_daemon(&d);
 		if (ret && !s.n) {
-			fail(b, group, name, why);
+			bench_fail(b, group, name, why);
 		} else {
-			note(b, text, sizeof(text),
-			     "create request sent -> agent answered a ping%s%s",
-			     ret ? "; stopped early: " : "", ret ? why : "");
+			bench_note(
+				b, text, sizeof(text),
+				"create request sent -> agent answered a ping%s%s",
+				ret ? "; stopped early: " : "", ret ? why : "");
 			report_add_samples(b->report, group, name, "ms", &s,
 					   text);
 		}
@@ -223,13 +231,13 @@ void bench_handouts(struct bench *b, bool warm,
 
 			snprintf(label, sizeof(label),
 				 "restore in the daemon, concurrency %d", n);
-			report_restores(b, group, label, &daemon_restores,
-					"the handouts above");
+			bench_report_restores(b, group, label, &daemon_restores,
+					      "the handouts above");
 		}
 		if (!warm && !i) /* the caller's, to compare with */
 			*restores = daemon_restores;
 		else
-			restore_samples_free(&daemon_restores);
+			bench_restore_samples_free(&daemon_restores);
 		samples_free(&s);
 	}
 }
@@ -255,7 +263,7 @@ static void *churn(void *arg)
 		if (thawd_handout(c, "churn", &h, w->err, sizeof(w->err)))
 			break;
 		samples_add(&w->s, h.ms);
-		restore_samples_add(&w->restores, &h);
+		bench_restore_samples_add(&w->restores, &h);
 		thaw_client_delete(c, h.id, w->err, sizeof(w->err));
 	}
 	thaw_client_close(c);
@@ -277,10 +285,10 @@ void bench_sustained(struct bench *b)
 	const struct daemon_spec spec = { .max_sandboxes = WORKERS * 2 + 4 };
 	struct thawd d;
 
-	progress("sustained: %d s of create+ping+delete, %d at a time",
-		 b->size->sustained_s, WORKERS);
-	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
-		fail(b, "sustained", name, why);
+	bench_progress("sustained: %d s of create+ping+delete, %d at a time",
+		       b->size->sustained_s, WORKERS);
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+		bench_fail(b, "sustained", name, why);
 		return;
 	}
 	double start = monotonic_ms();
@@ -300,24 +308,26 @@ void bench_sustained(struct bench *b)
 		if (w[i].err[0] && !why[0])
 			snprintf(why, sizeof(why), "%s", w[i].err);
 		samples_free(&w[i].s);
-		restore_samples_free(&w[i].restores);
+		bench_restore_samples_free(&w[i].restores);
 	}
 	double seconds = (monotonic_ms() - start) / 1e3;
-	stop_daemon(&d);
-	note(b, text, sizeof(text),
-	     "%zu handouts, each restored on demand, in %.1f s by %d clients; "
-	     "%d CPUs%s%s",
-	     all.n, seconds, WORKERS, (int)sysconf(_SC_NPROCESSORS_ONLN),
-	     why[0] ? "; a failure: " : "", why);
+	bench_stop_daemon(&d);
+	bench_note(
+		b, text, sizeof(text),
+		"%zu handouts, each restored on demand, in %.1f s by %d clients; "
+		"%d CPUs%s%s",
+		all.n, seconds, WORKERS, (int)sysconf(_SC_NPROCESSORS_ONLN),
+		why[0] ? "; a failure: " : "", why);
 	report_add_value(b->report, "sustained", name, "restores/s",
 			 (double)all.n / seconds, text);
 	report_add_samples(b->report, "sustained",
 			   "handout latency while sustained", "ms", &all, text);
 	if (restores.total.n)
-		report_restores(b, "sustained",
-				"restore in the daemon while "
-				"sustained",
-				&restores, "the sustained handouts above");
+		bench_report_restores(b, "sustained",
+				      "restore in the daemon while "
+				      "sustained",
+				      &restores,
+				      "the sustained handouts above");
 	samples_free(&all);
-	restore_samples_free(&restores);
+	bench_restore_samples_free(&restores);
 }

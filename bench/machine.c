@@ -11,8 +11,8 @@
  * too; a host that thaw's tests emulate with QEMU-TCG says so in
  * THAW_EMULATED_HOST, as the flags seen inside it cannot.
  */
-#include "report.h"
-#include "report_internal.h"
+#include "bench/report.h"
+#include "bench/report_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

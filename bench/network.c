@@ -53,8 +53,8 @@
 
 #include <arpa/inet.h>
 
-#include "bench.h"
-#include "clock.h"
+#include "bench/bench.h"
+#include "common/clock.h"
 
 #define GROUP "network"
 #define IP "/usr/sbin/ip"
@@ -83,7 +83,7 @@ static int ip(char *err, size_t errlen, const char *const *args)
 		n++;
 	}
 	argv[n] = NULL;
-	int status = run_capture(argv, 2, out, sizeof(out));
+	int status = bench_run_capture(argv, 2, out, sizeof(out));
 	if (!status)
 		return 0;
 	out[strcspn(out, "\n")] = '\0';
@@ -504,27 +504,29 @@ static void report_policy_writes(struct bench *b, struct policy_writes *w)
 
 	snprintf(name, sizeof(name), "policy update, %s: round trip", w->label);
 	if (!w->client.n) {
-		fail(b, GROUP, name, w->why);
+		bench_fail(b, GROUP, name, w->why);
 	} else {
-		note(b, text, sizeof(text),
-		     "POST /sandboxes/{id}/network sent -> answered, by the "
-		     "client; %s; %s: < 1 ms%s%s",
-		     w->what, GOAL_NOTE, w->why[0] ? "; stopped early: " : "",
-		     w->why);
+		bench_note(
+			b, text, sizeof(text),
+			"POST /sandboxes/{id}/network sent -> answered, by the "
+			"client; %s; %s: < 1 ms%s%s",
+			w->what, GOAL_NOTE,
+			w->why[0] ? "; stopped early: " : "", w->why);
 		report_add_samples(b->report, GROUP, name, "ms", &w->client,
 				   text);
 	}
 	snprintf(name, sizeof(name), "policy update, %s: map writes (mean)",
 		 w->label);
 	if (w->daemon_mean_ms < 0) {
-		fail(b, GROUP, name,
-		     w->why[0] ? w->why : "no update was counted");
+		bench_fail(b, GROUP, name,
+			   w->why[0] ? w->why : "no update was counted");
 		return;
 	}
-	note(b, text, sizeof(text),
-	     "the daemon's thaw_network_policy_update_seconds over the %zu "
-	     "updates above (its mean: a histogram has no samples); %s",
-	     w->client.n, w->what);
+	bench_note(
+		b, text, sizeof(text),
+		"the daemon's thaw_network_policy_update_seconds over the %zu "
+		"updates above (its mean: a histogram has no samples); %s",
+		w->client.n, w->what);
 	report_add_value(b->report, GROUP, name, "ms", w->daemon_mean_ms, text);
 }
 
@@ -562,10 +564,11 @@ static void network_traffic(struct bench *b)
 	struct thawd d = { 0 };
 	pthread_t opener;
 
-	progress("network: %d transfers of %d MiB, %d round trips, %d policy "
-		 "updates of each kind",
-		 b->size->transfers, b->size->transfer_mib,
-		 b->size->round_trips, b->size->policy_writes);
+	bench_progress(
+		"network: %d transfers of %d MiB, %d round trips, %d policy "
+		"updates of each kind",
+		b->size->transfers, b->size->transfer_mib, b->size->round_trips,
+		b->size->policy_writes);
 	if (sink_make(why, sizeof(why)))
 		goto report;
 	pthread_create(&opener, NULL, listen_in_sink, &l);
@@ -574,7 +577,7 @@ static void network_traffic(struct bench *b)
 		snprintf(why, sizeof(why), "%s", l.err);
 		goto report;
 	}
-	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why)))
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why)))
 		goto report;
 	if (!(c = thawd_connect(&d, why, sizeof(why))) ||
 	    thaw_client_create(c,
@@ -597,28 +600,31 @@ report:
 			snprintf(writes[i].why, sizeof(writes[i].why), "%s",
 				 why);
 	if (mbits.n) {
-		note(b, text, sizeof(text),
-		     "an HTTP POST of %d MiB from the guest's memory (busybox "
-		     "wget) to a socket in a namespace of the bench's (%s), "
-		     "its body timed there from the first byte to the last: "
-		     "virtio-net, tap0 and its eBPF policy, veth, the host's "
-		     "forwarding and masquerade; %s: >= 5 Gbit/s%s%s",
-		     b->size->transfer_mib, SINK_ADDR, GOAL_NOTE,
-		     why[0] ? "; stopped early: " : "", why);
+		bench_note(
+			b, text, sizeof(text),
+			"an HTTP POST of %d MiB from the guest's memory (busybox "
+			"wget) to a socket in a namespace of the bench's (%s), "
+			"its body timed there from the first byte to the last: "
+			"virtio-net, tap0 and its eBPF policy, veth, the host's "
+			"forwarding and masquerade; %s: >= 5 Gbit/s%s%s",
+			b->size->transfer_mib, SINK_ADDR, GOAL_NOTE,
+			why[0] ? "; stopped early: " : "", why);
 		report_add_samples(b->report, GROUP, tput, "Mbit/s", &mbits,
 				   text);
 	} else {
-		fail(b, GROUP, tput, why);
+		bench_fail(b, GROUP, tput, why);
 	}
 	if (rtts.n) {
-		note(b, text, sizeof(text),
-		     "one byte written by the host (%s) -> echoed by the "
-		     "guest's nc through a fifo -> read, timed by the host; "
-		     "the same path as the throughput's, both ways%s%s",
-		     SINK_ADDR, rtt_why[0] ? "; stopped early: " : "", rtt_why);
+		bench_note(
+			b, text, sizeof(text),
+			"one byte written by the host (%s) -> echoed by the "
+			"guest's nc through a fifo -> read, timed by the host; "
+			"the same path as the throughput's, both ways%s%s",
+			SINK_ADDR, rtt_why[0] ? "; stopped early: " : "",
+			rtt_why);
 		report_add_samples(b->report, GROUP, rtt, "ms", &rtts, text);
 	} else {
-		fail(b, GROUP, rtt, rtt_why);
+		bench_fail(b, GROUP, rtt, rtt_why);
 	}
 	for (int i = 0; i < 2; i++) {
 		report_policy_writes(b, &writes[i]);
@@ -628,7 +634,7 @@ report:
 		thaw_client_delete(c, s.id, why, sizeof(why));
 	thaw_client_close(c);
 	if (d.pid > 0)
-		stop_daemon(&d);
+		bench_stop_daemon(&d);
 	for (int i = 0; i < 2; i++)
 		if (l.fd[i] >= 0)
 			close(l.fd[i]);
@@ -659,14 +665,14 @@ static void handouts_with(struct bench *b, const char *network, int n,
 	struct thawd d;
 
 	why[0] = '\0';
-	progress("network: warm pool, network = %s, concurrency %d, %d "
-		 "handouts",
-		 network, n, b->size->handouts);
-	if (start_daemon(b, &d, &t, 1, &spec, why, whylen))
+	bench_progress("network: warm pool, network = %s, concurrency %d, %d "
+		       "handouts",
+		       network, n, b->size->handouts);
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, whylen))
 		return;
-	handout_rounds(&d, network, n, b->size->handouts, n, UNTIL_PING, s,
-		       restores, why, whylen);
-	stop_daemon(&d);
+	bench_handout_rounds(&d, network, n, b->size->handouts, n, UNTIL_PING,
+			     s, restores, why, whylen);
+	bench_stop_daemon(&d);
 }
 
 static void report_handouts(struct bench *b, const char *network, int n,
@@ -677,12 +683,12 @@ static void report_handouts(struct bench *b, const char *network, int n,
 	snprintf(name, sizeof(name), "warm pool, network = %s, concurrency %d",
 		 network, n);
 	if (!s->n) {
-		fail(b, GROUP, name, why);
+		bench_fail(b, GROUP, name, why);
 		return;
 	}
-	note(b, text, sizeof(text),
-	     "create request sent -> agent answered a ping%s%s",
-	     why[0] ? "; stopped early: " : "", why);
+	bench_note(b, text, sizeof(text),
+		   "create request sent -> agent answered a ping%s%s",
+		   why[0] ? "; stopped early: " : "", why);
 	report_add_samples(b->report, GROUP, name, "ms", s, text);
 }
 
@@ -705,21 +711,22 @@ static void network_handouts(struct bench *b)
 				      why[m], sizeof(why[m]));
 		if (!i) { /* the refills came one at a time */
 			if (restores[NAT].network.n) {
-				note(b, text, sizeof(text),
-				     "restore.network_ms of the clones handed "
-				     "out at concurrency 1 below: namespace, "
-				     "veth, TAP, addresses, routes, eBPF "
-				     "programs attached and maps filled, "
-				     "before the VMM starts, while the clone "
-				     "is restored for the warm pool (the "
-				     "masquerade is the daemon's, made once)");
+				bench_note(
+					b, text, sizeof(text),
+					"restore.network_ms of the clones handed "
+					"out at concurrency 1 below: namespace, "
+					"veth, TAP, addresses, routes, eBPF "
+					"programs attached and maps filled, "
+					"before the VMM starts, while the clone "
+					"is restored for the warm pool (the "
+					"masquerade is the daemon's, made once)");
 				report_add_samples(b->report, GROUP,
 						   "network setup per clone",
 						   "ms", &restores[NAT].network,
 						   text);
 			} else {
-				fail(b, GROUP, "network setup per clone",
-				     why[NAT]);
+				bench_fail(b, GROUP, "network setup per clone",
+					   why[NAT]);
 			}
 		}
 		for (int m = 0; m < MODES; m++)
@@ -731,19 +738,20 @@ static void network_handouts(struct bench *b)
 
 			samples_summarize(&s[NAT], &nat);
 			samples_summarize(&s[NONE], &none);
-			note(b, text, sizeof(text),
-			     "P50 network = nat %.2f ms - P50 network = none "
-			     "%.2f ms; %s: nothing added",
-			     nat.p50, none.p50, GOAL_NOTE);
+			bench_note(
+				b, text, sizeof(text),
+				"P50 network = nat %.2f ms - P50 network = none "
+				"%.2f ms; %s: nothing added",
+				nat.p50, none.p50, GOAL_NOTE);
 			report_add_value(b->report, GROUP, name, "ms",
 					 nat.p50 - none.p50, text);
 		} else {
-			fail(b, GROUP, name,
-			     "needs both templates' figures (above)");
+			bench_fail(b, GROUP, name,
+				   "needs both templates' figures (above)");
 		}
 		for (int m = 0; m < MODES; m++) {
 			samples_free(&s[m]);
-			restore_samples_free(&restores[m]);
+			bench_restore_samples_free(&restores[m]);
 		}
 	}
 }

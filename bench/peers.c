@@ -44,7 +44,7 @@
  * figure on the same command (a handout from a warm pool, `true` run in it,
  * the release), then each peer's.
  */
-#include "peers.h"
+#include "bench/peers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,8 +59,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "clock.h"
+#include "bench/bench.h"
+#include "common/clock.h"
 
 #define PEER_TIMEOUT_MS 60000
 /* How much of a failed peer's output goes into an error message. */
@@ -312,10 +312,10 @@ void bench_peers(struct bench *b)
 	const struct daemon_spec spec = { .max_sandboxes = 8 };
 	struct thawd d;
 
-	progress("peers: `true` in a fresh sandbox, %d runs each",
-		 b->size->peer_runs);
-	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
-		fail(b, "peers", name, why);
+	bench_progress("peers: `true` in a fresh sandbox, %d runs each",
+		       b->size->peer_runs);
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+		bench_fail(b, "peers", name, why);
 	} else {
 		struct thaw_client *c = thawd_connect(&d, why, sizeof(why));
 		int ret = c ? 0 : -1;
@@ -341,11 +341,11 @@ void bench_peers(struct bench *b)
 				samples_add(&s, monotonic_ms() - start);
 		}
 		thaw_client_close(c);
-		stop_daemon(&d);
+		bench_stop_daemon(&d);
 		if (ret) {
-			fail(b, "peers", name, why);
+			bench_fail(b, "peers", name, why);
 		} else {
-			note(b, text, sizeof(text), "from the warm pool");
+			bench_note(b, text, sizeof(text), "from the warm pool");
 			report_add_samples(b->report, "peers", name, "ms", &s,
 					   text);
 		}
@@ -360,9 +360,10 @@ void bench_peers(struct bench *b)
 			 peer_names[i]);
 		if (peer_measure(peer_names[i], b->size->peer_runs, &p, why,
 				 sizeof(why))) {
-			fail(b, "peers", label, why);
+			bench_fail(b, "peers", label, why);
 		} else {
-			note(b, text, sizeof(text), "same host, same command");
+			bench_note(b, text, sizeof(text),
+				   "same host, same command");
 			report_add_samples(b->report, "peers", label, "ms", &p,
 					   text);
 		}

@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "stats.h"
+#include "bench/stats.h"
 
 /*
  * Runs `true` in a fresh sandbox of @peer ("runsc" = gVisor's `runsc do`,

@@ -20,8 +20,8 @@
  * name can be taken for markup or end its string.  A missing or failing
  * gnuplot only costs the plots: the numbers are already measured.
  */
-#include "report.h"
-#include "report_internal.h"
+#include "bench/report.h"
+#include "bench/report_internal.h"
 
 #include <ctype.h>
 #include <errno.h>

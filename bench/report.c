@@ -10,8 +10,8 @@
  * The machine the run was taken on is described by machine.c and the
  * plots are drawn by plots.c; report_internal.h is what the three share.
  */
-#include "report.h"
-#include "report_internal.h"
+#include "bench/report.h"
+#include "bench/report_internal.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "stats.h"
+#include "bench/stats.h"
 
 struct machine {
 	int cores;		    /* online CPUs */

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "report.h"
+#include "bench/report.h"
 
 #define PLOT_NAME_MAX 64 /* of a group's file name, without extension */
 

@@ -21,7 +21,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "bench/bench.h"
 
 /* ---- cold boot ----------------------------------------------------------- */
 
@@ -43,10 +43,10 @@ void bench_boot(struct bench *b, const struct restore_samples *restore)
 			 "--",
 			 "true",
 			 NULL };
-	progress("boot: %d cold boots", b->size->boots);
+	bench_progress("boot: %d cold boots", b->size->boots);
 	for (int i = 0; i < b->size->boots; i++) {
 		double setup, boot;
-		int status = run_capture(argv, 2, out, sizeof(out));
+		int status = bench_run_capture(argv, 2, out, sizeof(out));
 		const char *line = strstr(out, "thaw: vmm setup ");
 
 		if (status || !line ||
@@ -54,24 +54,27 @@ void bench_boot(struct bench *b, const struct restore_samples *restore)
 			   "thaw: vmm setup %lf ms, boot to agent ready "
 			   "%lf ms",
 			   &setup, &boot) != 2) {
-			fail(b, "boot", name, status ? out : "no timing line");
+			bench_fail(b, "boot", name,
+				   status ? out : "no timing line");
 			samples_free(&s);
 			return;
 		}
 		samples_add(&s, setup + boot);
 	}
-	note(b, text, sizeof(text),
-	     "`thaw run --kernel --initrd -- true`: VMM start -> agent ready");
+	bench_note(
+		b, text, sizeof(text),
+		"`thaw run --kernel --initrd -- true`: VMM start -> agent ready");
 	report_add_samples(b->report, "boot", name, "ms", &s, text);
 
 	struct summary boots, restores;
 	samples_summarize(&s, &boots);
 	if (restore && restore->total.n) {
 		samples_summarize(&restore->total, &restores);
-		note(b, text, sizeof(text),
-		     "P50 restore in the daemon at concurrency 1 (VMM start -> "
-		     "agent answered, identity pushed) / P50 cold boot (VMM "
-		     "start -> agent ready)");
+		bench_note(
+			b, text, sizeof(text),
+			"P50 restore in the daemon at concurrency 1 (VMM start -> "
+			"agent answered, identity pushed) / P50 cold boot (VMM "
+			"start -> agent ready)");
 		report_add_value(b->report, "boot", "restore / cold boot (P50)",
 				 "x", restores.p50 / boots.p50, text);
 	}
@@ -93,9 +96,9 @@ static int find_snapshot(struct bench *b, char *err, size_t errlen)
 
 	if (b->snapshot[0])
 		return 0;
-	if (start_daemon(b, &d, &t, 1, &spec, err, errlen))
+	if (bench_start_daemon(b, &d, &t, 1, &spec, err, errlen))
 		return -1;
-	stop_daemon(&d);
+	bench_stop_daemon(&d);
 	if (!b->snapshot[0])
 		snprintf(err, errlen, "GET /templates named no snapshot");
 	return b->snapshot[0] ? 0 : -1;
@@ -108,19 +111,20 @@ void bench_floor(struct bench *b, const struct restore_samples *restore)
 	struct samples s = { 0 };
 
 	if (find_snapshot(b, dir, sizeof(dir))) {
-		fail(b, "floor", name, dir);
+		bench_fail(b, "floor", name, dir);
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%s/snapshots/%s", b->state_dir,
 		 b->snapshot);
 	snprintf(runs, sizeof(runs), "%d", b->size->floor_runs);
-	progress("floor: %d VM setups in one process", b->size->floor_runs);
+	bench_progress("floor: %d VM setups in one process",
+		       b->size->floor_runs);
 
 	/* "floor TOTAL SETUP STATE\n" per run: well under 64 bytes each. */
 	size_t outlen = (size_t)b->size->floor_runs * 64 + 1;
 	char *out = malloc(outlen), *save;
 	char *argv[] = { (char *)b->floor, dir, runs, NULL };
-	int status = out ? run_capture(argv, 1, out, outlen) : -1;
+	int status = out ? bench_run_capture(argv, 1, out, outlen) : -1;
 	for (char *line = out ? strtok_r(out, "\n", &save) : NULL; line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		double total;
@@ -130,13 +134,13 @@ void bench_floor(struct bench *b, const struct restore_samples *restore)
 	}
 	free(out);
 	if (status || !s.n) {
-		fail(b, "floor", name,
-		     "thaw-bench-floor failed (its stderr is above)");
+		bench_fail(b, "floor", name,
+			   "thaw-bench-floor failed (its stderr is above)");
 		samples_free(&s);
 		return;
 	}
-	note(b, text, sizeof(text),
-	     "thaw-bench-floor on the template's snapshot");
+	bench_note(b, text, sizeof(text),
+		   "thaw-bench-floor on the template's snapshot");
 	report_add_samples(b->report, "floor", name, "ms", &s, text);
 	/* The floor is host work only: the guest side has no place here. */
 	if (restore && restore->host.n) {
@@ -144,10 +148,11 @@ void bench_floor(struct bench *b, const struct restore_samples *restore)
 
 		samples_summarize(&s, &fl);
 		samples_summarize(&restore->host, &host);
-		note(b, text, sizeof(text),
-		     "P50 host side of the daemon's restores at concurrency 1 "
-		     "(VMM fork, exec and setup with page-in, state restore) / "
-		     "P50 floor");
+		bench_note(
+			b, text, sizeof(text),
+			"P50 host side of the daemon's restores at concurrency 1 "
+			"(VMM fork, exec and setup with page-in, state restore) / "
+			"P50 floor");
 		report_add_value(b->report, "floor",
 				 "host-side restore / floor (P50)", "x",
 				 host.p50 / fl.p50, text);
@@ -193,12 +198,12 @@ void bench_first_exec(struct bench *b)
 					       .min_ready = 1,
 					       .max_total = 4,
 					       .page_in = modes[m] };
-	progress("first exec: %d per page-in mode and page cache state",
-		 b->size->first_execs);
+	bench_progress("first exec: %d per page-in mode and page cache state",
+		       b->size->first_execs);
 	/* The daemon records the snapshot's working set before its pools
 	 * fill, so every prefetching restore has it. */
-	if (start_daemon(b, &d, t, 2, &spec, why, sizeof(why))) {
-		fail(b, "first_exec", "first exec after handout", why);
+	if (bench_start_daemon(b, &d, t, 2, &spec, why, sizeof(why))) {
+		bench_fail(b, "first_exec", "first exec after handout", why);
 		return;
 	}
 	struct thaw_client *c = thawd_connect(&d, why, sizeof(why));
@@ -231,20 +236,21 @@ void bench_first_exec(struct bench *b)
 					samples_add(&s, ms);
 			}
 			if (ret) {
-				fail(b, "first_exec", name, why);
+				bench_fail(b, "first_exec", name, why);
 			} else {
-				note(b, text, sizeof(text),
-				     "`true` via POST exec right after a warm "
-				     "handout%s",
-				     dropped && state_in_ram(b)
-					     ? "; the snapshot is in RAM here: "
-					       "dropping caches cannot evict it"
-					     : "");
+				bench_note(
+					b, text, sizeof(text),
+					"`true` via POST exec right after a warm "
+					"handout%s",
+					dropped && state_in_ram(b)
+						? "; the snapshot is in RAM here: "
+						  "dropping caches cannot evict it"
+						: "");
 				report_add_samples(b->report, "first_exec",
 						   name, "ms", &s, text);
 			}
 			samples_free(&s);
 		}
 	thaw_client_close(c);
-	stop_daemon(&d);
+	bench_stop_daemon(&d);
 }

@@ -7,7 +7,7 @@
  * up by one ulp (0.07 * 100 is 7.000000000000001) would have its ceiling
  * land on the next sample.
  */
-#include "stats.h"
+#include "bench/stats.h"
 
 #include <errno.h>
 #include <math.h>

@@ -27,9 +27,9 @@
  * options, picks the sizes, calls each scenario asked for and writes the
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
- * VMM floor, first exec), jail.c (jailed against --no-jail), network.c
- * (a sandbox's network), checkpoints.c (issue 16's RL operations),
- * memory.c (memory per idle clone, density), e2b.c (E2B's SDK beside
+ * VMM floor, first exec), bench_jail.c (jailed against --no-jail), network.c
+ * (a sandbox's network), bench_checkpoints.c (issue 16's RL operations),
+ * bench_memory.c (memory per idle clone, density), e2b.c (E2B's SDK beside
  * thaw's own API) and peers.c (thaw against gVisor and bubblewrap).
  */
 #include <errno.h>
@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "bench/bench.h"
 
 static const struct sizes full = {
 	.concurrency = { 1, 10, 50 },
@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 	snprintf(m.build, sizeof(m.build), "%s", THAW_BENCH_BUILD);
 	report_set_machine(b.report, &m);
 	if (b.scaled[0])
-		progress("%s", b.scaled);
+		bench_progress("%s", b.scaled);
 
 	char **names = argv + optind;
 	int n = argc - optind;
@@ -304,20 +304,22 @@ int main(int argc, char **argv)
 	}
 	report_print_markdown(b.report, stdout);
 	if (!status)
-		progress("results in %s", out);
+		bench_progress("results in %s", out);
 	if (b.failures) {
 		char log[PATH_MAX + 16];
 		char *cp[] = { "/bin/cp", log, out, NULL };
 
 		snprintf(log, sizeof(log), "%s/thawd.log", b.state_dir);
-		if (!access(log, F_OK) && !run_capture(cp, 2, err, sizeof(err)))
-			progress("%d figures not measured: the daemons' log is "
-				 "%s/thawd.log",
-				 b.failures, out);
+		if (!access(log, F_OK) &&
+		    !bench_run_capture(cp, 2, err, sizeof(err)))
+			bench_progress(
+				"%d figures not measured: the daemons' log is "
+				"%s/thawd.log",
+				b.failures, out);
 	}
 	report_free(b.report);
-	restore_samples_free(&restores);
+	bench_restore_samples_free(&restores);
 	char *rm[] = { "/bin/rm", "-rf", b.state_dir, NULL };
-	run_capture(rm, 2, err, sizeof(err));
+	bench_run_capture(rm, 2, err, sizeof(err));
 	return status;
 }

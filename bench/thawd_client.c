@@ -7,7 +7,7 @@
  * daemon its clones, along.  HTTP goes through the daemon's client
  * library; times are common/clock.h's monotonic ones.
  */
-#include "thawd_client.h"
+#include "bench/thawd_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 #define START_LIMIT_S 900 /* a first start builds the template's snapshot */
 #define STOP_LIMIT_S 120

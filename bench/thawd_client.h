@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "thaw_client.h"
+#include "pool/client/thaw_client.h"
 
 /* One [template NAME] section; zero fields keep the daemon's default. */
 struct template_spec {

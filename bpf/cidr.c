@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "bpf/policy.h"
 
 int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 		   size_t errlen)

@@ -50,8 +50,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
-#include "guest_net.h"
-#include "policy_abi.h"
+#include "common/guest_net.h"
+#include "bpf/policy_abi.h"
 
 /* No GPL-only helper is used. */
 char LICENSE[] SEC("license") = "Apache-2.0";

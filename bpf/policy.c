@@ -32,8 +32,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "policy.bpf.skel.h"
-#include "policy.h"
+#include "bpf/policy.bpf.skel.h"
+#include "bpf/policy.h"
 
 struct bpf_policy {
 	struct policy_bpf *skel;

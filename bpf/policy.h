@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy_abi.h"
+#include "bpf/policy_abi.h"
 
 #define NET_POLICY_MAX_CIDRS 64
 #define NET_MAX_HOST_ADDRS POLICY_HOST_ADDRS

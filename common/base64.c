@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "base64.h"
+#include "common/base64.h"
 
 char *base64_encode(const void *data, size_t len)
 {

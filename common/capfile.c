@@ -4,7 +4,7 @@
  * aside and the rest split in three: the head, and twice the tail, which
  * is what the file holds just before a cut.
  */
-#include "capfile.h"
+#include "common/capfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "io.h"
+#include "common/errbuf.h"
+#include "common/io.h"
 
 /* "\n[thaw: 18446744073709551615 bytes dropped]\n" and room to spare. */
 #define MARK_MAX 64

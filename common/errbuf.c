@@ -2,7 +2,7 @@
 /*
  * errbuf.c - see errbuf.h.
  */
-#include "errbuf.h"
+#include "common/errbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 /*
  * io.c - see io.h.
  */
-#include "io.h"
+#include "common/io.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -5,12 +5,12 @@
  * bounded log file and the rate limits are shared by every thread: one
  * lock, taken only for them, serialises them.
  */
-#include "log.h"
+#include "common/log.h"
 
-#include "capfile.h"
-#include "clock.h"
-#include "io.h"
-#include "printable.h"
+#include "common/capfile.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/printable.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -4,7 +4,7 @@
  * overlong forms, no surrogates, nothing past U+10FFFF, which is what
  * jansson and collectors' JSON parsers accept.
  */
-#include "printable.h"
+#include "common/printable.h"
 
 #include <stdint.h>
 

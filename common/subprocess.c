@@ -3,7 +3,7 @@
  * subprocess.c - see subprocess.h.  With a stderr sink the helper's stderr
  * is a second pipe, read with poll() beside stdout and cut into lines.
  */
-#include "subprocess.h"
+#include "common/subprocess.h"
 
 #include <errno.h>
 #include <fcntl.h>

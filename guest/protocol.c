@@ -5,7 +5,7 @@
  * PROTOCOL.md).  Integers are assembled byte by byte so the code is
  * independent of host endianness and alignment.
  */
-#include "protocol.h"
+#include "guest/protocol.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
 /*
  * catalog.c - see catalog.h.
  */
-#include "catalog.h"
+#include "snapshot/catalog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "log.h"
+#include "common/errbuf.h"
+#include "common/log.h"
 
 /*
  * The map is reserved address space, not disk: the file grows only as pages

@@ -2,7 +2,7 @@
 /*
  * host_cpu.c - see host_cpu.h.
  */
-#include "host_cpu.h"
+#include "snapshot/host_cpu.h"
 
 #include <cpuid.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * read, so a hostile memory.diff costs at most a few reads of its header
  * and table.
  */
-#include "memdiff.h"
+#include "snapshot/memdiff.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,11 +19,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "errbuf.h"
-#include "io.h"
-#include "memfile.h"
-#include "pagemap.h"
-#include "preopen.h"
+#include "common/errbuf.h"
+#include "common/io.h"
+#include "snapshot/memfile.h"
+#include "snapshot/pagemap.h"
+#include "snapshot/preopen.h"
 
 _Static_assert(MEMDIFF_PAGE_SIZE == MEMFILE_PAGE_SIZE &&
 		       MEMDIFF_PAGE_SIZE == PAGEMAP_PAGE_SIZE,

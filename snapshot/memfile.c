@@ -3,7 +3,7 @@
  * memfile.c - see memfile.h.  Files are walked in 1 MiB chunks (256 pages,
  * 2 KiB of hashes), so no operation needs memory in proportion to the guest.
  */
-#include "memfile.h"
+#include "snapshot/memfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "errbuf.h"
-#include "preopen.h"
-#include "io.h"
+#include "common/errbuf.h"
+#include "snapshot/preopen.h"
+#include "common/io.h"
 
 #define CHUNK_PAGES 256
 #define CHUNK_BYTES (CHUNK_PAGES * MEMFILE_PAGE_SIZE)

@@ -2,7 +2,7 @@
 /*
  * pagemap.c - see pagemap.h.
  */
-#include "pagemap.h"
+#include "snapshot/pagemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "io.h"
+#include "common/errbuf.h"
+#include "common/io.h"
 
 #define PAGEMAP_PRESENT (1ULL << 63)
 #define PAGEMAP_SWAPPED (1ULL << 62)

@@ -2,7 +2,7 @@
 /*
  * preopen.c - see preopen.h.
  */
-#include "preopen.h"
+#include "snapshot/preopen.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "memdiff.h"
+#include "common/errbuf.h"
+#include "snapshot/memdiff.h"
 
 /*
  * state.bin, a memory.diff per diff layer, then the base's memory.img,

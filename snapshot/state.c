@@ -2,7 +2,7 @@
 /*
  * state.c - see state.h.
  */
-#include "state.h"
+#include "snapshot/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "errbuf.h"
-#include "preopen.h"
-#include "io.h"
+#include "common/errbuf.h"
+#include "snapshot/preopen.h"
+#include "common/io.h"
 
 #define SECTION_ALIGN 8
 

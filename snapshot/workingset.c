@@ -2,7 +2,7 @@
 /*
  * workingset.c - see workingset.h.
  */
-#include "workingset.h"
+#include "snapshot/workingset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "preopen.h"
-#include "io.h"
-#include "pagemap.h"
+#include "common/errbuf.h"
+#include "snapshot/preopen.h"
+#include "common/io.h"
+#include "snapshot/pagemap.h"
 
 /* Linux 5.14; older C libraries do not know it. */
 #ifndef MADV_POPULATE_READ

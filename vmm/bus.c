@@ -3,12 +3,12 @@
  * bus.c - see bus.h.  A linear scan is right here: a VM has a handful of
  * devices, and an array keeps the structure trivially inspectable.
  */
-#include "bus.h"
+#include "vmm/bus.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
+#include "common/log.h"
 
 void bus_init(struct bus *bus, const char *name)
 {

@@ -3,15 +3,15 @@
  * console.c - see console.h.  Lines longer than CONSOLE_LINE_MAX are still
  * copied whole; only the copy kept for recognising markers is cut.
  */
-#include "console.h"
+#include "vmm/console.h"
 
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
-#include "log.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/log.h"
 
 #define PANIC_MARKER "Kernel panic - not syncing"
 #define INIT_MARKER_PREFIX "Run /"

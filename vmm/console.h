@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "capfile.h"
+#include "common/capfile.h"
 
 #define CONSOLE_LINE_MAX 256
 

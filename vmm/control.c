@@ -3,7 +3,7 @@
  * control.c - see control.h.  poll() over at most CONTROL_MAX_CLIENTS + 2
  * descriptors is all a control socket needs.
  */
-#include "control.h"
+#include "vmm/control.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -18,10 +18,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "log.h"
-#include "seccomp_filters.h"
-#include "vm.h"
+#include "common/io.h"
+#include "common/log.h"
+#include "vmm/seccomp_filters.h"
+#include "vmm/vm.h"
 
 int control_init(struct control *c, struct vm *vm, const char *path,
 		 int listen_fd)

@@ -5,7 +5,7 @@
  * before the pivot; the identity change comes last, with securebits locked
  * first so that no later step can win a capability back.
  */
-#include "jail.h"
+#include "vmm/jail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,11 +26,11 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "io.h"
-#include "log.h"
-#include "vm.h"
-#include "x86/pvm.h"
+#include "vmm/control.h"
+#include "common/io.h"
+#include "common/log.h"
+#include "vmm/vm.h"
+#include "vmm/x86/pvm.h"
 
 #define KVM_DEVICE "/dev/kvm"
 /* Room for a handful of mount points and dev/kvm, nothing to store. */

@@ -4,7 +4,7 @@
  * kernel: the wall between a hostile guest that broke the VMM and the host.
  *
  * thaw-vmm starts as root, in a PID namespace and cgroup its supervisor
- * made (pool/host/jail.h picks the uid and gid).  jail_enter() then, still
+ * made (pool/host/jail_ids.h picks the uid and gid).  jail_enter() then, still
  * able to: joins the empty network namespace it is given (or makes one);
  * unshares mount, IPC, UTS and cgroup namespaces; mounts a tiny
  * tmpfs on the empty directory @root; gives it dev/kvm (a device node of

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static inline int kvm_ioctl_named(int fd, unsigned long request, void *arg,
 				  const char *name)

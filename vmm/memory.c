@@ -5,14 +5,14 @@
  * nothing, and untouched pages read as zero, which the boot protocol relies
  * on.  A restored clone's mapping is the snapshot's memory file instead.
  */
-#include "memory.h"
+#include "vmm/memory.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static int check_size(uint64_t mib)
 {

@@ -16,7 +16,7 @@
  * prebuilt program only makes the seccomp() call), and kept for the
  * process's life.
  */
-#include "seccomp_filters.h"
+#include "vmm/seccomp_filters.h"
 
 #include <errno.h>
 #include <linux/filter.h>
@@ -39,8 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errbuf.h"
-#include "log.h"
+#include "common/errbuf.h"
+#include "common/log.h"
 
 /* Names for the handler's line: every x86-64 system call number is below. */
 #define NAME_TABLE_SIZE 512

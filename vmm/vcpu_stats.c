@@ -12,7 +12,7 @@
  * file is trusted to be sane: sizes are bounded and names checked for their
  * NUL before use.
  */
-#include "vcpu_stats.h"
+#include "vmm/vcpu_stats.h"
 
 #include <errno.h>
 #include <linux/kvm.h>
@@ -21,7 +21,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "errbuf.h"
+#include "common/errbuf.h"
 
 /* Far beyond what any kernel has (6.18: 47 vCPU statistics, 48-byte names). */
 #define MAX_DESCRIPTORS 4096

@@ -6,7 +6,7 @@
  * saving and restoring a machine, are vm_snapshot.c's; the device table is
  * vm_devices.c's.
  */
-#include "vm.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,16 +20,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "guest_net.h"
-#include "kvm_ioctl.h"
-#include "log.h"
-#include "seccomp_filters.h"
-#include "vm_devices.h"
-#include "vm_internal.h"
-#include "x86/cpu.h"
-#include "x86/layout.h"
-#include "x86/mptable.h"
-#include "x86/pvm.h"
+#include "common/guest_net.h"
+#include "vmm/kvm_ioctl.h"
+#include "common/log.h"
+#include "vmm/seccomp_filters.h"
+#include "vmm/vm_devices.h"
+#include "vmm/vm_internal.h"
+#include "vmm/x86/cpu.h"
+#include "vmm/x86/layout.h"
+#include "vmm/x86/mptable.h"
+#include "vmm/x86/pvm.h"
 
 #define KVM_DEVICE "/dev/kvm"
 #define KVM_EXPECTED_API_VERSION 12

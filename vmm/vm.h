@@ -48,18 +48,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "bus.h"
-#include "clock.h"
-#include "console.h"
-#include "control.h"
-#include "devices/i8042.h"
-#include "devices/rtc.h"
-#include "devices/serial.h"
-#include "devices/virtio_net.h"
-#include "devices/vsock.h"
-#include "memory.h"
-#include "vcpu_stats.h"
-#include "x86/boot.h"
+#include "vmm/bus.h"
+#include "common/clock.h"
+#include "vmm/console.h"
+#include "vmm/control.h"
+#include "vmm/devices/i8042.h"
+#include "vmm/devices/rtc.h"
+#include "vmm/devices/serial.h"
+#include "vmm/devices/virtio_net.h"
+#include "vmm/devices/vsock.h"
+#include "vmm/memory.h"
+#include "vmm/vcpu_stats.h"
+#include "vmm/x86/boot.h"
 
 #define VM_MAX_VCPUS 8
 #define VM_DEFAULT_MEM_MIB 256

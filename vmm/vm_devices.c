@@ -5,15 +5,15 @@
  * An entry's functions adapt one device's API (the headers in devices/, which
  * know nothing of struct vm) to the VM; the device code itself does the work.
  */
-#include "vm_devices.h"
+#include "vmm/vm_devices.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "guest_net.h"
-#include "kvm_ioctl.h"
-#include "x86/layout.h"
+#include "common/guest_net.h"
+#include "vmm/kvm_ioctl.h"
+#include "vmm/x86/layout.h"
 
 struct vm_device {
 	uint32_t state_tag; /* its snapshot section, and its name */

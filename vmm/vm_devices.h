@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "state.h"
-#include "vm.h"
+#include "snapshot/state.h"
+#include "vmm/vm.h"
 
 /*
  * Creates the devices @cfg asks for and registers their ports on vm->pio

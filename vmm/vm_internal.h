@@ -13,7 +13,7 @@
 #ifndef THAW_VMM_VM_INTERNAL_H
 #define THAW_VMM_VM_INTERNAL_H
 
-#include "vm.h"
+#include "vmm/vm.h"
 
 /*
  * With guest memory in vm->mem and vm->nr_vcpus set: opens /dev/kvm, creates

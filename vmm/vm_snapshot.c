@@ -50,7 +50,7 @@
  * The VMM never opens the catalog: it is told which directory to write or
  * read; recording a snapshot is the pool side's.
  */
-#include "vm.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,17 +61,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "host_cpu.h"
-#include "jail.h"
-#include "log.h"
-#include "memdiff.h"
-#include "memfile.h"
-#include "preopen.h"
-#include "state.h"
-#include "vm_devices.h"
-#include "vm_internal.h"
-#include "workingset.h"
-#include "x86/kvm_state.h"
+#include "snapshot/host_cpu.h"
+#include "vmm/jail.h"
+#include "common/log.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/memfile.h"
+#include "snapshot/preopen.h"
+#include "snapshot/state.h"
+#include "vmm/vm_devices.h"
+#include "vmm/vm_internal.h"
+#include "snapshot/workingset.h"
+#include "vmm/x86/kvm_state.h"
 
 /*
  * The machine's shape, saved beside the KVM and device state so a restore

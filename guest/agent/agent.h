@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agent.h - thaw-agent's internal interfaces, shared by its parts:
- *   main.c  arguments, the listener, the epoll loop, deferred frees
+ *   agent_main.c  arguments, the listener, the epoll loop, deferred frees
  *   init.c  PID 1 duties (mounts, hostname, environment, boot id, log,
  *           CLONE)
  *   conn.c  connections: frame input, output queue, flow control, dispatch
@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 #define THAW_AGENT_VERSION "0.2.0"
 /*
@@ -113,7 +113,7 @@ struct agent {
 
 extern struct agent agent;
 
-/* main.c */
+/* agent_main.c */
 int watch_set(struct watch *w, uint32_t events);
 void watch_close(struct watch *w);
 
@@ -204,7 +204,7 @@ struct fswatch *fswatch_find(const struct conn *c, uint32_t req);
 bool fswatch_stop(struct conn *c, uint32_t req);
 void fswatch_event(struct watch *w);
 /* Whether a recursive watch has directories left to walk; fswatch_walk
- * walks one slice of one of them (main.c, between batches of events). */
+ * walks one slice of one of them (agent_main.c, between batches of events). */
 bool fswatch_walking(void);
 void fswatch_walk(void);
 void fswatch_pause(struct conn *c, bool paused);

@@ -24,7 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 /* Frames handled per readiness event, so one busy host cannot starve. */
 #define FRAMES_PER_EVENT 16

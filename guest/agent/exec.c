@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 /* Output read per pipe event; well under a frame. */
 #define CHUNK (64u << 10)

@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 #define READ_CHUNK (256u << 10)
 /* Per pump call, so one huge read cannot hold up the event loop. */

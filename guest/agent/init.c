@@ -28,8 +28,8 @@
 #include <net/if.h>
 #include <sys/socket.h>
 
-#include "agent.h"
-#include "guest_net.h"
+#include "guest/agent/agent.h"
+#include "common/guest_net.h"
 
 static int log_fd = STDERR_FILENO;
 

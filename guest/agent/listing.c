@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 #define LIST_FRAME (64u << 10)
 #define LIST_MAX_BYTES (32u << 20)

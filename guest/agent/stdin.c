@@ -21,7 +21,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 static int push(struct exec *e, uint32_t req, const uint8_t *data, size_t len,
 		bool close)

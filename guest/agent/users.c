@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 #define PASSWD_FILE "/etc/passwd"
 #define GROUP_FILE "/etc/group"

@@ -16,8 +16,8 @@
  * an emulated guest takes minutes: done in one go it would hold the one
  * event loop, and every other request to the sandbox (the daemon's health
  * PING too) would wait behind it.  So the directories are walked in slices
- * of WALK_SLICE entries, one slice per turn of the event loop (main.c asks
- * fswatch_walking() whether to poll without waiting, then calls
+ * of WALK_SLICE entries, one slice per turn of the event loop (agent_main.c
+ * asks fswatch_walking() whether to poll without waiting, then calls
  * fswatch_walk()), taking the watches with a walk pending in turn.  The
  * walk is breadth-first over the watch's own table of directories: each
  * directory is watched as soon as it is found (so nothing created in it
@@ -80,7 +80,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 #define MAX_WATCHES 16
 /*

@@ -3,14 +3,14 @@
  * default_kernel.c - see default_kernel.h.  THAW_KERNEL_BUILDER in the
  * environment overrides the script compiled in, for installs that move it.
  */
-#include "default_kernel.h"
+#include "guest/kernel/default_kernel.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "errbuf.h"
-#include "subprocess.h"
+#include "common/errbuf.h"
+#include "common/subprocess.h"
 
 #ifndef THAW_KERNEL_BUILDER
 #error "THAW_KERNEL_BUILDER must name guest/kernel/build.sh"

@@ -43,18 +43,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "catalog.h"
-#include "clock.h"
-#include "clone.h"
-#include "default_kernel.h"
-#include "interrupt.h"
-#include "io.h"
-#include "paths.h"
-#include "protocol.h"
-#include "state.h"
-#include "thaw.h"
-#include "vmm_process.h"
+#include "pool/host/agent_client.h"
+#include "snapshot/catalog.h"
+#include "common/clock.h"
+#include "pool/host/clone.h"
+#include "guest/kernel/default_kernel.h"
+#include "pool/host/interrupt.h"
+#include "common/io.h"
+#include "pool/host/paths.h"
+#include "guest/protocol.h"
+#include "snapshot/state.h"
+#include "pool/cli/thaw.h"
+#include "pool/host/vmm_process.h"
 
 #define BOOT_TIMEOUT_S_DEFAULT 600
 #define EXEC_REQUEST_ID 1

@@ -34,12 +34,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "interrupt.h"
-#include "io.h"
-#include "paths.h"
-#include "policy.h"
-#include "thaw.h"
-#include "thaw_client.h"
+#include "pool/host/interrupt.h"
+#include "common/io.h"
+#include "pool/host/paths.h"
+#include "bpf/policy.h"
+#include "pool/cli/thaw.h"
+#include "pool/client/thaw_client.h"
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2

@@ -38,20 +38,20 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "catalog.h"
-#include "checkpoint.h"
-#include "clock.h"
-#include "clone.h"
-#include "default_kernel.h"
-#include "interrupt.h"
-#include "memdiff.h"
-#include "memfile.h"
-#include "paths.h"
-#include "snapshot_store.h"
-#include "state.h"
-#include "template.h"
-#include "thaw.h"
-#include "vmm_process.h"
+#include "snapshot/catalog.h"
+#include "pool/host/checkpoint.h"
+#include "common/clock.h"
+#include "pool/host/clone.h"
+#include "guest/kernel/default_kernel.h"
+#include "pool/host/interrupt.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/memfile.h"
+#include "pool/host/paths.h"
+#include "pool/host/snapshot_store.h"
+#include "snapshot/state.h"
+#include "pool/host/template.h"
+#include "pool/cli/thaw.h"
+#include "pool/host/vmm_process.h"
 
 #define SNAPSHOT_BOOT_TIMEOUT_S 600
 

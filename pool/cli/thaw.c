@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capfile.h"
-#include "netns.h"
-#include "thaw.h"
-#include "thawd.h"
-#include "vmm_process.h"
+#include "common/capfile.h"
+#include "pool/host/netns.h"
+#include "pool/cli/thaw.h"
+#include "pool/daemon/thawd.h"
+#include "pool/host/vmm_process.h"
 
 bool machine_option(struct machine_options *m, int opt, const char *arg)
 {

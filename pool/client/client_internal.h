@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "thaw_client.h"
+#include "pool/client/thaw_client.h"
 
 /* Formats @err and returns @code, so that failing is one statement. */
 __attribute__((format(printf, 4, 5))) int

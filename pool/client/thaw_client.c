@@ -12,7 +12,7 @@
  * no name to resolve on a Unix socket.  The progress callback runs during
  * waits too, which is how the cancel flag ends even a silent exec.
  */
-#include "client_internal.h"
+#include "pool/client/client_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "printable.h"
+#include "common/printable.h"
 
 /* Answers we buffer (JSON, errors) are small; more is a broken daemon. */
 #define ANSWER_MAX (16 << 20)

@@ -10,14 +10,14 @@
  * so callers handle one shape.  Output arrives as base64 (API.md) and
  * leaves decoded.
  */
-#include "client_internal.h"
+#include "pool/client/client_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "printable.h"
+#include "common/base64.h"
+#include "common/printable.h"
 
 /* One exec event: a chunk of output as base64, far below this. */
 #define EVENT_MAX (16 << 20)

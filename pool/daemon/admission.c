@@ -16,7 +16,7 @@
  * admitting, info when it admits again); on resuming, the pool workers are
  * woken, since worker_needed() kept them waiting.
  */
-#include "daemon.h"
+#include "pool/daemon/daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 /* How often the host is read. */
 #define ADMISSION_PERIOD_MS 1000.0

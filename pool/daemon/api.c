@@ -32,7 +32,7 @@
  * that "which methods does this path take" (405 and its Allow header) is
  * read off the same entry that serves it.
  */
-#include "api.h"
+#include "pool/daemon/api.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -41,9 +41,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api_internal.h"
-#include "clock.h"
-#include "log.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* What of a body is read after an early answer before it goes anyway:

@@ -20,8 +20,8 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "api_internal.h"
-#include "clock.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
 
 /*
  * How long the daemon waits on a guest: as long as a restore may take, its

@@ -61,10 +61,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "api_internal.h"
-#include "clock.h"
-#include "log.h"
-#include "peer_uid.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "pool/daemon/peer_uid.h"
 
 /* "uid 4294967295 (TCP " and the longest IPv6 address text, with room. */
 #define WHO_MAX 96

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
-#include "base64.h"
-#include "clock.h"
-#include "log.h"
+#include "pool/daemon/api_internal.h"
+#include "common/base64.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 #define EXEC_REQUEST_ID 1
 #define KILL_REQUEST_ID 2

@@ -15,7 +15,7 @@
  * by the daemon's patience (agent_client.h), each piece sent or received
  * having that long.  The agent's errno becomes the status (file_status).
  * The download and the sending of an upload's pieces serve E2B's /files
- * too (pool/e2b/files.c: api_download with envd's statuses,
+ * too (pool/e2b/e2b_files.c: api_download with envd's statuses,
  * api_send_file_piece).
  */
 #include <errno.h>
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
-#include "clock.h"
-#include "log.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 #define FILE_REQUEST_ID 3
 /* The agent reads a file 256 KiB at a time (guest/agent/files.c): each

@@ -38,8 +38,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "agent_client.h"
-#include "daemon.h"
+#include "pool/host/agent_client.h"
+#include "pool/daemon/daemon.h"
 
 /* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))

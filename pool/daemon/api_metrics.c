@@ -23,8 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "api_internal.h"
-#include "clock.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
 
 static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400, 401,
 						    404, 405, 409, 411, 413,

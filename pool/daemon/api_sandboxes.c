@@ -25,8 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "api_internal.h"
-#include "clock.h"
+#include "pool/daemon/api_internal.h"
+#include "common/clock.h"
 
 void api_format_time(int64_t ms, char *out, size_t len)
 {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "pool/daemon/api_internal.h"
 
 /* The snapshot id in @body's @field, checked (16 lowercase hex digits). */
 static bool snapshot_field(json_t *body, const char *field, bool required,

@@ -37,7 +37,7 @@
  * Each operation takes its sandbox's op (one at a time: another is 409)
  * and returns a pool error that api_snapshots.c maps to a status.
  */
-#include "daemon.h"
+#include "pool/daemon/daemon.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -48,13 +48,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "clock.h"
-#include "clone.h"
-#include "log.h"
-#include "memdiff.h"
-#include "paths.h"
-#include "snapshot_store.h"
+#include "pool/host/checkpoint.h"
+#include "common/clock.h"
+#include "pool/host/clone.h"
+#include "common/log.h"
+#include "snapshot/memdiff.h"
+#include "pool/host/paths.h"
+#include "pool/host/snapshot_store.h"
 
 /* How long a rollback or pause waits for requests using the VM to end. */
 #define DRAIN_MS 5000

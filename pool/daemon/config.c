@@ -31,9 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cgroup.h"
-#include "capfile.h"
-#include "config.h"
+#include "pool/host/cgroup.h"
+#include "common/capfile.h"
+#include "pool/daemon/config.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -51,8 +51,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jail.h"
-#include "netns.h"
+#include "pool/host/jail_ids.h"
+#include "pool/host/netns.h"
 
 #define CONFIG_NAME_MAX 64 /* template names: [A-Za-z0-9_.-], 1..63 */
 /* A value the file says is "auto": derived once the file is read. */

@@ -28,7 +28,7 @@
  * option, found before any of that, is printed plainly with the usage,
  * under the same name, "thawd".
  */
-#include "daemon.h"
+#include "pool/daemon/daemon.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -46,18 +46,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "clock.h"
-#include "default_kernel.h"
-#include "e2b.h"
-#include "host_cpu.h"
-#include "interrupt.h"
-#include "log.h"
-#include "paths.h"
-#include "state.h"
-#include "subprocess.h"
-#include "template.h"
-#include "thawd.h"
+#include "pool/daemon/api.h"
+#include "common/clock.h"
+#include "guest/kernel/default_kernel.h"
+#include "pool/e2b/e2b.h"
+#include "snapshot/host_cpu.h"
+#include "pool/host/interrupt.h"
+#include "common/log.h"
+#include "pool/host/paths.h"
+#include "snapshot/state.h"
+#include "common/subprocess.h"
+#include "pool/host/template.h"
+#include "pool/daemon/thawd.h"
 
 #define LISTEN_BACKLOG 256
 

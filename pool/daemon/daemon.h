@@ -59,12 +59,12 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "agent_client.h"
-#include "admission.h"
-#include "catalog.h"
-#include "cgroup.h"
-#include "config.h"
-#include "vmm_process.h"
+#include "pool/host/agent_client.h"
+#include "pool/daemon/admission.h"
+#include "snapshot/catalog.h"
+#include "pool/host/cgroup.h"
+#include "pool/daemon/config.h"
+#include "pool/host/vmm_process.h"
 
 #define SANDBOX_ID_LEN CATALOG_ID_LEN
 

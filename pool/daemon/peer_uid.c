@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "peer_uid.h"
+#include "pool/daemon/peer_uid.h"
 
 /* One end of a TCP connection as inet_diag_sockid holds it: network byte
  * order, an IPv4 address in the first word. */

@@ -38,7 +38,7 @@
  * restore: a guest whose agent or vsock device drops it is noticed at
  * once, and a ready clone that did so is replaced, never handed out.
  */
-#include "daemon.h"
+#include "pool/daemon/daemon.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -51,12 +51,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "clock.h"
-#include "clone.h"
-#include "e2b.h"
-#include "log.h"
-#include "paths.h"
+#include "pool/host/agent_client.h"
+#include "common/clock.h"
+#include "pool/host/clone.h"
+#include "pool/e2b/e2b.h"
+#include "common/log.h"
+#include "pool/host/paths.h"
 
 #define REAP_INTERVAL_MS 100
 /* VMM exits taken from the epoll set per wait. */

@@ -32,8 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "e2b_internal.h"
+#include "common/clock.h"
+#include "pool/e2b/e2b_internal.h"
 
 /* Keepalive messages at least this often once a stream started. */
 #define SERVER_KEEPALIVE_S 15

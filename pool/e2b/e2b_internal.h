@@ -45,9 +45,9 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "api_internal.h"
-#include "daemon.h"
-#include "e2b.h"
+#include "pool/daemon/api_internal.h"
+#include "pool/daemon/daemon.h"
+#include "pool/e2b/e2b.h"
 
 /*
  * The envd version every sandbox reports (create, connect, get).  The SDK

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "filesystem.h"
+#include "pool/e2b/filesystem.h"
 
 #define NS_PER_S 1000000000ll
 

@@ -43,8 +43,8 @@
 #include <nettle/hmac.h>
 #include <nettle/sha2.h>
 
-#include "base64.h"
-#include "e2b_internal.h"
+#include "common/base64.h"
+#include "pool/e2b/e2b_internal.h"
 
 #define ID_CHARS                                                         \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \

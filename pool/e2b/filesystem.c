@@ -33,8 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "filesystem.h"
+#include "common/clock.h"
+#include "pool/e2b/filesystem.h"
 
 #define FS_REQUEST_ID 5
 #define WATCH_REQUEST_ID 6

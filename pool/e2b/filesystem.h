@@ -22,8 +22,8 @@
 
 #include <jansson.h>
 
-#include "agent_client.h"
-#include "e2b_internal.h"
+#include "pool/host/agent_client.h"
+#include "pool/e2b/e2b_internal.h"
 
 /* A guest path, resolved: what the agent's PATH fields take. */
 #define E2B_PATH_MAX 4095

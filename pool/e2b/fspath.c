@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "filesystem.h"
+#include "pool/e2b/filesystem.h"
 
 #define USER_CHARS                                                       \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \

@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "processes.h"
+#include "common/base64.h"
+#include "pool/e2b/processes.h"
 
 /* thaw's exec environment's HOME (api_parse_exec), root's. */
 /* Arguments of one command at most (the agent's frame bounds their text). */

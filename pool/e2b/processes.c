@@ -48,10 +48,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "clock.h"
-#include "log.h"
-#include "processes.h"
+#include "common/base64.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "pool/e2b/processes.h"
 
 #define EXEC_REQUEST_ID 1
 #define BASH "/bin/bash"

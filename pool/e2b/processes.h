@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "agent_client.h"
-#include "e2b_internal.h"
+#include "pool/host/agent_client.h"
+#include "pool/e2b/e2b_internal.h"
 
 struct e2b_processes;
 struct e2b_process;

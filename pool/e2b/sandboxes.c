@@ -44,9 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
-#include "clock.h"
-#include "e2b_internal.h"
+#include "snapshot/catalog.h"
+#include "common/clock.h"
+#include "pool/e2b/e2b_internal.h"
 
 /* A create's timeout when it gives none: E2B's, v1's and v2's. */
 #define CREATE_TIMEOUT_V1_S 15

@@ -32,11 +32,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "e2b_internal.h"
-#include "log.h"
-#include "filesystem.h"
-#include "processes.h"
+#include "pool/daemon/api.h"
+#include "pool/e2b/e2b_internal.h"
+#include "common/log.h"
+#include "pool/e2b/filesystem.h"
+#include "pool/e2b/processes.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define LISTEN_BACKLOG 256

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "filesystem.h"
+#include "common/clock.h"
+#include "pool/e2b/filesystem.h"
 
 #define WATCH_REQUEST_ID 1
 /* A poll's names, at most. */

@@ -2,7 +2,7 @@
 /*
  * agent_client.c - see agent_client.h.
  */
-#include "agent_client.h"
+#include "pool/host/agent_client.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "interrupt.h"
-#include "printable.h"
+#include "common/clock.h"
+#include "pool/host/interrupt.h"
+#include "common/printable.h"
 
 /* Longest answer to CONNECT we accept: "OK " and a port number. */
 #define HANDSHAKE_LINE_MAX 32

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 /*
  * What ends a wait on the agent besides the agent itself and a signal.

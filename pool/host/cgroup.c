@@ -27,7 +27,7 @@
  * A zombie is no longer a member of its cgroup (the kernel moves it out in
  * exit), so destroying does not wait for the daemon to reap its VMM.
  */
-#include "cgroup.h"
+#include "pool/host/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -43,8 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
+#include "common/clock.h"
+#include "common/io.h"
 
 #define CGROUP_FS "/sys/fs/cgroup"
 #define NAME_LEN_MAX 63 /* fits config.h's cgroup_parent[64] */

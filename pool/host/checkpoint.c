@@ -2,7 +2,7 @@
 /*
  * checkpoint.c - see checkpoint.h.
  */
-#include "checkpoint.h"
+#include "pool/host/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "catalog.h"
-#include "memdiff.h"
+#include "snapshot/catalog.h"
+#include "snapshot/memdiff.h"
 
 static const char *const names[CHECKPOINT_FILES] = {
 	"state.bin",

@@ -4,16 +4,16 @@
  * an LMDB environment must not be carried across the fork that starts the
  * clone's VMM.
  */
-#include "clone.h"
+#include "pool/host/clone.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <unistd.h>
 
-#include "host_cpu.h"
-#include "paths.h"
-#include "state.h"
+#include "snapshot/host_cpu.h"
+#include "pool/host/paths.h"
+#include "snapshot/state.h"
 
 /* The catalog in the state directory. */
 static int open_catalog(struct catalog *c, char *err, size_t errlen)

@@ -13,7 +13,7 @@
 #ifndef THAW_POOL_CLONE_H
 #define THAW_POOL_CLONE_H
 
-#include "catalog.h"
+#include "snapshot/catalog.h"
 
 /*
  * Checks snapshot @id and registers @clone_id as its live clone; @snap gets

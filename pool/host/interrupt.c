@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "interrupt.h"
+#include "pool/host/interrupt.h"
 
 volatile sig_atomic_t thaw_interrupted;
 

@@ -28,7 +28,7 @@
  * links starting with ifname_prefix, pins named NET_PIN_NAME one level
  * under the run directory.
  */
-#include "netns.h"
+#include "pool/host/netns.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -59,8 +59,8 @@
 #include <netlink/route/route.h>
 #include <nftables/libnftables.h>
 
-#include "guest_net.h"
-#include "log.h"
+#include "common/guest_net.h"
+#include "common/log.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

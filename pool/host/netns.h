@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "policy.h"
+#include "bpf/policy.h"
 
 /* The daemon's network settings (config.h fills them). */
 struct net_config {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "paths.h"
-#include "subprocess.h"
+#include "pool/host/paths.h"
+#include "common/subprocess.h"
 
 const char *thaw_tool_path(const char *env, const char *built_in)
 {

@@ -5,7 +5,7 @@
  * one whose process lives (another `thaw snapshot create`, a daemon
  * checkpointing) is left alone.
  */
-#include "snapshot_store.h"
+#include "pool/host/snapshot_store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memdiff.h"
-#include "state.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/state.h"
 
 /* An orphan younger than this may be a writer between rename and commit. */
 #define ORPHAN_GRACE_S 600

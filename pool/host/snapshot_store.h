@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "catalog.h"
+#include "snapshot/catalog.h"
 
 /* A writer's directory: SNAPSHOT_TMP_PREFIX "<id>-<pid>". */
 #define SNAPSHOT_TMP_PREFIX ".tmp-"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "template.h"
+#include "pool/host/template.h"
 
 static int hash_file(const char *path, char out[CATALOG_HASH_LEN + 1],
 		     char *err, size_t errlen)

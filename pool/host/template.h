@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "catalog.h"
+#include "snapshot/catalog.h"
 
 /*
  * Fills @t's kernel and initrd hashes and its id (@cmdline may be NULL).

@@ -2,7 +2,7 @@
 /*
  * vmm_process.c - see vmm_process.h.
  */
-#include "vmm_process.h"
+#include "pool/host/vmm_process.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,13 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "checkpoint.h"
-#include "clock.h"
-#include "guest_net.h"
-#include "interrupt.h"
-#include "io.h"
-#include "netns.h"
+#include "pool/host/cgroup.h"
+#include "pool/host/checkpoint.h"
+#include "common/clock.h"
+#include "common/guest_net.h"
+#include "pool/host/interrupt.h"
+#include "common/io.h"
+#include "pool/host/netns.h"
 
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
@@ -39,7 +39,7 @@
 #define MAX_VMM_ARGS 32
 /* How often a wait for the VMM's readiness looks at thaw_interrupted. */
 #define READY_CHECK_MS 250
-/* Where root's run directories go (beside jail.h's lock file). */
+/* Where root's run directories go (beside jail_ids.h's lock file). */
 #define ROOT_RUN_DIR "/run/thaw"
 /* The descriptor thaw-vmm's --ready-fd names: the one it gets past 2. */
 #define READY_FD 3
@@ -362,7 +362,7 @@ static const char *vmm_log_message(const char *line)
 
 /*
  * thaw-vmm's verdict is its last word: when the VM ends it logs the reason,
- * then "timings:" (vmm/main.c); when it cannot start, its error is its last
+ * then "timings:" (vmm/vmm_main.c); when it cannot start, its error is its last
  * line.  Earlier lines are warnings on the way (a restore without prefetch,
  * a vsock hiccup), not why the VM stopped.
  */

@@ -7,7 +7,7 @@
  * of these plus a lease: daemon.h.)
  *
  * Each VMM is jailed (vmm/jail.h) unless its place says no_jail: it runs
- * in a PID namespace of its own as a uid of its own (jail.h), locked in
+ * in a PID namespace of its own as a uid of its own (jail_ids.h), locked in
  * `root` in its run directory, which only it sees filled.
  *
  * The VMM is started with PR_SET_PDEATHSIG, so it dies with its supervisor
@@ -28,8 +28,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent_client.h"
-#include "jail.h"
+#include "pool/host/agent_client.h"
+#include "pool/host/jail_ids.h"
 
 struct cgroup;
 

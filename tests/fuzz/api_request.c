@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "pool/daemon/api_internal.h"
 
 /* The default template's limits (config.h's embedded default). */
 #define TIMEOUT_S 300

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "pool/daemon/config.h"
 
 static int config_fd = -1;
 

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "e2b_internal.h"
-#include "filesystem.h"
+#include "pool/e2b/e2b_internal.h"
+#include "pool/e2b/filesystem.h"
 
 #define ID_CHARS                                                         \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fuzz_support.h"
-#include "io.h"
-#include "log.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "common/io.h"
+#include "common/log.h"
 
 #define MAX_FILES 8
 

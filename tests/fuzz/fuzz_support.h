@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 /* /dev/shm/thaw-fuzz-XXXXXX/@name (/tmp/... without /dev/shm), made once
  * per process, @name removed at exit with the directory.  A name is at

@@ -29,11 +29,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 struct agent agent = { .boot_id = "6f1c2d0e-5b7a-4c1e-9d3f-2a8b7c6d5e4f" };
 
-/* ---- main.c and init.c: no epoll set, no log -------------------------- */
+/* ---- agent_main.c and init.c: no epoll set, no log --------------------------
+ */
 
 int watch_set(struct watch *w, uint32_t events)
 {
@@ -282,7 +283,8 @@ static socklen_t listen_len;
 
 static void listen_once(void)
 {
-	/* Non-blocking, as main.c's: conn_accept() takes all until EAGAIN. */
+	/* Non-blocking, as agent_main.c's: conn_accept() takes all until
+	 * EAGAIN. */
 	agent.listener.fd =
 		socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (agent.listener.fd < 0)

@@ -24,8 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "protocol.h"
+#include "pool/host/agent_client.h"
+#include "guest/protocol.h"
 
 #define REQUEST_ID 1
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 /* protocol_host.c's conversations */
 enum { GREETING, ANSWERS, PING, EXEC_EVENTS, DOWNLOAD, STAT, LIST, WATCH };

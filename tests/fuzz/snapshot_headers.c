@@ -25,10 +25,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "fuzz_support.h"
-#include "memdiff.h"
-#include "memfile.h"
-#include "workingset.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/memfile.h"
+#include "snapshot/workingset.h"
 
 enum reader { PREFETCH, MAP, VERIFY, DIFF, NR_READERS };
 #define FIX_ROOT 0x4

@@ -26,17 +26,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "devices/i8042.h"
-#include "devices/rtc.h"
-#include "devices/serial.h"
-#include "devices/virtio_net.h"
-#include "devices/vsock.h"
-#include "fuzz_support.h"
-#include "guest_net.h"
-#include "memdiff.h"
-#include "memfile.h"
-#include "state.h"
-#include "workingset.h"
+#include "vmm/devices/i8042.h"
+#include "vmm/devices/rtc.h"
+#include "vmm/devices/serial.h"
+#include "vmm/devices/virtio_net.h"
+#include "vmm/devices/vsock.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "common/guest_net.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/memfile.h"
+#include "snapshot/state.h"
+#include "snapshot/workingset.h"
 
 #define PAGES 8
 

@@ -21,14 +21,14 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "devices/i8042.h"
-#include "devices/rtc.h"
-#include "devices/serial.h"
-#include "devices/virtio_net.h"
-#include "devices/vsock.h"
-#include "fuzz_support.h"
-#include "guest_net.h"
-#include "state.h"
+#include "vmm/devices/i8042.h"
+#include "vmm/devices/rtc.h"
+#include "vmm/devices/serial.h"
+#include "vmm/devices/virtio_net.h"
+#include "vmm/devices/vsock.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "common/guest_net.h"
+#include "snapshot/state.h"
 
 #define GUEST_RAM (64 * 1024)
 

@@ -5,11 +5,11 @@
  * the device: device features are acked as offered, and the host side is
  * the harness's callback.
  */
-#include "virtio_driver.h"
+#include "tests/fuzz/virtio_driver.h"
 
 #include <string.h>
 
-#include "devices/virtqueue.h"
+#include "vmm/devices/virtqueue.h"
 
 bool fuzz_take(struct fuzz_input *in, void *out, size_t n)
 {

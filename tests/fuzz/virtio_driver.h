@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "devices/virtio_mmio.h"
+#include "vmm/devices/virtio_mmio.h"
 
 #define FUZZ_VIRTIO_RAM (64 * 1024)
 #define FUZZ_VIRTIO_QSIZE 64

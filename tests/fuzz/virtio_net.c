@@ -19,10 +19,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "devices/virtio_net.h"
-#include "fuzz_support.h"
-#include "guest_net.h"
-#include "virtio_driver.h"
+#include "vmm/devices/virtio_net.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "common/guest_net.h"
+#include "tests/fuzz/virtio_driver.h"
 
 static uint8_t ram[FUZZ_VIRTIO_RAM];
 

@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/virtio_net.h"
-#include "devices/virtqueue.h"
-#include "devices/vsock.h"
-#include "virtio_driver.h"
+#include "vmm/devices/virtio_net.h"
+#include "vmm/devices/virtqueue.h"
+#include "vmm/devices/vsock.h"
+#include "tests/fuzz/virtio_driver.h"
 
 #define RX_BUF(i) (FUZZ_VIRTIO_BUFFERS + (i)*0x400u)
 #define TX_BUF(i) (FUZZ_VIRTIO_BUFFERS + 0x2000u + (i)*0x100u)

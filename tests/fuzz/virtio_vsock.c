@@ -22,9 +22,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "devices/vsock.h"
-#include "fuzz_support.h"
-#include "virtio_driver.h"
+#include "vmm/devices/vsock.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/virtio_driver.h"
 
 #define VSOCK_FUZZ_CLIENTS 4
 

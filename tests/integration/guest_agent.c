@@ -4,12 +4,12 @@
  * connection, answered before the next: the request ids only tell this
  * call's frames from stray ones.
  */
-#include "guest_agent.h"
+#include "tests/integration/guest_agent.h"
 
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 #define EXEC_ID 1
 #define READ_ID 8

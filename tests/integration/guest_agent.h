@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "agent_client.h"
+#include "pool/host/agent_client.h"
 
 /*
  * Runs `sh -c @script` in the guest, for at most @timeout_s (unscaled:

@@ -2,7 +2,7 @@
 /*
  * harness.c - see harness.h.
  */
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #include <criterion/criterion.h>
 
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 extern char **environ;
 

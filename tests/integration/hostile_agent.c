@@ -31,7 +31,7 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 /* Frames longer than this are never read: the guest that stops reading. */
 #define NOREAD_OVER (128u << 10)

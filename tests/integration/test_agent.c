@@ -42,10 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "clock.h"
-#include "harness.h"
-#include "protocol.h"
+#include "guest/agent/agent.h"
+#include "common/clock.h"
+#include "tests/integration/harness.h"
+#include "guest/protocol.h"
 
 /*
  * Base deadlines in seconds on a reference host, scaled with scaled_s().

@@ -31,9 +31,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "base64.h"
-#include "harness.h"
-#include "thaw_client.h"
+#include "common/base64.h"
+#include "tests/integration/harness.h"
+#include "pool/client/thaw_client.h"
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2

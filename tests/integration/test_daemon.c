@@ -55,9 +55,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "harness.h"
-#include "thaw_client.h"
+#include "common/clock.h"
+#include "tests/integration/harness.h"
+#include "pool/client/thaw_client.h"
 
 #define TOKEN "thaw-test-token-5f1c0a"
 #define CGROUP_PARENT "thaw-test-daemon"

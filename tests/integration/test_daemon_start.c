@@ -25,7 +25,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define TIMEOUT_S 60
 

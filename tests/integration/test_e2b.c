@@ -44,8 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "io.h"
+#include "tests/integration/harness.h"
+#include "common/io.h"
 
 #define TOKEN "thaw-test-e2b-token-6c1f2e"
 #define CGROUP_PARENT "thaw-test-e2b"

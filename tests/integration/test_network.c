@@ -39,8 +39,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "harness.h"
+#include "common/clock.h"
+#include "tests/integration/harness.h"
 
 #define TOKEN "thaw-test-network-7d31"
 #define INTERNET "198.51.100.10"

@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define MARKER "<!-- test_readme runs the next block as written -->"
 /* Only ends a hang: a kernel-emulating host boots a guest in ~30 s, and

@@ -29,16 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "catalog.h"
-#include "checkpoint.h"
-#include "clock.h"
-#include "guest_agent.h"
-#include "harness.h"
-#include "memdiff.h"
-#include "protocol.h"
-#include "state.h"
-#include "vmm_process.h"
+#include "pool/host/agent_client.h"
+#include "snapshot/catalog.h"
+#include "pool/host/checkpoint.h"
+#include "common/clock.h"
+#include "tests/integration/guest_agent.h"
+#include "tests/integration/harness.h"
+#include "snapshot/memdiff.h"
+#include "guest/protocol.h"
+#include "snapshot/state.h"
+#include "pool/host/vmm_process.h"
 
 #define EXIT_THAW_ERROR 125
 #define CLONES 10

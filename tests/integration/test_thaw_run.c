@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define RUN_TIMEOUT_S 900
 #define EXIT_THAW_ERROR 125

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define BOOT_TIMEOUT_S 900
 #define EXIT_CRASHED 3

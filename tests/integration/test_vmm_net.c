@@ -28,12 +28,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "guest_agent.h"
-#include "guest_net.h"
-#include "harness.h"
-#include "protocol.h"
-#include "vmm_process.h"
+#include "pool/host/agent_client.h"
+#include "tests/integration/guest_agent.h"
+#include "common/guest_net.h"
+#include "tests/integration/harness.h"
+#include "guest/protocol.h"
+#include "pool/host/vmm_process.h"
 
 #define BOOT_TIMEOUT_S 900
 #define EXEC_TIMEOUT_S 300

@@ -2,7 +2,7 @@
 /*
  * state_file.c - see state_file.h.
  */
-#include "state_file.h"
+#include "tests/unit/state_file.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

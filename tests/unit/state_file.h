@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "state.h"
+#include "snapshot/state.h"
 
 /*
  * Saves @w, then frees it, to a state file in a scratch directory and opens

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "admission.h"
+#include "pool/daemon/admission.h"
 
 /* As /proc/pressure/cpu reads on a 6.x kernel. */
 static const char cpu_psi[] =

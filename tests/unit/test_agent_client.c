@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "clock.h"
+#include "pool/host/agent_client.h"
+#include "common/clock.h"
 
 #define PATIENCE_MS 200
 #define WAIT_MS 300

@@ -46,14 +46,14 @@
 #include <nettle/sha2.h>
 #include <netinet/in.h>
 
-#include "api.h"
-#include "base64.h"
-#include "clock.h"
-#include "daemon.h"
-#include "e2b_internal.h"
-#include "io.h"
-#include "peer_uid.h"
-#include "protocol.h"
+#include "pool/daemon/api.h"
+#include "common/base64.h"
+#include "common/clock.h"
+#include "pool/daemon/daemon.h"
+#include "pool/e2b/e2b_internal.h"
+#include "common/io.h"
+#include "pool/daemon/peer_uid.h"
+#include "guest/protocol.h"
 
 #define SANDBOX_ID "0123456789abcdef"
 #define EXEC_PATH "/sandboxes/" SANDBOX_ID "/exec"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "pool/daemon/api_internal.h"
 
 /* api_parse_exec on @text for a sandbox without an environment: its
  * status, the request in @req. */

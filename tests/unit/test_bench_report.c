@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
-#include "state_file.h"
-#include "stats.h"
+#include "bench/report.h"
+#include "tests/unit/state_file.h"
+#include "bench/stats.h"
 
 #define EMULATED_HOST_KIND "SVM, nested in a QEMU-TCG-emulated host"
 

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "x86/boot.h"
-#include "x86/layout.h"
+#include "vmm/x86/boot.h"
+#include "vmm/x86/layout.h"
 
 #define LOAD_ADDR 0x1000000ULL
 

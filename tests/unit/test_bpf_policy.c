@@ -37,8 +37,8 @@
 #include <bpf/libbpf.h>
 #include <linux/pkt_cls.h>
 
-#include "../../common/guest_net.h"
-#include "policy.h"
+#include "common/guest_net.h"
+#include "bpf/policy.h"
 
 #define A(a, b, c, d) ((uint32_t)(a) << 24 | (b) << 16 | (c) << 8 | (d))
 #define HOST_PEER A(10, 200, 0, 5)

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capfile.h"
+#include "common/capfile.h"
 
 static char path[64];
 

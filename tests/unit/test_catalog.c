@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "catalog.h"
+#include "snapshot/catalog.h"
 
 #define TMPL "7e7e7e7e7e7e7e7e"
 

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "pool/host/cgroup.h"
 
 #define MIB (1024ULL * 1024)
 #define OWNER "/var/lib/thaw-test/state"

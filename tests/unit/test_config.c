@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "config.h"
+#include "pool/host/cgroup.h"
+#include "pool/daemon/config.h"
 
 static char path[64];	    /* the config file of a test */
 static char token_path[64]; /* a token_file */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "console.h"
+#include "vmm/console.h"
 
 static void feed(struct console *c, const char *s, size_t chunk)
 {

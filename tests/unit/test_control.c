@@ -14,9 +14,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "vm.h"
-#include "vmm_process.h"
+#include "vmm/control.h"
+#include "vmm/vm.h"
+#include "pool/host/vmm_process.h"
 
 static struct vm vm;
 static struct control control;

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "filesystem.h"
+#include "pool/e2b/filesystem.h"
 
 static const char *resolved(const char *path, const char *user)
 {

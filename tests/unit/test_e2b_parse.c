@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "e2b_internal.h"
+#include "pool/e2b/e2b_internal.h"
 
 /* ---- envelopes ----------------------------------------------------------- */
 

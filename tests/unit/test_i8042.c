@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "devices/i8042.h"
-#include "state_file.h"
+#include "vmm/devices/i8042.h"
+#include "tests/unit/state_file.h"
 
 #define STATUS_OBF 0x01
 #define STATUS_IBF 0x02

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "x86/insn.h"
+#include "vmm/x86/insn.h"
 
 #define RIP 0xffffffff81234560ULL
 #define FS_BASE 0x00007f0000001000ULL

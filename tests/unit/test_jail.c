@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jail.h"
+#include "pool/host/jail_ids.h"
 #include "vmm/jail.h"
 
 /* Three ids no other test or thaw on this host takes. */

@@ -9,8 +9,8 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 
-#include "clock.h"
-#include "daemon.h"
+#include "common/clock.h"
+#include "pool/daemon/daemon.h"
 
 #define S_NS (1000 * NS_PER_MS)
 #define DAY_MS (86400LL * 1000)

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "common/log.h"
 
 #define ID "5f3a9c1e2b7d4a60"
 

@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "memdiff.h"
-#include "memfile.h"
-#include "state_file.h"
+#include "snapshot/memdiff.h"
+#include "snapshot/memfile.h"
+#include "tests/unit/state_file.h"
 
 #define PAGE 4096UL
 #define PAGES 64UL

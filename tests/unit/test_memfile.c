@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "memfile.h"
-#include "preopen.h"
-#include "state_file.h"
+#include "snapshot/memfile.h"
+#include "snapshot/preopen.h"
+#include "tests/unit/state_file.h"
 
 #define PAGE MEMFILE_PAGE_SIZE
 #define SIZE (16ULL << 20)

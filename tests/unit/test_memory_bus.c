@@ -6,8 +6,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "bus.h"
-#include "memory.h"
+#include "vmm/bus.h"
+#include "vmm/memory.h"
 
 Test(memory, small_guest_has_one_low_region)
 {

@@ -7,8 +7,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "x86/layout.h"
-#include "x86/mptable.h"
+#include "vmm/x86/layout.h"
+#include "vmm/x86/mptable.h"
 
 static struct guest_memory mem;
 

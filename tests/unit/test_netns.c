@@ -29,9 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "guest_net.h"
-#include "netns.h"
+#include "common/clock.h"
+#include "common/guest_net.h"
+#include "pool/host/netns.h"
 
 #define TAP_UID 1879114731u /* no other test's jail id */
 #define TAP_GID 1879114732u

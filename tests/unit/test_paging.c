@@ -14,8 +14,8 @@
 #include <criterion/redirect.h>
 #include <string.h>
 
-#include "memory.h"
-#include "x86/paging.h"
+#include "vmm/memory.h"
+#include "vmm/x86/paging.h"
 
 #define PML4 0x1000ULL
 #define PDPT 0x2000ULL

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "protocol.h"
+#include "guest/protocol.h"
 
 static uint8_t buf[THAW_MAX_FRAME + 64];
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_internal.h"
+#include "pool/daemon/api_internal.h"
 
 #define ID "0123456789abcdef"
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "devices/rtc.h"
-#include "state_file.h"
+#include "vmm/devices/rtc.h"
+#include "tests/unit/state_file.h"
 
 static struct rtc clock_chip;
 

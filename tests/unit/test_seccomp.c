@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "seccomp_filters.h"
+#include "vmm/seccomp_filters.h"
 
 /* The console log's descriptor the filters are told of (none is open). */
 #define LOG_FD 42

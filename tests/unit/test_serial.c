@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "devices/serial.h"
-#include "state_file.h"
+#include "vmm/devices/serial.h"
+#include "tests/unit/state_file.h"
 
 #define RBR 0
 #define IER 1

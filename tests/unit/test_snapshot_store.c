@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "catalog.h"
-#include "snapshot_store.h"
-#include "state_file.h"
+#include "snapshot/catalog.h"
+#include "pool/host/snapshot_store.h"
+#include "tests/unit/state_file.h"
 
 #define TEMPLATE_ID "00000000000000aa"
 

@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "host_cpu.h"
-#include "state.h"
-#include "state_file.h"
+#include "snapshot/host_cpu.h"
+#include "snapshot/state.h"
+#include "tests/unit/state_file.h"
 
 #define NR_VCPUS 3
 

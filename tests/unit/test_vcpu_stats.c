@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vcpu_stats.h"
+#include "vmm/vcpu_stats.h"
 
 #define NAME_SIZE 48 /* what Linux 6.1 to 6.18 use */
 #define DESC_SIZE (sizeof(struct kvm_stats_desc) + NAME_SIZE)

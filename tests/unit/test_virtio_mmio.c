@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "devices/virtio_mmio.h"
-#include "log.h"
-#include "state_file.h"
+#include "vmm/devices/virtio_mmio.h"
+#include "common/log.h"
+#include "tests/unit/state_file.h"
 
 #define GUEST_MEM_MIB MEMORY_MIN_MIB
 #define GUEST_MEM_SIZE (GUEST_MEM_MIB * MIB)

@@ -27,11 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "devices/virtio_net.h"
-#include "guest_net.h"
-#include "state_file.h"
-#include "virtio_guest.h"
+#include "common/clock.h"
+#include "vmm/devices/virtio_net.h"
+#include "common/guest_net.h"
+#include "tests/unit/state_file.h"
+#include "tests/unit/virtio_guest.h"
 
 #define QSZ VIRTIO_GUEST_QSZ
 #define RX_BUF_GPA(i) (0x100000ULL + (uint64_t)(i)*0x1000)

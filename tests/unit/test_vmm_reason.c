@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "vmm_process.h"
+#include "pool/host/vmm_process.h"
 
 static struct vmm_process vmm;
 

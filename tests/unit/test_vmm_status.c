@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "vmm_process.h"
+#include "pool/host/vmm_process.h"
 
 Test(status, a_field_is_a_whole_word)
 {

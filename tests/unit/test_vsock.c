@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "devices/vsock.h"
-#include "state_file.h"
-#include "virtio_guest.h"
+#include "common/clock.h"
+#include "vmm/devices/vsock.h"
+#include "tests/unit/state_file.h"
+#include "tests/unit/virtio_guest.h"
 
 #define GUEST_MIB MEMORY_MIN_MIB
 #define GUEST_CID 3

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "state_file.h"
-#include "workingset.h"
+#include "tests/unit/state_file.h"
+#include "snapshot/workingset.h"
 
 #define PAGE 4096UL
 #define PM_PRESENT (1ULL << 63)

@@ -2,7 +2,7 @@
 /*
  * virtio_guest.c - the device tests' guest driver; see virtio_guest.h.
  */
-#include "virtio_guest.h"
+#include "tests/unit/virtio_guest.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "devices/virtio_mmio.h"
+#include "vmm/devices/virtio_mmio.h"
 
 #define VIRTIO_GUEST_QSZ 64
 #define VIRTIO_GUEST_QUEUE_GPA(q) (0x10000ULL * ((q) + 1))

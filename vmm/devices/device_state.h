@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "irq.h"
-#include "log.h"
-#include "state.h"
+#include "vmm/irq.h"
+#include "common/log.h"
+#include "snapshot/state.h"
 
 /* Whether byte @offset of section @raw is a bool (0 or 1). */
 static inline bool state_bool_valid(const void *raw, size_t offset,

@@ -2,7 +2,7 @@
 /*
  * device_thread.c - a device backend's thread; see device_thread.h.
  */
-#include "devices/device_thread.h"
+#include "vmm/devices/device_thread.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "common/log.h"
 
 int device_thread_init(struct device_thread *t, const char *name,
 		       enum vmm_thread_role role, void *device,

@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 
-#include "seccomp_filters.h"
+#include "vmm/seccomp_filters.h"
 
 /* The kick's epoll tag; a device's own tags must differ from it. */
 #define DEVICE_THREAD_TAG_KICK 0

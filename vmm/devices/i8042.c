@@ -6,13 +6,13 @@
  * never busy (status IBF stays clear) and a reply is in the output buffer
  * before the driver's first status poll.
  */
-#include "devices/i8042.h"
+#include "vmm/devices/i8042.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/device_state.h"
-#include "log.h"
+#include "vmm/devices/device_state.h"
+#include "common/log.h"
 
 #define STATUS_OUTPUT_FULL 0x01
 #define STATUS_SYSTEM_FLAG 0x04

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "state.h"
+#include "snapshot/state.h"
 
 #define I8042_DATA_PORT 0x60
 #define I8042_COMMAND_PORT 0x64

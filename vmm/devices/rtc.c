@@ -9,13 +9,13 @@
  * latches the host time, and the other fields come from that latch while it
  * is less than a second old.
  */
-#include "devices/rtc.h"
+#include "vmm/devices/rtc.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/device_state.h"
-#include "log.h"
+#include "vmm/devices/device_state.h"
+#include "common/log.h"
 
 #define REG_SECONDS 0x00
 #define REG_MINUTES 0x02

@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "state.h"
+#include "snapshot/state.h"
 
 #define RTC_BASE 0x70
 #define RTC_PORT_COUNT 2

@@ -8,13 +8,13 @@
  * pin is gated by MCR.OUT2 as on every PC, which the 8250 driver depends on:
  * it leaves OUT2 low while it probes with interrupts enabled in IER.
  */
-#include "devices/serial.h"
+#include "vmm/devices/serial.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/device_state.h"
-#include "log.h"
+#include "vmm/devices/device_state.h"
+#include "common/log.h"
 
 /* Register offsets; DLL/DLM replace RBR/THR and IER while LCR.DLAB is set. */
 #define UART_RBR_THR 0

@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "irq.h"
-#include "state.h"
+#include "vmm/irq.h"
+#include "snapshot/state.h"
 
 #define SERIAL_COM1_BASE 0x3f8
 #define SERIAL_COM1_IRQ 4

@@ -5,13 +5,13 @@
  * A register access is decoded under the lock and may leave one backend call
  * to make (notify, activate, reset); that call happens after unlocking.
  */
-#include "devices/virtio_mmio.h"
+#include "vmm/devices/virtio_mmio.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/device_state.h"
-#include "log.h"
+#include "vmm/devices/device_state.h"
+#include "common/log.h"
 
 #define TRANSPORT_FEATURES                                             \
 	((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_EVENT_IDX) | \

@@ -34,10 +34,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "memory.h"
-#include "devices/virtqueue.h"
-#include "irq.h"
-#include "state.h"
+#include "vmm/memory.h"
+#include "vmm/devices/virtqueue.h"
+#include "vmm/irq.h"
+#include "snapshot/state.h"
 
 #define VIRTIO_MMIO_WINDOW_SIZE 0x1000
 #define VIRTIO_MMIO_MAX_QUEUES 8

@@ -7,7 +7,7 @@
  * the TAP (the one held back first) into RX, and put the TAP in or out of
  * the epoll set depending on whether another frame could be delivered.
  */
-#include "devices/virtio_net.h"
+#include "vmm/devices/virtio_net.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "devices/device_state.h"
-#include "log.h"
+#include "vmm/devices/device_state.h"
+#include "common/log.h"
 
 #define TAG_TAP (DEVICE_THREAD_TAG_KICK + 1)
 

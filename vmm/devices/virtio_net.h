@@ -59,11 +59,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "devices/device_thread.h"
-#include "devices/virtio_mmio.h"
-#include "irq.h"
-#include "memory.h"
-#include "state.h"
+#include "vmm/devices/device_thread.h"
+#include "vmm/devices/virtio_mmio.h"
+#include "vmm/irq.h"
+#include "vmm/memory.h"
+#include "snapshot/state.h"
 
 #define VIRTIO_ID_NET 1
 

@@ -6,7 +6,7 @@
  * may sit at any address, and the guest may rewrite a descriptor while we
  * look at it, so each is read exactly once and checked on the copy.
  */
-#include "devices/virtqueue.h"
+#include "vmm/devices/virtqueue.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 /* Feature bits this implementation honours. */
 #define VIRTIO_F_INDIRECT_DESC 28

@@ -21,7 +21,7 @@
  * state, and a socket whose peer has hung up (where epoll would report
  * EPOLLHUP forever) can leave the epoll set and still be drained.
  */
-#include "devices/vsock.h"
+#include "vmm/devices/vsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,10 +31,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "io.h"
-#include "log.h"
-#include "seccomp_filters.h"
+#include "common/clock.h"
+#include "common/io.h"
+#include "common/log.h"
+#include "vmm/seccomp_filters.h"
 
 #define HDR_SIZE sizeof(struct virtio_vsock_hdr)
 #define VSOCK_PORT_ANY 0xffffffffu

@@ -57,12 +57,12 @@
 #include <stdint.h>
 #include <sys/un.h>
 
-#include "devices/device_thread.h"
-#include "devices/virtio_mmio.h"
-#include "devices/vsock_conn.h"
-#include "irq.h"
-#include "memory.h"
-#include "state.h"
+#include "vmm/devices/device_thread.h"
+#include "vmm/devices/virtio_mmio.h"
+#include "vmm/devices/vsock_conn.h"
+#include "vmm/irq.h"
+#include "vmm/memory.h"
+#include "snapshot/state.h"
 
 #define VIRTIO_ID_VSOCK 19
 #define VIRTIO_VSOCK_F_STREAM 0

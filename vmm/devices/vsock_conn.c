@@ -6,7 +6,7 @@
  * Socket writes use sendmsg(MSG_NOSIGNAL): a host client that went away must
  * become an EPIPE on this connection, not a SIGPIPE for the whole VMM.
  */
-#include "devices/vsock_conn.h"
+#include "vmm/devices/vsock_conn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "common/log.h"
 
 /*
  * Tell the guest about freed space once its view of our buffer is down to

@@ -11,7 +11,7 @@
  *    preferred address and entered at +0x200, the 64-bit entry that
  *    XLF_KERNEL_64 promises.  The kernel then decompresses itself.
  */
-#include "x86/boot.h"
+#include "vmm/x86/boot.h"
 
 #include <asm/bootparam.h>
 #include <asm/e820.h>
@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "x86/layout.h"
+#include "common/log.h"
+#include "vmm/x86/layout.h"
 
 #define SETUP_HEADER_OFFSET 0x1f1
 #define SETUP_HEADER_MAGIC 0x53726448 /* "HdrS" */

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 enum kernel_format { KERNEL_ELF, KERNEL_BZIMAGE };
 

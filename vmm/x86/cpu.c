@@ -4,7 +4,7 @@
  * early code assume of a freshly reset CPU that a loader already put in
  * long mode; Firecracker's x86 vCPU setup documents the same choices.
  */
-#include "x86/cpu.h"
+#include "vmm/x86/cpu.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "log.h"
-#include "x86/layout.h"
+#include "common/log.h"
+#include "vmm/x86/layout.h"
 
 #define CPUID_MAX_ENTRIES 256
 

@@ -7,7 +7,7 @@
  * 0xf0 lock prefixes, which fall through to the opcode switch.  Rejecting is
  * always safe: the caller then stops the guest with the bytes in the message.
  */
-#include "insn.h"
+#include "vmm/x86/insn.h"
 
 struct cursor {
 	const uint8_t *bytes;

@@ -2,7 +2,7 @@
 /*
  * kvm_state.c - see kvm_state.h.
  */
-#include "x86/kvm_state.h"
+#include "vmm/x86/kvm_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "kvm_ioctl.h"
-#include "log.h"
+#include "vmm/kvm_ioctl.h"
+#include "common/log.h"
 
 #define CPUID_MAX_ENTRIES 256
 #define MSR_MAX_ENTRIES 1024

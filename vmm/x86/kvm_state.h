@@ -25,7 +25,7 @@
 #include <linux/kvm.h>
 #include <stdint.h>
 
-#include "state.h"
+#include "snapshot/state.h"
 
 /* The MSRs KVM can save and restore; fetched once per VM, freed by caller. */
 struct kvm_msr_list *x86_msr_index_list(int kvm_fd);

@@ -4,13 +4,13 @@
  * configuration table header, then its entries in the order the spec wants
  * them (processors, buses, IOAPICs, I/O interrupts, local interrupts).
  */
-#include "x86/mptable.h"
+#include "vmm/x86/mptable.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "x86/layout.h"
+#include "common/log.h"
+#include "vmm/x86/layout.h"
 
 #define MP_SPEC_REV 4
 #define APIC_VERSION 0x14

@@ -13,7 +13,7 @@
 #ifndef THAW_VMM_X86_MPTABLE_H
 #define THAW_VMM_X86_MPTABLE_H
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 #define MPTABLE_MAX_CPUS 8
 

@@ -6,7 +6,7 @@
  * software/protection-key bits above; the large-page mask then also drops
  * the PAT bit (bit 12) those entries carry.
  */
-#include "paging.h"
+#include "vmm/x86/paging.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

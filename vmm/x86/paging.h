@@ -26,7 +26,7 @@
 
 #include <linux/kvm.h>
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 /*
  * Translates @linear with the paging mode and CR3 in @sregs and stores the

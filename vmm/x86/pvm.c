@@ -10,7 +10,7 @@
  * the list of instructions comes from measurement (PVM-NOTES.md section 3),
  * and a new one should be looked at, not skipped.
  */
-#include "pvm.h"
+#include "vmm/x86/pvm.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -19,10 +19,10 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "insn.h"
-#include "kvm_ioctl.h"
-#include "log.h"
-#include "paging.h"
+#include "vmm/x86/insn.h"
+#include "vmm/kvm_ioctl.h"
+#include "common/log.h"
+#include "vmm/x86/paging.h"
 
 #define X86_RFLAGS_AC (1ULL << 18)
 #define X86_EFER_LMA (1ULL << 10)

@@ -20,7 +20,7 @@
 
 #include <linux/kvm.h>
 
-#include "memory.h"
+#include "vmm/memory.h"
 
 /* True when the host's KVM is PVM (/sys/module/kvm_pvm exists). */
 bool pvm_host_detected(void);

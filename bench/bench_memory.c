@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * memory.c - what idle clones cost: memory per clone, and how many fit.
+ * bench_memory.c - what idle clones cost: memory per clone, and how many fit.
  *
  * Both fill one pool with idle clones and read the host while they sit
  * there.  Memory per clone is read three ways, since none alone is the
@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "clock.h"
+#include "bench/bench.h"
+#include "common/clock.h"
 
 /* ---- memory and density ------------------------------------------------- */
 
@@ -59,8 +59,8 @@ static int clone_vmms(pid_t *pids, int max)
 
 static long used_kib(void)
 {
-	return kib_field("/proc/meminfo", "MemTotal") -
-	       kib_field("/proc/meminfo", "MemAvailable");
+	return bench_kib_field("/proc/meminfo", "MemTotal") -
+	       bench_kib_field("/proc/meminfo", "MemAvailable");
 }
 
 /*
@@ -77,7 +77,7 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 	struct thaw_template p = { 0 };
 	long last = -1;
 	double since = monotonic_ms();
-	long total = kib_field("/proc/meminfo", "MemTotal");
+	long total = bench_kib_field("/proc/meminfo", "MemTotal");
 
 	why[0] = '\0';
 	if (!(c = thawd_connect(d, why, len)))
@@ -102,7 +102,8 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 			last = p.ready;
 			since = monotonic_ms();
 		}
-		if (kib_field("/proc/meminfo", "MemAvailable") < total / 10) {
+		if (bench_kib_field("/proc/meminfo", "MemAvailable") <
+		    total / 10) {
 			snprintf(why, len,
 				 "host memory low: under a tenth of %ld MiB "
 				 "available",
@@ -152,10 +153,10 @@ void bench_memory(struct bench *b)
 		struct thawd d;
 
 		snprintf(name, sizeof(name), "%ld idle clones", want);
-		progress("memory: %s", name);
+		bench_progress("memory: %s", name);
 		long before = used_kib();
-		if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
-			fail(b, "memory", name, why);
+		if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+			bench_fail(b, "memory", name, why);
 			continue;
 		}
 		long got = fill_pool(&d, "idle", want, why, sizeof(why));
@@ -169,9 +170,9 @@ void bench_memory(struct bench *b)
 
 			snprintf(path, sizeof(path), "/proc/%d/smaps_rollup",
 				 (int)pids[k]);
-			long p = kib_field(path, "Pss");
-			long clean = kib_field(path, "Private_Clean");
-			long dirty = kib_field(path, "Private_Dirty");
+			long p = bench_kib_field(path, "Pss");
+			long clean = bench_kib_field(path, "Private_Clean");
+			long dirty = bench_kib_field(path, "Private_Dirty");
 			if (p >= 0)
 				samples_add(&pss, p / 1024.0);
 			if (clean >= 0 && dirty >= 0)
@@ -179,14 +180,15 @@ void bench_memory(struct bench *b)
 		}
 		long delta = used_kib() - before;
 		free(pids);
-		stop_daemon(&d);
+		bench_stop_daemon(&d);
 		if (!got) {
-			fail(b, "memory", name, why[0] ? why : "no clone");
+			bench_fail(b, "memory", name,
+				   why[0] ? why : "no clone");
 			continue;
 		}
 		char label[128];
-		note(b, text, sizeof(text), "%ld of %ld clones up%s%s", got,
-		     want, why[0] ? ": " : "", why);
+		bench_note(b, text, sizeof(text), "%ld of %ld clones up%s%s",
+			   got, want, why[0] ? ": " : "", why);
 		snprintf(label, sizeof(label), "%s: VMM PSS", name);
 		report_add_samples(b->report, "memory", label, "MiB", &pss,
 				   text);
@@ -216,17 +218,19 @@ void bench_density(struct bench *b)
 					  .admit_on_load = true };
 	struct thawd d;
 
-	progress("density: up to %ld idle clones", want);
-	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
-		fail(b, "density", name, why);
+	bench_progress("density: up to %ld idle clones", want);
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why))) {
+		bench_fail(b, "density", name, why);
 		return;
 	}
 	long got = fill_pool(&d, "dense", want, why, sizeof(why));
 	char err[256];
 	int stopped = thawd_stop(&d, err, sizeof(err));
 	int left = clone_vmms(NULL, 0);
-	note(b, text, sizeof(text), "stopped by: %s; cleanup: %s, %d VMMs left",
-	     why[0] ? why : "reached the limit", stopped ? err : "clean", left);
+	bench_note(b, text, sizeof(text),
+		   "stopped by: %s; cleanup: %s, %d VMMs left",
+		   why[0] ? why : "reached the limit", stopped ? err : "clean",
+		   left);
 	report_add_value(b->report, "density", name, "clones", (double)got,
 			 text);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * checkpoints.c - what an RL trainer's operations cost (issue 16's
+ * bench_checkpoints.c - what an RL trainer's operations cost (issue 16's
  * Measure): a checkpoint of a running sandbox against the megabytes its
  * guest wrote, forks of one checkpoint (time until all are ready, and
  * whether their memory stays shared), rollbacks, and restores from a chain
@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
-#include "clock.h"
+#include "bench/bench.h"
+#include "common/clock.h"
 
 /* Three groups: a plot each (report.h). */
 #define GROUP "checkpoint"
@@ -71,7 +71,7 @@ static void release(struct thaw_client *c, const char *id)
 	char err[256];
 
 	if (id[0] && thaw_client_delete(c, id, err, sizeof(err)))
-		progress("%s: %s", id, err);
+		bench_progress("%s: %s", id, err);
 }
 
 /* Releases every sandbox of snapshot @snap: a fork whose answer the client
@@ -84,7 +84,7 @@ static void release_snapshots_sandboxes(struct thaw_client *c, const char *snap)
 	char err[256];
 
 	if (thaw_client_list(c, &list, &n, err, sizeof(err))) {
-		progress("%s", err);
+		bench_progress("%s", err);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -144,8 +144,8 @@ static void dirty_memory(struct bench *b, struct thaw_client *c,
 		     text[1400];
 		struct thaw_checkpoint first;
 
-		progress("checkpoint: %d after %d MiB written",
-			 b->size->checkpoints, mib);
+		bench_progress("checkpoint: %d after %d MiB written",
+			       b->size->checkpoints, mib);
 		if (!sandbox_of(c, base, id, why, sizeof(why)) &&
 		    !thaw_client_checkpoint(c, id, &first, why, sizeof(why)))
 			checkpoints_after_writes(c, id, mib,
@@ -166,17 +166,18 @@ static void dirty_memory(struct bench *b, struct thaw_client *c,
 				 "checkpoint after %d MiB written: %s", mib,
 				 rows[r].what);
 			if (!rows[r].s->n) {
-				fail(b, GROUP, name, why);
+				bench_fail(b, GROUP, name, why);
 				continue;
 			}
-			note(b, text, sizeof(text),
-			     "the guest wrote %d MiB of anonymous memory (dd) "
-			     "since the sandbox's last checkpoint; pause and "
-			     "total are the daemon's, the round trip the "
-			     "client's; %s: pause <= 20 ms + dirty pages at "
-			     "disk speed%s%s",
-			     mib, GOAL_NOTE, why[0] ? "; stopped early: " : "",
-			     why);
+			bench_note(
+				b, text, sizeof(text),
+				"the guest wrote %d MiB of anonymous memory (dd) "
+				"since the sandbox's last checkpoint; pause and "
+				"total are the daemon's, the round trip the "
+				"client's; %s: pause <= 20 ms + dirty pages at "
+				"disk speed%s%s",
+				mib, GOAL_NOTE,
+				why[0] ? "; stopped early: " : "", why);
 			report_add_samples(b->report, GROUP, name, rows[r].unit,
 					   rows[r].s, text);
 		}
@@ -200,7 +201,8 @@ static void fork_memory(struct thaw_client *c,
 		    s.pid <= 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", s.pid);
-		long p = kib_field(path, "Pss"), r = kib_field(path, "Rss");
+		long p = bench_kib_field(path, "Pss"),
+		     r = bench_kib_field(path, "Rss");
 		if (p >= 0)
 			samples_add(pss, p / 1024.0);
 		if (r >= 0)
@@ -260,7 +262,8 @@ static void forks(struct bench *b, struct thaw_client *c, const char *base)
 		struct samples ready = { 0 }, pss = { 0 }, rss = { 0 };
 		char err[1024] = "";
 
-		progress("checkpoint: %d forks of %u", b->size->fork_rounds, n);
+		bench_progress("checkpoint: %d forks of %u",
+			       b->size->fork_rounds, n);
 		for (int i = 0; ck.snapshot[0] && i < b->size->fork_rounds; i++)
 			if (fork_once(c, ck.snapshot, n, &ready, &pss, &rss,
 				      err, sizeof(err)))
@@ -268,16 +271,17 @@ static void forks(struct bench *b, struct thaw_client *c, const char *base)
 		const char *reason = why[0] ? why : err;
 		snprintf(name, sizeof(name), "fork of %u: all ready", n);
 		if (ready.n) {
-			note(b, text, sizeof(text),
-			     "POST /sandboxes {snapshot, count: %u} of one "
-			     "checkpoint, sent -> answered (every fork's agent "
-			     "answered); %s: 32 in <= 1 s%s%s",
-			     n, GOAL_NOTE, reason[0] ? "; stopped early: " : "",
-			     reason);
+			bench_note(
+				b, text, sizeof(text),
+				"POST /sandboxes {snapshot, count: %u} of one "
+				"checkpoint, sent -> answered (every fork's agent "
+				"answered); %s: 32 in <= 1 s%s%s",
+				n, GOAL_NOTE,
+				reason[0] ? "; stopped early: " : "", reason);
 			report_add_samples(b->report, FORK_GROUP, name, "ms",
 					   &ready, text);
 		} else {
-			fail(b, FORK_GROUP, name, reason);
+			bench_fail(b, FORK_GROUP, name, reason);
 		}
 		const struct {
 			const char *what;
@@ -287,14 +291,15 @@ static void forks(struct bench *b, struct thaw_client *c, const char *base)
 			snprintf(name, sizeof(name),
 				 "fork of %u: VMM %s per fork", n, mem[m].what);
 			if (!mem[m].s->n) {
-				fail(b, FORK_GROUP, name,
-				     reason[0] ? reason : "no fork");
+				bench_fail(b, FORK_GROUP, name,
+					   reason[0] ? reason : "no fork");
 				continue;
 			}
-			note(b, text, sizeof(text),
-			     "each fork VMM's smaps_rollup once all were ready: "
-			     "pages shared from the checkpoint count whole in "
-			     "each RSS, divided among the forks in PSS");
+			bench_note(
+				b, text, sizeof(text),
+				"each fork VMM's smaps_rollup once all were ready: "
+				"pages shared from the checkpoint count whole in "
+				"each RSS, divided among the forks in PSS");
 			report_add_samples(b->report, FORK_GROUP, name, "MiB",
 					   mem[m].s, text);
 		}
@@ -313,7 +318,7 @@ static void rollbacks(struct bench *b, struct thaw_client *c, const char *base)
 	struct thaw_checkpoint ck;
 	struct samples s = { 0 };
 
-	progress("checkpoint: %d rollbacks", b->size->rollbacks);
+	bench_progress("checkpoint: %d rollbacks", b->size->rollbacks);
 	if (!sandbox_of(c, base, id, why, sizeof(why)) &&
 	    !thaw_client_checkpoint(c, id, &ck, why, sizeof(why)))
 		for (int i = 0; i < b->size->rollbacks; i++) {
@@ -328,16 +333,17 @@ static void rollbacks(struct bench *b, struct thaw_client *c, const char *base)
 		}
 	release(c, id);
 	if (s.n) {
-		note(b, text, sizeof(text),
-		     "POST /sandboxes/{id}/rollback sent -> answered (its VM "
-		     "replaced by a restore of the checkpoint, the agent "
-		     "answered), after the guest wrote a file; compare the "
-		     "restores below; %s: <= 2x a restore%s%s",
-		     GOAL_NOTE, why[0] ? "; stopped early: " : "", why);
+		bench_note(
+			b, text, sizeof(text),
+			"POST /sandboxes/{id}/rollback sent -> answered (its VM "
+			"replaced by a restore of the checkpoint, the agent "
+			"answered), after the guest wrote a file; compare the "
+			"restores below; %s: <= 2x a restore%s%s",
+			GOAL_NOTE, why[0] ? "; stopped early: " : "", why);
 		report_add_samples(b->report, ROLLBACK_GROUP, name, "ms", &s,
 				   text);
 	} else {
-		fail(b, ROLLBACK_GROUP, name, why);
+		bench_fail(b, ROLLBACK_GROUP, name, why);
 	}
 	samples_free(&s);
 }
@@ -357,7 +363,7 @@ static int restores_of(struct thaw_client *c, const char *snap, int n,
 		if (ret)
 			return -1;
 		samples_add(s, h.ms);
-		restore_samples_add(r, &h);
+		bench_restore_samples_add(r, &h);
 	}
 	return 0;
 }
@@ -368,8 +374,8 @@ static void chain(struct bench *b, struct thaw_client *c, const char *base)
 	char snaps[CHAIN_DEPTH][THAW_CLIENT_ID_MAX] = { "" };
 	int depth = 0;
 
-	progress("checkpoint: a chain of %d, %d restores from each level",
-		 CHAIN_DEPTH, b->size->chain_restores);
+	bench_progress("checkpoint: a chain of %d, %d restores from each level",
+		       CHAIN_DEPTH, b->size->chain_restores);
 	if (!sandbox_of(c, base, id, why, sizeof(why)))
 		for (; depth < CHAIN_DEPTH; depth++) {
 			struct thaw_checkpoint ck;
@@ -406,24 +412,25 @@ static void chain(struct bench *b, struct thaw_client *c, const char *base)
 		if (s.n) {
 			char label[128];
 
-			note(b, text, sizeof(text),
-			     "POST /sandboxes {snapshot} sent -> the new "
-			     "sandbox's ping answered, one at a time%s%s",
-			     err[0] ? "; stopped early: " : "", err);
+			bench_note(b, text, sizeof(text),
+				   "POST /sandboxes {snapshot} sent -> the new "
+				   "sandbox's ping answered, one at a time%s%s",
+				   err[0] ? "; stopped early: " : "", err);
 			snprintf(label, sizeof(label), "%s: create -> ping",
 				 from[k].label);
 			report_add_samples(b->report, ROLLBACK_GROUP, label,
 					   "ms", &s, text);
-			report_restores(b, ROLLBACK_GROUP, from[k].label, &r,
-					"the create -> ping figure's restores; "
-					"a checkpoint's restore prefetches its "
-					"template's working set (it records "
-					"none of its own)");
+			bench_report_restores(
+				b, ROLLBACK_GROUP, from[k].label, &r,
+				"the create -> ping figure's restores; "
+				"a checkpoint's restore prefetches its "
+				"template's working set (it records "
+				"none of its own)");
 		} else {
-			fail(b, ROLLBACK_GROUP, from[k].label, err);
+			bench_fail(b, ROLLBACK_GROUP, from[k].label, err);
 		}
 		samples_free(&s);
-		restore_samples_free(&r);
+		bench_restore_samples_free(&r);
 	}
 }
 
@@ -443,10 +450,11 @@ void bench_checkpoints(struct bench *b)
 	struct thawd d = { 0 };
 	char why[1024];
 
-	if (start_daemon(b, &d, &t, 1, &spec, why, sizeof(why)) ||
+	if (bench_start_daemon(b, &d, &t, 1, &spec, why, sizeof(why)) ||
 	    !(c = thawd_connect(&d, why, sizeof(why))) ||
 	    thawd_pool(c, TEMPLATE, &pool, why, sizeof(why))) {
-		fail(b, GROUP, "checkpoints, forks, rollbacks, chains", why);
+		bench_fail(b, GROUP, "checkpoints, forks, rollbacks, chains",
+			   why);
 	} else {
 		dirty_memory(b, c, pool.snapshot);
 		forks(b, c, pool.snapshot);
@@ -455,5 +463,5 @@ void bench_checkpoints(struct bench *b)
 	}
 	thaw_client_close(c);
 	if (d.pid > 0)
-		stop_daemon(&d);
+		bench_stop_daemon(&d);
 }

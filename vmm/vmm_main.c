@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * main.c - the thaw-vmm command: one process, one microVM.
+ * vmm_main.c - the thaw-vmm command: one process, one microVM.
  *
  * Parses and validates the command line, builds the VM (vm.c), runs it
  * until the guest stops, and reports how long each phase took.  The exit
@@ -25,14 +25,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capfile.h"
-#include "default_kernel.h"
-#include "guest_net.h"
-#include "jail.h"
-#include "log.h"
-#include "preopen.h"
-#include "seccomp_filters.h"
-#include "vm.h"
+#include "common/capfile.h"
+#include "guest/kernel/default_kernel.h"
+#include "common/guest_net.h"
+#include "vmm/jail.h"
+#include "common/log.h"
+#include "snapshot/preopen.h"
+#include "vmm/seccomp_filters.h"
+#include "vmm/vm.h"
 
 static const char usage[] =
 	"usage: thaw-vmm [--kernel PATH] --initrd PATH [--cmdline EXTRA]\n"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * jail.h - the supervisor's half of a VMM's jail (the VMM's own half,
+ * jail_ids.h - the supervisor's half of a VMM's jail (the VMM's own half,
  * entering it, is vmm/jail.h): whom each VMM runs as.
  *
  * Every live VMM gets a uid and gid (the same number) of its own from a

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * jail.c - what the VMM's jail costs (issue 13's Measure): restores on
+ * bench_jail.c - what the VMM's jail costs (issue 13's Measure): restores on
  * demand and warm handouts with every VMM jailed, then with jail = false.
  *
  * The jail is built while a VMM starts (its namespaces, a root of its own,
@@ -17,7 +17,7 @@
  */
 #include <stdio.h>
 
-#include "bench.h"
+#include "bench/bench.h"
 
 #define GROUP "jail"
 #define SIZE_NOTE "concurrency 1, as many as each handout figure"
@@ -60,10 +60,10 @@ static void jail_measure(struct bench *b, struct jail_mode *m)
 	struct thaw_client *c;
 	struct thawd d;
 
-	progress("jail: %s, %d restores on demand and %d warm handouts",
-		 m->label, n, n);
-	if (start_daemon(b, &d, t, 2, &spec, m->restores_why,
-			 sizeof(m->restores_why))) {
+	bench_progress("jail: %s, %d restores on demand and %d warm handouts",
+		       m->label, n, n);
+	if (bench_start_daemon(b, &d, t, 2, &spec, m->restores_why,
+			       sizeof(m->restores_why))) {
 		snprintf(m->warm_why, sizeof(m->warm_why), "%s",
 			 m->restores_why);
 		return;
@@ -71,15 +71,15 @@ static void jail_measure(struct bench *b, struct jail_mode *m)
 	c = thawd_connect(&d, m->restores_why, sizeof(m->restores_why));
 	if (c && !thawd_wait_ready(c, "warm", 1, 600, m->restores_why,
 				   sizeof(m->restores_why)))
-		handout_rounds(&d, "demand", 1, n, 0, UNTIL_PING, &demand,
-			       &m->restores, m->restores_why,
-			       sizeof(m->restores_why));
+		bench_handout_rounds(&d, "demand", 1, n, 0, UNTIL_PING, &demand,
+				     &m->restores, m->restores_why,
+				     sizeof(m->restores_why));
 	thaw_client_close(c);
-	handout_rounds(&d, "warm", 1, n, 1, UNTIL_PING, &m->warm,
-		       &before_request, m->warm_why, sizeof(m->warm_why));
-	stop_daemon(&d);
+	bench_handout_rounds(&d, "warm", 1, n, 1, UNTIL_PING, &m->warm,
+			     &before_request, m->warm_why, sizeof(m->warm_why));
+	bench_stop_daemon(&d);
 	samples_free(&demand);
-	restore_samples_free(&before_request);
+	bench_restore_samples_free(&before_request);
 }
 
 /* @m's restores on demand, whole and split, or why there are none. */
@@ -89,13 +89,13 @@ static void jail_report_restores(struct bench *b, const struct jail_mode *m)
 
 	snprintf(name, sizeof(name), "restore on demand, %s", m->label);
 	if (!m->restores.total.n) {
-		fail(b, GROUP, name, m->restores_why);
+		bench_fail(b, GROUP, name, m->restores_why);
 		return;
 	}
 	snprintf(context, sizeof(context), "%s; %s%s%s", m->config, SIZE_NOTE,
 		 m->restores_why[0] ? "; stopped early: " : "",
 		 m->restores_why);
-	report_restores(b, GROUP, name, &m->restores, context);
+	bench_report_restores(b, GROUP, name, &m->restores, context);
 }
 
 /* @m's warm handouts, or why there are none. */
@@ -105,13 +105,13 @@ static void jail_report_warm(struct bench *b, const struct jail_mode *m)
 
 	snprintf(name, sizeof(name), "warm handout, %s", m->label);
 	if (!m->warm.n) {
-		fail(b, GROUP, name, m->warm_why);
+		bench_fail(b, GROUP, name, m->warm_why);
 		return;
 	}
-	note(b, text, sizeof(text),
-	     "create request sent -> agent answered a ping; %s; %s%s%s",
-	     m->config, SIZE_NOTE, m->warm_why[0] ? "; stopped early: " : "",
-	     m->warm_why);
+	bench_note(b, text, sizeof(text),
+		   "create request sent -> agent answered a ping; %s; %s%s%s",
+		   m->config, SIZE_NOTE,
+		   m->warm_why[0] ? "; stopped early: " : "", m->warm_why);
 	report_add_samples(b->report, GROUP, name, "ms", &m->warm, text);
 }
 
@@ -127,14 +127,15 @@ static void jail_difference(struct bench *b, const char *name,
 	char text[512];
 
 	if (!jailed->n || !unjailed->n) {
-		fail(b, GROUP, name, "needs both modes' figures (above)");
+		bench_fail(b, GROUP, name, "needs both modes' figures (above)");
 		return;
 	}
 	samples_summarize(jailed, &on);
 	samples_summarize(unjailed, &off);
-	note(b, text, sizeof(text),
-	     "P50 jailed %.2f ms - P50 --no-jail %.2f ms; issue 13's goal: %s",
-	     on.p50, off.p50, goal);
+	bench_note(
+		b, text, sizeof(text),
+		"P50 jailed %.2f ms - P50 --no-jail %.2f ms; issue 13's goal: %s",
+		on.p50, off.p50, goal);
 	report_add_value(b->report, GROUP, name, "ms", on.p50 - off.p50, text);
 }
 
@@ -162,7 +163,7 @@ void bench_jail(struct bench *b)
 			&modes[JAILED].warm, &modes[NO_JAIL].warm,
 			"nothing added");
 	for (int i = 0; i < MODES; i++) {
-		restore_samples_free(&modes[i].restores);
+		bench_restore_samples_free(&modes[i].restores);
 		samples_free(&modes[i].warm);
 	}
 }

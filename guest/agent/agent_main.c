@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * main.c - thaw-agent's entry point and event loop.
+ * agent_main.c - thaw-agent's entry point and event loop.
  *
  *   thaw-agent [--listen vsock:PORT | --listen unix:PATH]
  *
@@ -33,7 +33,7 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "agent.h"
+#include "guest/agent/agent.h"
 
 struct agent agent = { .epfd = -1 };
 

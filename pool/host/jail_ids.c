@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * jail.c - see jail.h.  Claims start where the last one of this process
+ * jail_ids.c - see jail_ids.h.  Claims start where the last one of this process
  * left off, so a freed id is not handed out again at once and a busy range
  * costs one lock attempt per claim, not a scan from its start.
  */
-#include "jail.h"
+#include "pool/host/jail_ids.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "paths.h"
+#include "pool/host/paths.h"
 
 static _Atomic uint32_t next_offset;
 

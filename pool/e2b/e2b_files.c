@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * files.c - envd's GET and POST /files (filesystem.h): a file out of the
+ * e2b_files.c - envd's GET and POST /files (filesystem.h): a file out of the
  * sandbox, and files into it, with E2B's ?path= and ?username=.
  *
  * A download is thaw's own (api_files.c's api_download): the agent's
@@ -39,7 +39,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "filesystem.h"
+#include "pool/e2b/filesystem.h"
 
 #define FIRST_WRITE_ID 100
 #define FS_REQUEST_ID 5
