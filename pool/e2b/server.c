@@ -365,7 +365,7 @@ static int listen_on(const char *listen_at)
 }
 
 /* Whether @token is what E2B's Python SDK lets through as an API key:
- * e2b_ and hex digits (README, E2B compatibility). */
+ * e2b_ and hex digits (docs/e2b.md). */
 static bool python_sdk_takes(const char *token)
 {
 	if (strncmp(token, "e2b_", 4))
