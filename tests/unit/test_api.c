@@ -795,6 +795,7 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 {
 	char pin[PATH_MAX], err[512] = "";
 	struct net_config *net = &d.cfg.net;
+	struct net_host_found found;
 
 	if (geteuid() != 0)
 		cr_skip_test("network namespaces need root");
@@ -804,7 +805,8 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 		 dir + strlen(dir) - 5);
 	snprintf(net->nft_table, sizeof(net->nft_table), "thaw_testapi_%s",
 		 dir + strlen(dir) - 6);
-	cr_assert_eq(net_host_setup(net, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(net_host_setup(net, dir, &found, err, sizeof(err)), 0,
+		     "%s", err);
 	snprintf(pin, sizeof(pin), "%s/%s", dir, NET_PIN_NAME);
 	config_net_policy(&tmpl, &sandbox.policy);
 	cr_assert_eq(sandbox_net_create(&sandbox.net, net, 1, pin, 1879114733u,
@@ -842,8 +844,9 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 		    "\",verdict=\"pass_internet\"} ");
 
 	sandbox.net_made = false;
-	sandbox_net_destroy(&sandbox.net);
-	net_host_teardown(net);
+	cr_expect_eq(sandbox_net_destroy(&sandbox.net, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(net_host_teardown(net, err, sizeof(err)), 0, "%s", err);
 	tmpl.network = tmpl.allow_internet = false;
 	expect_budget_all_back();
 	stop();
