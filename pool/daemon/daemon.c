@@ -665,7 +665,7 @@ int thaw_daemon(int argc, char **argv)
 {
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
-	struct api_server *server = NULL;
+	struct http_server *server = NULL;
 	struct e2b_server *e2b = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
@@ -750,7 +750,7 @@ stop:
 	log_info("stopping");
 	pools_stopping(&d);
 	e2b_stop(e2b);
-	api_stop(server);
+	http_stop(server);
 	if (server)
 		unlink(d.socket_path);
 	pools_stop(&d);
