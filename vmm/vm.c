@@ -30,6 +30,7 @@
 #include "x86/layout.h"
 #include "x86/mptable.h"
 #include "x86/pvm.h"
+#include "vmm/x86/pvm_mode.h"
 
 #define KVM_DEVICE "/dev/kvm"
 #define KVM_EXPECTED_API_VERSION 12
@@ -339,6 +340,12 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 	if (ret < 0 || mptable_write(&vm->mem, vm->nr_vcpus) < 0)
 		return -1;
 	x86_write_boot_page_tables(&vm->mem);
+	char err[256];
+	if (vm->pvm &&
+	    pvm_mode_prepare_boot(&vm->mem, &vm->boot, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
 
 	if (vm_create_kvm(vm, cfg) < 0 || tell_guest_tsc_rate(vm, cfg) < 0 ||
 	    setup_boot_vcpus(vm) < 0)

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pvm_mode.h - starting a PVM guest: a kernel that runs natively on a
+ * KVM-on-PVM host instead of in KVM's instruction emulator.
+ *
+ * The image says it is one with an ELF note (pvm_abi.h), which the ELF
+ * loader hands to pvm_mode_note_abi() as it meets PT_NOTE segments.  When
+ * the host is KVM-on-PVM (pvm.h) and the image has the note, thaw-vmm
+ * starts the vCPU exactly as for any 64-bit kernel (cpu.h) but on boot page
+ * tables the host's native mode can run on, so that the guest's first
+ * instructions, which switch it to native mode, are all that runs
+ * emulated.  The switch itself is the guest's: the host takes it from the
+ * guest only (pvm_abi.h).  Everything else about the guest, its IDT, its
+ * system calls, its LAPIC timer, is plain x86 the host delivers.
+ */
+#ifndef THAW_VMM_X86_PVM_MODE_H
+#define THAW_VMM_X86_PVM_MODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/memory.h"
+#include "vmm/x86/boot.h"
+
+/*
+ * The host ABI revision the thaw PVM-guest note among @len bytes of ELF
+ * notes names, or 0 when they have none (or are not well-formed notes,
+ * which makes them someone else's).
+ */
+uint32_t pvm_mode_note_abi(const uint8_t *notes, uint64_t len);
+
+/*
+ * Prepares a boot on a KVM-on-PVM host for the kernel x86_load_linux() put
+ * in @boot: for a PVM guest, the boot page tables
+ * (x86_write_boot_page_tables(), already written) get the user bit native
+ * mode needs.  Returns 1 when the guest starts in PVM mode, 0 when the
+ * image is not a PVM guest (nothing changed), or -EPROTONOSUPPORT when it
+ * asks for an ABI revision this thaw-vmm does not speak, with a message in
+ * @err.
+ */
+int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
+			  char *err, size_t errlen);
+
+#endif
