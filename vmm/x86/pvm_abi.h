@@ -23,8 +23,12 @@
  * selector 0x33), and its privileged instructions, port I/O and events go
  * to the host, which delivers interrupts and exceptions through the
  * guest's own IDT, SYSCALL at MSR_LSTAR, and emulates IRETQ and SYSRETQ.
- * The write is refused when the VMM makes it (KVM_SET_MSRS), so the guest
- * makes it itself, first thing.  In native mode:
+ * Once native, the MSR reads back as the address | PVM_NATIVE_PAGE_ON; the
+ * VMM may set that value too (KVM_SET_MSRS refuses the address without the
+ * bit), and the vCPU then starts native: the way to restore a snapshot of
+ * a native guest, since KVM_GET_MSR_INDEX_LIST does not name this MSR.  The
+ * reset value, PVM_NATIVE_PAGE_ON alone, is emulated mode.  In native
+ * mode:
  *   - byte PVM_NATIVE_PAGE_IF of that page is the guest's interrupt flag
  *     (STI does not set it: a HLT after STI waits forever);
  *   - the guest's page table entries must have the user bit at every
@@ -40,8 +44,9 @@
 #define THAW_NOTE_PVM_GUEST 0x50564d01
 #define THAW_PVM_GUEST_ABI 1
 
-/* Reads 0x400 at reset; a guest write of a page's address goes native. */
+/* A guest write of a page's address goes native. */
 #define PVM_MSR_NATIVE_PAGE 0x4b564d10
+#define PVM_NATIVE_PAGE_ON 0x400
 #define PVM_NATIVE_PAGE_IF 0
 #define PVM_MSR_SIGNATURE 0x4b564d11
 #define PVM_SIGNATURE 0x4d5650 /* "PVM" */

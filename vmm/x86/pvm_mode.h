@@ -9,9 +9,10 @@
  * starts the vCPU exactly as for any 64-bit kernel (cpu.h) but on boot page
  * tables the host's native mode can run on, so that the guest's first
  * instructions, which switch it to native mode, are all that runs
- * emulated.  The switch itself is the guest's: the host takes it from the
- * guest only (pvm_abi.h).  Everything else about the guest, its IDT, its
- * system calls, its LAPIC timer, is plain x86 the host delivers.
+ * emulated.  The switch itself is the guest's, with a page of its own it
+ * names (pvm_abi.h); a VMM could make it only by choosing that page for
+ * the guest.  Everything else about the guest, its IDT, its system calls,
+ * its LAPIC timer, is plain x86 the host delivers.
  */
 #ifndef THAW_VMM_X86_PVM_MODE_H
 #define THAW_VMM_X86_PVM_MODE_H
