@@ -10,6 +10,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/errbuf.h"
@@ -92,4 +93,19 @@ int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
 		 "boot page tables open to native mode",
 		 boot->pvm_abi);
 	return 1;
+}
+
+struct kvm_msr_list *pvm_mode_saved_msrs(struct kvm_msr_list *msrs, char *err,
+					 size_t errlen)
+{
+	struct kvm_msr_list *more = realloc(
+		msrs, sizeof(*msrs) + (msrs->nmsrs + 1) * sizeof(uint32_t));
+
+	if (!more) {
+		free(msrs);
+		errbuf_set(err, errlen, "MSR index list: out of memory");
+		return NULL;
+	}
+	more->indices[more->nmsrs++] = PVM_MSR_NATIVE_PAGE;
+	return more;
 }

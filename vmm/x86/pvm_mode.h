@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/kvm.h>
+
 #include "vmm/memory.h"
 #include "vmm/x86/boot.h"
 
@@ -41,5 +43,14 @@ uint32_t pvm_mode_note_abi(const uint8_t *notes, uint64_t len);
  */
 int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
 			  char *err, size_t errlen);
+
+/*
+ * @msrs (KVM's saved MSRs, x86_msr_index_list()) with the native-page MSR
+ * added, which KVM does not list: without it a snapshot of a native guest
+ * restores emulated, for good (pvm_abi.h).  Frees @msrs; NULL with a
+ * message in @err when out of memory.
+ */
+struct kvm_msr_list *pvm_mode_saved_msrs(struct kvm_msr_list *msrs, char *err,
+					 size_t errlen);
 
 #endif

@@ -20,8 +20,9 @@
 	.globl _start
 _start:
 	/* thaw-vmm's 64-bit boot state: identity paging, a boot stack in
-	 * the first MiB, %rsi at boot_params (unused here). */
+	 * the first MiB, %rsi at boot_params (for the command line). */
 	lea kernel_stack_top(%rip), %rsp
+	mov %rsi, %rdi
 	call kernel_main
 	/* kernel_main() never returns; if it did, stop the VM. */
 	jmp guest_stop

@@ -18,6 +18,9 @@
  *   page fault  a user read of an unmapped page: #PF with CR2 and a user
  *               error code; the kernel maps the page, the read is retried
  *               and the user program reports what it read (syscall 43)
+ *   tick        (with GUEST_IDLE_WORD only) the kernel idles on a periodic
+ *               timer and says on each tick whether it still runs natively:
+ *               across a snapshot and restore, it must
  *
  * Freestanding: no libc, no red zone (interrupts push onto the kernel
  * stack), general registers only (no FPU state to save in the traps).
@@ -49,6 +52,11 @@
 #define APIC_DIVIDE_BY_1 0xb
 #define TIMER_VECTOR 0x20
 #define TIMER_TICKS 1000000
+#define TIMER_PERIODIC (1U << 17)
+#define IDLE_TIMER_TICKS 100000000 /* 0.1 s at KVM's 1 GHz APIC clock */
+
+/* boot_params.hdr.cmd_line_ptr (Documentation/arch/x86/zero-page.rst). */
+#define BOOT_PARAMS_CMDLINE_PTR 0x228
 
 #define VECTOR_PF 14
 #define PF_ERROR_USER 0x4
@@ -94,7 +102,7 @@ extern char trap_stubs[], kernel_stack_top[];
 extern void syscall_entry(void), user_program(void);
 extern void enter_user(uint64_t rip, uint64_t rsp) __attribute__((noreturn));
 extern void guest_stop(void) __attribute__((noreturn));
-void kernel_main(void) __attribute__((noreturn));
+void kernel_main(const uint8_t *boot_params) __attribute__((noreturn));
 void trap(struct trap_frame *f);
 uint64_t syscall_dispatch(uint64_t nr, uint64_t arg0, uint64_t arg1);
 
@@ -119,6 +127,7 @@ static uint64_t gdt[10] __attribute__((aligned(16))) = {
 
 static volatile unsigned timer_ticks;
 static volatile bool user_arrived;
+static bool idle_after_steps;
 
 static inline void outb(uint16_t port, uint8_t v)
 {
@@ -273,8 +282,28 @@ static void setup_syscall(void)
 	wrmsr(MSR_FMASK, RFLAGS_IF);
 }
 
-void kernel_main(void)
+/* Whether the command line thaw-vmm wrote has @word (as a whole word). */
+static bool cmdline_has(const uint8_t *boot_params, const char *word)
 {
+	uint32_t ptr;
+
+	__builtin_memcpy(&ptr, boot_params + BOOT_PARAMS_CMDLINE_PTR,
+			 sizeof(ptr));
+	for (const char *c = (const char *)(uint64_t)ptr; *c; c++) {
+		if (c != (const char *)(uint64_t)ptr && c[-1] != ' ')
+			continue;
+		int n = 0;
+		while (word[n] && c[n] == word[n])
+			n++;
+		if (!word[n] && (c[n] == ' ' || !c[n]))
+			return true;
+	}
+	return false;
+}
+
+void kernel_main(const uint8_t *boot_params)
+{
+	idle_after_steps = cmdline_has(boot_params, GUEST_IDLE_WORD);
 	puts("PVM: guest started\n");
 	/* On thaw-vmm's boot page tables, which it opened to native mode:
 	 * the switch is the first thing, all that runs emulated is above. */
@@ -292,6 +321,8 @@ static void timer_interrupt(const struct trap_frame *f)
 {
 	timer_ticks++;
 	wrmsr(X2APIC_EOI, 0);
+	if (timer_ticks > 1)
+		return; /* idle ticks: idle() reports them */
 	puts("PVM: timer (vector ");
 	put_hex(f->vector);
 	puts(", interrupted cs ");
@@ -330,6 +361,29 @@ void trap(struct trap_frame *f)
 			     (f->error & 0xff));
 }
 
+/* Ticks GUEST_IDLE_TICKS times, saying each time how it runs, and stops. */
+static void __attribute__((noreturn)) idle(void)
+{
+	puts("PVM: idling\n");
+	wrmsr(X2APIC_LVT_TIMER, TIMER_VECTOR | TIMER_PERIODIC);
+	wrmsr(X2APIC_TIMER_INITIAL, IDLE_TIMER_TICKS);
+	for (unsigned tick = 1; tick <= GUEST_IDLE_TICKS; tick++) {
+		unsigned seen = timer_ticks;
+
+		while (timer_ticks == seen) {
+			native_page[PVM_NATIVE_PAGE_IF] = 1;
+			__asm__ volatile("hlt" ::: "memory");
+			native_page[PVM_NATIVE_PAGE_IF] = 0;
+		}
+		puts("PVM: tick ");
+		put_hex(tick);
+		puts(", mov %cs reads ");
+		put_hex(read_cs());
+		puts("\n");
+	}
+	guest_stop();
+}
+
 uint64_t syscall_dispatch(uint64_t nr, uint64_t arg0, uint64_t arg1)
 {
 	switch (nr) {
@@ -351,6 +405,8 @@ uint64_t syscall_dispatch(uint64_t nr, uint64_t arg0, uint64_t arg1)
 		puts(" at ");
 		put_hex(arg1);
 		puts(" after the fault\nPVM: done\n");
+		if (idle_after_steps)
+			idle();
 		guest_stop();
 	}
 	fail("unknown system call", nr);

@@ -30,4 +30,12 @@
 /* What the page the fault maps holds, for the user program to read. */
 #define GUEST_FAULT_PATTERN 0x5a17c0de5a17c0deULL
 
+/*
+ * With this word on its command line the guest does not stop after its
+ * steps: it ticks GUEST_IDLE_TICKS times more, one line a tick, for a
+ * snapshot to be taken and restored meanwhile, and stops after the last.
+ */
+#define GUEST_IDLE_WORD "pvm_gate_idle"
+#define GUEST_IDLE_TICKS 20
+
 #endif
