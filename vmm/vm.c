@@ -34,7 +34,6 @@
 
 #define KVM_DEVICE "/dev/kvm"
 #define KVM_EXPECTED_API_VERSION 12
-#define X86_EFLAGS_IF (1ULL << 9)
 
 /* Signals the main thread waits for; SIGUSR2 means "vm_stop() happened". */
 #define SIGNAL_STOP SIGUSR2
@@ -455,11 +454,13 @@ static void sample_parked(struct vcpu *v)
 		atomic_store(&v->parked, false);
 		return;
 	}
-	atomic_store(&v->parked,
-		     mp.mp_state == KVM_MP_STATE_UNINITIALIZED ||
-			     mp.mp_state == KVM_MP_STATE_INIT_RECEIVED ||
-			     (mp.mp_state == KVM_MP_STATE_HALTED &&
-			      !(regs.rflags & X86_EFLAGS_IF)));
+	bool interrupts_on = pvm_mode_interrupts_on(v->vm->pvm, v->fd,
+						    &v->vm->mem, regs.rflags);
+	atomic_store(
+		&v->parked,
+		mp.mp_state == KVM_MP_STATE_UNINITIALIZED ||
+			mp.mp_state == KVM_MP_STATE_INIT_RECEIVED ||
+			(mp.mp_state == KVM_MP_STATE_HALTED && !interrupts_on));
 }
 
 static uint64_t vcpu_rip(const struct vcpu *v)

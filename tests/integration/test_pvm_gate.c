@@ -151,6 +151,32 @@ Test(pvm_gate, the_guest_stops_through_the_reset_port)
 	run_result_free(&r);
 }
 
+/*
+ * KVM's RFLAGS.IF of a native guest is clear whatever the guest's own flag
+ * says (pvm_abi.h): a VMM reading it would stop the guest at its first idle
+ * halt as powered off ("guest halted").
+ */
+Test(pvm_gate, a_native_guest_idling_with_interrupts_on_keeps_running)
+{
+	struct run_result r;
+	char initrd[64], last_tick[64];
+
+	skip_unless_pvm_native();
+	write_unused_initrd(initrd, sizeof(initrd));
+	char *argv[] = { THAW_VMM,	  "--kernel", PVM_GUEST, "--initrd",
+			 initrd,	  "--mem",    "64",	 "--cmdline",
+			 GUEST_IDLE_WORD, NULL };
+	cr_assert_eq(run_command(argv, GUEST_TIMEOUT_S, &r), 0);
+	unlink(initrd);
+	snprintf(last_tick, sizeof(last_tick),
+		 "PVM: tick %#x, mov %%cs reads 0x33\n", GUEST_IDLE_TICKS);
+	cr_expect_not_null(strstr(r.out, last_tick),
+			   "the guest lacks '%s'; console:\n%s\nstderr:\n%s",
+			   last_tick, r.out, r.err);
+	cr_expect_null(strstr(r.err, "guest halted"), "stderr:\n%s", r.err);
+	run_result_free(&r);
+}
+
 /* Waits until thaw-vmm's output in @log has @text; false after @timeout_s. */
 static bool wait_for_output(const char *log, const char *text, int timeout_s)
 {

@@ -47,6 +47,8 @@
 /* A guest write of a page's address goes native. */
 #define PVM_MSR_NATIVE_PAGE 0x4b564d10
 #define PVM_NATIVE_PAGE_ON 0x400
+/* The MSR's bits below the page address. */
+#define PVM_NATIVE_PAGE_FLAGS 0xfffULL
 #define PVM_NATIVE_PAGE_IF 0
 #define PVM_MSR_SIGNATURE 0x4b564d11
 #define PVM_SIGNATURE 0x4d5650 /* "PVM" */

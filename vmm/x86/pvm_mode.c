@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "common/errbuf.h"
 #include "common/log.h"
@@ -23,6 +24,7 @@
 #define PTE_LARGE 0x80ULL
 #define PTE_ADDR_MASK 0x000ffffffffff000ULL
 #define PAGE_TABLE_ENTRIES 512
+#define RFLAGS_IF 0x200ULL
 
 static uint64_t align4(uint64_t n)
 {
@@ -108,4 +110,26 @@ struct kvm_msr_list *pvm_mode_saved_msrs(struct kvm_msr_list *msrs, char *err,
 	}
 	more->indices[more->nmsrs++] = PVM_MSR_NATIVE_PAGE;
 	return more;
+}
+
+bool pvm_mode_interrupts_on(bool pvm_host, int vcpu_fd,
+			    const struct guest_memory *mem, uint64_t rflags)
+{
+	/* struct kvm_msrs ends in a flexible array: room for one entry
+	 * through a union (C11 allows no such struct inside another). */
+	union {
+		struct kvm_msrs msrs;
+		uint8_t bytes[sizeof(struct kvm_msrs) +
+			      sizeof(struct kvm_msr_entry)];
+	} get = { .msrs.nmsrs = 1 };
+
+	get.msrs.entries[0].index = PVM_MSR_NATIVE_PAGE;
+	if (!pvm_host || ioctl(vcpu_fd, KVM_GET_MSRS, &get) != 1)
+		return rflags & RFLAGS_IF;
+	/* The reset value names no page: the guest is emulated. */
+	uint64_t page = get.msrs.entries[0].data & ~PVM_NATIVE_PAGE_FLAGS;
+	const uint8_t *flag =
+		page ? guest_memory_ptr(mem, page + PVM_NATIVE_PAGE_IF, 1)
+		     : NULL;
+	return flag ? *flag != 0 : (rflags & RFLAGS_IF);
 }

@@ -17,6 +17,7 @@
 #ifndef THAW_VMM_X86_PVM_MODE_H
 #define THAW_VMM_X86_PVM_MODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,16 @@ uint32_t pvm_mode_note_abi(const uint8_t *notes, uint64_t len);
  */
 int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
 			  char *err, size_t errlen);
+
+/*
+ * Whether vCPU @vcpu_fd, sampled outside KVM_RUN with @rflags, takes
+ * interrupts.  Elsewhere than on a KVM-on-PVM host (@pvm_host false) and
+ * for a guest the host emulates, RFLAGS.IF says; a native guest's flag is
+ * its page's byte (pvm_abi.h), which KVM's RFLAGS does not show: an idle
+ * native guest halts with RFLAGS.IF clear.
+ */
+bool pvm_mode_interrupts_on(bool pvm_host, int vcpu_fd,
+			    const struct guest_memory *mem, uint64_t rflags);
 
 /*
  * @msrs (KVM's saved MSRs, x86_msr_index_list()) with the native-page MSR

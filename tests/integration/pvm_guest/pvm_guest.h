@@ -36,6 +36,6 @@
  * snapshot to be taken and restored meanwhile, and stops after the last.
  */
 #define GUEST_IDLE_WORD "pvm_gate_idle"
-#define GUEST_IDLE_TICKS 20
+#define GUEST_IDLE_TICKS 5
 
 #endif
