@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "pvm_guest/pvm_guest.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/pvm_guest/pvm_guest.h"
 
 #define PVM_NATIVE_PARAM "/sys/module/kvm_pvm/parameters/pvm_native"
 /* The guest's whole run is tens of milliseconds; this only ends a hang. */

@@ -5,7 +5,7 @@
  * thaw-vmm this image is a PVM guest.  Everything with a choice in it is in
  * guest.c; this file only moves registers between the CPU and C.
  */
-#include "pvm_guest.h"
+#include "tests/integration/pvm_guest/pvm_guest.h"
 
 	.section .note.thaw, "a"
 	.balign 4

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "pvm_guest.h"
+#include "tests/integration/pvm_guest/pvm_guest.h"
 
 #define SERIAL_PORT 0x3f8
 
