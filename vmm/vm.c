@@ -254,6 +254,13 @@ static int setup_boot_vcpus(struct vm *vm)
 			goto out;
 	}
 	ret = x86_setup_boot_registers(vm->vcpus[0].fd, vm->boot.entry);
+	char err[256];
+	if (ret == 0 && vm->pvm &&
+	    pvm_mode_start_boot_vcpu(vm->vcpus[0].fd, &vm->boot, err,
+				     sizeof(err)) < 0) {
+		log_error("%s", err);
+		ret = -1;
+	}
 out:
 	free(cpuid);
 	return ret;

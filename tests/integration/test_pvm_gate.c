@@ -29,6 +29,7 @@
 
 #include "tests/integration/harness.h"
 #include "tests/integration/pvm_guest/pvm_guest.h"
+#include "vmm/x86/layout.h"
 
 #define PVM_NATIVE_PARAM "/sys/module/kvm_pvm/parameters/pvm_native"
 /* The guest's whole run is tens of milliseconds; this only ends a hang. */
@@ -101,15 +102,22 @@ Test(pvm_gate, thaw_vmm_starts_the_image_as_a_pvm_guest)
 	struct run_result r;
 
 	run_guest(&r);
-	cr_expect_not_null(strstr(r.err, "kernel is a PVM guest (host ABI "
-					 "revision 1)"),
+	cr_expect_not_null(strstr(r.err,
+				  "kernel is a PVM guest (host ABI "
+				  "revision 1): it starts in native mode"),
 			   "stderr:\n%s", r.err);
 	run_result_free(&r);
 }
 
-Test(pvm_gate, the_kernel_runs_natively_in_supervisor_mode)
+Test(pvm_gate, the_kernel_runs_natively_from_its_first_instruction)
 {
-	expect_step("PVM: supervisor (native: mov %cs reads 0x33)\n");
+	char line[128];
+
+	snprintf(line, sizeof(line),
+		 "PVM: supervisor (native from the first instruction: mov %%cs "
+		 "reads 0x33; native page %#x)\n",
+		 BOOT_PVM_NATIVE_PAGE_ADDR);
+	expect_step(line);
 }
 
 Test(pvm_gate, a_timer_interrupt_arrives_in_supervisor_mode)

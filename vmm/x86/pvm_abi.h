@@ -25,17 +25,18 @@
  * guest's own IDT, SYSCALL at MSR_LSTAR, and emulates IRETQ and SYSRETQ.
  * Once native, the MSR reads back as the address | PVM_NATIVE_PAGE_ON; the
  * VMM may set that value too (KVM_SET_MSRS refuses the address without the
- * bit), and the vCPU then starts native: the way to restore a snapshot of
- * a native guest, since KVM_GET_MSR_INDEX_LIST does not name this MSR.  The
- * reset value, PVM_NATIVE_PAGE_ON alone, is emulated mode.  In native
- * mode:
+ * bit), and the vCPU then starts native: how thaw-vmm starts a PVM guest's
+ * boot vCPU, and restores a snapshot of a native one (KVM_GET_MSR_INDEX_LIST
+ * does not name this MSR).  The reset value, PVM_NATIVE_PAGE_ON alone, is
+ * emulated mode.  In native mode:
  *   - byte PVM_NATIVE_PAGE_IF of that page is the guest's interrupt flag
  *     (STI does not set it: a HLT after STI waits forever);
  *   - the guest's page table entries must have the user bit at every
  *     level, kernel mappings too: a supervisor-only mapping faults for
  *     ever at the next instruction fetch.
- * PVM_MSR_SIGNATURE reads PVM_SIGNATURE on such a host and raises #GP on
- * VMX/SVM, which is how a kernel tells before it commits.
+ * A guest started native tells from "mov %cs"; one that is not can read
+ * PVM_SIGNATURE from PVM_MSR_SIGNATURE on such a host (a #GP on VMX/SVM)
+ * before it switches itself.
  */
 #ifndef THAW_VMM_X86_PVM_ABI_H
 #define THAW_VMM_X86_PVM_ABI_H

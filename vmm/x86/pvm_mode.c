@@ -91,8 +91,8 @@ int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
 		return -EPROTONOSUPPORT;
 	}
 	set_user_bit(mem, BOOT_PML4_ADDR, 4);
-	log_info("kernel is a PVM guest (host ABI revision %u): it starts on "
-		 "boot page tables open to native mode",
+	log_info("kernel is a PVM guest (host ABI revision %u): it starts in "
+		 "native mode",
 		 boot->pvm_abi);
 	return 1;
 }
@@ -112,16 +112,42 @@ struct kvm_msr_list *pvm_mode_saved_msrs(struct kvm_msr_list *msrs, char *err,
 	return more;
 }
 
+/* struct kvm_msrs ends in a flexible array: room for one entry through a
+ * union (C11 allows no such struct inside another). */
+union one_msr {
+	struct kvm_msrs msrs;
+	uint8_t bytes[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
+};
+
+int pvm_mode_start_boot_vcpu(int vcpu_fd, const struct x86_boot *boot,
+			     char *err, size_t errlen)
+{
+	union one_msr set = { .msrs.nmsrs = 1 };
+
+	if (boot->pvm_abi != THAW_PVM_GUEST_ABI)
+		return 0;
+	set.msrs.entries[0].index = PVM_MSR_NATIVE_PAGE;
+	set.msrs.entries[0].data =
+		BOOT_PVM_NATIVE_PAGE_ADDR | PVM_NATIVE_PAGE_ON;
+	int ret = ioctl(vcpu_fd, KVM_SET_MSRS, &set);
+	if (ret != 1) {
+		int e = ret < 0 ? errno : EINVAL;
+
+		errbuf_set(err, errlen,
+			   "vcpu 0: KVM_SET_MSRS of MSR 0x%x = 0x%llx (native "
+			   "mode): %s",
+			   PVM_MSR_NATIVE_PAGE,
+			   (unsigned long long)set.msrs.entries[0].data,
+			   ret < 0 ? strerror(e) : "refused");
+		return -e;
+	}
+	return 0;
+}
+
 bool pvm_mode_interrupts_on(bool pvm_host, int vcpu_fd,
 			    const struct guest_memory *mem, uint64_t rflags)
 {
-	/* struct kvm_msrs ends in a flexible array: room for one entry
-	 * through a union (C11 allows no such struct inside another). */
-	union {
-		struct kvm_msrs msrs;
-		uint8_t bytes[sizeof(struct kvm_msrs) +
-			      sizeof(struct kvm_msr_entry)];
-	} get = { .msrs.nmsrs = 1 };
+	union one_msr get = { .msrs.nmsrs = 1 };
 
 	get.msrs.entries[0].index = PVM_MSR_NATIVE_PAGE;
 	if (!pvm_host || ioctl(vcpu_fd, KVM_GET_MSRS, &get) != 1)

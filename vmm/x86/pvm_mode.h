@@ -6,13 +6,14 @@
  * The image says it is one with an ELF note (pvm_abi.h), which the ELF
  * loader hands to pvm_mode_note_abi() as it meets PT_NOTE segments.  When
  * the host is KVM-on-PVM (pvm.h) and the image has the note, thaw-vmm
- * starts the vCPU exactly as for any 64-bit kernel (cpu.h) but on boot page
- * tables the host's native mode can run on, so that the guest's first
- * instructions, which switch it to native mode, are all that runs
- * emulated.  The switch itself is the guest's, with a page of its own it
- * names (pvm_abi.h); a VMM could make it only by choosing that page for
- * the guest.  Everything else about the guest, its IDT, its system calls,
- * its LAPIC timer, is plain x86 the host delivers.
+ * starts the boot vCPU in the state of any 64-bit kernel (cpu.h), but
+ * already in the host's native mode, on boot page tables that mode can run
+ * on, with BOOT_PVM_NATIVE_PAGE_ADDR (layout.h) as its native page: not
+ * one instruction of the guest is emulated, and the guest tells from its
+ * first one, "mov %cs" (pvm_abi.h), with no fault possible on any host.
+ * Other vCPUs start as the guest starts them (INIT/SIPI, emulated) and
+ * switch themselves.  Everything else about the guest, its IDT, its system
+ * calls, its LAPIC timer, is plain x86 the host delivers.
  */
 #ifndef THAW_VMM_X86_PVM_MODE_H
 #define THAW_VMM_X86_PVM_MODE_H
@@ -44,6 +45,14 @@ uint32_t pvm_mode_note_abi(const uint8_t *notes, uint64_t len);
  */
 int pvm_mode_prepare_boot(struct guest_memory *mem, const struct x86_boot *boot,
 			  char *err, size_t errlen);
+
+/*
+ * Puts the boot vCPU @vcpu_fd, whose boot registers are set, in native mode
+ * for the PVM guest pvm_mode_prepare_boot() accepted in @boot (nothing for
+ * another image).  0, or -errno of KVM_SET_MSRS with a message in @err.
+ */
+int pvm_mode_start_boot_vcpu(int vcpu_fd, const struct x86_boot *boot,
+			     char *err, size_t errlen);
 
 /*
  * Whether vCPU @vcpu_fd, sampled outside KVM_RUN with @rflags, takes

@@ -9,8 +9,10 @@
  * A step that does not happen prints nothing (or "PVM: FAIL ..."), so
  * test_pvm_gate.c, which reads the lines, can say which step is missing:
  *
- *   supervisor  the switch to native mode (pvm_abi.h), seen from inside:
- *               the kernel's "mov %cs" reads the host's user selector
+ *   supervisor  thaw-vmm started the guest in native mode (pvm_mode.h),
+ *               seen from inside: its first "mov %cs" reads the host's
+ *               user selector, and the native-page MSR names thaw-vmm's
+ *               page
  *   timer       a LAPIC timer interrupt taken in supervisor mode
  *   user        IRETQ to user mode, proven by the user program's first
  *               system call arriving with its magic and stack
@@ -118,7 +120,8 @@ static uint64_t pd_low[512] __attribute__((aligned(PAGE_SIZE)));
 static uint64_t pd_fault[512] __attribute__((aligned(PAGE_SIZE)));
 static uint64_t pt_fault[512] __attribute__((aligned(PAGE_SIZE)));
 static uint64_t fault_page[512] __attribute__((aligned(PAGE_SIZE)));
-static uint8_t native_page[PAGE_SIZE] __attribute__((aligned(PAGE_SIZE)));
+/* Byte PVM_NATIVE_PAGE_IF is the interrupt flag (pvm_abi.h). */
+static uint8_t *native_page;
 static uint8_t user_stack[PAGE_SIZE] __attribute__((aligned(16)));
 static struct idt_gate idt[256] __attribute__((aligned(16)));
 static struct tss tss __attribute__((aligned(16)));
@@ -249,17 +252,19 @@ static void load_tables(void)
 	__asm__ volatile("ltr %w0" : : "r"(GUEST_TSS_SEL));
 }
 
-static void enter_native_mode(void)
+static void check_native_mode(void)
 {
-	uint64_t signature = rdmsr(PVM_MSR_SIGNATURE);
-	if (signature != PVM_SIGNATURE)
-		fail("not a kvm_pvm host: its signature MSR reads", signature);
-	wrmsr(PVM_MSR_NATIVE_PAGE, (uint64_t)native_page);
 	uint16_t cs = read_cs();
 	if (cs != GUEST_USER_CS)
-		fail("still emulated: mov %cs reads", cs);
-	puts("PVM: supervisor (native: mov %cs reads ");
+		fail("thaw-vmm did not start the guest natively: mov %cs reads",
+		     cs);
+	native_page = (uint8_t *)(rdmsr(PVM_MSR_NATIVE_PAGE) &
+				  ~PVM_NATIVE_PAGE_FLAGS);
+	puts("PVM: supervisor (native from the first instruction: mov %cs "
+	     "reads ");
 	put_hex(cs);
+	puts("; native page ");
+	put_hex((uint64_t)native_page);
 	puts(")\n");
 }
 
@@ -311,9 +316,8 @@ void kernel_main(const uint8_t *boot_params)
 {
 	idle_after_steps = cmdline_has(boot_params, GUEST_IDLE_WORD);
 	puts("PVM: guest started\n");
-	/* On thaw-vmm's boot page tables, which it opened to native mode:
-	 * the switch is the first thing, all that runs emulated is above. */
-	enter_native_mode();
+	/* On thaw-vmm's boot page tables, which it opened to native mode. */
+	check_native_mode();
 	build_page_tables();
 	load_tables();
 	setup_syscall();
