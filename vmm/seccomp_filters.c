@@ -179,6 +179,8 @@ static const unsigned long vcpu_ioctls[] = {
 	/* The main thread's parked checks, sampled by the vCPU itself. */
 	KVM_GET_MP_STATE,
 	KVM_GET_REGS,
+	/* KVM-on-PVM: a native guest's interrupt flag (x86/pvm_mode.c). */
+	KVM_GET_MSRS,
 	/* KVM-on-PVM: instructions emulated in the VMM (x86/pvm.c). */
 	KVM_SET_REGS,
 	KVM_GET_SREGS,

@@ -30,10 +30,10 @@
 #include "vmm/x86/layout.h"
 #include "vmm/x86/mptable.h"
 #include "vmm/x86/pvm.h"
+#include "vmm/x86/pvm_mode.h"
 
 #define KVM_DEVICE "/dev/kvm"
 #define KVM_EXPECTED_API_VERSION 12
-#define X86_EFLAGS_IF (1ULL << 9)
 
 /* Signals the main thread waits for; SIGUSR2 means "vm_stop() happened". */
 #define SIGNAL_STOP SIGUSR2
@@ -254,6 +254,13 @@ static int setup_boot_vcpus(struct vm *vm)
 			goto out;
 	}
 	ret = x86_setup_boot_registers(vm->vcpus[0].fd, vm->boot.entry);
+	char err[256];
+	if (ret == 0 && vm->pvm &&
+	    pvm_mode_start_boot_vcpu(vm->vcpus[0].fd, &vm->boot, err,
+				     sizeof(err)) < 0) {
+		log_error("%s", err);
+		ret = -1;
+	}
 out:
 	free(cpuid);
 	return ret;
@@ -339,6 +346,12 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 	if (ret < 0 || mptable_write(&vm->mem, vm->nr_vcpus) < 0)
 		return -1;
 	x86_write_boot_page_tables(&vm->mem);
+	char err[256];
+	if (vm->pvm &&
+	    pvm_mode_prepare_boot(&vm->mem, &vm->boot, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return -1;
+	}
 
 	if (vm_create_kvm(vm, cfg) < 0 || tell_guest_tsc_rate(vm, cfg) < 0 ||
 	    setup_boot_vcpus(vm) < 0)
@@ -448,11 +461,13 @@ static void sample_parked(struct vcpu *v)
 		atomic_store(&v->parked, false);
 		return;
 	}
-	atomic_store(&v->parked,
-		     mp.mp_state == KVM_MP_STATE_UNINITIALIZED ||
-			     mp.mp_state == KVM_MP_STATE_INIT_RECEIVED ||
-			     (mp.mp_state == KVM_MP_STATE_HALTED &&
-			      !(regs.rflags & X86_EFLAGS_IF)));
+	bool interrupts_on = pvm_mode_interrupts_on(v->vm->pvm, v->fd,
+						    &v->vm->mem, regs.rflags);
+	atomic_store(
+		&v->parked,
+		mp.mp_state == KVM_MP_STATE_UNINITIALIZED ||
+			mp.mp_state == KVM_MP_STATE_INIT_RECEIVED ||
+			(mp.mp_state == KVM_MP_STATE_HALTED && !interrupts_on));
 }
 
 static uint64_t vcpu_rip(const struct vcpu *v)

@@ -72,6 +72,7 @@
 #include "vmm/vm_internal.h"
 #include "snapshot/workingset.h"
 #include "vmm/x86/kvm_state.h"
+#include "vmm/x86/pvm_mode.h"
 
 /*
  * The machine's shape, saved beside the KVM and device state so a restore
@@ -311,7 +312,12 @@ static int collect_state(struct vm *vm, struct state_writer *w,
 			(vm_has_device(vm, STATE_DEV_NET) ? SAVED_NET : 0),
 	};
 	struct kvm_msr_list *msrs = x86_msr_index_list(vm->kvm_fd);
+	char err[128];
 	int ret = -1;
+
+	if (msrs && vm->pvm &&
+	    !(msrs = pvm_mode_saved_msrs(msrs, err, sizeof(err))))
+		log_error("%s", err);
 
 	*header = (struct state_file_header){
 		.cpu_signature = host_cpu_signature(),

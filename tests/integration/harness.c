@@ -12,8 +12,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,6 +186,37 @@ double guest_slowness(void)
 int scaled_s(int base_s)
 {
 	return (int)(base_s * guest_slowness() + 0.5);
+}
+
+int control_command(const char *path, const char *command, char *answer,
+		    size_t size)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t len = 0;
+	ssize_t n;
+
+	answer[0] = '\0';
+	if (fd < 0)
+		return -1;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    write(fd, command, strlen(command)) != (ssize_t)strlen(command)) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	while (len < size - 1 &&
+	       (n = read(fd, answer + len, size - 1 - len)) > 0) {
+		len += n;
+		if (answer[len - 1] == '\n')
+			break;
+	}
+	answer[len] = '\0';
+	close(fd);
+	return 0;
 }
 
 bool kvm_usable(void)

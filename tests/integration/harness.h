@@ -71,6 +71,14 @@ bool kvm_usable(void);
  */
 bool kvm_is_pvm(void);
 
+/*
+ * Sends @command (one line) to the thaw-vmm control socket at @path and
+ * reads its answer line into @answer ("" when it hung up first).  0, or -1
+ * (errno) when the socket cannot be reached or written.
+ */
+int control_command(const char *path, const char *command, char *answer,
+		    size_t size);
+
 /* Number of '\n'-terminated lines in @s. */
 int count_lines(const char *s);
 

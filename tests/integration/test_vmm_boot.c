@@ -19,14 +19,13 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -369,23 +368,8 @@ static void expect_all_close_on_exec(const struct idle_vm *vm)
 static void control(const struct idle_vm *vm, const char *command, char *answer,
 		    size_t size)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	size_t len = 0;
-	ssize_t n;
-
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", vm->control);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-	cr_assert_eq(write(fd, command, strlen(command)),
-		     (ssize_t)strlen(command));
-	while (len < size - 1 &&
-	       (n = read(fd, answer + len, size - 1 - len)) > 0) {
-		len += n;
-		if (answer[len - 1] == '\n')
-			break;
-	}
-	answer[len] = '\0';
-	close(fd);
+	cr_assert_eq(control_command(vm->control, command, answer, size), 0,
+		     "%s: %s", vm->control, strerror(errno));
 }
 
 static char *read_log(const struct idle_vm *vm)

@@ -5,7 +5,8 @@
  * Two kernel formats:
  *  - ELF vmlinux (what thaw builds): PT_LOAD segments go to their physical
  *    addresses and e_entry is the 64-bit entry, startup_64.  boot_params
- *    is built from scratch.
+ *    is built from scratch.  PT_NOTE segments are read for the note that
+ *    makes the image a PVM guest (pvm_mode.h).
  *  - bzImage (what distributions ship): the setup header is copied into
  *    boot_params, the protected-mode part is loaded at the kernel's
  *    preferred address and entered at +0x200, the 64-bit entry that
@@ -28,6 +29,7 @@
 
 #include "common/log.h"
 #include "vmm/x86/layout.h"
+#include "vmm/x86/pvm_mode.h"
 
 #define SETUP_HEADER_OFFSET 0x1f1
 #define SETUP_HEADER_MAGIC 0x53726448 /* "HdrS" */
@@ -130,7 +132,7 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 		Elf64_Phdr ph;
 
 		memcpy(&ph, k->data + eh.e_phoff + i * sizeof(ph), sizeof(ph));
-		if (ph.p_type != PT_LOAD)
+		if (ph.p_type != PT_LOAD && ph.p_type != PT_NOTE)
 			continue;
 		if (ph.p_offset > k->size ||
 		    ph.p_filesz > k->size - ph.p_offset ||
@@ -143,6 +145,12 @@ static int load_elf(struct guest_memory *mem, const struct file_map *k,
 				(unsigned long long)ph.p_filesz,
 				(unsigned long long)k->size);
 			return -1;
+		}
+		if (ph.p_type == PT_NOTE) {
+			if (!boot->pvm_abi)
+				boot->pvm_abi = pvm_mode_note_abi(
+					k->data + ph.p_offset, ph.p_filesz);
+			continue;
 		}
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
 		if (ph.p_paddr < HIGH_MEMORY_START) {

@@ -29,6 +29,7 @@ struct x86_boot {
 	uint64_t initrd_addr; /* 0 when there is none */
 	uint64_t initrd_size;
 	uint32_t cmdline_max; /* longest command line the kernel takes */
+	uint32_t pvm_abi;     /* PVM guest note's revision, 0: none */
 };
 
 int x86_load_linux(struct guest_memory *mem, const char *kernel_path,

@@ -7,6 +7,8 @@
  *
  *	0x000500  GDT (code64, data) for the boot CPU
  *	0x000520  empty IDT
+ *	0x006000  a PVM guest's native page (pvm_mode.h), in the first 64 KiB
+ *		  Linux reserves
  *	0x007000  boot_params ("zero page")
  *	0x008ff0  initial stack (grows down)
  *	0x009000  PML4, 0x00a000 PDPT, 0x00b000.. 4 page directories:
@@ -24,6 +26,7 @@
 
 #define BOOT_GDT_ADDR 0x500
 #define BOOT_IDT_ADDR 0x520
+#define BOOT_PVM_NATIVE_PAGE_ADDR 0x6000
 #define BOOT_PARAMS_ADDR 0x7000
 #define BOOT_STACK_ADDR 0x8ff0
 #define BOOT_PML4_ADDR 0x9000

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pvm_abi.h - the numbers a PVM guest and thaw-vmm agree on, as plain
+ * #defines so that a guest's assembly can include this file as well as C.
+ *
+ * The ELF note: a guest image that carries a note named "thaw" of type
+ * THAW_NOTE_PVM_GUEST, whose 4-byte descriptor is the host ABI revision it
+ * speaks, asks thaw-vmm to start it in PVM mode on a KVM-on-PVM host
+ * (pvm_mode.h).  Without the note, or on any other host, thaw-vmm boots the
+ * image as it always has.
+ *
+ * The host ABI (revision 1) is the one the kvm_pvm module of thaw's
+ * development hosts implements, measured on them (guest/kernel/PVM.md,
+ * "The host's native mode"); it is not the virt-pvm ABI of
+ * Documentation/virt/kvm/x86/pvm-spec.rst, whose MSRs (0x4b564df0..,
+ * 0x4b564d20..) and synthetic CPUID leaves that module does not have.
+ *
+ * A vCPU starts in the module's emulated mode: every instruction at the
+ * guest's CPL 0 goes through KVM's instruction emulator.  A guest wrmsr of
+ * a page-aligned guest-physical address to PVM_MSR_NATIVE_PAGE switches
+ * the vCPU to native mode: from the next instruction the guest kernel runs
+ * on the CPU at hardware CPL 3 (its "mov %cs" reads the host's user
+ * selector 0x33), and its privileged instructions, port I/O and events go
+ * to the host, which delivers interrupts and exceptions through the
+ * guest's own IDT, SYSCALL at MSR_LSTAR, and emulates IRETQ and SYSRETQ.
+ * Once native, the MSR reads back as the address | PVM_NATIVE_PAGE_ON; the
+ * VMM may set that value too (KVM_SET_MSRS refuses the address without the
+ * bit), and the vCPU then starts native: how thaw-vmm starts a PVM guest's
+ * boot vCPU, and restores a snapshot of a native one (KVM_GET_MSR_INDEX_LIST
+ * does not name this MSR).  The reset value, PVM_NATIVE_PAGE_ON alone, is
+ * emulated mode.  In native mode:
+ *   - byte PVM_NATIVE_PAGE_IF of that page is the guest's interrupt flag
+ *     (STI does not set it: a HLT after STI waits forever);
+ *   - the guest's page table entries must have the user bit at every
+ *     level, kernel mappings too: a supervisor-only mapping faults for
+ *     ever at the next instruction fetch.
+ * A guest started native tells from "mov %cs"; one that is not can read
+ * PVM_SIGNATURE from PVM_MSR_SIGNATURE on such a host (a #GP on VMX/SVM)
+ * before it switches itself.
+ */
+#ifndef THAW_VMM_X86_PVM_ABI_H
+#define THAW_VMM_X86_PVM_ABI_H
+
+#define THAW_NOTE_NAME "thaw"
+#define THAW_NOTE_PVM_GUEST 0x50564d01
+#define THAW_PVM_GUEST_ABI 1
+
+/* A guest write of a page's address goes native. */
+#define PVM_MSR_NATIVE_PAGE 0x4b564d10
+#define PVM_NATIVE_PAGE_ON 0x400
+/* The MSR's bits below the page address. */
+#define PVM_NATIVE_PAGE_FLAGS 0xfffULL
+#define PVM_NATIVE_PAGE_IF 0
+#define PVM_MSR_SIGNATURE 0x4b564d11
+#define PVM_SIGNATURE 0x4d5650 /* "PVM" */
+
+#endif
