@@ -239,6 +239,7 @@ int main(int argc, char **argv)
 	bool seccomp = true;
 	const char *console_log = NULL;
 	int ready_fd = -1;
+	int usage = 0; /* the first usage error's status */
 	char kernel[PATH_MAX], err[256];
 	long n;
 	int opt;
@@ -249,6 +250,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		/* After a usage error, only where to report it matters. */
+		if (usage && opt != 'R')
+			continue;
 		switch (opt) {
 		case 'k':
 			boot_flags = true;
@@ -264,15 +268,19 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			if (parse_number("--mem", optarg, MEMORY_MIN_MIB,
-					 MEMORY_MAX_MIB, &n) < 0)
-				return VM_USAGE;
+					 MEMORY_MAX_MIB, &n) < 0) {
+				usage = VM_USAGE;
+				break;
+			}
 			cfg.mem_mib = n;
 			boot_flags = true;
 			break;
 		case 'n':
 			if (parse_number("--vcpus", optarg, 1, VM_MAX_VCPUS,
-					 &n) < 0)
-				return VM_USAGE;
+					 &n) < 0) {
+				usage = VM_USAGE;
+				break;
+			}
 			cfg.nr_vcpus = n;
 			boot_flags = true;
 			break;
@@ -282,7 +290,7 @@ int main(int argc, char **argv)
 		case 'X':
 			if (capfile_parse_max(optarg, &cfg.log_max, err,
 					      sizeof(err)) < 0)
-				return usage_error("--log-max: %s", err);
+				usage = usage_error("--log-max: %s", err);
 			break;
 		case 'p':
 			if (!strcmp(optarg, "auto"))
@@ -292,7 +300,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "off"))
 				cfg.pvm = PVM_OFF;
 			else
-				return usage_error(
+				usage = usage_error(
 					"--pvm takes auto, on or off, not '%s'",
 					optarg);
 			break;
@@ -310,31 +318,36 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			if (page_in_mode_parse(optarg, &cfg.page_in))
-				return usage_error(
+				usage = usage_error(
 					"--page-in takes prefetch or "
 					"lazy, not '%s'",
 					optarg);
 			break;
 		case 'L':
 			if (log_set_level(optarg, err, sizeof(err)) < 0)
-				return usage_error("%s", err);
+				usage = usage_error("%s", err);
 			break;
 		case 'F':
 			if (log_set_format(optarg, err, sizeof(err)) < 0)
-				return usage_error("%s", err);
+				usage = usage_error("%s", err);
 			break;
 		case 'S':
 			log_set_sandbox(optarg);
 			break;
 		case 'R':
-			if (parse_number("--ready-fd", optarg, 0, INT_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--ready-fd", optarg, 0, INT_MAX,
+					 &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			/* Not inherited: a helper we spawn (the kernel
 			 * build) must not hold the supervisor's EOF back. */
-			if (fcntl((int)n, F_SETFD, FD_CLOEXEC) < 0)
-				return usage_error("--ready-fd %ld is not an "
-						   "open file descriptor",
-						   n);
+			if (fcntl((int)n, F_SETFD, FD_CLOEXEC) < 0) {
+				usage = usage_error("--ready-fd %ld is not an "
+						    "open file descriptor",
+						    n);
+				break;
+			}
 			ready_fd = (int)n;
 			break;
 		case 's':
@@ -344,13 +357,17 @@ int main(int argc, char **argv)
 			jail.root = optarg;
 			break;
 		case 'U':
-			if (parse_number("--uid", optarg, 1, JAIL_ID_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--uid", optarg, 1, JAIL_ID_MAX, &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			jail.uid = (uid_t)n;
 			break;
 		case 'G':
-			if (parse_number("--gid", optarg, 1, JAIL_ID_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--gid", optarg, 1, JAIL_ID_MAX, &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			jail.gid = (gid_t)n;
 			break;
 		case 'W':
@@ -363,13 +380,17 @@ int main(int argc, char **argv)
 			print_usage(stdout);
 			return 0;
 		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
+			usage = usage_error("option '%s' needs a value",
+					    argv[optind - 1]);
+			break;
 		default:
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+			usage = usage_error("unknown option '%s'",
+					    argv[optind - 1]);
+			break;
 		}
 	}
+	if (usage)
+		return end_early(ready_fd, usage);
 	if (optind < argc)
 		return end_early(
 			ready_fd,
