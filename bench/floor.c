@@ -6,8 +6,9 @@
  * the guest agent, the daemon's bookkeeping), every restore has to create a
  * KVM VM and its vCPUs, map the snapshot's memory into it and load the saved
  * vCPU, irqchip and device state.  That part is what this program times:
- * vm_create() with cfg.restore_dir, the call thaw-vmm makes, then
- * vm_destroy() without vm_run(), so the guest never executes an instruction.
+ * builder_build() with cfg.restore_dir, the call thaw-vmm makes, then
+ * builder_destroy() without vm_run(), so the guest never executes an
+ * instruction.
  * Everything around it is left out on purpose, because each piece has its
  * own owner: fork/exec and the dynamic loader (the kernel's and libc's
  * cost), the guest resuming and answering the agent (the guest's), the
@@ -38,6 +39,7 @@
 
 #include "common/clock.h"
 #include "snapshot/state.h"
+#include "vmm/builder.h"
 #include "vmm/vm.h"
 
 #define PROGRAM "thaw-bench-floor"
@@ -56,7 +58,7 @@ static const char usage[] =
 	"\n"
 	"  floor TOTAL_MS SETUP_MS STATE_MS\n"
 	"\n"
-	"  TOTAL_MS   vm_create(), from call to return (SETUP + STATE)\n"
+	"  TOTAL_MS   builder_build(), from call to return (SETUP + STATE)\n"
 	"  SETUP_MS   until state loading starts: state.bin read and checked,\n"
 	"             memory.img mapped (and its working set prefetched), the\n"
 	"             KVM VM with memory slots, irqchip and PIT, the devices\n"
@@ -105,15 +107,16 @@ static double ms_between(uint64_t from_ns, uint64_t to_ns)
 
 static int measure(const struct vm_config *cfg, long iterations)
 {
-	struct vm *vm = malloc(sizeof(*vm));
+	struct vmm *vmm = malloc(sizeof(*vmm));
 
-	if (!vm) {
+	if (!vmm) {
 		fprintf(stderr, PROGRAM ": out of memory\n");
 		return -1;
 	}
+	const struct vm *vm = &vmm->vm;
 	for (long i = 0; i < iterations; i++) {
 		uint64_t start_ns = monotonic_ns();
-		int ret = vm_create(vm, cfg, start_ns);
+		int ret = builder_build(vmm, cfg, start_ns);
 		uint64_t end_ns = monotonic_ns();
 
 		if (ret == 0) {
@@ -124,17 +127,17 @@ static int measure(const struct vm_config *cfg, long iterations)
 					  vm->restored_ns));
 			fflush(stdout);
 		}
-		vm_destroy(vm);
+		builder_destroy(vmm);
 		if (ret < 0) {
 			fprintf(stderr,
 				PROGRAM ": restoring %s failed in iteration "
 					"%ld (see above)\n",
 				cfg->restore_dir, i + 1);
-			free(vm);
+			free(vmm);
 			return -1;
 		}
 	}
-	free(vm);
+	free(vmm);
 	return 0;
 }
 

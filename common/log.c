@@ -48,6 +48,8 @@ static struct {
 } logger = { .program = "thaw", .level = LOG_LEVEL_INFO, .fd = 2 };
 
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+/* log_last_error()'s, under shared_lock. */
+static char last_error[512];
 
 void log_set_program(const char *program)
 {
@@ -210,6 +212,16 @@ void log_write(enum log_level level, const char *sandbox, const char *fmt, ...)
 	/* A guest's or a client's bytes quoted in a message must not forge
 	 * a line, drive a terminal or make the JSON encoder refuse it. */
 	printable(msg);
+	if (level == LOG_LEVEL_ERROR) {
+		pthread_mutex_lock(&shared_lock);
+		size_t n = strnlen(msg, sizeof(last_error) - 1);
+
+		n = msg[n] ? printable_cut(msg, n) : n;
+
+		memcpy(last_error, msg, n);
+		last_error[n] = '\0';
+		pthread_mutex_unlock(&shared_lock);
+	}
 	snprintf(about, sizeof(about), "%s",
 		 sandbox ? sandbox : logger.sandbox);
 	printable(about);
@@ -248,6 +260,13 @@ void log_write(enum log_level level, const char *sandbox, const char *fmt, ...)
 		(void)write_full(logger.fd, line, (size_t)len);
 	}
 	errno = saved_errno;
+}
+
+void log_last_error(char *out, size_t size)
+{
+	pthread_mutex_lock(&shared_lock);
+	snprintf(out, size, "%s", last_error);
+	pthread_mutex_unlock(&shared_lock);
 }
 
 bool log_limit_pass(struct log_limit *limit, uint64_t now_ns,

@@ -79,6 +79,13 @@ __attribute__((format(printf, 3, 4))) void
 log_write(enum log_level level, const char *sandbox, const char *fmt, ...);
 
 /*
+ * The message of the last error line (no time, program, level or sandbox;
+ * "" before any) into @out: a program's own verdict when it ends on an
+ * error it logged deeper down (thaw-vmm's stop record, vmm/vmm_report.h).
+ */
+void log_last_error(char *out, size_t size);
+
+/*
  * Rate limits, for lines a guest can trigger at will (a device told
  * garbage): each call site has its own limit, which lets LOG_LIMIT_BURST
  * lines through, then one per LOG_LIMIT_INTERVAL_NS; the next line to pass

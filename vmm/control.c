@@ -79,6 +79,7 @@ static void reply(struct control_client *cl, const char *fmt, ...)
 
 static void reply_status(struct control_client *cl, struct vm *vm)
 {
+	struct vm_restore_times t;
 	char restore[192] = "";
 
 	pthread_mutex_lock(&vm->pause_lock);
@@ -88,19 +89,15 @@ static void reply_status(struct control_client *cl, struct vm *vm)
 			    : paused		       ? "paused"
 						       : "running";
 
-	if (vm->restored_ns)
+	if (vm_restore_times(vm, &t))
 		snprintf(restore, sizeof(restore),
 			 " setup_us=%llu restore_us=%llu prefetched_pages=%llu"
 			 " prefetch_us=%llu started_at_us=%llu",
-			 (unsigned long long)(vm->restore_start_ns -
-					      vm->created_ns) /
-				 1000,
-			 (unsigned long long)(vm->restored_ns -
-					      vm->restore_start_ns) /
-				 1000,
-			 (unsigned long long)vm->prefetched_pages,
-			 (unsigned long long)vm->prefetch_ns / 1000,
-			 (unsigned long long)vm->created_ns / 1000);
+			 (unsigned long long)t.setup_us,
+			 (unsigned long long)t.restore_us,
+			 (unsigned long long)t.prefetched_pages,
+			 (unsigned long long)t.prefetch_us,
+			 (unsigned long long)t.started_at_us);
 	reply(cl, "ok %s vcpus=%d mem_mib=%llu uptime_ms=%llu%s", state,
 	      vm->nr_vcpus, (unsigned long long)(vm->mem.size / MIB),
 	      (unsigned long long)((monotonic_ns() - vm->running_ns) / 1000000),

@@ -15,7 +15,9 @@
  *			   prefetching P pages; R loading the state; A the
  *			   VMM's start on CLOCK_MONOTONIC, which a supervisor
  *			   shares with its child, so it can tell how long
- *			   fork and exec took)
+ *			   fork and exec took; a supervisor has them from
+ *			   the ready record, vmm_report.h, with no round
+ *			   trip: this line is for people and tests)
  *	pause		-> ok paused
  *	resume		-> ok running
  *	snapshot DIR	-> ok snapshot DIR   (state.bin, memory.img and

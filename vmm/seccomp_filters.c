@@ -41,6 +41,7 @@
 
 #include "common/errbuf.h"
 #include "common/log.h"
+#include "vmm/vmm_report.h"
 
 /* Names for the handler's line: every x86-64 system call number is below. */
 #define NAME_TABLE_SIZE 512
@@ -249,6 +250,7 @@ static const struct role_list roles[VMM_THREAD_ROLES] = {
 static struct {
 	bool prepared;
 	int console_log_fd; /* pwrite64 and ftruncate: here and on stderr */
+	int report_fd;	    /* the SIGSYS handler's stop record, or -1 */
 	struct sock_fprog progs[VMM_THREAD_ROLES];
 	/* The start barrier: threads that reported, and whether one failed. */
 	pthread_mutex_t lock;
@@ -258,6 +260,7 @@ static struct {
 } sc = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
+	.report_fd = -1,
 };
 
 static char syscall_names[NAME_TABLE_SIZE][NAME_MAX_LEN];
@@ -462,22 +465,38 @@ static void put_number(char **p, const char *end, long v)
 		*(*p)++ = digits[--n];
 }
 
-/* Async-signal-safe: formats into the stack and writes once. */
+/*
+ * Async-signal-safe: formats into the stack, writes the line to stderr and
+ * the stop record (vmm_report.h) to the report descriptor, once each.
+ */
 static void on_sigsys(int sig, siginfo_t *info, void *context)
 {
 	char line[128], *p = line;
 	const char *end = line + sizeof(line) - 1;
+	const char *prefix = "thaw-vmm: seccomp: ";
 	int nr = info->si_syscall;
+	const char *name =
+		nr >= 0 && nr < NAME_TABLE_SIZE ? syscall_names[nr] : "unknown";
+	struct vmm_record record;
 
 	(void)sig;
 	(void)context;
-	put_str(&p, end, "thaw-vmm: seccomp: forbidden system call ");
+	put_str(&p, end, prefix);
+	put_str(&p, end, "forbidden system call ");
 	put_number(&p, end, nr);
 	put_str(&p, end, " (");
-	put_str(&p, end,
-		nr >= 0 && nr < NAME_TABLE_SIZE ? syscall_names[nr]
-						: "unknown");
-	put_str(&p, end, ")\n");
+	put_str(&p, end, name);
+	put_str(&p, end, ")");
+	*p = '\0';
+	if (sc.report_fd >= 0) {
+		vmm_record_begin(&record, VMM_REPORT_STOP);
+		vmm_record_put_u64(&record, "seccomp_syscall",
+				   nr < 0 ? 0 : (uint64_t)nr);
+		vmm_record_put_text(&record, "seccomp_name", name);
+		vmm_record_put_text(&record, "reason", line + strlen(prefix));
+		(void)vmm_record_send(&record, sc.report_fd);
+	}
+	*p++ = '\n';
 	(void)!write(STDERR_FILENO, line, (size_t)(p - line));
 	/* SIGSYS is blocked in its handler: this trap kills the process. */
 	syscall(NEVER_ALLOWED_NR);
@@ -485,12 +504,14 @@ static void on_sigsys(int sig, siginfo_t *info, void *context)
 	_exit(128 + SIGSYS);
 }
 
-int vmm_seccomp_prepare(int console_log_fd, char *err, size_t errlen)
+int vmm_seccomp_prepare(int console_log_fd, int report_fd, char *err,
+			size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys,
 				.sa_flags = SA_SIGINFO | SA_RESETHAND };
 
 	sc.console_log_fd = console_log_fd;
+	sc.report_fd = report_fd;
 
 	for (int i = 0; i < VMM_THREAD_ROLES; i++) {
 		scmp_filter_ctx ctx = build_filter(&roles[i], err, errlen);

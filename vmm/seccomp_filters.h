@@ -23,12 +23,15 @@
  * the vCPUs enter KVM_RUN: no guest instruction runs unfiltered.
  *
  * A forbidden call traps (SCMP_ACT_TRAP).  The SIGSYS handler writes one
- * line to stderr, "thaw-vmm: seccomp: forbidden system call 41 (socket)",
+ * line to stderr for people, "thaw-vmm: seccomp: forbidden system call 41
+ * (socket)", and the stop record "stop seccomp_syscall=41
+ * seccomp_name=socket reason=..." to the report channel (vmm_report.h),
  * the name from a table resolved before any filter was loaded (the handler
  * only formats and writes, which is async-signal-safe), then makes a call
  * no filter allows: seccomp forces a SIGSYS that is blocked (as it is in
  * its own handler) with the default action, so the VMM dies by SIGSYS and
- * its supervisor can tell why (vmm_process_reason(), pool/host).
+ * its supervisor can tell why from its record and its wait status
+ * (vmm_process_reason(), pool/host).
  *
  * Without vmm_seccomp_prepare() (thaw-vmm --no-seccomp, the unit tests of
  * devices) vmm_seccomp_enter() loads nothing and the start barrier still
@@ -60,9 +63,11 @@ const char *vmm_thread_role_name(enum vmm_thread_role role);
  * Call once, on the main thread, before any other thread exists.
  * @console_log_fd is the console log's descriptor (-1: none): with stderr,
  * the only ones a thread may pwrite or ftruncate (capfile.h's cuts).
+ * @report_fd is where the SIGSYS handler writes its stop record (-1: none).
  * Returns 0, or -1 with a message in @err.
  */
-int vmm_seccomp_prepare(int console_log_fd, char *err, size_t errlen);
+int vmm_seccomp_prepare(int console_log_fd, int report_fd, char *err,
+			size_t errlen);
 
 /* Whether vmm_seccomp_prepare() succeeded: filters are being loaded. */
 bool vmm_seccomp_enabled(void);

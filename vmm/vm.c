@@ -4,7 +4,8 @@
  * command line and first registers, the vCPU threads and their exits,
  * pausing, stopping and teardown (see vm.h for the life cycle).  Snapshots,
  * saving and restoring a machine, are vm_snapshot.c's; the device table is
- * vm_devices.c's.
+ * vm_devices.c's; whether to boot or restore, and the control socket, are
+ * the builder's (builder.c), which this file does not know.
  */
 #include "vmm/vm.h"
 
@@ -331,7 +332,26 @@ static int tell_guest_tsc_rate(struct vm *vm, const struct vm_config *cfg)
 	return ret;
 }
 
-static int boot_machine(struct vm *vm, const struct vm_config *cfg)
+void vm_init(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+	for (int i = 0; i < VM_MAX_VCPUS; i++)
+		vm->vcpus[i] = (struct vcpu){
+			.vm = vm, .id = i, .fd = -1, .stats.fd = -1
+		};
+	pthread_mutex_init(&vm->stop_lock, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
+	vm->created_ns = start_ns;
+	vm->nr_vcpus = cfg->nr_vcpus;
+	vm->pagemap_fd = cfg->pagemap_fd;
+	vm->writable_dir = cfg->writable_dir;
+	vm->pvm = cfg->pvm == PVM_ON ||
+		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
+}
+
+int vm_boot(struct vm *vm, const struct vm_config *cfg)
 {
 	/* Everything that can be wrong with the inputs is found before
 	 * KVM is touched. */
@@ -359,34 +379,18 @@ static int boot_machine(struct vm *vm, const struct vm_config *cfg)
 	return 0;
 }
 
-int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns)
+bool vm_restore_times(const struct vm *vm, struct vm_restore_times *t)
 {
-	memset(vm, 0, sizeof(*vm));
-	vm->kvm_fd = vm->vm_fd = -1;
-	for (int i = 0; i < VM_MAX_VCPUS; i++)
-		vm->vcpus[i] = (struct vcpu){
-			.vm = vm, .id = i, .fd = -1, .stats.fd = -1
-		};
-	pthread_mutex_init(&vm->stop_lock, NULL);
-	pthread_mutex_init(&vm->pause_lock, NULL);
-	pthread_cond_init(&vm->pause_cond, NULL);
-	vm->created_ns = start_ns;
-	vm->nr_vcpus = cfg->nr_vcpus;
-	vm->pagemap_fd = cfg->pagemap_fd;
-	vm->writable_dir = cfg->writable_dir;
-	vm->pvm = cfg->pvm == PVM_ON ||
-		  (cfg->pvm == PVM_AUTO && pvm_host_detected());
-
-	if ((cfg->restore_dir ? vm_restore_machine(vm, cfg)
-			      : boot_machine(vm, cfg)) < 0)
-		return -1;
-	if (cfg->control_path) {
-		if (control_init(&vm->control, vm, cfg->control_path,
-				 cfg->control_fd) < 0)
-			return -1;
-		vm->control_ready = true;
-	}
-	return 0;
+	if (!vm->restored_ns)
+		return false;
+	*t = (struct vm_restore_times){
+		.started_at_us = vm->created_ns / 1000,
+		.setup_us = (vm->restore_start_ns - vm->created_ns) / 1000,
+		.restore_us = (vm->restored_ns - vm->restore_start_ns) / 1000,
+		.prefetched_pages = vm->prefetched_pages,
+		.prefetch_us = vm->prefetch_ns / 1000,
+	};
+	return true;
 }
 
 int vm_pause(struct vm *vm)
@@ -662,12 +666,12 @@ int vm_run(struct vm *vm)
 	vm->main_thread_known = true;
 
 	int threads = vm_devices_start(vm);
-	if (vm->control_ready) {
-		if (control_start(&vm->control) == 0)
+	if (vm->companion.start) {
+		if (vm->companion.start(vm->companion.arg) == 0)
 			threads++;
 		else
-			vm_stop(vm, VM_ERROR,
-				"control socket: cannot start its thread");
+			vm_stop(vm, VM_ERROR, "%s: cannot start its thread",
+				vm->companion.name);
 	}
 
 	vm->running_ns = monotonic_ns();
@@ -725,8 +729,6 @@ int vm_run(struct vm *vm)
 
 void vm_destroy(struct vm *vm)
 {
-	if (vm->control_ready)
-		control_stop(&vm->control);
 	/* After the vCPUs: devices own what their exits use. */
 	vm_devices_destroy(vm);
 	for (int i = 0; i < VM_MAX_VCPUS; i++) {

@@ -3,14 +3,16 @@
  * vm.h - one virtual machine: KVM objects, guest memory, devices, vCPU
  * threads, and how it stops.
  *
- * Life cycle: vm_create() does all setup (files are loaded and validated
- * before /dev/kvm is opened, guest memory is registered before the irqchip
- * because PVM hosts make the other order 15x slower); vm_run() starts one
- * thread per vCPU (plus the vsock and network devices' and the control
- * socket's threads when configured) and blocks until the VM stops;
- * vm_destroy() releases everything.  Each of those threads loads its
- * seccomp filter before its work, the main thread last, and no vCPU enters
- * KVM_RUN before every filter is in place (seccomp_filters.h).
+ * Life cycle: vm_init() readies the structure; vm_boot() or vm_restore()
+ * builds the machine (which of them, and the control socket beside it, is
+ * the builder's choice: builder.h); vm_run() starts one thread per vCPU
+ * (plus the vsock and network devices' threads and the builder's companion
+ * thread, when there are) and blocks until the VM stops; vm_destroy()
+ * releases everything.  A build loads and validates files before /dev/kvm
+ * is opened, and registers guest memory before the irqchip because PVM
+ * hosts make the other order 15x slower.  Each of vm_run()'s threads loads
+ * its seccomp filter before its work, the main thread last, and no vCPU
+ * enters KVM_RUN before every filter is in place (seccomp_filters.h).
  *
  * Stopping: whoever decides the VM is done (a vCPU thread on a guest reset,
  * triple fault or fatal exit, the main thread on SIGINT/SIGTERM or when all
@@ -23,9 +25,9 @@
  * KVM_RUN (the same kick as a stop; a vCPU parks only after a KVM_RUN that
  * returned EINTR, which first completes the I/O of the previous exit, so its
  * state is whole) and the device threads, and saves KVM's, the devices' and
- * guest memory's state into a directory; vm_create() with cfg->restore_dir
- * builds the machine from such a directory instead of booting, and the
- * vCPUs continue where the snapshot stopped them.  The VMM never opens the
+ * guest memory's state into a directory; vm_restore() builds the machine
+ * from such a directory instead of booting, and the vCPUs continue where
+ * the snapshot stopped them.  The VMM never opens the
  * catalog: it is told which directory to write or read.
  *
  * A guest that powers off or halts without ACPI ends with every CPU in HLT
@@ -51,7 +53,6 @@
 #include "vmm/bus.h"
 #include "common/clock.h"
 #include "vmm/console.h"
-#include "vmm/control.h"
 #include "vmm/devices/i8042.h"
 #include "vmm/devices/rtc.h"
 #include "vmm/devices/serial.h"
@@ -100,7 +101,7 @@ struct vm_config {
 	const char *restore_dir;  /* restore this snapshot instead of booting */
 	enum page_in_mode page_in;
 	/* Opened before a jail (jail.h) hid what they name; -1: not yet,
-	 * vm_create() opens vsock_path, control_path and net_tap itself
+	 * the build opens vsock_path, control_path and net_tap itself
 	 * and recording a working set opens /proc/self/pagemap. */
 	int vsock_fd, control_fd, pagemap_fd, net_tap_fd;
 	const char *writable_dir; /* the jail's JAIL_OUT_DIR, host path */
@@ -138,8 +139,17 @@ struct vm {
 	struct vsock vsock;
 	struct net_dev net;
 	uint32_t devices_created; /* vm_devices.c: bit i, table entry i */
-	struct control control;
-	bool control_ready;
+	/*
+	 * A thread beside the machine's own that vm_run() starts with them,
+	 * so that it loads its seccomp filter under the same barrier (the
+	 * builder's control socket); start NULL: none.  Its owner stops it
+	 * before vm_destroy().
+	 */
+	struct {
+		const char *name; /* for the message when it cannot start */
+		int (*start)(void *arg); /* 0 when its thread runs */
+		void *arg;
+	} companion;
 
 	/* Pausing (vm_pause): guarded by pause_lock. */
 	pthread_mutex_t pause_lock;
@@ -181,11 +191,38 @@ struct vm {
 };
 
 /*
- * Builds the VM.  @start_ns is when the caller started (timings count VMM
- * setup from there).  Returns 0, or -1 after one error line (log.h); on
+ * Readies @vm for vm_boot() or vm_restore() with @cfg's shape; @start_ns
+ * is when the VMM started (timings count its setup from there).
+ */
+void vm_init(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns);
+
+/*
+ * Builds a fresh machine: guest memory with @cfg's kernel, initrd and
+ * command line loaded into it, the KVM VM, its devices and vCPUs at the
+ * kernel's entry.  Returns 0, or -1 after one error line (log.h); on
  * error, vm_destroy() still cleans up what was made.
  */
-int vm_create(struct vm *vm, const struct vm_config *cfg, uint64_t start_ns);
+int vm_boot(struct vm *vm, const struct vm_config *cfg);
+
+/*
+ * Builds the machine the snapshot cfg->restore_dir describes
+ * (vm_snapshot.c): its memory, vCPUs, irqchip and devices in their saved
+ * state.  Returns and cleans up as vm_boot().
+ */
+int vm_restore(struct vm *vm, const struct vm_config *cfg);
+
+/*
+ * Where a restored machine's setup went, in microseconds (control.h's
+ * status and vmm_report.h's ready record both say it): from the VMM's
+ * start (started_at_us, CLOCK_MONOTONIC) to its state restore (setup_us),
+ * prefetch_us of them prefetching prefetched_pages pages, then loading the
+ * state (restore_us).  False, @t untouched, for a booted machine.
+ */
+struct vm_restore_times {
+	uint64_t started_at_us, setup_us, restore_us, prefetched_pages,
+		prefetch_us;
+};
+bool vm_restore_times(const struct vm *vm, struct vm_restore_times *t);
 
 /* Runs until the VM stops; returns its enum vm_status. */
 int vm_run(struct vm *vm);

@@ -7,8 +7,10 @@
  * guest memory comes from (a fresh allocation with a kernel loaded into it,
  * or a snapshot's memory file) and in how the vCPUs get their state (boot
  * registers, or the saved state).  vm.c builds the objects once memory is
- * in place; vm_snapshot.c fills a restored machine's memory first and its
- * state after.
+ * in place (vm_create_kvm(), for its vm_boot() and vm_snapshot.c's
+ * vm_restore(), which fills a restored machine's memory first and its
+ * state after).  Neither entry point calls the other: the builder
+ * (builder.h) chooses between them.
  */
 #ifndef THAW_VMM_VM_INTERNAL_H
 #define THAW_VMM_VM_INTERNAL_H
@@ -21,12 +23,5 @@
  * with no state set yet.  Returns 0, or -1 after a message (log.h).
  */
 int vm_create_kvm(struct vm *vm, const struct vm_config *cfg);
-
-/*
- * vm_create() for cfg->restore_dir: the machine the snapshot describes, its
- * vCPUs, irqchip and devices in their saved state.  Returns 0, or -1 after a
- * message.
- */
-int vm_restore_machine(struct vm *vm, const struct vm_config *cfg);
 
 #endif

@@ -2,7 +2,7 @@
 /*
  * vm_snapshot.c - a machine's snapshots: saving a running VM into a
  * directory, and building a VM from one instead of booting (vm.h's
- * vm_snapshot() and vm_create() with cfg->restore_dir).
+ * vm_snapshot() and vm_restore()).
  *
  * On disk a snapshot is one directory of files:
  * - state.bin (snapshot/state.h): a header with the host CPU's signature,
@@ -254,7 +254,7 @@ fail:
 	return -1;
 }
 
-int vm_restore_machine(struct vm *vm, const struct vm_config *cfg)
+int vm_restore(struct vm *vm, const struct vm_config *cfg)
 {
 	char path[PATH_MAX];
 	char err[512] = "";

@@ -2,16 +2,20 @@
 /*
  * vmm_main.c - the thaw-vmm command: one process, one microVM.
  *
- * Parses and validates the command line, builds the VM (vm.c), runs it
- * until the guest stops, and reports how long each phase took.  The exit
- * status is the VM's (enum vm_status), so callers can tell a clean guest
- * shutdown from a crash or a VMM error without parsing text.
+ * Parses and validates the command line, enters the jail, has the builder
+ * (builder.h) make the VMM, runs it until the guest stops, and reports.
+ * The exit status is the VM's (enum vm_status), so callers can tell a
+ * clean guest shutdown from a crash or a VMM error without parsing text.
  *
- * Everything thaw-vmm says goes through common/log.h, one line each, named
- * "thaw-vmm" and, with --sandbox-id, the sandbox it runs: its supervisor
- * keeps these lines in the sandbox's vmm.log, where the last ones are the
- * reason the VM stopped and a "timings:" line.  Only --help and the guest's
- * console (on stdout) are not log lines.
+ * A supervisor hears from thaw-vmm on one channel, the --ready-fd pipe:
+ * a ready record once its sockets listen (with a restore's phases), a stop
+ * record as it ends (status, reason, timings), in vmm_report.h's format.
+ * Everything thaw-vmm says for people goes through common/log.h, one line
+ * each, named "thaw-vmm" and, with --sandbox-id, the sandbox it runs; its
+ * supervisor keeps these lines in the sandbox's vmm.log, where the last
+ * ones are the reason the VM stopped and a "timings:" line, but reads
+ * them back never.  Only --help and the guest's console (on stdout) are
+ * not log lines.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +36,7 @@
 #include "common/log.h"
 #include "snapshot/preopen.h"
 #include "vmm/seccomp_filters.h"
+#include "vmm/builder.h"
 #include "vmm/vm.h"
 
 static const char usage[] =
@@ -85,9 +90,11 @@ static const char usage[] =
 	"                      one, the emulator's workarounds apply and a\n"
 	"                      kernel with thaw's PVM-guest ELF note starts\n"
 	"                      in PVM mode (runs natively)\n"
-	"  --ready-fd FD       write \"ready\\n\" to FD and close it once the\n"
-	"                      VM is built and its sockets listen, so that a\n"
-	"                      supervisor connects once instead of polling\n"
+	"  --ready-fd FD       report to FD: a \"ready ...\" line once the VM\n"
+	"                      is built and its sockets listen, so that a\n"
+	"                      supervisor connects once instead of polling,\n"
+	"                      and a \"stop status=N ... reason=...\" line as\n"
+	"                      it ends\n"
 	"  --no-seccomp        no system call filters (debugging only: by\n"
 	"                      default each thread may make only the system\n"
 	"                      calls it needs, and any other one kills the VMM\n"
@@ -155,71 +162,21 @@ static int parse_number(const char *flag, const char *arg, long min, long max,
 	return 0;
 }
 
-/* Appends "NAME 1.2 ms" (or "NAME not reached") and @sep to @line. */
-static void add_phase(char *line, size_t size, const char *name, uint64_t from,
-		      uint64_t to, const char *sep)
-{
-	size_t n = strlen(line);
-
-	if (to)
-		snprintf(line + n, size - n, "%s %.1f ms%s", name,
-			 (to - from) / 1e6, sep);
-	else
-		snprintf(line + n, size - n, "%s not reached%s", name, sep);
-}
-
-static void log_timings(const struct vm *vm)
-{
-	char line[256] = "";
-
-	if (vm->restored_ns) {
-		add_phase(line, sizeof(line), "vmm setup", vm->created_ns,
-			  vm->restore_start_ns, ", ");
-		add_phase(line, sizeof(line), "state restore",
-			  vm->restore_start_ns, vm->restored_ns, "");
-		log_info("timings: %s (prefetched %llu pages in %.1f ms)", line,
-			 (unsigned long long)vm->prefetched_pages,
-			 vm->prefetch_ns / 1e6);
-		return;
-	}
-	add_phase(line, sizeof(line), "vmm setup", vm->created_ns,
-		  vm->running_ns, ", ");
-	add_phase(line, sizeof(line), "kernel start", vm->running_ns,
-		  vm->console.first_output_ns, ", ");
-	add_phase(line, sizeof(line), "time to /init", vm->running_ns,
-		  vm->console.init_ns, "");
-	log_info("timings: %s", line);
-}
-
-/* Why the VM stopped: an error unless the guest ended it or was told to. */
-static void log_stop_reason(int status, const char *reason)
-{
-	enum log_level level = status == VM_ERROR || status == VM_GUEST_CRASHED
-				       ? LOG_LEVEL_ERROR
-				       : LOG_LEVEL_INFO;
-
-	log_write(level, NULL, "%s", reason);
-}
-
 /*
- * Tells the supervisor that the VM's sockets listen: a connection from now
- * on reaches the guest (or waits for it).  Its end of the pipe sees EOF
- * instead if we fail before.
+ * A VMM that ends before its machine runs: the stop record says why (the
+ * error it logged, or a usage error's), when a supervisor listens.
  */
-static void say_ready(int fd)
+static int end_early(int ready_fd, int status)
 {
-	if (fd < 0)
-		return;
-	if (write(fd, "ready\n", 6) != 6)
-		log_warning("--ready-fd %d: %s", fd, strerror(errno));
-	close(fd);
+	builder_report_stop(NULL, status, NULL, ready_fd);
+	return status;
 }
 
 /*
  * Builds the threads' seccomp filters (seccomp_filters.h), which vm_run()
  * loads, or says loudly that there will be none.  0, or -1 after a message.
  */
-static int start_filtering(bool seccomp, int console_log_fd)
+static int start_filtering(bool seccomp, int console_log_fd, int report_fd)
 {
 	char err[256];
 
@@ -229,7 +186,8 @@ static int start_filtering(bool seccomp, int console_log_fd)
 			    "(debugging only)");
 		return 0;
 	}
-	if (vmm_seccomp_prepare(console_log_fd, err, sizeof(err)) < 0) {
+	if (vmm_seccomp_prepare(console_log_fd, report_fd, err, sizeof(err)) <
+	    0) {
 		log_error("%s", err);
 		return -1;
 	}
@@ -284,13 +242,20 @@ int main(int argc, char **argv)
 	bool seccomp = true;
 	const char *console_log = NULL;
 	int ready_fd = -1;
+	int usage = 0; /* the first usage error's status */
 	char kernel[PATH_MAX], err[256];
 	long n;
 	int opt;
 
 	log_set_program("thaw-vmm");
+	/* A reader that goes away (of a socket, of the report pipe) must not
+	 * kill the VMM mid-guest. */
+	signal(SIGPIPE, SIG_IGN);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":", options, NULL)) != -1) {
+		/* After a usage error, only where to report it matters. */
+		if (usage && opt != 'R')
+			continue;
 		switch (opt) {
 		case 'k':
 			boot_flags = true;
@@ -306,15 +271,19 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 			if (parse_number("--mem", optarg, MEMORY_MIN_MIB,
-					 MEMORY_MAX_MIB, &n) < 0)
-				return VM_USAGE;
+					 MEMORY_MAX_MIB, &n) < 0) {
+				usage = VM_USAGE;
+				break;
+			}
 			cfg.mem_mib = n;
 			boot_flags = true;
 			break;
 		case 'n':
 			if (parse_number("--vcpus", optarg, 1, VM_MAX_VCPUS,
-					 &n) < 0)
-				return VM_USAGE;
+					 &n) < 0) {
+				usage = VM_USAGE;
+				break;
+			}
 			cfg.nr_vcpus = n;
 			boot_flags = true;
 			break;
@@ -324,7 +293,7 @@ int main(int argc, char **argv)
 		case 'X':
 			if (capfile_parse_max(optarg, &cfg.log_max, err,
 					      sizeof(err)) < 0)
-				return usage_error("--log-max: %s", err);
+				usage = usage_error("--log-max: %s", err);
 			break;
 		case 'p':
 			if (!strcmp(optarg, "auto"))
@@ -334,7 +303,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "off"))
 				cfg.pvm = PVM_OFF;
 			else
-				return usage_error(
+				usage = usage_error(
 					"--pvm takes auto, on or off, not '%s'",
 					optarg);
 			break;
@@ -352,31 +321,36 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			if (page_in_mode_parse(optarg, &cfg.page_in))
-				return usage_error(
+				usage = usage_error(
 					"--page-in takes prefetch or "
 					"lazy, not '%s'",
 					optarg);
 			break;
 		case 'L':
 			if (log_set_level(optarg, err, sizeof(err)) < 0)
-				return usage_error("%s", err);
+				usage = usage_error("%s", err);
 			break;
 		case 'F':
 			if (log_set_format(optarg, err, sizeof(err)) < 0)
-				return usage_error("%s", err);
+				usage = usage_error("%s", err);
 			break;
 		case 'S':
 			log_set_sandbox(optarg);
 			break;
 		case 'R':
-			if (parse_number("--ready-fd", optarg, 0, INT_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--ready-fd", optarg, 0, INT_MAX,
+					 &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			/* Not inherited: a helper we spawn (the kernel
 			 * build) must not hold the supervisor's EOF back. */
-			if (fcntl((int)n, F_SETFD, FD_CLOEXEC) < 0)
-				return usage_error("--ready-fd %ld is not an "
-						   "open file descriptor",
-						   n);
+			if (fcntl((int)n, F_SETFD, FD_CLOEXEC) < 0) {
+				usage = usage_error("--ready-fd %ld is not an "
+						    "open file descriptor",
+						    n);
+				break;
+			}
 			ready_fd = (int)n;
 			break;
 		case 's':
@@ -386,13 +360,17 @@ int main(int argc, char **argv)
 			jail.root = optarg;
 			break;
 		case 'U':
-			if (parse_number("--uid", optarg, 1, JAIL_ID_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--uid", optarg, 1, JAIL_ID_MAX, &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			jail.uid = (uid_t)n;
 			break;
 		case 'G':
-			if (parse_number("--gid", optarg, 1, JAIL_ID_MAX, &n))
-				return VM_USAGE;
+			if (parse_number("--gid", optarg, 1, JAIL_ID_MAX, &n)) {
+				usage = VM_USAGE;
+				break;
+			}
 			jail.gid = (gid_t)n;
 			break;
 		case 'W':
@@ -405,37 +383,52 @@ int main(int argc, char **argv)
 			print_usage(stdout);
 			return 0;
 		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
+			usage = usage_error("option '%s' needs a value",
+					    argv[optind - 1]);
+			break;
 		default:
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
+			usage = usage_error("unknown option '%s'",
+					    argv[optind - 1]);
+			break;
 		}
 	}
+	if (usage)
+		return end_early(ready_fd, usage);
 	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+		return end_early(
+			ready_fd,
+			usage_error("unexpected argument '%s'", argv[optind]));
 	if (cfg.restore_dir && boot_flags)
-		return usage_error("--restore takes the machine from the "
-				   "snapshot: leave out --kernel, --initrd, "
-				   "--cmdline, --mem and --vcpus");
+		return end_early(
+			ready_fd,
+			usage_error("--restore takes the machine from the "
+				    "snapshot: leave out --kernel, --initrd, "
+				    "--cmdline, --mem and --vcpus"));
 	if (!cfg.restore_dir && !cfg.initrd_path)
-		return usage_error("--initrd is required");
+		return end_early(ready_fd, usage_error("--initrd is required"));
 	if ((jail.root || jail.writable) && (!jail.uid || !jail.gid))
-		return usage_error("--jail needs --uid and --gid");
+		return end_early(ready_fd,
+				 usage_error("--jail needs --uid and --gid"));
 	if ((jail.uid || jail.gid || jail.writable || jail.netns) && !jail.root)
-		return usage_error(
-			"--uid, --gid, --writable and --netns need --jail");
+		return end_early(
+			ready_fd,
+			usage_error(
+				"--uid, --gid, --writable and --netns need --jail"));
 	/* A jail without --netns makes an empty namespace: no TAP there. */
 	if (cfg.net_tap && jail.root && !jail.netns)
-		return usage_error("--net-tap with --jail needs --netns: the "
-				   "TAP is looked up in that namespace");
+		return end_early(
+			ready_fd,
+			usage_error("--net-tap with --jail needs --netns: the "
+				    "TAP is looked up in that namespace"));
 	if (jail.root && !cfg.restore_dir && !cfg.kernel_path)
-		return usage_error("--jail needs --kernel: the default kernel "
-				   "is built outside the jail");
+		return end_early(
+			ready_fd,
+			usage_error("--jail needs --kernel: the default kernel "
+				    "is built outside the jail"));
 	/* A guest's device errors lengthen the log: bounded, from here. */
 	if (log_set_max(cfg.log_max, err, sizeof(err)) < 0) {
 		log_error("stderr: %s", err);
-		return VM_ERROR;
+		return end_early(ready_fd, VM_ERROR);
 	}
 
 	/* The snapshot's files are their owner's alone (0600): a jailed VMM
@@ -443,7 +436,7 @@ int main(int argc, char **argv)
 	if (cfg.restore_dir &&
 	    snapshot_files_preopen(cfg.restore_dir, err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		return VM_ERROR;
+		return end_early(ready_fd, VM_ERROR);
 	}
 	if (console_log) {
 		/* The guest's output: its secrets too, for its owner only. */
@@ -454,7 +447,7 @@ int main(int argc, char **argv)
 		if (cfg.console_log_fd < 0) {
 			log_error("console log %s: %s", console_log,
 				  strerror(errno));
-			return VM_ERROR;
+			return end_early(ready_fd, VM_ERROR);
 		}
 	}
 	if (!cfg.restore_dir && !cfg.kernel_path) {
@@ -463,35 +456,38 @@ int main(int argc, char **argv)
 		if (default_kernel_path(kernel, sizeof(kernel), err,
 					sizeof(err)) < 0) {
 			log_error("%s", err);
-			return VM_ERROR;
+			return end_early(ready_fd, VM_ERROR);
 		}
 		cfg.kernel_path = kernel;
 		start_ns = monotonic_ns(); /* a kernel build is not VM setup */
 	}
-	/* A reader that goes away must not kill the VMM mid-guest. */
-	signal(SIGPIPE, SIG_IGN);
 	/* Half in a jail, exit handlers would find no /proc (below). */
 	if (jail.root && jail_enter(&jail, &cfg, ready_fd) < 0)
-		_exit(VM_ERROR);
+		_exit(end_early(ready_fd, VM_ERROR));
 
-	struct vm *vm = malloc(sizeof(*vm));
-	if (!vm) {
+	struct vmm *vmm = malloc(sizeof(*vmm));
+	if (!vmm) {
 		log_error("out of memory");
-		return VM_ERROR;
+		return end_early(ready_fd, VM_ERROR);
 	}
 	int status;
-	if (vm_create(vm, &cfg, start_ns) < 0 ||
-	    (jail.root && jail_limit_file_size(vm->mem.size) < 0) ||
-	    start_filtering(seccomp, cfg.console_log_fd) < 0) {
-		status = VM_ERROR;
+	if (builder_build(vmm, &cfg, start_ns) < 0 ||
+	    (jail.root && jail_limit_file_size(vmm->vm.mem.size) < 0) ||
+	    start_filtering(seccomp, cfg.console_log_fd, ready_fd) < 0) {
+		status = end_early(ready_fd, VM_ERROR);
 	} else {
-		say_ready(ready_fd);
-		status = vm_run(vm);
-		log_stop_reason(status, vm->reason);
-		log_timings(vm);
+		int ret = builder_report_ready(&vmm->vm, ready_fd);
+
+		if (ret < 0)
+			log_warning("--ready-fd %d: %s", ready_fd,
+				    strerror(-ret));
+		status = vm_run(&vmm->vm);
+		builder_report_stop(&vmm->vm, status, vmm->vm.reason, ready_fd);
 	}
-	vm_destroy(vm);
-	free(vm);
+	builder_destroy(vmm);
+	free(vmm);
+	if (ready_fd >= 0)
+		close(ready_fd);
 	if (cfg.console_log_fd >= 0)
 		close(cfg.console_log_fd);
 	/* Exit handlers (a sanitizer's leak check) need /proc, which a jail

@@ -202,10 +202,11 @@ static int resolve_paths(struct daemon *d, const struct daemon_options *o)
 }
 
 /* Held for the daemon's life; the kernel drops it when we die. */
-/* Descriptors a sandbox holds in the daemon (its VMM's pidfd, its idle
- * agent connection, its jail id's lock) and those an API request may hold
- * besides its own socket (an agent connection, a file being streamed). */
-#define FDS_PER_SANDBOX 3
+/* Descriptors a sandbox holds in the daemon (its VMM's pidfd and report
+ * pipe, its idle agent connection, its jail id's lock) and those an API
+ * request may hold besides its own socket (an agent connection, a file
+ * being streamed). */
+#define FDS_PER_SANDBOX 4
 #define FDS_PER_CONNECTION 3
 #define FDS_SPARE 64
 

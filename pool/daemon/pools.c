@@ -388,14 +388,14 @@ int sandbox_restore(struct sandbox *c)
 	double unique_ms = monotonic_ms();
 	c->restore_ms = unique_ms - c->vmm.started_ms;
 	c->identity_ms = unique_ms - agent_ready_ms;
-	/* Asked once the clone is done, so restore_ms does not count it; a
-	 * VMM that cannot answer its control socket is no clone to hand out. */
+	/* From the VMM's ready record, read before its agent answered: no
+	 * round trip.  A VMM that reports no restore is no clone to hand
+	 * out. */
 	ret = vmm_process_restore_phases(&c->vmm, agent_ready_ms,
 					 &c->restore_phases, err, sizeof(err));
 	if (ret < 0) {
-		if (ret != -EINTR)
-			log_write(LOG_LEVEL_ERROR, c->id,
-				  "its restore's phases: %s", err);
+		log_write(LOG_LEVEL_ERROR, c->id, "its restore's phases: %s",
+			  err);
 		return -1;
 	}
 	c->restore_host_ms = vmm_restore_host_ms(&c->restore_phases);

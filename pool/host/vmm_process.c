@@ -31,11 +31,11 @@
 #include "pool/host/interrupt.h"
 #include "common/io.h"
 #include "pool/host/netns.h"
+#include "common/printable.h"
 
 #define STOP_GRACE_TICKS 500 /* of 10 ms, before SIGKILL */
 /* A snapshot writes all of guest memory before it answers. */
 #define CONTROL_REPLY_TIMEOUT_MS 600000
-#define STATUS_REPLY_TIMEOUT_MS 10000
 #define MAX_VMM_ARGS 32
 /* How often a wait for the VMM's readiness looks at thaw_interrupted. */
 #define READY_CHECK_MS 250
@@ -183,6 +183,22 @@ static bool reader_gone(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
+/*
+ * The child could not become the VMM: its log line for people, its stop
+ * record (vmm/vmm_report.h) on @report_fd for the supervisor, its exit.
+ */
+static void child_failed(int log, int report_fd, const char *why)
+{
+	struct vmm_record r;
+
+	dprintf(log, "%s\n", why);
+	vmm_record_begin(&r, VMM_REPORT_STOP);
+	vmm_record_put_u64(&r, "status", VMM_EXEC_FAILED);
+	vmm_record_put_text(&r, "reason", why);
+	(void)vmm_record_send(&r, report_fd);
+	_exit(VMM_EXEC_FAILED);
+}
+
 int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		      const struct vmm_place *place, char *err, size_t errlen)
 {
@@ -195,7 +211,8 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 	int n = 0, ret, ready[2];
 
 	memset(vmm, 0, sizeof(*vmm));
-	vmm->ready_fd = -1;
+	vmm->report_fd = -1;
+	vmm_report_init(&vmm->report);
 	vmm->pidfd = -1;
 	vmm->jail.lock_fd = -1;
 	while (vmm_args[n] && n < MAX_VMM_ARGS) {
@@ -284,10 +301,9 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		/* Our parent may have died before PDEATHSIG was set. */
 		if (reader_gone(ready[1]) || log < 0 || null < 0)
 			_exit(VMM_EXEC_FAILED);
-		if (cgroup && cgroup_enter(cgroup) < 0) {
-			dprintf(log, "cannot enter the sandbox's cgroup\n");
-			_exit(VMM_EXEC_FAILED);
-		}
+		if (cgroup && cgroup_enter(cgroup) < 0)
+			child_failed(log, ready[1],
+				     "cannot enter the sandbox's cgroup");
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(log, STDERR_FILENO);
@@ -298,18 +314,22 @@ int vmm_process_start(struct vmm_process *vmm, const char *const vmm_args[],
 		    close_range(READY_FD + 1, ~0U, 0) < 0)
 			_exit(VMM_EXEC_FAILED);
 		execve(argv[0], (char *const *)argv, env);
-		dprintf(log, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(VMM_EXEC_FAILED);
+		char why[PATH_MAX + 64];
+		snprintf(why, sizeof(why), "cannot run %s: %s", argv[0],
+			 strerror(errno));
+		child_failed(log, READY_FD, why);
 	}
 	close(ready[1]);
-	vmm->ready_fd = ready[0];
+	/* Read as it comes, never waited on but in wait_ready(). */
+	fcntl(ready[0], F_SETFL, O_NONBLOCK);
+	vmm->report_fd = ready[0];
 	return 0;
 }
 
 /*
  * The last @size - 1 bytes of @path, NUL-terminated; returns their count
- * (0 when the file is missing or empty).  Logs are read from their end:
- * that is where the VMM's reason and timings, and a guest's last words, are.
+ * (0 when the file is missing or empty).  The console log is read from its
+ * end: that is where a guest's last words are.
  */
 static size_t read_tail(const char *path, char *buf, size_t size)
 {
@@ -325,86 +345,56 @@ static size_t read_tail(const char *path, char *buf, size_t size)
 	return n;
 }
 
-/* @s past @prefix, or NULL when @s does not start with it. */
-static const char *skip(const char *s, const char *prefix)
-{
-	size_t n = strlen(prefix);
-
-	return strncmp(s, prefix, n) ? NULL : s + n;
-}
-
 /*
- * The message of one of thaw-vmm's text log lines, "TIME thaw-vmm: [LEVEL: ]
- * [sandbox ID: ]MESSAGE" (log.h): what was the whole line before the VMM had
- * a logger.  Other lines (this file's own, written into the log by the
- * child before exec) come back whole.
- */
-static const char *vmm_log_message(const char *line)
-{
-	const char *space = strchr(line, ' ');
-	const char *p = space ? skip(space + 1, "thaw-vmm: ") : NULL;
-	const char *after;
-
-	if (!p || line[0] < '0' || line[0] > '9' || space[-1] != 'Z')
-		return line;
-	if ((after = skip(p, "error: ")) || (after = skip(p, "warning: ")) ||
-	    (after = skip(p, "debug: ")))
-		p = after;
-	/* An ID is one word (log.c made it printable): "ID: " ends it. */
-	if ((after = skip(p, "sandbox "))) {
-		size_t id = strcspn(after, " ");
-
-		if (id > 1 && after[id - 1] == ':' && after[id] == ' ')
-			p = after + id + 1;
-	}
-	return p;
-}
-
-/*
- * thaw-vmm's verdict is its last word: when the VM ends it logs the reason,
- * then "timings:" (vmm/vmm_main.c); when it cannot start, its error is its last
- * line.  Earlier lines are warnings on the way (a restore without prefetch,
- * a vsock hiccup), not why the VM stopped.
+ * The verdict is the stop record's: the VMM's reason as it ended, or the
+ * child's that could not become one.  A VMM that wrote none had no say.
  */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size)
 {
-	const char *last = NULL, *verdict = NULL, *trapped = NULL;
-	char buf[8192], *save;
+	const struct vmm_report *r = &vmm->report;
+	char reason[VMM_REPORT_VALUE_MAX], name[VMM_REPORT_KEY_MAX];
+	uint64_t nr;
+	bool said = vmm_report_text(r->stop, "reason", reason,
+				    sizeof(reason)) == 0 &&
+		    reason[0];
 
-	read_tail(vmm->vmm_log, buf, sizeof(buf));
-	for (char *line = strtok_r(buf, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		const char *msg = vmm_log_message(line);
-		const char *call =
-			strstr(line, "seccomp: forbidden system call ");
-
-		if (call)
-			trapped = call + strlen("seccomp: ");
-		if (skip(msg, "timings: "))
-			verdict = last;
-		else
-			last = msg;
-	}
+	/* Shown in logs and the API's JSON: one printable UTF-8 line. */
+	if (said)
+		printable(reason);
 	/*
-	 * A filtered VMM dies by SIGSYS after its handler's line, "thaw-vmm:
-	 * seccomp: forbidden system call 41 (socket)" (vmm/seccomp_filters.h):
-	 * that line is the verdict, whatever was logged before it.
+	 * A filtered VMM dies by SIGSYS after its handler's record, "stop
+	 * seccomp_syscall=41 seccomp_name=socket ..." (vmm/seccomp_filters.h):
+	 * that record is the verdict.
 	 */
 	if (WIFSIGNALED(vmm->wait_status) &&
-	    WTERMSIG(vmm->wait_status) == SIGSYS)
-		snprintf(
-			out, size, "killed by its seccomp filter: %s",
-			trapped ? trapped
-				: "SIGSYS, and no line says which system call");
-	else if (verdict || last)
-		snprintf(out, size, "%s", verdict ? verdict : last);
-	else if (WIFSIGNALED(vmm->wait_status)) /* it had no say */
-		snprintf(out, size, "killed by signal %d (%s)",
+	    WTERMSIG(vmm->wait_status) == SIGSYS) {
+		if (vmm_report_u64(r->stop, "seccomp_syscall", &nr) == 0 &&
+		    vmm_report_text(r->stop, "seccomp_name", name,
+				    sizeof(name)) == 0) {
+			printable(name);
+			snprintf(out, size,
+				 "killed by its seccomp filter: forbidden "
+				 "system call %llu (%s)",
+				 (unsigned long long)nr, name);
+		} else {
+			snprintf(out, size,
+				 "killed by its seccomp filter: SIGSYS, and "
+				 "no record says which system call%s%s",
+				 r->problem[0] ? "; its report: " : "",
+				 r->problem);
+		}
+	} else if (said) {
+		snprintf(out, size, "%s", reason);
+	} else if (WIFSIGNALED(vmm->wait_status)) { /* it had no say */
+		snprintf(out, size, "killed by signal %d (%s)%s%s",
 			 WTERMSIG(vmm->wait_status),
-			 strsignal(WTERMSIG(vmm->wait_status)));
-	else
-		snprintf(out, size, "exited with status %d, no message",
-			 WEXITSTATUS(vmm->wait_status));
+			 strsignal(WTERMSIG(vmm->wait_status)),
+			 r->problem[0] ? "; its report: " : "", r->problem);
+	} else {
+		snprintf(out, size, "exited with status %d, no message%s%s",
+			 WEXITSTATUS(vmm->wait_status),
+			 r->problem[0] ? "; its report: " : "", r->problem);
+	}
 }
 
 size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
@@ -415,21 +405,49 @@ size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
 
 double vmm_process_setup_ms(const struct vmm_process *vmm)
 {
-	char buf[8192];
-	const char *p;
+	uint64_t us;
 
-	read_tail(vmm->vmm_log, buf, sizeof(buf));
-	p = strstr(buf, "vmm setup ");
-	return p ? strtod(p + strlen("vmm setup "), NULL) : -1;
+	return vmm_report_u64(vmm->report.stop, "setup_us", &us) == 0 ? us / 1e3
+								      : -1;
 }
 
-/* The VMM is reaped: neither its pid nor its pidfd mean anything now. */
+/*
+ * Takes what the report pipe holds: 1 at its end (EOF), 0 when it is
+ * empty for now, a negative errno when it failed.
+ */
+static int read_report(struct vmm_process *vmm)
+{
+	char buf[VMM_REPORT_LINE_MAX];
+
+	for (;;) {
+		ssize_t n = read(vmm->report_fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			vmm_report_feed(&vmm->report, buf, (size_t)n);
+		} else if (n == 0) {
+			vmm_report_end(&vmm->report);
+			return 1;
+		} else if (errno != EINTR) {
+			return errno == EAGAIN ? 0 : -errno;
+		}
+	}
+}
+
+/*
+ * The VMM is reaped: neither its pid nor its pidfd mean anything now, and
+ * its report has all it will say (its last writer is gone).
+ */
 static void forget(struct vmm_process *vmm)
 {
 	vmm->pid = 0;
 	if (vmm->pidfd >= 0)
 		close(vmm->pidfd);
 	vmm->pidfd = -1;
+	if (vmm->report_fd >= 0) {
+		read_report(vmm);
+		close(vmm->report_fd);
+	}
+	vmm->report_fd = -1;
 }
 
 bool vmm_process_reap(struct vmm_process *vmm)
@@ -458,45 +476,38 @@ static void vm_stopped(const struct vmm_process *vmm, const char *what,
 }
 
 /*
- * Waits until the VMM says its sockets listen (0), it ended before
- * (-ECANCELED), the deadline passes (-ETIMEDOUT) or a signal came (-EINTR);
- * then closes the pipe.
+ * Waits for the VMM's ready record: 0 once it came, -ECANCELED when the
+ * VMM ended first (its stop record or EOF), -ETIMEDOUT when the deadline
+ * passed, -EINTR when a signal came.  The pipe stays open for the rest.
  */
 static int wait_ready(struct vmm_process *vmm, uint64_t deadline_ns)
 {
-	char line[8];
-	int ret = -ETIMEDOUT;
-
 	for (;;) {
-		struct pollfd p = { vmm->ready_fd, POLLIN, 0 };
+		struct pollfd p = { vmm->report_fd, POLLIN, 0 };
 		uint64_t now = monotonic_ns();
 		uint64_t left_ms = now < deadline_ns
 					   ? (deadline_ns - now) / NS_PER_MS + 1
 					   : 0;
 
-		if (thaw_interrupted) {
-			ret = -EINTR;
-			break;
-		}
+		if (thaw_interrupted)
+			return -EINTR;
 		if (!left_ms)
-			break;
+			return -ETIMEDOUT;
 		int n = poll(&p, 1,
 			     left_ms < READY_CHECK_MS ? (int)left_ms
 						      : READY_CHECK_MS);
-		if (n < 0 && errno != EINTR) {
-			ret = -errno;
-			break;
-		}
-		if (n > 0) { /* a line, or EOF: it ended first */
-			ret = read(vmm->ready_fd, line, sizeof(line)) > 0
-				      ? 0
-				      : -ECANCELED;
-			break;
-		}
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n <= 0)
+			continue;
+		int ended = read_report(vmm);
+		if (vmm->report.ready[0])
+			return 0;
+		if (ended < 0)
+			return ended;
+		if (ended || vmm->report.stop[0])
+			return -ECANCELED;
 	}
-	close(vmm->ready_fd);
-	vmm->ready_fd = -1;
-	return ret;
 }
 
 int vmm_process_wait_agent(struct vmm_process *vmm, struct agent_conn *agent,
@@ -763,62 +774,55 @@ double vmm_restore_host_ms(const struct vmm_restore_phases *p)
 	return p->process_start_ms + p->setup_ms + p->state_restore_ms;
 }
 
-int vmm_restore_phases_parse(const char *status, double forked_ms,
+int vmm_restore_phases_parse(const char *ready, double forked_ms,
 			     double agent_ready_ms,
 			     struct vmm_restore_phases *p, char *err,
 			     size_t errlen)
 {
-	double started_at_us, setup_us, restore_us, prefetch_us, pages;
+	uint64_t started_at_us, setup_us, restore_us, prefetch_us, pages;
 	const struct {
 		const char *key;
-		double *value;
+		uint64_t *value;
 	} fields[] = {
-		{ "started_at_us=", &started_at_us },
-		{ "setup_us=", &setup_us },
-		{ "restore_us=", &restore_us },
-		{ "prefetch_us=", &prefetch_us },
-		{ "prefetched_pages=", &pages },
+		{ "started_at_us", &started_at_us },
+		{ "setup_us", &setup_us },
+		{ "restore_us", &restore_us },
+		{ "prefetch_us", &prefetch_us },
+		{ "prefetched_pages", &pages },
 	};
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		int ret = vmm_control_number(status, fields[i].key,
-					     fields[i].value);
+		int ret = vmm_report_u64(ready, fields[i].key, fields[i].value);
 
 		if (ret < 0) {
 			snprintf(err, errlen,
-				 "the VMM's status '%s' has %s %.*s field",
-				 status, ret == -ENOENT ? "no" : "a bad",
-				 (int)strlen(fields[i].key) - 1, fields[i].key);
+				 "the VMM's ready record '%s' has %s %s field",
+				 ready, ret == -ENOENT ? "no" : "a bad",
+				 fields[i].key);
 			return -EPROTO;
 		}
 	}
 	double started_at_ms = started_at_us / 1e3;
-	double restored_at_ms = started_at_ms + (setup_us + restore_us) / 1e3;
+	double restored_at_ms =
+		started_at_ms + (double)(setup_us + restore_us) / 1e3;
 	*p = (struct vmm_restore_phases){
 		.process_start_ms = started_at_ms - forked_ms,
 		.setup_ms = setup_us / 1e3,
 		.page_in_ms = prefetch_us / 1e3,
-		.prefetched_pages = pages,
+		.prefetched_pages = (double)pages,
 		.state_restore_ms = restore_us / 1e3,
 		.agent_ms = agent_ready_ms - restored_at_ms,
 	};
 	return 0;
 }
 
-int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
+int vmm_process_restore_phases(const struct vmm_process *vmm,
+			       double agent_ready_ms,
 			       struct vmm_restore_phases *p, char *err,
 			       size_t errlen)
 {
-	char status[256];
-	/* "status" is answered at once: a VMM that takes longer holds up
-	 * its clone's restore, and whoever waits on it, for no reason. */
-	int ret = control_within(vmm, "status", NULL, 0, status, sizeof(status),
-				 STATUS_REPLY_TIMEOUT_MS, err, errlen);
-
-	if (ret < 0)
-		return ret;
-	return vmm_restore_phases_parse(status, vmm->started_ms, agent_ready_ms,
-					p, err, errlen);
+	return vmm_restore_phases_parse(vmm->report.ready, vmm->started_ms,
+					agent_ready_ms, p, err, errlen);
 }
 
 void vmm_process_stop(struct vmm_process *vmm)

@@ -16,9 +16,15 @@
  * behind.  Blocking waits give up when thaw_interrupted (interrupt.h) is
  * set.
  *
+ * The VMM reports on one channel, its --ready-fd pipe (vmm/vmm_report.h):
+ * a ready record once its sockets listen, carrying a restore's phases,
+ * and a stop record as it ends, carrying its status, reason and timings
+ * (or the SIGSYS handler's, naming the forbidden call).  The supervisor
+ * keeps the pipe for the VMM's life and reads what is left once it is
+ * reaped; its log (vmm.log) is for people and never parsed.
+ *
  * Errors: 0 or a negative errno, with one message in the caller's @err;
- * the caller prints it (the VMM's own messages are in its log, which
- * vmm_process_reason() reads).
+ * the caller prints it.
  */
 #ifndef THAW_POOL_HOST_VMM_PROCESS_H
 #define THAW_POOL_HOST_VMM_PROCESS_H
@@ -30,6 +36,7 @@
 
 #include "pool/host/agent_client.h"
 #include "pool/host/jail_ids.h"
+#include "vmm/vmm_report.h"
 
 struct cgroup;
 
@@ -51,10 +58,14 @@ struct vmm_process {
 	 * of many VMMs learns of an exit without asking each one.  Open
 	 * while pid is. */
 	int pidfd;
-	/* Readable once the VMM's sockets listen (thaw-vmm --ready-fd) or it
-	 * ended (EOF); vmm_process_wait_agent() waits on it, then closes it:
-	 * no connection is attempted before there is a socket to take it. */
-	int ready_fd;
+	/* The VMM's report pipe (thaw-vmm --ready-fd), non-blocking: its
+	 * ready record comes once its sockets listen, which
+	 * vmm_process_wait_agent() waits for (no connection is attempted
+	 * before there is a socket to take it), EOF if it ended first; what
+	 * is left (its stop record) is read once it is reaped, then the pipe
+	 * is closed.  Open while pid is. */
+	int report_fd;
+	struct vmm_report report; /* the records read so far */
 	int wait_status;   /* waitpid's, once vmm_process_reap() reaped it */
 	double started_ms; /* when the VMM was forked, CLOCK_MONOTONIC */
 };
@@ -148,9 +159,9 @@ int vmm_process_checkpoint(struct vmm_process *vmm, const char *dir,
 
 /*
  * The number after @key (with its '=': "setup_us=") in a control answer
- * such as status's (control.h), where fields are space-separated KEY=VALUE
- * words.  0 with *@out; -ENOENT when no word starts with @key, -EINVAL when
- * its value is not an unsigned decimal number.
+ * such as a checkpoint's (control.h), where fields are space-separated
+ * KEY=VALUE words.  0 with *@out; -ENOENT when no word starts with @key,
+ * -EINVAL when its value is not an unsigned decimal number.
  */
 int vmm_control_number(const char *reply, const char *key, double *out);
 
@@ -175,34 +186,34 @@ struct vmm_restore_phases {
 double vmm_restore_host_ms(const struct vmm_restore_phases *p);
 
 /*
- * @p from a restored VMM's answer to "status" (@status), the VMM having
- * been forked at @forked_ms and its agent having first answered at
- * @agent_ready_ms (both CLOCK_MONOTONIC, as the VMM's started_at_us).
- * 0, or -EPROTO when the answer lacks a restored clone's fields (@err
+ * @p from a restored VMM's ready record (@ready, vmm/vmm_report.h), the
+ * VMM having been forked at @forked_ms and its agent having first answered
+ * at @agent_ready_ms (both CLOCK_MONOTONIC, as the record's started_at_us).
+ * 0, or -EPROTO when the record lacks a restored clone's fields (@err
  * quotes it and names the field).
  */
-int vmm_restore_phases_parse(const char *status, double forked_ms,
+int vmm_restore_phases_parse(const char *ready, double forked_ms,
 			     double agent_ready_ms,
 			     struct vmm_restore_phases *p, char *err,
 			     size_t errlen);
 
 /*
- * Asks restored @vmm for its status (one control round trip) and fills @p
- * as vmm_restore_phases_parse() does, @agent_ready_ms being when its agent
- * first answered.  0, or vmm_process_control()'s or the parser's error.
+ * @p from the ready record restored @vmm sent before its agent answered
+ * (no round trip: vmm_process_wait_agent() read it), @agent_ready_ms
+ * being when its agent first answered.  0, or the parser's error.
  */
-int vmm_process_restore_phases(struct vmm_process *vmm, double agent_ready_ms,
+int vmm_process_restore_phases(const struct vmm_process *vmm,
+			       double agent_ready_ms,
 			       struct vmm_restore_phases *p, char *err,
 			       size_t errlen);
 
 /*
- * The VMM's reason for stopping, its verdict: the line of its log before
- * its final "timings:" line (else its last line), without the logger's
- * time, name, level and sandbox prefix; when it wrote none (killed
- * outright), what vmm_process_reap() saw: the signal or exit status.  A
- * VMM its seccomp filter killed (reaped, dead by SIGSYS) is "killed by its
- * seccomp filter: forbidden system call 41 (socket)", from the line its
- * SIGSYS handler wrote.
+ * The VMM's reason for stopping, its verdict, from its stop record once it
+ * is reaped; when it wrote none (killed outright), what vmm_process_reap()
+ * saw: the signal or exit status (and a record the pipe cut or garbled).
+ * A VMM its seccomp filter killed (reaped, dead by SIGSYS) is "killed by
+ * its seccomp filter: forbidden system call 41 (socket)", from the record
+ * its SIGSYS handler wrote.
  */
 void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 
@@ -213,11 +224,11 @@ void vmm_process_reason(const struct vmm_process *vmm, char *out, size_t size);
 size_t vmm_process_console_tail(const struct vmm_process *vmm, char *buf,
 				size_t size);
 
-/* "vmm setup 12.3 ms" from thaw-vmm's timings line, or -1. */
+/* The VMM's setup in ms from its stop record (setup_us), or -1. */
 double vmm_process_setup_ms(const struct vmm_process *vmm);
 
 /* Reaps the VMM if it has ended, without blocking: true then, and pid
- * and pidfd are gone. */
+ * and pidfd are gone, and its report read to its end. */
 bool vmm_process_reap(struct vmm_process *vmm);
 
 /* Stops the VMM (control socket, then SIGKILL after a grace period). */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "vmm/vmm_report.h"
 
 #define BOOT_TIMEOUT_S 900
 #define EXIT_CRASHED 3
@@ -187,6 +188,7 @@ Test(boot, cpu_halted_with_interrupts_off_ends_the_vm,
 
 struct idle_vm {
 	pid_t pid;
+	int report; /* our end of its --ready-fd pipe */
 	char dir[64];
 	char control[96];
 	char log[96];
@@ -248,7 +250,19 @@ static void start_idle_vm(struct idle_vm *vm, const char *extra)
 	char line[8] = "";
 	cr_assert_gt(read(ready[0], line, sizeof(line)), 0,
 		     "thaw-vmm never said ready (log %s)", vm->log);
-	close(ready[0]);
+	vm->report = ready[0];
+}
+
+/* What the VMM reported after its ready record, once it ended. */
+static void read_stop_record(struct idle_vm *vm, struct vmm_report *report)
+{
+	char buf[VMM_REPORT_LINE_MAX];
+	ssize_t n;
+
+	vmm_report_init(report);
+	while ((n = read(vm->report, buf, sizeof(buf))) > 0)
+		vmm_report_feed(report, buf, (size_t)n);
+	vmm_report_end(report);
 }
 
 /* The value of "Seccomp:" (the mode) or "Seccomp_filters:" in @status. */
@@ -388,6 +402,7 @@ static void remove_idle_vm(struct idle_vm *vm)
 {
 	char path[128];
 
+	close(vm->report);
 	snprintf(path, sizeof(path), "rm -rf %s", vm->dir);
 	cr_expect_eq(system(path), 0);
 }
@@ -424,6 +439,13 @@ Test(boot, seccomp_filters_every_thread_and_a_forbidden_call_kills_by_sigsys,
 				  "thaw-vmm: seccomp: forbidden system call "
 				  "41 (socket)\n"),
 			   "log: %s", read_log(&vm));
+	/* And the same on the report channel, for its supervisor. */
+	struct vmm_report report;
+	read_stop_record(&vm, &report);
+	cr_expect_str_eq(report.stop,
+			 "stop seccomp_syscall=41 seccomp_name=socket "
+			 "reason=forbidden%20system%20call%2041%20(socket)",
+			 "problem: %s", report.problem);
 	remove_idle_vm(&vm);
 }
 
@@ -455,6 +477,19 @@ Test(boot, no_seccomp_filters_nothing_and_says_so,
 	cr_assert_eq(waitpid(vm.pid, &status, 0), vm.pid);
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "status 0x%x; log: %s", status, read_log(&vm));
+	struct vmm_report report;
+	char reason[128];
+	uint64_t stopped = 1, setup_us = 0;
+	read_stop_record(&vm, &report);
+	cr_expect_eq(vmm_report_u64(report.stop, "status", &stopped), 0,
+		     "record '%s', problem: %s", report.stop, report.problem);
+	cr_expect_eq(stopped, 0);
+	cr_expect_eq(vmm_report_u64(report.stop, "setup_us", &setup_us), 0);
+	cr_expect_gt(setup_us, 0);
+	cr_expect_eq(
+		vmm_report_text(report.stop, "reason", reason, sizeof(reason)),
+		0);
+	cr_expect_str_eq(reason, "stopped through the control socket");
 	cr_expect_not_null(strstr(read_log(&vm), "--no-seccomp: NO SYSTEM "
 						 "CALL FILTERS"),
 			   "log: %s", read_log(&vm));

@@ -2,7 +2,8 @@
 /*
  * test_control.c - thaw-vmm's control socket, served against a VM that is
  * not running guest code: the line protocol, stop, bad input, clean-up,
- * and a restored clone's status as its supervisor reads it.
+ * and a restored clone's status, and its ready record as its supervisor
+ * reads it.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -14,8 +15,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "vmm/builder.h"
 #include "vmm/control.h"
 #include "vmm/vm.h"
+#include "vmm/vmm_report.h"
 #include "pool/host/vmm_process.h"
 
 static struct vm vm;
@@ -215,15 +218,17 @@ Test(control, overlong_line_closes_only_that_client)
 }
 
 /*
- * A restored clone's status says where its restore's time went, in the
+ * A restored clone's status says where its restore's time went, for
+ * people; its ready record (vmm/vmm_report.h) says the same numbers in the
  * words its supervisor reads (pool/host/vmm_process.h): the two ends of
- * the protocol, checked against each other.
+ * the report channel, checked against each other.
  */
-Test(control, a_restored_vms_status_splits_its_restore)
+Test(control, a_restored_vms_status_and_ready_record_split_its_restore)
 {
 	struct vmm_restore_phases p;
-	char err[512];
-	int fd = connect_control();
+	struct vmm_report report;
+	char err[512], bytes[VMM_REPORT_LINE_MAX];
+	int fd = connect_control(), pipefd[2];
 
 	vm.created_ns = 5000 * NS_PER_MS;
 	vm.prefetch_ns = 1200 * 1000;
@@ -236,10 +241,26 @@ Test(control, a_restored_vms_status_splits_its_restore)
 					  "prefetch_us=1200 "
 					  "started_at_us=5000000"),
 			   "%s", status);
+	close(fd);
+
+	cr_assert_eq(pipe(pipefd), 0);
+	cr_assert_eq(builder_report_ready(&vm, pipefd[1]), 0);
+	close(pipefd[1]);
+	ssize_t n = read(pipefd[0], bytes, sizeof(bytes));
+	close(pipefd[0]);
+	cr_assert_gt(n, 0);
+	vmm_report_init(&report);
+	vmm_report_feed(&report, bytes, (size_t)n);
+	vmm_report_end(&report);
+	cr_expect_str_eq(report.problem, "");
+	cr_expect_str_eq(report.ready,
+			 "ready started_at_us=5000000 setup_us=3500 "
+			 "restore_us=400 prefetched_pages=5376 "
+			 "prefetch_us=1200");
 	/* Forked 1 ms before its main(); the agent answered 40 ms after the
 	 * state was loaded. */
-	cr_assert_eq(vmm_restore_phases_parse(status, 4999, 5003.9 + 40, &p,
-					      err, sizeof(err)),
+	cr_assert_eq(vmm_restore_phases_parse(report.ready, 4999, 5003.9 + 40,
+					      &p, err, sizeof(err)),
 		     0, "%s", err);
 	cr_expect_float_eq(p.process_start_ms, 1, 1e-6);
 	cr_expect_float_eq(p.setup_ms, 3.5, 1e-6);
@@ -248,5 +269,4 @@ Test(control, a_restored_vms_status_splits_its_restore)
 	cr_expect_float_eq(p.state_restore_ms, 0.4, 1e-6);
 	cr_expect_float_eq(p.agent_ms, 40, 1e-6);
 	cr_expect_float_eq(vmm_restore_host_ms(&p), 4.9, 1e-6);
-	close(fd);
 }

@@ -3,7 +3,8 @@
  * test_seccomp.c - vmm/seccomp_filters.c: each thread role's allow-list
  * lets through what that thread must do and nothing it must not, and a
  * forbidden call kills the whole process by SIGSYS after one line on
- * stderr naming the call.
+ * stderr naming the call and the stop record saying it on the report
+ * channel (vmm/vmm_report.h).
  *
  * Every case runs in a forked child that loads one role's filter for real
  * (filters cannot be unloaded) and then makes its calls; the parent reads
@@ -30,27 +31,45 @@
 #include <unistd.h>
 
 #include "vmm/seccomp_filters.h"
+#include "vmm/vmm_report.h"
 
 /* The console log's descriptor the filters are told of (none is open). */
 #define LOG_FD 42
 
 struct outcome {
-	int status;	/* waitpid's */
-	char err[1024]; /* the child's stderr */
+	int status;		  /* waitpid's */
+	char err[1024];		  /* the child's stderr */
+	struct vmm_report report; /* what it wrote on its report channel */
 };
+
+/* Everything @fd gives until EOF into @buf (NUL-terminated), closed. */
+static size_t read_all(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+	ssize_t n;
+
+	while ((n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += n;
+	buf[len] = '\0';
+	close(fd);
+	return len;
+}
 
 /*
  * Runs @calls in a child filtered as @role.  The child exits 0 when every
  * call came back (allowed), or 1 when one did but failed other than the
  * filter can make it (the test then reads which from stderr).
  */
-static struct outcome run_filtered(enum vmm_thread_role role,
-				   void (*calls)(void))
+static struct outcome *run_filtered(enum vmm_thread_role role,
+				    void (*calls)(void))
 {
-	struct outcome o = { 0 };
-	int pipefd[2];
+	static struct outcome o;
+	char report[VMM_REPORT_LINE_MAX * 2];
+	int pipefd[2], reportfd[2];
 
+	memset(&o, 0, sizeof(o));
 	cr_assert_eq(pipe(pipefd), 0);
+	cr_assert_eq(pipe(reportfd), 0);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
@@ -58,7 +77,9 @@ static struct outcome run_filtered(enum vmm_thread_role role,
 
 		dup2(pipefd[1], STDERR_FILENO);
 		close(pipefd[0]);
-		if (vmm_seccomp_prepare(LOG_FD, err, sizeof(err)) < 0) {
+		close(reportfd[0]);
+		if (vmm_seccomp_prepare(LOG_FD, reportfd[1], err, sizeof(err)) <
+		    0) {
 			fprintf(stderr, "prepare: %s\n", err);
 			_exit(2);
 		}
@@ -68,35 +89,58 @@ static struct outcome run_filtered(enum vmm_thread_role role,
 		_exit(0);
 	}
 	close(pipefd[1]);
-	size_t len = 0;
-	ssize_t n;
-	while ((n = read(pipefd[0], o.err + len, sizeof(o.err) - 1 - len)) > 0)
-		len += n;
-	close(pipefd[0]);
+	close(reportfd[1]);
+	read_all(pipefd[0], o.err, sizeof(o.err));
+	size_t len = read_all(reportfd[0], report, sizeof(report));
+	vmm_report_init(&o.report);
+	vmm_report_feed(&o.report, report, len);
+	vmm_report_end(&o.report);
 	cr_assert_eq(waitpid(pid, &o.status, 0), pid);
-	return o;
+	return &o;
 }
 
 static void expect_allowed(enum vmm_thread_role role, void (*calls)(void))
 {
-	struct outcome o = run_filtered(role, calls);
+	struct outcome *o = run_filtered(role, calls);
 
-	cr_expect(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0,
+	cr_expect(WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0,
 		  "%s thread: allowed calls: status 0x%x, stderr: %s",
-		  vmm_thread_role_name(role), o.status, o.err);
+		  vmm_thread_role_name(role), o->status, o->err);
+	cr_expect_str_eq(o->report.stop, "", "%s thread: a stop record",
+			 vmm_thread_role_name(role));
 }
 
 static void expect_killed(enum vmm_thread_role role, void (*calls)(void),
 			  const char *line)
 {
-	struct outcome o = run_filtered(role, calls);
+	struct outcome *o = run_filtered(role, calls);
+	const char *prefix = "thaw-vmm: seccomp: ";
+	char reason[256], name[VMM_REPORT_KEY_MAX], want[320];
+	uint64_t nr;
 
-	cr_expect(WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGSYS,
+	cr_expect(WIFSIGNALED(o->status) && WTERMSIG(o->status) == SIGSYS,
 		  "%s thread: expected death by SIGSYS, status 0x%x, stderr: "
 		  "%s",
-		  vmm_thread_role_name(role), o.status, o.err);
-	cr_expect_str_eq(o.err, line, "%s thread: stderr",
+		  vmm_thread_role_name(role), o->status, o->err);
+	cr_expect_str_eq(o->err, line, "%s thread: stderr",
 			 vmm_thread_role_name(role));
+	/* The record says what the line says: its reason, the call's
+	 * number and name. */
+	cr_assert_str_eq(o->report.problem, "");
+	cr_assert_eq(vmm_report_text(o->report.stop, "reason", reason,
+				     sizeof(reason)),
+		     0, "%s thread: record '%s'", vmm_thread_role_name(role),
+		     o->report.stop);
+	cr_assert_eq(vmm_report_u64(o->report.stop, "seccomp_syscall", &nr), 0);
+	cr_assert_eq(vmm_report_text(o->report.stop, "seccomp_name", name,
+				     sizeof(name)),
+		     0);
+	snprintf(want, sizeof(want), "%sforbidden system call %llu (%s)\n",
+		 prefix, (unsigned long long)nr, name);
+	cr_expect_str_eq(want, line, "%s thread: record '%s'",
+			 vmm_thread_role_name(role), o->report.stop);
+	snprintf(want, sizeof(want), "%s%s\n", prefix, reason);
+	cr_expect_str_eq(want, line);
 }
 
 /* An allowed call must come back; with -1 and @errno_want if given. */
@@ -355,7 +399,7 @@ Test(seccomp, prepare_sets_no_new_privs_and_no_core_dumps)
 		struct rlimit core;
 		char err[256];
 
-		if (vmm_seccomp_prepare(LOG_FD, err, sizeof(err)) < 0 ||
+		if (vmm_seccomp_prepare(LOG_FD, -1, err, sizeof(err)) < 0 ||
 		    !vmm_seccomp_enabled())
 			_exit(2);
 		if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * test_vmm_status.c - pool/host/vmm_process.c reading a VMM's control
- * answers (vmm/control.h), the one parser `thaw run` and the daemon share:
- * a field is a whole KEY=VALUE word, never the tail of a longer key, and a
- * restored clone's status either yields every phase of its restore or an
- * error that quotes the answer and names the missing field.
+ * test_vmm_status.c - pool/host/vmm_process.c reading what a VMM says
+ * with numbers: a control answer's fields (vmm/control.h; a checkpoint's),
+ * where a field is a whole KEY=VALUE word, never the tail of a longer key;
+ * and a restored clone's ready record (vmm/vmm_report.h), the one parser
+ * `thaw run` and the daemon share, which either yields every phase of its
+ * restore or an error that quotes the record and names the missing field.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -43,10 +44,9 @@ Test(status, a_value_must_be_a_number)
 		     -EINVAL);
 }
 
-#define RESTORED                                                     \
-	"ok running vcpus=1 mem_mib=256 uptime_ms=80 setup_us=2000 " \
-	"restore_us=500 prefetched_pages=0 prefetch_us=0 "           \
-	"started_at_us=1000000"
+#define RESTORED                                     \
+	"ready started_at_us=1000000 setup_us=2000 " \
+	"restore_us=500 prefetched_pages=0 prefetch_us=0"
 
 Test(status, the_phases_add_up_to_the_whole_restore)
 {
@@ -67,27 +67,30 @@ Test(status, the_phases_add_up_to_the_whole_restore)
 			   1e-9);
 }
 
-Test(status, a_status_without_the_restore_fields_is_refused)
+Test(status, a_ready_record_without_the_restore_fields_is_refused)
 {
 	struct vmm_restore_phases p;
 	char err[512];
 
-	/* A booted VM's status, and one from before started_at_us. */
-	cr_expect_eq(vmm_restore_phases_parse(
-			     "ok running vcpus=1 mem_mib=256 uptime_ms=80", 0,
-			     1, &p, err, sizeof(err)),
+	/* No record at all (a VMM that never said ready), a booted VM's,
+	 * one without a field, one with a bad value. */
+	cr_expect_eq(vmm_restore_phases_parse("", 0, 1, &p, err, sizeof(err)),
 		     -EPROTO);
-	cr_expect_str_eq(err, "the VMM's status 'ok running vcpus=1 "
-			      "mem_mib=256 uptime_ms=80' has no "
+	cr_expect_str_eq(err, "the VMM's ready record '' has no "
 			      "started_at_us field");
-	cr_expect_eq(
-		vmm_restore_phases_parse("ok running setup_us=1 restore_us=2 "
-					 "prefetched_pages=0 started_at_us=4",
-					 0, 1, &p, err, sizeof(err)),
-		-EPROTO);
+	cr_expect_eq(vmm_restore_phases_parse("ready started_at_us=4", 0, 1, &p,
+					      err, sizeof(err)),
+		     -EPROTO);
+	cr_expect_str_eq(err, "the VMM's ready record 'ready started_at_us=4' "
+			      "has no setup_us field");
+	cr_expect_eq(vmm_restore_phases_parse("ready setup_us=1 restore_us=2 "
+					      "prefetched_pages=0 "
+					      "started_at_us=4",
+					      0, 1, &p, err, sizeof(err)),
+		     -EPROTO);
 	cr_expect_not_null(strstr(err, "has no prefetch_us field"), "%s", err);
 	cr_expect_eq(vmm_restore_phases_parse(
-			     "ok running setup_us=1 restore_us=x "
+			     "ready setup_us=1 restore_us=x "
 			     "prefetched_pages=0 prefetch_us=0 started_at_us=4",
 			     0, 1, &p, err, sizeof(err)),
 		     -EPROTO);
