@@ -123,7 +123,7 @@ int catalog_add_snapshot(struct catalog *c, const struct template_record *tmpl,
 			 size_t errlen);
 
 /*
- * Snapshots written before guest memory was kept private (issue 14) have
+ * Snapshots written before guest memory was kept private have
  * 0755 directories and 0644 files, and so may the catalog: takes the
  * group's and others' bits off the catalog directory and its files, and
  * off each recorded snapshot's directory and the regular files in it

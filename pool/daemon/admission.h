@@ -2,7 +2,7 @@
 /*
  * admission.h - whether thawd admits new sandboxes: it stops starting
  * restores, and refuses a create that would need one, while its host is
- * overloaded, before the sandboxes already running suffer (issue 12: with
+ * overloaded, before the sandboxes already running suffer (measured: with
  * min_ready = 2000 on two cores, 959 clones drove the load average to 1338,
  * guests printed RCU stalls and restores timed out).
  *

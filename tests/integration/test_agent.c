@@ -1386,7 +1386,7 @@ Test(agent, commands_run_in_a_bounded_cgroup_in_the_guest)
 		"[ \"$max\" -gt $((total * 1024 / 2)) ]");
 }
 
-/* ---- envd's needs (issue 17): stdin, users, rename, listing, watch ---- */
+/* ---- envd's needs: stdin, users, rename, listing, watch -------------- */
 
 static void send_stdin(struct client *cl, uint32_t req, uint32_t target,
 		       const void *data, size_t len, bool close)

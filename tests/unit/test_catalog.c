@@ -945,9 +945,9 @@ Test(catalog, modes_from_before_private_snapshots_are_tightened_once)
 	struct snapshot_record s;
 	char snap[256], file[320], other[320], link[320], data[256];
 
-	/* A snapshot as thaw wrote it before issue 14: 0755 and 0644, the
-	 * catalog too; and a symbolic link, which must stay as it is, to a
-	 * file outside. */
+	/* A snapshot as thaw wrote it before memory was kept private: 0755 and
+	 * 0644, the catalog too; and a symbolic link, which must stay as it is,
+	 * to a file outside. */
 	snprintf(snap, sizeof(snap), "%s/state/snapshots/aaaa", tmp);
 	snprintf(file, sizeof(file), "%s/memory.img", snap);
 	snprintf(other, sizeof(other), "%s/elsewhere", tmp);
