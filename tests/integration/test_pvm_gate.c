@@ -125,6 +125,18 @@ Test(pvm_gate, a_timer_interrupt_arrives_in_supervisor_mode)
 	expect_step("PVM: timer (vector 0x20, interrupted cs 0x10)\n");
 }
 
+Test(pvm_gate, a_pending_interrupt_waits_for_the_flag_and_the_doorbell)
+{
+	expect_step("PVM: pending interrupt not taken with the flag off, "
+		    "taken at the doorbell\n");
+}
+
+Test(pvm_gate, a_hypercall_reaches_the_host)
+{
+	expect_step("PVM: hypercall FLUSH_TLB ok, WRMSR ok, unknown number "
+		    "-ENOSYS\n");
+}
+
 Test(pvm_gate, iretq_enters_user_mode)
 {
 	expect_step("PVM: user (the user program called with rsp 0x");
@@ -138,6 +150,11 @@ Test(pvm_gate, a_user_syscall_reaches_the_kernel)
 Test(pvm_gate, a_user_page_fault_reaches_the_kernel_with_cr2)
 {
 	expect_step("PVM: page fault at 0x40000000 error 0x4 from user rip ");
+}
+
+Test(pvm_gate, the_cr2_cell_holds_the_fault_address)
+{
+	expect_step("PVM: cr2 cell 0x40000000\n");
 }
 
 Test(pvm_gate, the_faulting_read_is_retried_after_the_kernel_maps_it)

@@ -14,12 +14,18 @@
  *               user selector, and the native-page MSR names thaw-vmm's
  *               page
  *   timer       a LAPIC timer interrupt taken in supervisor mode
+ *   pending     a timer interrupt due while the page's flag is off waits,
+ *               marked pending in the page, and comes at the doorbell
+ *   hypercall   "int $0x1b" reaches the host: FLUSH_TLB returns 0, WRMSR
+ *               of MSR_LSTAR reads back, an unknown number is -ENOSYS
  *   user        IRETQ to user mode, proven by the user program's first
  *               system call arriving with its magic and stack
  *   syscall 42  that SYSCALL, delivered at MSR_LSTAR
  *   page fault  a user read of an unmapped page: #PF with CR2 and a user
  *               error code; the kernel maps the page, the read is retried
- *               and the user program reports what it read (syscall 43)
+ *               and the user program reports what it read (syscall 43);
+ *               the page's CR2 cell, switched on before, holds the same
+ *               address as CR2
  *   tick        (with GUEST_IDLE_WORD only) the kernel idles on a periodic
  *               timer and says on each tick whether it still runs natively:
  *               across a snapshot and restore, it must
@@ -65,6 +71,14 @@
 
 /* boot_params.hdr.cmd_line_ptr (Documentation/arch/x86/zero-page.rst). */
 #define BOOT_PARAMS_CMDLINE_PTR 0x228
+
+/* What the host's hypercall handler returns for a number it lacks. */
+#define HC_ENOSYS 38
+#define HC_UNKNOWN 0x10ff
+/* The host's TSC frequency in kHz (PVM.md section 3). */
+#define PVM_MSR_TSC_KHZ 0x4b564d13
+/* How long the pending step waits for the host to mark the timer. */
+#define PENDING_WAIT_MS 200
 
 #define VECTOR_PF 14
 #define PF_ERROR_USER 0x4
@@ -157,6 +171,26 @@ static inline uint64_t rdmsr(uint32_t msr)
 
 	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
 	return (uint64_t)hi << 32 | lo;
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* The host's hypercall (pvm_abi.h): number in %rax, arguments in %rbx,
+ * %rcx, %rdx, result in %rax. */
+static inline uint64_t hypercall(uint64_t nr, uint64_t a0, uint64_t a1,
+				 uint64_t a2)
+{
+	__asm__ volatile("int %[vector]"
+			 : "+a"(nr), "+b"(a0), "+c"(a1), "+d"(a2)
+			 : [vector] "i"(PVM_HC_VECTOR)
+			 : "memory");
+	return nr;
 }
 
 static inline uint16_t read_cs(void)
@@ -284,6 +318,39 @@ static void take_timer_interrupt(void)
 	}
 }
 
+/*
+ * The Xen-like pending flag: with the page's flag off a timer interrupt
+ * that comes due must wait, the host marking it pending in the page; the
+ * guest then sets the flag and rings the doorbell, as the host kernel's
+ * own guest side does in its irq_enable, and takes it there.
+ */
+static void take_pending_interrupt_at_doorbell(void)
+{
+	volatile uint8_t *page = native_page;
+	uint64_t wait = rdmsr(PVM_MSR_TSC_KHZ) * PENDING_WAIT_MS;
+	unsigned before = timer_ticks;
+	uint64_t start;
+
+	wrmsr(X2APIC_TIMER_INITIAL, TIMER_TICKS / 10);
+	start = rdtsc();
+	while (!page[PVM_NATIVE_PAGE_PENDING] && rdtsc() - start < wait)
+		;
+	if (timer_ticks != before)
+		fail("an interrupt arrived with the page's flag off: ticks",
+		     timer_ticks - before);
+	if (!page[PVM_NATIVE_PAGE_PENDING])
+		fail("the host never marked the timer pending, in ms",
+		     PENDING_WAIT_MS);
+	page[PVM_NATIVE_PAGE_IF] = 1;
+	outb(PVM_DOORBELL_PORT, 0);
+	page[PVM_NATIVE_PAGE_IF] = 0;
+	if (timer_ticks != before + 1)
+		fail("the doorbell did not deliver the pending timer: ticks",
+		     timer_ticks - before);
+	puts("PVM: pending interrupt not taken with the flag off, taken at "
+	     "the doorbell\n");
+}
+
 static void setup_syscall(void)
 {
 	wrmsr(MSR_EFER, rdmsr(MSR_EFER) | EFER_SCE);
@@ -291,6 +358,43 @@ static void setup_syscall(void)
 				(uint64_t)GUEST_KERNEL_CS << 32);
 	wrmsr(MSR_LSTAR, (uint64_t)syscall_entry);
 	wrmsr(MSR_FMASK, RFLAGS_IF);
+}
+
+/*
+ * Hypercalls: one that only succeeds, one whose effect is visible (the
+ * WRMSR of MSR_LSTAR, set back to the system call entry), one the host
+ * does not have.  An "int $0x1b" the host did not take would reach the
+ * guest's own IDT, where trap() fails on it.
+ */
+static void make_hypercalls(void)
+{
+	uint64_t r = hypercall(PVM_HC_FLUSH_TLB, 0, 0, 0);
+
+	if (r)
+		fail("hypercall FLUSH_TLB returned", r);
+	r = hypercall(PVM_HC_WRMSR, MSR_LSTAR, (uint64_t)user_program, 0);
+	if (r || rdmsr(MSR_LSTAR) != (uint64_t)user_program)
+		fail("hypercall WRMSR of MSR_LSTAR: LSTAR reads",
+		     rdmsr(MSR_LSTAR));
+	r = hypercall(PVM_HC_WRMSR, MSR_LSTAR, (uint64_t)syscall_entry, 0);
+	if (r || rdmsr(MSR_LSTAR) != (uint64_t)syscall_entry)
+		fail("hypercall WRMSR back: LSTAR reads", rdmsr(MSR_LSTAR));
+	r = hypercall(HC_UNKNOWN, 0, 0, 0);
+	if (r != (uint64_t)-HC_ENOSYS)
+		fail("hypercall of an unknown number returned", r);
+	puts("PVM: hypercall FLUSH_TLB ok, WRMSR ok, unknown number "
+	     "-ENOSYS\n");
+}
+
+/* From here on the host writes each #PF's address to the page's cell. */
+static void switch_on_cr2_cell(void)
+{
+	uint64_t v = (uint64_t)native_page | PVM_NATIVE_PAGE_CR2_CELL;
+
+	wrmsr(PVM_MSR_NATIVE_PAGE, v);
+	if (rdmsr(PVM_MSR_NATIVE_PAGE) != v || read_cs() != GUEST_USER_CS)
+		fail("the native-page MSR with the CR2 cell reads",
+		     rdmsr(PVM_MSR_NATIVE_PAGE));
 }
 
 /* Whether the command line thaw-vmm wrote has @word (as a whole word). */
@@ -322,6 +426,9 @@ void kernel_main(const uint8_t *boot_params)
 	load_tables();
 	setup_syscall();
 	take_timer_interrupt();
+	take_pending_interrupt_at_doorbell();
+	make_hypercalls();
+	switch_on_cr2_cell();
 	puts("PVM: entering user mode\n");
 	enter_user((uint64_t)user_program,
 		   (uint64_t)user_stack + sizeof(user_stack));
@@ -343,6 +450,8 @@ static void timer_interrupt(const struct trap_frame *f)
 /* Maps the page the user program reads and lets the read run again. */
 static void user_page_fault(const struct trap_frame *f)
 {
+	uint64_t cell =
+		*(volatile uint64_t *)(native_page + PVM_NATIVE_PAGE_CR2);
 	uint64_t cr2 = read_cr2();
 
 	puts("PVM: page fault at ");
@@ -354,6 +463,11 @@ static void user_page_fault(const struct trap_frame *f)
 	puts("\n");
 	if (cr2 != GUEST_FAULT_ADDR || !(f->error & PF_ERROR_USER))
 		fail("unexpected page fault at", cr2);
+	if (cell != cr2)
+		fail("the page's CR2 cell does not hold CR2 but", cell);
+	puts("PVM: cr2 cell ");
+	put_hex(cell);
+	puts("\n");
 	fault_page[0] = GUEST_FAULT_PATTERN;
 	pt_fault[0] = (uint64_t)fault_page | PTE_NATIVE;
 	__asm__ volatile("invlpg (%0)" : : "r"(cr2) : "memory");
