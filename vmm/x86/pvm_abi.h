@@ -49,7 +49,14 @@
  *     PVM_DOORBELL_PORT) to take it at once;
  *   - with PVM_NATIVE_PAGE_CR2_CELL in the MSR's low bits, the host writes
  *     the faulting address of each #PF it delivers to the u64 at
- *     PVM_NATIVE_PAGE_CR2, so the handler need not trap on "mov %cr2".
+ *     PVM_NATIVE_PAGE_CR2, so the handler need not trap on "mov %cr2";
+ *   - with PVM_NATIVE_PAGE_DIRECT in them too, and CR3 on the first of two
+ *     top-level tables 0x1000 apart (Linux PTI's pair: kernel, user), a
+ *     user SYSCALL enters MSR_LSTAR and "int $PVM_ERETU_VECTOR" (RCX =
+ *     user RIP, R11 = user RFLAGS, RSP = the user stack) returns to user
+ *     mode, both without a VM exit; without the pv_eretu bits that "int"
+ *     is a #GP.  (A user #PF in that mode stopped the gate guest with a
+ *     triple fault: not understood yet.)
  */
 #ifndef THAW_VMM_X86_PVM_ABI_H
 #define THAW_VMM_X86_PVM_ABI_H
@@ -68,6 +75,10 @@
 #define PVM_NATIVE_PAGE_CR2 8
 /* The MSR's low bits the guest may set with the address (0x4b564d12). */
 #define PVM_NATIVE_PAGE_CR2_CELL 0x10
+/* pv_kpti (bit 0) and the bits of pv_kentry (1, 2, 5) and pv_eretu (2, 3,
+ * 6): the host's direct switch. */
+#define PVM_NATIVE_PAGE_DIRECT 0x6f
+#define PVM_ERETU_VECTOR 0x19
 #define PVM_DOORBELL_PORT 0x80
 
 #define PVM_HC_VECTOR 0x1b
