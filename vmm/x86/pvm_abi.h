@@ -55,8 +55,9 @@
  *     user SYSCALL enters MSR_LSTAR and "int $PVM_ERETU_VECTOR" (RCX =
  *     user RIP, R11 = user RFLAGS, RSP = the user stack) returns to user
  *     mode, both without a VM exit; without the pv_eretu bits that "int"
- *     is a #GP.  (A user #PF in that mode stopped the gate guest with a
- *     triple fault: not understood yet.)
+ *     is a #GP.  (In that mode any event from user mode, a #PF or a
+ *     timer interrupt, stopped the gate guest with a triple fault: not
+ *     understood yet.)
  */
 #ifndef THAW_VMM_X86_PVM_ABI_H
 #define THAW_VMM_X86_PVM_ABI_H
