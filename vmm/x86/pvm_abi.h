@@ -37,6 +37,27 @@
  * A guest started native tells from "mov %cs"; one that is not can read
  * PVM_SIGNATURE from PVM_MSR_SIGNATURE on such a host (a #GP on VMX/SVM)
  * before it switches itself.
+ *
+ * Also measured (PVM.md section 3), from the host kernel's own guest side:
+ *   - a hypercall is "int $PVM_HC_VECTOR" in native supervisor mode, with
+ *     the number in %rax, arguments in %rbx, %rcx, %rdx, and the result
+ *     (0, or a negative errno: -ENOSYS for an unknown number) in %rax;
+ *     "int $PVM_CPUID_VECTOR" is CPUID (leaf in %eax, subleaf in %ecx);
+ *   - byte PVM_NATIVE_PAGE_PENDING of the page is set by the host when an
+ *     interrupt waits because byte PVM_NATIVE_PAGE_IF is 0; a guest that
+ *     sets the flag and sees it pending rings the doorbell (an "out" to
+ *     PVM_DOORBELL_PORT) to take it at once;
+ *   - with PVM_NATIVE_PAGE_CR2_CELL in the MSR's low bits, the host writes
+ *     the faulting address of each #PF it delivers to the u64 at
+ *     PVM_NATIVE_PAGE_CR2, so the handler need not trap on "mov %cr2";
+ *   - with PVM_NATIVE_PAGE_DIRECT in them too, and CR3 on the first of two
+ *     top-level tables 0x1000 apart (Linux PTI's pair: kernel, user), a
+ *     user SYSCALL enters MSR_LSTAR and "int $PVM_ERETU_VECTOR" (RCX =
+ *     user RIP, R11 = user RFLAGS, RSP = the user stack) returns to user
+ *     mode, both without a VM exit; without the pv_eretu bits that "int"
+ *     is a #GP.  (In that mode any event from user mode, a #PF or a
+ *     timer interrupt, stopped the gate guest with a triple fault: not
+ *     understood yet.)
  */
 #ifndef THAW_VMM_X86_PVM_ABI_H
 #define THAW_VMM_X86_PVM_ABI_H
@@ -51,6 +72,23 @@
 /* The MSR's bits below the page address. */
 #define PVM_NATIVE_PAGE_FLAGS 0xfffULL
 #define PVM_NATIVE_PAGE_IF 0
+#define PVM_NATIVE_PAGE_PENDING 1
+#define PVM_NATIVE_PAGE_CR2 8
+/* The MSR's low bits the guest may set with the address (0x4b564d12). */
+#define PVM_NATIVE_PAGE_CR2_CELL 0x10
+/* pv_kpti (bit 0) and the bits of pv_kentry (1, 2, 5) and pv_eretu (2, 3,
+ * 6): the host's direct switch. */
+#define PVM_NATIVE_PAGE_DIRECT 0x6f
+#define PVM_ERETU_VECTOR 0x19
+#define PVM_DOORBELL_PORT 0x80
+
+#define PVM_HC_VECTOR 0x1b
+#define PVM_CPUID_VECTOR 0x1a
+#define PVM_HC_SET_CR3 0x1001
+#define PVM_HC_WRMSR 0x1003
+#define PVM_HC_FLUSH_TLB 0x1007
+#define PVM_HC_FLUSH_TLB_ONE 0x1008
+#define PVM_HC_HALT 0x1009
 #define PVM_MSR_SIGNATURE 0x4b564d11
 #define PVM_SIGNATURE 0x4d5650 /* "PVM" */
 

@@ -102,7 +102,10 @@ syscall_entry:
 	pop %r11
 	pop %rcx
 	mov syscall_user_rsp(%rip), %rsp
+	cmpb $0, direct_switch(%rip)
+	jne 1f
 	sysretq
+1:	int $PVM_ERETU_VECTOR		/* the host's direct return (guest.c) */
 
 	.globl enter_user
 enter_user:				/* enter_user(rip, rsp) */
@@ -115,8 +118,9 @@ enter_user:				/* enter_user(rip, rsp) */
 
 /*
  * The user program: a system call, a read of a page nothing maps yet (the
- * kernel maps it on the fault and the read is retried), and a second system
- * call with what it read.  It never returns.
+ * kernel maps it on the fault and the read is retried), a second system
+ * call with what it read, then GUEST_DIRECT_CALLS null calls and one to
+ * say they are done.  It never returns.
  */
 	.globl user_program
 user_program:
@@ -128,6 +132,14 @@ user_program:
 	mov (%rbx), %rdi
 	mov $GUEST_SYSCALL_REPORT, %eax
 	mov %rbx, %rsi
+	syscall
+	/* The kernel switched to the host's direct switch meanwhile. */
+	mov $GUEST_DIRECT_CALLS, %r12d
+2:	mov $GUEST_SYSCALL_NULL, %eax
+	syscall
+	dec %r12d
+	jnz 2b
+	mov $GUEST_SYSCALL_DIRECT_DONE, %eax
 	syscall
 1:	jmp 1b
 

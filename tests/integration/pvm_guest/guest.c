@@ -14,12 +14,23 @@
  *               user selector, and the native-page MSR names thaw-vmm's
  *               page
  *   timer       a LAPIC timer interrupt taken in supervisor mode
+ *   pending     a timer interrupt due while the page's flag is off waits,
+ *               marked pending in the page, and comes at the doorbell
+ *   hypercall   "int $0x1b" reaches the host: FLUSH_TLB returns 0, WRMSR
+ *               of MSR_LSTAR reads back, an unknown number is -ENOSYS
  *   user        IRETQ to user mode, proven by the user program's first
  *               system call arriving with its magic and stack
  *   syscall 42  that SYSCALL, delivered at MSR_LSTAR
  *   page fault  a user read of an unmapped page: #PF with CR2 and a user
  *               error code; the kernel maps the page, the read is retried
- *               and the user program reports what it read (syscall 43)
+ *               and the user program reports what it read (syscall 43);
+ *               the page's CR2 cell, switched on before, holds the same
+ *               address as CR2
+ *   direct switch  the host's direct switch on (PTI's pair of top-level
+ *               tables and the MSR's bits), GUEST_DIRECT_CALLS null system
+ *               calls return through "int $0x19"; the fastest round trip
+ *               must be well under one VM exit (DIRECT_MAX_CYCLES); then
+ *               the guest switches back
  *   tick        (with GUEST_IDLE_WORD only) the kernel idles on a periodic
  *               timer and says on each tick whether it still runs natively:
  *               across a snapshot and restore, it must
@@ -65,6 +76,16 @@
 
 /* boot_params.hdr.cmd_line_ptr (Documentation/arch/x86/zero-page.rst). */
 #define BOOT_PARAMS_CMDLINE_PTR 0x228
+
+/* What the host's hypercall handler returns for a number it lacks. */
+#define HC_ENOSYS 38
+#define HC_UNKNOWN 0x10ff
+/* The host's TSC frequency in kHz (PVM.md section 3). */
+#define PVM_MSR_TSC_KHZ 0x4b564d13
+/* How long the pending step waits for the host to mark the timer. */
+#define PENDING_WAIT_MS 200
+/* A VM exit costs 33,000 cycles or more here; a direct round trip 750-2,200. */
+#define DIRECT_MAX_CYCLES 20000
 
 #define VECTOR_PF 14
 #define PF_ERROR_USER 0x4
@@ -114,7 +135,10 @@ void kernel_main(const uint8_t *boot_params) __attribute__((noreturn));
 void trap(struct trap_frame *f);
 uint64_t syscall_dispatch(uint64_t nr, uint64_t arg0, uint64_t arg1);
 
-static uint64_t pml4[512] __attribute__((aligned(PAGE_SIZE)));
+/* Two top-level tables, as PTI's pair (kernel, user 0x1000 above it), for
+ * the direct switch; both map the same. */
+static uint64_t pml4s[2][512] __attribute__((aligned(2 * PAGE_SIZE)));
+static uint64_t *const pml4 = pml4s[0];
 static uint64_t pdpt[512] __attribute__((aligned(PAGE_SIZE)));
 static uint64_t pd_low[512] __attribute__((aligned(PAGE_SIZE)));
 static uint64_t pd_fault[512] __attribute__((aligned(PAGE_SIZE)));
@@ -134,6 +158,9 @@ static uint64_t gdt[10] __attribute__((aligned(16))) = {
 	/* [GUEST_TSS_SEL / 8], two slots: filled in by load_tables() */
 };
 
+/* Read by syscall_entry: return through the host's direct switch. */
+volatile uint8_t direct_switch;
+static uint64_t direct_last, direct_best = ~0ULL;
 static volatile unsigned timer_ticks;
 static volatile bool user_arrived;
 static bool idle_after_steps;
@@ -157,6 +184,26 @@ static inline uint64_t rdmsr(uint32_t msr)
 
 	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
 	return (uint64_t)hi << 32 | lo;
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* The host's hypercall (pvm_abi.h): number in %rax, arguments in %rbx,
+ * %rcx, %rdx, result in %rax. */
+static inline uint64_t hypercall(uint64_t nr, uint64_t a0, uint64_t a1,
+				 uint64_t a2)
+{
+	__asm__ volatile("int %[vector]"
+			 : "+a"(nr), "+b"(a0), "+c"(a1), "+d"(a2)
+			 : [vector] "i"(PVM_HC_VECTOR)
+			 : "memory");
+	return nr;
 }
 
 static inline uint16_t read_cs(void)
@@ -284,6 +331,39 @@ static void take_timer_interrupt(void)
 	}
 }
 
+/*
+ * The Xen-like pending flag: with the page's flag off a timer interrupt
+ * that comes due must wait, the host marking it pending in the page; the
+ * guest then sets the flag and rings the doorbell, as the host kernel's
+ * own guest side does in its irq_enable, and takes it there.
+ */
+static void take_pending_interrupt_at_doorbell(void)
+{
+	volatile uint8_t *page = native_page;
+	uint64_t wait = rdmsr(PVM_MSR_TSC_KHZ) * PENDING_WAIT_MS;
+	unsigned before = timer_ticks;
+	uint64_t start;
+
+	wrmsr(X2APIC_TIMER_INITIAL, TIMER_TICKS / 10);
+	start = rdtsc();
+	while (!page[PVM_NATIVE_PAGE_PENDING] && rdtsc() - start < wait)
+		;
+	if (timer_ticks != before)
+		fail("an interrupt arrived with the page's flag off: ticks",
+		     timer_ticks - before);
+	if (!page[PVM_NATIVE_PAGE_PENDING])
+		fail("the host never marked the timer pending, in ms",
+		     PENDING_WAIT_MS);
+	page[PVM_NATIVE_PAGE_IF] = 1;
+	outb(PVM_DOORBELL_PORT, 0);
+	page[PVM_NATIVE_PAGE_IF] = 0;
+	if (timer_ticks != before + 1)
+		fail("the doorbell did not deliver the pending timer: ticks",
+		     timer_ticks - before);
+	puts("PVM: pending interrupt not taken with the flag off, taken at "
+	     "the doorbell\n");
+}
+
 static void setup_syscall(void)
 {
 	wrmsr(MSR_EFER, rdmsr(MSR_EFER) | EFER_SCE);
@@ -291,6 +371,43 @@ static void setup_syscall(void)
 				(uint64_t)GUEST_KERNEL_CS << 32);
 	wrmsr(MSR_LSTAR, (uint64_t)syscall_entry);
 	wrmsr(MSR_FMASK, RFLAGS_IF);
+}
+
+/*
+ * Hypercalls: one that only succeeds, one whose effect is visible (the
+ * WRMSR of MSR_LSTAR, set back to the system call entry), one the host
+ * does not have.  An "int $0x1b" the host did not take would reach the
+ * guest's own IDT, where trap() fails on it.
+ */
+static void make_hypercalls(void)
+{
+	uint64_t r = hypercall(PVM_HC_FLUSH_TLB, 0, 0, 0);
+
+	if (r)
+		fail("hypercall FLUSH_TLB returned", r);
+	r = hypercall(PVM_HC_WRMSR, MSR_LSTAR, (uint64_t)user_program, 0);
+	if (r || rdmsr(MSR_LSTAR) != (uint64_t)user_program)
+		fail("hypercall WRMSR of MSR_LSTAR: LSTAR reads",
+		     rdmsr(MSR_LSTAR));
+	r = hypercall(PVM_HC_WRMSR, MSR_LSTAR, (uint64_t)syscall_entry, 0);
+	if (r || rdmsr(MSR_LSTAR) != (uint64_t)syscall_entry)
+		fail("hypercall WRMSR back: LSTAR reads", rdmsr(MSR_LSTAR));
+	r = hypercall(HC_UNKNOWN, 0, 0, 0);
+	if (r != (uint64_t)-HC_ENOSYS)
+		fail("hypercall of an unknown number returned", r);
+	puts("PVM: hypercall FLUSH_TLB ok, WRMSR ok, unknown number "
+	     "-ENOSYS\n");
+}
+
+/* From here on the host writes each #PF's address to the page's cell. */
+static void switch_on_cr2_cell(void)
+{
+	uint64_t v = (uint64_t)native_page | PVM_NATIVE_PAGE_CR2_CELL;
+
+	wrmsr(PVM_MSR_NATIVE_PAGE, v);
+	if (rdmsr(PVM_MSR_NATIVE_PAGE) != v || read_cs() != GUEST_USER_CS)
+		fail("the native-page MSR with the CR2 cell reads",
+		     rdmsr(PVM_MSR_NATIVE_PAGE));
 }
 
 /* Whether the command line thaw-vmm wrote has @word (as a whole word). */
@@ -322,6 +439,9 @@ void kernel_main(const uint8_t *boot_params)
 	load_tables();
 	setup_syscall();
 	take_timer_interrupt();
+	take_pending_interrupt_at_doorbell();
+	make_hypercalls();
+	switch_on_cr2_cell();
 	puts("PVM: entering user mode\n");
 	enter_user((uint64_t)user_program,
 		   (uint64_t)user_stack + sizeof(user_stack));
@@ -343,6 +463,8 @@ static void timer_interrupt(const struct trap_frame *f)
 /* Maps the page the user program reads and lets the read run again. */
 static void user_page_fault(const struct trap_frame *f)
 {
+	uint64_t cell =
+		*(volatile uint64_t *)(native_page + PVM_NATIVE_PAGE_CR2);
 	uint64_t cr2 = read_cr2();
 
 	puts("PVM: page fault at ");
@@ -354,6 +476,11 @@ static void user_page_fault(const struct trap_frame *f)
 	puts("\n");
 	if (cr2 != GUEST_FAULT_ADDR || !(f->error & PF_ERROR_USER))
 		fail("unexpected page fault at", cr2);
+	if (cell != cr2)
+		fail("the page's CR2 cell does not hold CR2 but", cell);
+	puts("PVM: cr2 cell ");
+	put_hex(cell);
+	puts("\n");
 	fault_page[0] = GUEST_FAULT_PATTERN;
 	pt_fault[0] = (uint64_t)fault_page | PTE_NATIVE;
 	__asm__ volatile("invlpg (%0)" : : "r"(cr2) : "memory");
@@ -369,6 +496,45 @@ void trap(struct trap_frame *f)
 		fail("unexpected event: vector, rip, error follow",
 		     f->vector << 56 | (f->rip & 0xffffffffffULL) << 8 |
 			     (f->error & 0xff));
+}
+
+static void set_native_page_bits(uint64_t bits)
+{
+	uint64_t v = (uint64_t)native_page | bits;
+
+	wrmsr(PVM_MSR_NATIVE_PAGE, v);
+	if (rdmsr(PVM_MSR_NATIVE_PAGE) != v)
+		fail("the native-page MSR reads", rdmsr(PVM_MSR_NATIVE_PAGE));
+}
+
+/* Called from the REPORT system call: the user program's next calls and
+ * their returns go through the host's direct switch. */
+static void start_direct_switch(void)
+{
+	__builtin_memcpy(pml4s[1], pml4s[0], sizeof(pml4s[0]));
+	set_native_page_bits(PVM_NATIVE_PAGE_CR2_CELL | PVM_NATIVE_PAGE_DIRECT);
+	direct_switch = 1;
+}
+
+static void null_call(void)
+{
+	uint64_t now = rdtsc();
+
+	if (direct_last && now - direct_last < direct_best)
+		direct_best = now - direct_last;
+	direct_last = now;
+}
+
+static void finish_direct_switch(void)
+{
+	direct_switch = 0;
+	set_native_page_bits(PVM_NATIVE_PAGE_CR2_CELL);
+	if (direct_best >= DIRECT_MAX_CYCLES)
+		fail("the direct switch did not engage: fastest round trip",
+		     direct_best);
+	puts("PVM: direct switch: a null system call round trip in ");
+	put_hex(direct_best);
+	puts(" cycles at best\n");
 }
 
 /* Ticks GUEST_IDLE_TICKS times, saying each time how it runs, and stops. */
@@ -414,7 +580,15 @@ uint64_t syscall_dispatch(uint64_t nr, uint64_t arg0, uint64_t arg1)
 		put_hex(arg0);
 		puts(" at ");
 		put_hex(arg1);
-		puts(" after the fault\nPVM: done\n");
+		puts(" after the fault\n");
+		start_direct_switch();
+		return 0;
+	case GUEST_SYSCALL_NULL:
+		null_call();
+		return 0;
+	case GUEST_SYSCALL_DIRECT_DONE:
+		finish_direct_switch();
+		puts("PVM: done\n");
 		if (idle_after_steps)
 			idle();
 		guest_stop();

@@ -25,6 +25,10 @@
 
 #define GUEST_SYSCALL_HELLO 42
 #define GUEST_SYSCALL_REPORT 43
+/* The direct-switch step: null calls, then the one that reports them. */
+#define GUEST_SYSCALL_NULL 44
+#define GUEST_SYSCALL_DIRECT_DONE 45
+#define GUEST_DIRECT_CALLS 100
 /* What the user program passes with its first call: "user". */
 #define GUEST_USER_MAGIC 0x72657375
 /* What the page the fault maps holds, for the user program to read. */
