@@ -9,6 +9,13 @@
 # First it times one boot of KERNEL and INITRD (`THAW run -- true`) and
 # exports the whole seconds, rounded up, as THAW_TEST_BOOT_S: the suite
 # scales its hang-only deadlines by it (harness.h, guest_slowness()).
+#
+# THAW_TEST_CATALOG_CACHE (optional) is a directory the test_daemon_*
+# suites share, one at a time: the first to pass leaves its state
+# directory's catalog there (the templates' snapshots its daemon built),
+# and each later one starts with a copy of it, so that the suites together
+# build the templates once.  In nested-kvm.sh's emulated host the
+# directory is that host's own, so there each suite builds them.
 # POSIX sh: this runs under dash and under busybox sh in nested-kvm.sh's
 # emulated host, so no bc and no date +%N; /proc/uptime has centiseconds.
 set -u
@@ -37,8 +44,20 @@ else
 	echo "daemon-in-vm: thaw run -- true failed; deadlines unscaled" >&2
 fi
 
+cache=${THAW_TEST_CATALOG_CACHE:-}
+if [ -n "$cache" ] && [ -d "$cache/catalog" ]; then
+	cp -a "$cache/catalog" "$THAW_STATE_DIR/" &&
+		echo "daemon-in-vm: templates' snapshots from $cache" >&2
+fi
+
 "$test" --jobs 1 "$@"
 status=$?
+if [ -n "$cache" ] && [ "$status" -eq 0 ] && [ ! -d "$cache/catalog" ] &&
+	[ -d "$THAW_STATE_DIR/catalog" ]; then
+	mkdir -p "$cache" && rm -rf "$cache/catalog.new" &&
+		cp -a "$THAW_STATE_DIR/catalog" "$cache/catalog.new" &&
+		mv "$cache/catalog.new" "$cache/catalog"
+fi
 # A daemon the suite did not stop (it failed on the way) goes now; its VMMs
 # die with it.
 if pid=$(cat "$THAW_STATE_DIR/test_daemon.pid" 2>/dev/null); then
