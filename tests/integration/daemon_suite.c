@@ -28,8 +28,8 @@
 
 #include "common/clock.h"
 #include "pool/client/thaw_client.h"
+#include "pool/client/thawd_process.h"
 #include "tests/integration/harness.h"
-#include "tests/integration/thawd_fixture.h"
 
 const char *const templates[] = { "default", "tight", "bomb" };
 
@@ -114,6 +114,7 @@ bool files_in(const char *state)
 	return true;
 }
 
+/* Fills files from THAW_STATE_DIR; false when it is not set. */
 static bool find_files(void)
 {
 	return files_in(getenv("THAW_STATE_DIR"));

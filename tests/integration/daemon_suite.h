@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * daemon_suite.h - what the test_daemon_* suites share: the suite's daemon
- * (its config, its start on the thawd_fixture.h fixture, the files by
+ * (its config, its start on pool/client's thawd_process.h, the files by
  * which each test process finds it), HTTP calls through pool/client's raw
  * call with jansson answers, execs and their streams, the pools' counts,
  * the daemon's VMMs and their jails, cgroups found without pool/host's
@@ -100,8 +100,8 @@ void sleep_s(double s);
 /* The whole file, NUL-terminated (@len: its length), or NULL. */
 char *slurp(const char *path, size_t *len);
 
-/* Fills @files from THAW_STATE_DIR; false when it is not set. */
-/* The files of a daemon whose state directory is @state. */
+/* The files of a daemon whose state directory is @state, into files;
+ * false when @state is unset or too long. */
 bool files_in(const char *state);
 
 struct reply {
