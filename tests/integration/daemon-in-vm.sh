@@ -12,8 +12,8 @@
 #
 # THAW_TEST_CATALOG_CACHE (optional) is a directory the test_daemon_*
 # suites share, one at a time: the first to pass leaves its state
-# directory's catalog there (the templates' snapshots its daemon built),
-# and each later one starts with a copy of it, so that the suites together
+# directory there (the templates' snapshots its daemon built), and each
+# later one starts with a copy of its catalog, so that the suites together
 # build the templates once.  In nested-kvm.sh's emulated host the
 # directory is that host's own, so there each suite builds them.
 # POSIX sh: this runs under dash and under busybox sh in nested-kvm.sh's
@@ -44,24 +44,32 @@ else
 	echo "daemon-in-vm: thaw run -- true failed; deadlines unscaled" >&2
 fi
 
+# The shared templates (THAW_TEST_CATALOG_CACHE, above): a catalog records
+# each snapshot's directory by its path, so the suite that builds them
+# runs in $cache/state, which stays once it passed; the later ones start
+# with a copy of its catalog, whose templates are its snapshots there.
 cache=${THAW_TEST_CATALOG_CACHE:-}
-if [ -n "$cache" ] && [ -d "$cache/catalog" ]; then
-	cp -a "$cache/catalog" "$THAW_STATE_DIR/" &&
-		echo "daemon-in-vm: templates' snapshots from $cache" >&2
+keep=
+if [ -n "$cache" ] && [ -e "$cache/state/.built" ] &&
+	[ -d "$cache/state/catalog" ]; then
+	cp -a "$cache/state/catalog" "$THAW_STATE_DIR/" &&
+		echo "daemon-in-vm: templates' snapshots from $cache/state" >&2
+elif [ -n "$cache" ] && mkdir -p "$cache" && rm -rf "$cache/state" &&
+	mkdir "$cache/state"; then
+	rm -rf "$THAW_STATE_DIR"
+	THAW_STATE_DIR=$cache/state keep=1
 fi
 
 "$test" --jobs 1 "$@"
 status=$?
-if [ -n "$cache" ] && [ "$status" -eq 0 ] && [ ! -d "$cache/catalog" ] &&
-	[ -d "$THAW_STATE_DIR/catalog" ]; then
-	mkdir -p "$cache" && rm -rf "$cache/catalog.new" &&
-		cp -a "$THAW_STATE_DIR/catalog" "$cache/catalog.new" &&
-		mv "$cache/catalog.new" "$cache/catalog"
-fi
 # A daemon the suite did not stop (it failed on the way) goes now; its VMMs
 # die with it.
 if pid=$(cat "$THAW_STATE_DIR/test_daemon.pid" 2>/dev/null); then
 	kill -9 "$pid" 2>/dev/null
 fi
-rm -rf "$THAW_STATE_DIR"
+if [ -n "$keep" ] && [ "$status" -eq 0 ]; then
+	touch "$THAW_STATE_DIR/.built"
+else
+	rm -rf "$THAW_STATE_DIR"
+fi
 exit "$status"
