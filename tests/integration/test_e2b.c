@@ -27,21 +27,11 @@
  * (its log comes out of the emulated host when it ends), so readiness is
  * an authenticated GET /v2/sandboxes answered 200, in both cases.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/harness.h"

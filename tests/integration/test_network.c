@@ -29,17 +29,12 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/thawd_fixture.h"
 
