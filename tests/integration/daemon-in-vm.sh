@@ -33,6 +33,17 @@ uptime_cs() {
 	echo $((s * 100 + ${cs:-0}))
 }
 
+# A daemon the suite in state directory $1 did not stop (it failed on the
+# way, or this script was killed) goes; its VMMs die with it.
+stop_daemon() {
+	if pid=$(cat "$1/test_daemon.pid" 2>/dev/null); then
+		kill -9 "$pid" 2>/dev/null
+		rm -f "$1/test_daemon.pid"
+	fi
+}
+trap 'stop_daemon "$THAW_STATE_DIR"; rm -rf "$THAW_STATE_DIR"; exit 143' \
+	TERM INT HUP
+
 start=$(uptime_cs)
 if "$thaw" run --kernel "$kernel" --initrd "$initrd" --mem 128 -- true \
 	>/dev/null; then
@@ -48,25 +59,20 @@ fi
 # each snapshot's directory by its path, so the suite that builds them
 # runs in $cache/state, which stays once it passed; the later ones start
 # with a copy of its catalog, whose templates are its snapshots there.
-cache=${THAW_TEST_CATALOG_CACHE:-}
-keep=
+cache=${THAW_TEST_CATALOG_CACHE:-} keep=
 if [ -n "$cache" ] && [ -e "$cache/state/.built" ] &&
 	[ -d "$cache/state/catalog" ]; then
 	cp -a "$cache/state/catalog" "$THAW_STATE_DIR/" &&
 		echo "daemon-in-vm: templates' snapshots from $cache/state" >&2
-elif [ -n "$cache" ] && mkdir -p "$cache" && rm -rf "$cache/state" &&
-	mkdir "$cache/state"; then
+elif [ -n "$cache" ] && mkdir -p "$cache" && stop_daemon "$cache/state" &&
+	rm -rf "$cache/state" && mkdir "$cache/state"; then
 	rm -rf "$THAW_STATE_DIR"
 	THAW_STATE_DIR=$cache/state keep=1
 fi
 
 "$test" --jobs 1 "$@"
 status=$?
-# A daemon the suite did not stop (it failed on the way) goes now; its VMMs
-# die with it.
-if pid=$(cat "$THAW_STATE_DIR/test_daemon.pid" 2>/dev/null); then
-	kill -9 "$pid" 2>/dev/null
-fi
+stop_daemon "$THAW_STATE_DIR"
 if [ -n "$keep" ] && [ "$status" -eq 0 ]; then
 	touch "$THAW_STATE_DIR/.built"
 else
