@@ -462,6 +462,6 @@ void bench_checkpoints(struct bench *b)
 		chain(b, c, pool.snapshot);
 	}
 	thaw_client_close(c);
-	if (d.pid > 0)
+	if (d.proc.pid > 0)
 		bench_stop_daemon(&d);
 }

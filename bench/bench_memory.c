@@ -124,7 +124,7 @@ static long fill_pool(const struct thawd *d, const char *name, long want,
 		    failures > 0) {
 			char tail[600];
 
-			thawd_log_tail(d, tail, sizeof(tail));
+			thawd_process_log_tail(&d->proc, tail, sizeof(tail));
 			snprintf(why, len,
 				 "a restore failed; the daemon's log "
 				 "ends: %s",

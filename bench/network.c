@@ -633,7 +633,7 @@ report:
 	if (c && s.id[0])
 		thaw_client_delete(c, s.id, why, sizeof(why));
 	thaw_client_close(c);
-	if (d.pid > 0)
+	if (d.proc.pid > 0)
 		bench_stop_daemon(&d);
 	for (int i = 0; i < 2; i++)
 		if (l.fd[i] >= 0)

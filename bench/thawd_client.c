@@ -2,22 +2,17 @@
 /*
  * thawd_client.c - starting thawd for a bench scenario and calling its API.
  *
- * The daemon is a child of the bench (fork + exec of `thaw daemon`), with
- * PR_SET_PDEATHSIG so a bench killed mid-run takes its daemon, and the
+ * The daemon is a child of the bench, run by pool/client's thawd_process.h
+ * with PR_SET_PDEATHSIG so a bench killed mid-run takes its daemon, and the
  * daemon its clones, along.  HTTP goes through the daemon's client
  * library; times are common/clock.h's monotonic ones.
  */
 #include "bench/thawd_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,37 +29,17 @@ static void pause_ms(long ms)
 	nanosleep(&t, NULL);
 }
 
-void thawd_log_tail(const struct thawd *d, char *out, size_t len)
+/* @spec's config text for @templates into @text (malloc'd), or -ENOMEM. */
+static int config_text(const struct thawd *d, const char *kernel,
+		       const char *initrd,
+		       const struct template_spec *templates, size_t n,
+		       const struct daemon_spec *spec, char **text)
 {
-	FILE *f = fopen(d->log, "r");
-	size_t n = 0;
+	size_t size;
+	FILE *f = open_memstream(text, &size);
 
-	out[0] = '\0';
 	if (!f)
-		return;
-	fseek(f, 0, SEEK_END);
-	long size = ftell(f);
-	long from = size > (long)len - 1 ? size - (long)len + 1 : 0;
-	if (from < d->log_start)
-		from = d->log_start;
-	fseek(f, from, SEEK_SET);
-	n = fread(out, 1, len - 1, f);
-	out[n] = '\0';
-	fclose(f);
-}
-
-static int write_config(const struct thawd *d, const char *kernel,
-			const char *initrd,
-			const struct template_spec *templates, size_t n,
-			const struct daemon_spec *spec, char *err,
-			size_t errlen)
-{
-	FILE *f = fopen(d->config, "w");
-
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", d->config, strerror(errno));
-		return -1;
-	}
+		return -ENOMEM;
 	fprintf(f, "[daemon]\nstate_dir = %s\nsocket = %s\n", d->state_dir,
 		d->socket);
 	fprintf(f, "max_sandboxes = %u\nrestore_timeout_s = 600\n",
@@ -97,11 +72,7 @@ static int write_config(const struct thawd *d, const char *kernel,
 		if (t->network)
 			fprintf(f, "network = %s\n", t->network);
 	}
-	if (fclose(f)) {
-		snprintf(err, errlen, "%s: %s", d->config, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return fclose(f) ? -ENOMEM : 0;
 }
 
 int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
@@ -109,119 +80,43 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		const struct template_spec *templates, size_t n,
 		const struct daemon_spec *spec, char *err, size_t errlen)
 {
+	char config[PATH_MAX + 16], log[PATH_MAX + 16], banner[PATH_MAX + 64];
+	char *text = NULL;
+
 	memset(d, 0, sizeof(*d));
 	snprintf(d->state_dir, sizeof(d->state_dir), "%s", state_dir);
 	snprintf(d->socket, sizeof(d->socket), "%s/thawd.sock", state_dir);
-	snprintf(d->config, sizeof(d->config), "%s/bench.ini", state_dir);
-	snprintf(d->log, sizeof(d->log), "%s/thawd.log", state_dir);
+	snprintf(config, sizeof(config), "%s/bench.ini", state_dir);
+	snprintf(log, sizeof(log), "%s/thawd.log", state_dir);
 	if (spec->e2b_port)
 		snprintf(d->token, sizeof(d->token), "%s", THAWD_E2B_TOKEN);
-	if (write_config(d, kernel, initrd, templates, n, spec, err, errlen))
+	if (config_text(d, kernel, initrd, templates, n, spec, &text)) {
+		snprintf(err, errlen, "%s: out of memory", config);
 		return -1;
+	}
 	/* One log for the run's daemons, each after its own line: a run
 	 * with figures not measured keeps it (thaw-bench.c). */
-	int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (log < 0) {
-		snprintf(err, errlen, "%s: %s", d->log, strerror(errno));
-		return -1;
-	}
-	dprintf(log, "--- thaw-bench: a daemon starts on %s ---\n", d->config);
-	d->log_start = lseek(log, 0, SEEK_END);
-	pid_t parent = getpid();
-	d->pid = fork();
-	if (d->pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(log);
-		return -1;
-	}
-	if (!d->pid) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(log, 1);
-		dup2(log, 2);
-		execl(thaw, thaw, "daemon", "--config", d->config,
-		      (char *)NULL);
-		fprintf(stderr, "thaw-bench: %s: %s\n", thaw, strerror(errno));
-		_exit(127);
-	}
-	close(log);
-
-	struct thaw_client *c = thawd_connect(d, err, errlen);
-	if (!c) {
-		thawd_stop(d, NULL, 0);
-		return -1;
-	}
-	double until = monotonic_ms() + START_LIMIT_S * 1e3;
-	for (;;) {
-		const struct thaw_call health = { .method = "GET",
-						  .path = "/health" };
-		struct thaw_reply r = {
-			0
-		}; /* freed even when no call was made */
-		char why[256];
-		int status;
-
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			char tail[1024];
-
-			d->pid = 0;
-			thawd_log_tail(d, tail, sizeof(tail));
-			snprintf(err, errlen,
-				 "thaw daemon exited (status %d): %s", status,
-				 tail);
-			break;
-		}
-		if (!access(d->socket, F_OK) &&
-		    thaw_client_call(c, &health, &r, why, sizeof(why)) == 0 &&
-		    r.status == 200) {
-			thaw_reply_free(&r);
-			thaw_client_close(c);
-			return 0;
-		}
-		thaw_reply_free(&r);
-		if (monotonic_ms() > until) {
-			snprintf(err, errlen,
-				 "thaw daemon not serving after %d s (log %s)",
-				 START_LIMIT_S, d->log);
-			thawd_stop(d, NULL, 0);
-			break;
-		}
-		pause_ms(100);
-	}
-	thaw_client_close(c);
-	return -1;
+	snprintf(banner, sizeof(banner),
+		 "--- thaw-bench: a daemon starts on %s ---", config);
+	const struct thawd_process_spec s = {
+		.thaw = thaw,
+		.config = config,
+		.config_text = text,
+		.log = log,
+		.banner = banner,
+		.socket = d->socket,
+		.token = d->token,
+		.start_limit_s = START_LIMIT_S,
+		.die_with_parent = true,
+	};
+	int ret = thawd_process_start(&d->proc, &s, err, errlen);
+	free(text);
+	return ret ? -1 : 0;
 }
 
 int thawd_stop(struct thawd *d, char *err, size_t errlen)
 {
-	int status;
-
-	if (d->pid <= 0)
-		return 0;
-	kill(d->pid, SIGTERM);
-	double until = monotonic_ms() + STOP_LIMIT_S * 1e3;
-	while (waitpid(d->pid, &status, WNOHANG) == 0) {
-		if (monotonic_ms() > until) {
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, &status, 0);
-			d->pid = 0;
-			if (err)
-				snprintf(err, errlen,
-					 "thaw daemon ignored SIGTERM for %d s",
-					 STOP_LIMIT_S);
-			return -1;
-		}
-		pause_ms(50);
-	}
-	d->pid = 0;
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		if (err)
-			snprintf(err, errlen,
-				 "thaw daemon ended with status %d", status);
-		return -1;
-	}
-	return 0;
+	return thawd_process_stop(&d->proc, STOP_LIMIT_S, err, errlen) ? -1 : 0;
 }
 
 struct thaw_client *thawd_connect(const struct thawd *d, char *err,

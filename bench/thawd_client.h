@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "pool/client/thaw_client.h"
+#include "pool/client/thawd_process.h"
 
 /* One [template NAME] section; zero fields keep the daemon's default. */
 struct template_spec {
@@ -33,13 +34,10 @@ struct template_spec {
 };
 
 struct thawd {
-	pid_t pid;
+	struct thawd_process proc; /* proc.pid: 0 when not running */
 	char token[64]; /* the daemon's, sent with every call; "": none */
 	char state_dir[PATH_MAX];
 	char socket[PATH_MAX + 16];
-	char config[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
-	long log_start; /* where this daemon's lines begin in @log */
 };
 
 /* The [daemon] settings a scenario picks; zero fields are the usual run. */
@@ -74,11 +72,9 @@ int thawd_start(struct thawd *d, const char *thaw, const char *state_dir,
 		const struct template_spec *templates, size_t n,
 		const struct daemon_spec *spec, char *err, size_t errlen);
 
-/* SIGTERM, then waits (SIGKILL after 120 s).  0, or -1 with @err. */
+/* SIGTERM, then waits (SIGKILL after 120 s).  0, or -1 with @err.  The
+ * log's tail, for error messages: thawd_process_log_tail(&d->proc). */
 int thawd_stop(struct thawd *d, char *err, size_t errlen);
-
-/* The last lines of the daemon's log, for error messages. */
-void thawd_log_tail(const struct thawd *d, char *out, size_t len);
 
 /*
  * A connection to @d's socket through the client library (calls time out

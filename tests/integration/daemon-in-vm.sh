@@ -9,6 +9,13 @@
 # First it times one boot of KERNEL and INITRD (`THAW run -- true`) and
 # exports the whole seconds, rounded up, as THAW_TEST_BOOT_S: the suite
 # scales its hang-only deadlines by it (harness.h, guest_slowness()).
+#
+# THAW_TEST_CATALOG_CACHE (optional) is a directory the test_daemon_*
+# suites share, one at a time: the first to pass leaves its state
+# directory there (the templates' snapshots its daemon built), and each
+# later one starts with a copy of its catalog, so that the suites together
+# build the templates once.  In nested-kvm.sh's emulated host the
+# directory is that host's own, so there each suite builds them.
 # POSIX sh: this runs under dash and under busybox sh in nested-kvm.sh's
 # emulated host, so no bc and no date +%N; /proc/uptime has centiseconds.
 set -u
@@ -26,6 +33,17 @@ uptime_cs() {
 	echo $((s * 100 + ${cs:-0}))
 }
 
+# A daemon the suite in state directory $1 did not stop (it failed on the
+# way, or this script was killed) goes; its VMMs die with it.
+stop_daemon() {
+	if pid=$(cat "$1/test_daemon.pid" 2>/dev/null); then
+		kill -9 "$pid" 2>/dev/null
+		rm -f "$1/test_daemon.pid"
+	fi
+}
+trap 'stop_daemon "$THAW_STATE_DIR"; rm -rf "$THAW_STATE_DIR"; exit 143' \
+	TERM INT HUP
+
 start=$(uptime_cs)
 if "$thaw" run --kernel "$kernel" --initrd "$initrd" --mem 128 -- true \
 	>/dev/null; then
@@ -37,12 +55,27 @@ else
 	echo "daemon-in-vm: thaw run -- true failed; deadlines unscaled" >&2
 fi
 
+# The shared templates (THAW_TEST_CATALOG_CACHE, above): a catalog records
+# each snapshot's directory by its path, so the suite that builds them
+# runs in $cache/state, which stays once it passed; the later ones start
+# with a copy of its catalog, whose templates are its snapshots there.
+cache=${THAW_TEST_CATALOG_CACHE:-} keep=
+if [ -n "$cache" ] && [ -e "$cache/state/.built" ] &&
+	[ -d "$cache/state/catalog" ]; then
+	cp -a "$cache/state/catalog" "$THAW_STATE_DIR/" &&
+		echo "daemon-in-vm: templates' snapshots from $cache/state" >&2
+elif [ -n "$cache" ] && mkdir -p "$cache" && stop_daemon "$cache/state" &&
+	rm -rf "$cache/state" && mkdir "$cache/state"; then
+	rm -rf "$THAW_STATE_DIR"
+	THAW_STATE_DIR=$cache/state keep=1
+fi
+
 "$test" --jobs 1 "$@"
 status=$?
-# A daemon the suite did not stop (it failed on the way) goes now; its VMMs
-# die with it.
-if pid=$(cat "$THAW_STATE_DIR/test_daemon.pid" 2>/dev/null); then
-	kill -9 "$pid" 2>/dev/null
+stop_daemon "$THAW_STATE_DIR"
+if [ -n "$keep" ] && [ "$status" -eq 0 ]; then
+	touch "$THAW_STATE_DIR/.built"
+else
+	rm -rf "$THAW_STATE_DIR"
 fi
-rm -rf "$THAW_STATE_DIR"
 exit "$status"

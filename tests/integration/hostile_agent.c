@@ -2,7 +2,7 @@
 /*
  * hostile_agent.c - a guest's PID 1 that speaks guest/PROTOCOL.md just well
  * enough to be built into a template and handed out (HELLO, CLONE, PING),
- * then does to the host what a guest with root could: test_daemon's
+ * then does to the host what a guest with root could: test_daemon_hostile's
  * hostile suite boots it (hostile.cpio) beside the real agent and checks
  * that the daemon keeps serving, ends every request by its deadline and
  * stops in seconds.  Per request:

@@ -27,24 +27,16 @@
  * (its log comes out of the emulated host when it ends), so readiness is
  * an authenticated GET /v2/sandboxes answered 200, in both cases.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/thawd_fixture.h"
+#include "tests/skips.h"
 #include "common/io.h"
 
 #define TOKEN "thaw-test-e2b-token-6c1f2e"
@@ -65,7 +57,8 @@ static const char *const scripts[] = { "sandbox.mjs", "commands.mjs",
 				       "files.mjs" };
 
 struct daemon_run {
-	pid_t pid; /* thaw daemon, or nested-kvm.sh running it */
+	struct thawd_process
+		proc; /* thaw daemon, or nested-kvm.sh running it */
 	bool nested;
 	int port;
 	char state[64];
@@ -73,159 +66,73 @@ struct daemon_run {
 	char log[96];
 };
 
-static void write_config(const struct daemon_run *d)
+/* The daemon's config, for a listener on @d->port. */
+static void config_text(const struct daemon_run *d, char *out, size_t len)
 {
-	FILE *f = fopen(d->config, "w");
-
-	cr_assert_not_null(f, "%s: %s", d->config, strerror(errno));
 	/* In the emulated host the listener faces QEMU's forward, which
 	 * arrives on its network device, not its loopback. */
-	fprintf(f,
-		"; written by test_e2b\n"
-		"[daemon]\n"
-		"token = " TOKEN "\n"
-		"e2b_listen = %s:%d\n"
-		"cgroup_parent = " CGROUP_PARENT "\n"
-		"jail_ids = " JAIL_IDS "\n"
-		"network_cidr = " NETWORK_CIDR "\n"
-		"restore_timeout_s = 600\n"
-		"admit_cpu_pressure = 0\n"
-		"admit_restore_slowdown = 0\n"
-		"\n"
-		"[template default]\n"
-		"kernel = " THAW_TEST_IMAGES "/vmlinux\n"
-		"initrd = " THAW_TEST_IMAGES "/agent.cpio\n"
-		"mem_mib = 128\n"
-		"min_ready = 1\n"
-		"max_total = 8\n",
-		d->nested ? "0.0.0.0" : "127.0.0.1", d->port);
-	fclose(f);
-}
-
-/* In the forked child: `thaw daemon`, in the emulated host when nested;
- * its output appended to the log. */
-static void exec_daemon(const struct daemon_run *d, pid_t parent)
-{
-	int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	char port[16];
-
-	/* A test killed on the way (ctest's timeout) takes its daemon, and
-	 * the daemon its sandboxes, along; nested-kvm.sh stops QEMU. */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (log < 0 || getppid() != parent)
-		_exit(127);
-	dup2(log, STDOUT_FILENO);
-	dup2(log, STDERR_FILENO);
-	setpgid(0, 0);
-	if (d->nested) {
-		snprintf(port, sizeof(port), "%d", d->port);
-		setenv("NESTED_KVM_FORWARD", port, 1);
-		setenv("NESTED_KVM_PROGRAMS",
-		       THAW_VMM " " THAW_TEST_IMAGES
-				"/vmlinux " THAW_TEST_IMAGES "/agent.cpio",
-		       1);
-		setenv("NESTED_KVM_MEM", NESTED_KVM_MEM_MIB, 1);
-		setenv("NESTED_KVM_SMP", "2", 1);
-		setenv("NESTED_KVM_TIMEOUT", "7200", 1);
-		execl(THAW_NESTED_KVM, THAW_NESTED_KVM, THAW, "daemon",
-		      "--config", d->config, "--state", d->state, (char *)NULL);
-	} else {
-		execl(THAW, THAW, "daemon", "--config", d->config, "--state",
-		      d->state, (char *)NULL);
-	}
-	dprintf(STDERR_FILENO, "test_e2b: cannot run the daemon: %s\n",
-		strerror(errno));
-	_exit(127);
+	snprintf(out, len,
+		 "; written by test_e2b\n"
+		 "[daemon]\n"
+		 "token = " TOKEN "\n"
+		 "e2b_listen = %s:%d\n"
+		 "cgroup_parent = " CGROUP_PARENT "\n"
+		 "jail_ids = " JAIL_IDS "\n"
+		 "network_cidr = " NETWORK_CIDR "\n"
+		 "restore_timeout_s = 600\n"
+		 "admit_cpu_pressure = 0\n"
+		 "admit_restore_slowdown = 0\n"
+		 "\n"
+		 "[template default]\n"
+		 "kernel = " THAW_TEST_IMAGES "/vmlinux\n"
+		 "initrd = " THAW_TEST_IMAGES "/agent.cpio\n"
+		 "mem_mib = 128\n"
+		 "min_ready = 1\n"
+		 "max_total = 8\n",
+		 d->nested ? "0.0.0.0" : "127.0.0.1", d->port);
 }
 
 /*
- * The HTTP status of an authenticated GET @path on the E2B port, or -1
- * when nothing answers (yet).  A raw request, so what is tested is the
- * SDK's talk alone.
+ * Starts the daemon (in the emulated host when nested) and waits until
+ * its E2B listener answers; records how long that took as
+ * THAW_TEST_BOOT_S (see the top of the file).  False (and the test
+ * failed, saying why) when it did not.  A test killed on the way (ctest's
+ * timeout) takes its daemon, and the daemon its sandboxes, along;
+ * nested-kvm.sh stops QEMU.
  */
-static int e2b_status(int port, const char *path)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons(port) };
-	struct timeval limit = { .tv_sec = 10 };
-	char buf[64] = "";
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), status = -1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-	if (!connect(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    dprintf(fd,
-		    "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-		    "X-API-KEY: " TOKEN "\r\nConnection: close\r\n\r\n",
-		    path) > 0 &&
-	    read(fd, buf, sizeof(buf) - 1) > 0)
-		sscanf(buf, "HTTP/1.%*d %d", &status);
-	close(fd);
-	return status;
-}
-
-/* The last @len - 1 bytes of file @path, or what stopped it. */
-static void tail_of(const char *path, char *out, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-
-	if (f) {
-		if (fseek(f, -(long)(len - 1), SEEK_END))
-			rewind(f);
-		n = fread(out, 1, len - 1, f);
-		fclose(f);
-	}
-	out[n] = '\0';
-	if (!f)
-		snprintf(out, len, "(%s: %s)", path, strerror(errno));
-}
-
-/* Starts the daemon and waits until its E2B listener answers; records how
- * long that took as THAW_TEST_BOOT_S (see the top of the file).  False
- * (and the test failed, saying why) when it did not. */
 static bool start_daemon(struct daemon_run *d)
 {
-	char tail[4096], boot[32];
-	struct timespec t0, t1;
-	pid_t parent = getpid();
-	int status;
+	static const char *const wrapper[] = { THAW_NESTED_KVM, NULL };
+	char text[2048], forward[64], boot[32];
+	const char *const env[] = {
+		forward,
+		"NESTED_KVM_PROGRAMS=" THAW_VMM " " THAW_TEST_IMAGES
+		"/vmlinux " THAW_TEST_IMAGES "/agent.cpio",
+		"NESTED_KVM_MEM=" NESTED_KVM_MEM_MIB,
+		"NESTED_KVM_SMP=2",
+		"NESTED_KVM_TIMEOUT=7200",
+		NULL,
+	};
 
-	d->pid = fork();
-	if (d->pid < 0) {
-		cr_expect_fail("fork: %s", strerror(errno));
+	config_text(d, text, sizeof(text));
+	snprintf(forward, sizeof(forward), "NESTED_KVM_FORWARD=%d", d->port);
+	const struct thawd_process_spec s = {
+		.thaw = THAW,
+		.config = d->config,
+		.config_text = text,
+		.log = d->log,
+		.state = d->state,
+		.token = TOKEN,
+		.e2b_port = d->port,
+		.wrapper = d->nested ? wrapper : NULL,
+		.env = d->nested ? env : NULL,
+		.start_limit_s = START_LIMIT_S,
+		.die_with_parent = true,
+		.own_process_group = true,
+	};
+	if (!thawd_fixture_start(&d->proc, &s, false))
 		return false;
-	}
-	if (d->pid == 0)
-		exec_daemon(d, parent);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		if (e2b_status(d->port, "/v2/sandboxes") == 200)
-			break;
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			d->pid = 0;
-			tail_of(d->log, tail, sizeof(tail));
-			cr_expect_fail(
-				"the daemon ended (status %#x) before its E2B "
-				"listener answered; its log ends:\n%s",
-				status, tail);
-			return false;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if (t1.tv_sec - t0.tv_sec > START_LIMIT_S) {
-			tail_of(d->log, tail, sizeof(tail));
-			cr_expect_fail(
-				"the E2B listener on port %d did not answer GET "
-				"/v2/sandboxes 200 in %d s; the log ends:\n%s",
-				d->port, START_LIMIT_S, tail);
-			return false;
-		}
-		sleep(1);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	snprintf(boot, sizeof(boot), "%ld", (long)(t1.tv_sec - t0.tv_sec + 1));
+	snprintf(boot, sizeof(boot), "%ld", (long)d->proc.serving_s + 1);
 	setenv("THAW_TEST_BOOT_S", boot, 1);
 	fprintf(stderr,
 		"test_e2b: E2B listener on 127.0.0.1:%d answering after %s s%s\n",
@@ -238,23 +145,10 @@ static bool start_daemon(struct daemon_run *d)
  * then SIGKILL to its whole process group if it lingers. */
 static void stop_daemon(struct daemon_run *d)
 {
-	int status;
+	char err[256];
 
-	if (d->pid <= 0)
-		return;
-	kill(d->pid, SIGTERM);
-	for (int i = 0; i < STOP_LIMIT_S * 10; i++) {
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-			d->pid = 0;
-			return;
-		}
-		usleep(100000);
-	}
-	fprintf(stderr, "test_e2b: the daemon ignored SIGTERM for %d s\n",
-		STOP_LIMIT_S);
-	kill(-d->pid, SIGKILL);
-	waitpid(d->pid, &status, 0);
-	d->pid = 0;
+	if (thawd_process_stop(&d->proc, STOP_LIMIT_S, err, sizeof(err)))
+		fprintf(stderr, "test_e2b: %s\n", err);
 }
 
 /* Runs tests/e2b's @script with node against @d; true when it passed.
@@ -290,8 +184,9 @@ Test(e2b, sdk_scripts, .timeout = 7200)
 	char slowness[32], url[64], tail[8192];
 	bool passed = true;
 
-	if (access(NODE, X_OK))
-		cr_skip_test("no node at %s: the E2B SDK needs Node.js", NODE);
+	thaw_skip_unless_node(NODE[0] && access(NODE, X_OK) == 0,
+			      "no node (\"" NODE "\"): the E2B SDK needs "
+			      "Node.js");
 	cr_assert_eq(
 		access(THAW_E2B_DIR "/node_modules/e2b/package.json", R_OK), 0,
 		"the e2b SDK is not installed in %s (the e2b_sdk test "
@@ -303,8 +198,6 @@ Test(e2b, sdk_scripts, .timeout = 7200)
 	snprintf(d.log, sizeof(d.log), "%s/thawd.log", d.state);
 	d.port = loopback_free_port();
 	cr_assert_gt(d.port, 0, "no free loopback port: %s", strerror(-d.port));
-	write_config(&d);
-
 	if (start_daemon(&d)) {
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d", d.port);
 		snprintf(slowness, sizeof(slowness), "%.1f", guest_slowness());
@@ -317,7 +210,7 @@ Test(e2b, sdk_scripts, .timeout = 7200)
 	}
 	stop_daemon(&d);
 	if (!passed) {
-		tail_of(d.log, tail, sizeof(tail));
+		thawd_process_log_tail(&d.proc, tail, sizeof(tail));
 		fprintf(stderr, "test_e2b: the daemon's log ends:\n%s\n", tail);
 	}
 	char *rm[] = { "/bin/rm", "-rf", d.state, NULL };

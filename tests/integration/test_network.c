@@ -19,7 +19,7 @@
  * blocked check also wants the policy's drop counters to have moved.
  *
  * daemon-in-vm.sh runs it with THAW_STATE_DIR, THAW_TEST_THAW,
- * THAW_TEST_KERNEL and THAW_TEST_INITRD (see test_daemon.c).  It makes
+ * THAW_TEST_KERNEL and THAW_TEST_INITRD (see daemon_suite.h).  It makes
  * interfaces on this host: run it only under the VM lock, with flock -o
  * (the world's servers must not inherit the lock); through nested-kvm.sh
  * without a usable /dev/kvm, whose L1 gets the programs and kernel modules
@@ -29,18 +29,14 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/thawd_fixture.h"
 
 #define TOKEN "thaw-test-network-7d31"
 #define INTERNET "198.51.100.10"
@@ -51,6 +47,7 @@
 #define JAIL_IDS "1879114740-1879114799"
 #define POOL "10.201.0.0/16"
 #define START_LIMIT_S 1200 /* the first start builds the snapshot */
+#define STOP_LIMIT_S 120
 #define ID_MAX 64
 /* A wget that must succeed: seconds on a VMX host, scaled by the guest's
  * pace; one that must not: until its packets have met the policy. */
@@ -58,7 +55,7 @@
 #define BLOCKED_S 30
 
 static char state[4096], world[4200], config[4200], log_path[4200];
-static pid_t running_daemon = -1;
+static struct thawd_process suite_daemon;
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -207,83 +204,48 @@ static void expect_blocked(const char *id, const char *url, const char *marker)
 	free(got);
 }
 
-static void write_config(void)
+/* `thaw daemon` on the suite's config, logging to log_path, once its
+ * socket answers. */
+static void start_daemon(void)
 {
-	FILE *f = fopen(config, "w");
+	char text[2048], socket[4200];
 
-	cr_assert(f, "%s: %s", config, strerror(errno));
-	fprintf(f,
-		"; written by test_network\n"
-		"[daemon]\n"
-		"token = " TOKEN "\n"
-		"max_sandboxes = 8\n"
-		"restore_timeout_s = %d\n"
-		"jail_ids = " JAIL_IDS "\n"
-		"network_cidr = " POOL "\n"
-		"dns_servers = " INTERNET "\n"
-		/* Other suites may load the host meanwhile: admission's
-		 * own test is test_daemon's. */
-		"admit_cpu_pressure = 0\n"
-		"admit_restore_slowdown = 0\n"
-		"\n[template default]\n"
-		"kernel = %s\n"
-		"initrd = %s\n"
-		"mem_mib = 128\n"
-		"min_ready = 2\n"
-		"max_total = 4\n"
-		"page_in = lazy\n"
-		"network = nat\n",
-		scaled_s(600), getenv("THAW_TEST_KERNEL"),
-		getenv("THAW_TEST_INITRD"));
-	fclose(f);
-}
-
-/* `thaw daemon`, logging to log_path, once it serves; its pid. */
-static pid_t start_daemon(void)
-{
-	double start = monotonic_ms();
-	pid_t pid = fork();
-	int status;
-
-	cr_assert(pid >= 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(125);
-		execl(getenv("THAW_TEST_THAW"), "thaw", "daemon", "--config",
-		      config, "--state", state, (char *)NULL);
-		_exit(125);
-	}
-	while (monotonic_ms() - start < scaled_s(START_LIMIT_S) * 1e3) {
-		char *log = shell(&status, "cat %s", log_path);
-		bool serving = log && strstr(log, "serving on ");
-
-		free(log);
-		if (serving)
-			return running_daemon = pid;
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			log = shell(&status, "tail -n 30 %s", log_path);
-			cr_assert_fail("thaw daemon ended: %s", log);
-		}
-		usleep(200 * 1000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	cr_assert_fail("thaw daemon not serving after %d s",
-		       scaled_s(START_LIMIT_S));
-	return -1;
-}
-
-static void stop_daemon(pid_t pid)
-{
-	int status = 0;
-
-	kill(pid, SIGTERM);
-	waitpid(pid, &status, 0);
-	running_daemon = -1;
-	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		  "thaw daemon ended with %#x", status);
+	snprintf(text, sizeof(text),
+		 "; written by test_network\n"
+		 "[daemon]\n"
+		 "token = " TOKEN "\n"
+		 "max_sandboxes = 8\n"
+		 "restore_timeout_s = %d\n"
+		 "jail_ids = " JAIL_IDS "\n"
+		 "network_cidr = " POOL "\n"
+		 "dns_servers = " INTERNET "\n"
+		 /* Other suites may load the host meanwhile: admission's
+		  * own test is test_daemon_pool's. */
+		 "admit_cpu_pressure = 0\n"
+		 "admit_restore_slowdown = 0\n"
+		 "\n[template default]\n"
+		 "kernel = %s\n"
+		 "initrd = %s\n"
+		 "mem_mib = 128\n"
+		 "min_ready = 2\n"
+		 "max_total = 4\n"
+		 "page_in = lazy\n"
+		 "network = nat\n",
+		 scaled_s(600), getenv("THAW_TEST_KERNEL"),
+		 getenv("THAW_TEST_INITRD"));
+	snprintf(socket, sizeof(socket), "%s/thawd.sock", state);
+	thawd_fixture_start(&suite_daemon,
+			    &(struct thawd_process_spec){
+				    .thaw = getenv("THAW_TEST_THAW"),
+				    .config = config,
+				    .config_text = text,
+				    .log = log_path,
+				    .state = state,
+				    .socket = socket,
+				    .token = TOKEN,
+				    .start_limit_s = scaled_s(START_LIMIT_S),
+			    },
+			    true);
 }
 
 /*
@@ -294,11 +256,7 @@ static void clean_up(void)
 {
 	int status;
 
-	if (running_daemon > 0) {
-		kill(running_daemon, SIGTERM);
-		waitpid(running_daemon, &status, 0);
-		running_daemon = -1;
-	}
+	thawd_process_stop(&suite_daemon, scaled_s(STOP_LIMIT_S), NULL, 0);
 	if (world[0])
 		free(shell(&status, "%s down %s", NETWORK_WORLD, world));
 }
@@ -359,7 +317,6 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000,
 	char a[ID_MAX], b[ID_MAX], c[ID_MAX], b_addr[32], url[64];
 	char *out;
 	int status;
-	pid_t daemon;
 
 	if (geteuid() != 0)
 		cr_skip_test("needs root: it makes namespaces and interfaces");
@@ -384,8 +341,7 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000,
 	free(out);
 	/* page_in = lazy: no working set to record (a restore and a warm-up
 	 * more on an emulated host). */
-	write_config();
-	daemon = start_daemon();
+	start_daemon();
 	create_sandbox(a, NULL);
 	create_sandbox(b, NULL);
 	/* C asks for the private network and the metadata host, and no
@@ -448,5 +404,5 @@ Test(network, sandboxes_reach_what_their_policy_allows, .timeout = 3000,
 	cr_expect_neq(status, 0, "sandbox %s's namespace left", b);
 	free(out);
 
-	stop_daemon(daemon);
+	thawd_fixture_stop(&suite_daemon, scaled_s(STOP_LIMIT_S));
 }

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "tests/skips.h"
 
 #define MARKER "<!-- test_readme runs the next block as written -->"
 /* Only ends a hang: a kernel-emulating host boots a guest in ~30 s, and
@@ -136,8 +137,8 @@ Test(readme, first_steps_run_as_written, .timeout = BLOCK_TIMEOUT_S + 120)
 	char script[128], home[128], link[128], cmd[192];
 	struct run_result r;
 
-	if (!kvm_usable())
-		cr_skip_test("no usable /dev/kvm here: README's commands run "
+	thaw_skip_unless_kvm(kvm_usable(),
+			     "no usable /dev/kvm here: README's commands run "
 			     "on a KVM host (the suite's VM tests use "
 			     "nested-kvm.sh's emulated host instead)");
 	char *block = readme_block();

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "tests/skips.h"
 
 #define RUN_TIMEOUT_S 900
 #define EXIT_THAW_ERROR 125
@@ -181,8 +182,8 @@ Test(thaw_run, a_console_flood_leaves_the_logs_under_their_bound,
 	int stop[2], report[2];
 	pid_t watcher;
 
-	if (!kvm_usable())
-		cr_skip_test("the run directory is in nested-kvm.sh's host");
+	thaw_skip_unless_kvm(kvm_usable(),
+			     "the run directory is in nested-kvm.sh's host");
 	cr_assert_not_null(mkdtemp(runtime));
 	setenv("XDG_RUNTIME_DIR", runtime, 1);
 	cr_assert_eq(pipe2(stop, O_CLOEXEC), 0);

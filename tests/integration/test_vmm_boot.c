@@ -32,6 +32,7 @@
 
 #include "tests/integration/harness.h"
 #include "vmm/vmm_report.h"
+#include "tests/skips.h"
 
 #define BOOT_TIMEOUT_S 900
 #define EXIT_CRASHED 3
@@ -410,8 +411,8 @@ static void remove_idle_vm(struct idle_vm *vm)
 /* An idle VM whose /proc entries we read: this machine's /dev/kvm only. */
 static void start_watched_vm(struct idle_vm *vm, const char *flag)
 {
-	if (!kvm_usable())
-		cr_skip_test("reads the VMM's /proc entries: needs this "
+	thaw_skip_unless_kvm(kvm_usable(),
+			     "reads the VMM's /proc entries: needs this "
 			     "machine's own /dev/kvm");
 	start_idle_vm(vm, flag);
 }
