@@ -108,7 +108,7 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
 		api_budget_spent(d, err, errlen);
 		return 503;
 	}
-	if (api_sandbox_busy(c, err, errlen)) {
+	if (sandbox_busy(c, err, errlen)) {
 		api_budget_give(d, API_AGENT_CONN_BYTES);
 		return 409;
 	}
@@ -141,26 +141,6 @@ int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
 					     .stopping = daemon_stopping,
 					     .arg = d };
 	return 0;
-}
-
-bool api_sandbox_busy(struct sandbox *c, char *err, size_t errlen)
-{
-	struct daemon *d = c->pool->d;
-	bool busy;
-
-	pthread_mutex_lock(&d->lock);
-	busy = c->paused || c->op == SANDBOX_REPLACING;
-	if (c->paused && c->op != SANDBOX_REPLACING)
-		snprintf(err, errlen,
-			 "sandbox %s is paused: resume it first (POST "
-			 "/sandboxes/%s/resume)",
-			 c->id, c->id);
-	else if (busy)
-		snprintf(err, errlen,
-			 "sandbox %s is being %s: try again once that is done",
-			 c->id, c->op_name);
-	pthread_mutex_unlock(&d->lock);
-	return busy;
 }
 
 void api_close_agent(struct daemon *d, struct agent_conn *agent)

@@ -40,6 +40,7 @@
 
 #include "pool/host/agent_client.h"
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_ops.h"
 
 /* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
 #define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
@@ -245,11 +246,11 @@ struct create_request {
 int api_parse_create_network(json_t *body, const struct template_config *t,
 			     bool *has_network, struct net_policy *out,
 			     char *err, size_t errlen);
-/* api_sandboxes.c: @policy written for @c, just handed out (held); 0, or
- * -1 with a message in @err (the caller releases @c). */
-int api_handout_policy(struct daemon *d, struct sandbox *c,
-		       const struct net_policy *policy, char *err,
-		       size_t errlen);
+/* api_sandboxes.c: a create's sandbox_create.policy (sandbox_ops.h) giving
+ * the policy @arg points to, parsed from the request. */
+enum pool_error api_given_policy(void *arg, const struct template_config *t,
+				 bool has_network, struct net_policy *out,
+				 bool *set, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
  * or 400/404 with a message in @err.  One with a "snapshot" is
  * api_parse_create_from()'s. */
@@ -275,9 +276,8 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 					 struct request *r, struct daemon *d,
 					 json_t *body);
-/* api_sandboxes.c: the sandbox object of API.md; call with the daemon
- * locked. */
-json_t *api_sandbox_json(const struct sandbox *c, bool detail);
+/* api_sandboxes.c: the sandbox object of API.md, of a view. */
+json_t *api_sandbox_json(const struct sandbox_view *c, bool detail);
 /* api_sandboxes.c: @ms (CLOCK_REALTIME) as RFC 3339 UTC into @out. */
 void api_format_time(int64_t ms, char *out, size_t len);
 /* api_sandboxes.c: milliseconds to two decimals: JSON readers need not
@@ -298,11 +298,6 @@ bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen);
  */
 int api_parse_network(json_t *net, const struct net_policy *defaults,
 		      struct net_policy *out, char *err, size_t errlen);
-/* api_sandboxes.c: writes @policy to held sandbox @c's maps and its
- * record, the write's time to its template's policy_update_s; 0, or -1
- * with a message in @err. */
-int api_set_policy(struct daemon *d, struct sandbox *c,
-		   const struct net_policy *policy, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
  * message in @err. */
 bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
@@ -375,9 +370,6 @@ void api_budget_spent(const struct daemon *d, char *err, size_t errlen);
  * held until api_close_agent(). */
 int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
 		      int client_fd, char *err, size_t errlen);
-/* Whether @c's VM cannot be used now: it is paused, or being replaced
- * (rolled back, paused, resumed); the 409's message in @err then. */
-bool api_sandbox_busy(struct sandbox *c, char *err, size_t errlen);
 /* Closes @agent (if open) and gives its budget back. */
 void api_close_agent(struct daemon *d, struct agent_conn *agent);
 

@@ -12,12 +12,10 @@
  * while an exec holds it.
  *
  * A sandbox's network policy (API.md, "network") is checked here
- * (api_parse_network) and written to its maps by sandbox_net_set_policy
- * (netns.h): at create, only when the request gives one (a clone comes
- * from its pool with its template's), and by POST /sandboxes/ID/network.
- * policy_lock orders the writes, so that the sandbox's record
- * (sandbox.policy, read under the daemon's lock) always says what its maps
- * hold last, and the daemon's lock is never held across a map write.
+ * (api_parse_network) and written by the service core (sandbox_ops.h):
+ * at create, only when the request gives one, and by POST
+ * /sandboxes/ID/network.  What a route shows of a sandbox is the core's
+ * view of it (struct sandbox_view).
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -44,7 +42,7 @@ double api_hundredths(double ms)
 }
 
 /* The sandbox's "restore" object of API.md: restore_ms in phases. */
-static json_t *restore_phases_json(const struct sandbox *c)
+static json_t *restore_phases_json(const struct sandbox_view *c)
 {
 	const struct vmm_restore_phases *p = &c->restore_phases;
 
@@ -84,15 +82,15 @@ static json_t *cidrs_json(const struct net_cidr *cidrs, uint32_t n)
 }
 
 /* The sandbox's "network" of API.md: its policy and host address, or null
- * without a network; call with the daemon locked. */
-static json_t *network_json(const struct sandbox *c)
+ * without a network. */
+static json_t *network_json(const struct sandbox_view *c)
 {
 	struct in_addr in;
 	char host[INET_ADDRSTRLEN];
 
 	if (!c->net_made)
 		return json_null();
-	in.s_addr = htonl(c->net.host_address);
+	in.s_addr = htonl(c->host_address);
 	inet_ntop(AF_INET, &in, host, sizeof(host));
 	return json_pack(
 		"{s:b,s:o,s:o,s:s}", "allow_internet", c->policy.allow_internet,
@@ -101,29 +99,27 @@ static json_t *network_json(const struct sandbox *c)
 		"host_address", host);
 }
 
-json_t *api_sandbox_json(const struct sandbox *c, bool detail)
+json_t *api_sandbox_json(const struct sandbox_view *c, bool detail)
 {
 	char created[40], expires[40];
 
 	api_format_time(c->created_ms, created, sizeof(created));
-	api_format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
-					      realtime_ms()),
-			expires, sizeof(expires));
-	json_t *j = json_pack(
-		"{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id, "template",
-		c->pool->t->name, "created", created, "expires", expires,
-		"restore_ms", api_hundredths(c->restore_ms), "restore",
-		restore_phases_json(c), "handout_ms",
-		api_hundredths(c->handout_ms), "state", sandbox_state_name(c));
+	api_format_time(c->expires_ms, expires, sizeof(expires));
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id,
+			      "template", c->template->name, "created", created,
+			      "expires", expires, "restore_ms",
+			      api_hundredths(c->restore_ms), "restore",
+			      restore_phases_json(c), "handout_ms",
+			      api_hundredths(c->handout_ms), "state", c->state);
 	if (j) {
 		json_object_set_new(j, "network", network_json(c));
-		json_object_set_new(j, "snapshot", json_string(c->snapshot_id));
+		json_object_set_new(j, "snapshot", json_string(c->snapshot));
 	}
 	/* A paused sandbox has no VMM. */
 	if (j && detail) {
 		json_object_set_new(j, "pid",
-				    c->vmm.pid > 0 ? json_integer(c->vmm.pid)
-						   : json_null());
+				    c->pid > 0 ? json_integer(c->pid)
+					       : json_null());
 		if (c->stopped)
 			json_object_set_new(j, "stop_reason",
 					    json_string(c->stop_reason));
@@ -136,11 +132,11 @@ static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
 				    struct request *r, struct sandbox *c,
 				    unsigned status, bool detail)
 {
-	pthread_mutex_lock(&r->d->lock);
-	json_t *j = api_sandbox_json(c, detail);
-	pthread_mutex_unlock(&r->d->lock);
+	struct sandbox_view v;
+
+	sandbox_view(r->d, c, &v);
 	sandbox_put(r->d, c);
-	return api_reply_json(conn, r, status, j);
+	return api_reply_json(conn, r, status, api_sandbox_json(&v, detail));
 }
 
 enum MHD_Result api_get_templates(struct MHD_Connection *conn,
@@ -324,46 +320,16 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 					&req->network, err, errlen);
 }
 
-/* Orders policy writes: see the top of the file. */
-static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int api_set_policy(struct daemon *d, struct sandbox *c,
-		   const struct net_policy *policy, char *err, size_t errlen)
+enum pool_error api_given_policy(void *arg, const struct template_config *t,
+				 bool has_network, struct net_policy *out,
+				 bool *set, char *err, size_t errlen)
 {
-	char why[256];
-	int ret;
+	const struct net_policy *given = arg;
 
-	pthread_mutex_lock(&policy_lock);
-	double started_ms = monotonic_ms();
-	ret = sandbox_net_set_policy(&c->net, policy, why, sizeof(why));
-	if (ret == 0) {
-		double took_ms = monotonic_ms() - started_ms;
-
-		pthread_mutex_lock(&d->lock);
-		c->policy = *policy;
-		histogram_add(&c->pool->policy_update_s, took_ms / 1e3);
-		pthread_mutex_unlock(&d->lock);
-	}
-	pthread_mutex_unlock(&policy_lock);
-	if (ret < 0)
-		snprintf(err, errlen,
-			 "sandbox %s: cannot set its network "
-			 "policy: %s",
-			 c->id, why);
-	return ret;
-}
-
-int api_handout_policy(struct daemon *d, struct sandbox *c,
-		       const struct net_policy *policy, char *err,
-		       size_t errlen)
-{
-	/* A clone restored without its network cannot be handed out with a
-	 * policy it would not enforce. */
-	if (!c->net_made) {
-		snprintf(err, errlen, "sandbox %s has no network", c->id);
-		return -1;
-	}
-	return api_set_policy(d, c, policy, err, errlen);
+	(void)t, (void)has_network, (void)err, (void)errlen;
+	*out = *given;
+	*set = true;
+	return POOL_OK;
 }
 
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
@@ -389,30 +355,34 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 
-	struct pool *pl = pool_find(d, req.template->name);
-	struct sandbox *c;
-	enum pool_error e =
-		pool_handout(pl, req.timeout_s, req.env, &c, err, sizeof(err));
+	struct fork_result one;
+	struct sandbox_create create = {
+		.template = req.template,
+		.timeout_s = req.timeout_s,
+		.env = req.env,
+		.policy = req.has_network ? api_given_policy : NULL,
+		.arg = &req.network,
+	};
+	enum pool_error e = sandbox_create(d, &create, &one, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
-	if (req.has_network &&
-	    api_handout_policy(d, c, &req.network, err, sizeof(err)) < 0) {
-		sandbox_release(d, c->id);
-		sandbox_put(d, c);
-		return api_reply_error(conn, r, 500, "%s", err);
-	}
-	return send_sandbox(conn, r, c, 201, false);
+	return send_sandbox(conn, r, one.c, 201, false);
 }
 
 enum MHD_Result api_list_sandboxes(struct MHD_Connection *conn,
 				   struct request *r, struct daemon *d)
 {
 	json_t *list = json_array();
+	struct sandbox_view *views;
+	size_t n;
 
-	pthread_mutex_lock(&d->lock);
-	for (const struct sandbox *c = d->leased; c; c = c->next)
-		json_array_append_new(list, api_sandbox_json(c, false));
-	pthread_mutex_unlock(&d->lock);
+	if (sandboxes_view(d, &views, &n) < 0) {
+		json_decref(list);
+		return api_reply_error(conn, r, 500, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, api_sandbox_json(&views[i], false));
+	sandbox_views_put(d, views, n);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:o}", "sandboxes", list));
 }
@@ -463,16 +433,15 @@ enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	json_t *body = api_body_object(r, err, sizeof(err));
-	bool ok = body && api_parse_timeout(body, c->pool->t->max_timeout_s,
-					    &timeout_s, err, sizeof(err));
+	bool ok = body &&
+		  api_parse_timeout(body, sandbox_template(c)->max_timeout_s,
+				    &timeout_s, err, sizeof(err));
 	json_decref(body);
 	if (!ok) {
 		sandbox_put(d, c);
 		return api_reply_error(conn, r, 400, "%s", err);
 	}
-	pthread_mutex_lock(&d->lock);
-	c->expires_ns = lease_deadline_ns(monotonic_ns(), timeout_s);
-	pthread_mutex_unlock(&d->lock);
+	sandbox_set_lease(d, c, timeout_s, false);
 	return send_sandbox(conn, r, c, 200, true);
 }
 
@@ -487,25 +456,18 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return api_no_sandbox(conn, r);
-	if (api_sandbox_busy(c, err, sizeof(err))) {
+	if (sandbox_busy(c, err, sizeof(err)) ||
+	    !sandbox_network_defaults(c, &defaults, err, sizeof(err))) {
 		sandbox_put(d, c);
 		return api_reply_error(conn, r, 409, "%s", err);
 	}
-	if (!c->net_made) {
-		snprintf(err, sizeof(err),
-			 "sandbox %s has no network (template \"%s\": network "
-			 "= none)",
-			 c->id, c->pool->t->name);
-		sandbox_put(d, c);
-		return api_reply_error(conn, r, 409, "%s", err);
-	}
-	config_net_policy(c->pool->t, &defaults);
 	json_t *body = api_body_object(r, err, sizeof(err));
 	int status = body ? api_parse_network(body, &defaults, &policy, err,
 					      sizeof(err))
 			  : 400;
 	json_decref(body);
-	if (!status && api_set_policy(d, c, &policy, err, sizeof(err)) < 0)
+	if (!status &&
+	    sandbox_set_policy(d, c, &policy, err, sizeof(err)) != POOL_OK)
 		status = 500;
 	if (status) {
 		sandbox_put(d, c);

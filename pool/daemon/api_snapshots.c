@@ -72,11 +72,11 @@ static json_t *checkpoint_json(const struct checkpoint_result *ck)
 /* Held sandbox @c's object (detail), and lets go of it. */
 static json_t *sandbox_put_json(struct daemon *d, struct sandbox *c)
 {
-	pthread_mutex_lock(&d->lock);
-	json_t *j = api_sandbox_json(c, true);
-	pthread_mutex_unlock(&d->lock);
+	struct sandbox_view v;
+
+	sandbox_view(d, c, &v);
 	sandbox_put(d, c);
-	return j;
+	return api_sandbox_json(&v, true);
 }
 
 /* One entry per sandbox of @out (@n): its object or its error; the
@@ -170,21 +170,17 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 		api_free_strv(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
-	enum pool_error e = sandboxes_from_snapshot(d, req.snapshot, req.count,
-						    req.timeout_s, req.env, out,
-						    err, sizeof(err));
-	api_free_strv(req.env);
+	struct sandbox_create create = {
+		.snapshot = req.snapshot,
+		.count = req.count,
+		.timeout_s = req.timeout_s,
+		.env = req.env,
+		.policy = has_network ? api_given_policy : NULL,
+		.arg = &policy,
+	};
+	enum pool_error e = sandbox_create(d, &create, out, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
-	for (uint32_t i = 0; has_network && i < req.count; i++)
-		if (out[i].c &&
-		    api_handout_policy(d, out[i].c, &policy, out[i].message,
-				       sizeof(out[i].message)) < 0) {
-			sandbox_release(d, out[i].c->id);
-			sandbox_put(d, out[i].c);
-			out[i].c = NULL;
-			out[i].error = POOL_FAILED;
-		}
 	if (!req.counted && !out[0].c)
 		return api_reply_pool_error(conn, r, out[0].error,
 					    out[0].message);

@@ -13,8 +13,12 @@
  *	checkpoints.c	checkpoint, fork, rollback, pause and resume of a
  *			leased sandbox; sandboxes restored on demand from
  *			any snapshot; the snapshots' list and removal
+ *	sandbox_ops.c	the service core: the verbs every front end serves
+ *			(sandbox_ops.h), and its only door into this state
  *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
- *			says which file serves what)
+ *			says which file serves what), a front end of the
+ *			core; other front ends (pool/e2b) are wired in by
+ *			the program through a table (frontend.h)
  *
  * A sandbox is what the API hands out: struct sandbox, one restored clone
  * of a snapshot ("clone" names the same thing from the snapshot's side:
@@ -64,6 +68,7 @@
 #include "snapshot/catalog.h"
 #include "pool/host/cgroup.h"
 #include "pool/daemon/config.h"
+#include "pool/daemon/frontend.h"
 #include "pool/host/vmm_process.h"
 
 #define SANDBOX_ID_LEN CATALOG_ID_LEN
@@ -145,10 +150,11 @@ struct sandbox {
 	 * took it to its destroy, across a pause and a rollback, so that its
 	 * host address stays. */
 	bool net_index_held;
-	/* What the E2B listener (pool/e2b/) keeps with a sandbox it made
-	 * or connected to: its template's E2B name, metadata, envd access
-	 * token.  NULL otherwise; set under the lock, freed with it. */
-	struct e2b_sandbox *e2b;
+	/* What each front end (frontend.h) keeps with it, by the front
+	 * end's slot: E2B's record of a sandbox it made or connected to.
+	 * NULL otherwise; set once under the lock (sandbox_ext_attach()),
+	 * freed with it by the front end's sandbox_free(). */
+	void *ext[FRONTENDS_MAX];
 	struct sandbox *next;
 };
 
@@ -259,6 +265,12 @@ struct daemon {
 	 * stack, lowest on top. */
 	bool network;
 	uint32_t *net_free, net_nfree;
+
+	/* The front ends the program wired in (thaw_daemon()), each's
+	 * state once started; a front end's slot is its index. */
+	const struct frontend *frontends;
+	size_t nr_frontends;
+	void *frontend_state[FRONTENDS_MAX];
 };
 
 /* pools.c */
@@ -294,6 +306,10 @@ enum pool_error {
  */
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen);
+
+/* Frees a NULL-terminated KEY=VALUE list (a sandbox's env); NULL is a
+ * no-op. */
+void env_free(char **env);
 
 /* A leased sandbox by id, held; NULL when there is none. */
 struct sandbox *sandbox_get(struct daemon *d, const char *id);

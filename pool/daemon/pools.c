@@ -54,7 +54,6 @@
 #include "pool/host/agent_client.h"
 #include "common/clock.h"
 #include "pool/host/clone.h"
-#include "pool/e2b/e2b.h"
 #include "common/log.h"
 #include "pool/host/paths.h"
 
@@ -168,7 +167,7 @@ static uint32_t pool_total(const struct pool *pl)
 	return pl->ready + pl->restoring + pl->on_demand + pl->leased;
 }
 
-static void free_env(char **env)
+void env_free(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
 		free(env[i]);
@@ -256,8 +255,10 @@ void sandbox_destroy(struct daemon *d, struct sandbox *c)
 	sandbox_teardown(d, c, false);
 	if (c->net_index_held)
 		net_index_put(d, c->net.index);
-	free_env(c->env);
-	e2b_sandbox_free(c->e2b);
+	env_free(c->env);
+	for (size_t i = 0; i < d->nr_frontends; i++)
+		if (c->ext[i])
+			d->frontends[i].sandbox_free(c->ext[i]);
 	free(c);
 }
 
@@ -737,7 +738,7 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	pthread_mutex_unlock(&d->lock);
 	destroy_all(d, dropped);
 	pthread_cond_destroy(&w.wake);
-	free_env(w.env); /* when no sandbox took it */
+	env_free(w.env); /* when no sandbox took it */
 	if (w.got)
 		log_write(LOG_LEVEL_INFO, w.got->id,
 			  "handout template %s in %.2f ms (restore %.1f ms)",

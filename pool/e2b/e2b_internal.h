@@ -47,6 +47,7 @@
 
 #include "pool/daemon/api_internal.h"
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_ops.h"
 #include "pool/e2b/e2b.h"
 
 /*
@@ -69,7 +70,8 @@
 /* A path's {id}: E2B's ids are short; ours are SANDBOX_ID_LEN. */
 #define E2B_PATH_ID_MAX 64
 
-/* What E2B keeps with a sandbox (sandbox.e2b), under the daemon's lock. */
+/* What E2B keeps with a sandbox (its extension: e2b_record()); never
+ * changed once attached. */
 struct e2b_sandbox {
 	char template_id[CONFIG_NAME_MAX]; /* as asked: "base" stays "base" */
 	char access_token[E2B_TOKEN_LEN + 1];
@@ -83,6 +85,7 @@ struct e2b_watchers;
 
 struct e2b_server {
 	struct daemon *d;
+	unsigned slot; /* its extension slot in a sandbox (frontend.h) */
 	/* What the sandboxes' access tokens derive from: random, the
 	 * listener's life long (e2b_sandbox_token()). */
 	uint8_t token_key[32];

@@ -188,8 +188,8 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 out:
 	json_decref(exec);
 	json_decref(body);
-	api_free_strv(argv);
-	api_free_strv(env);
+	env_free(argv);
+	env_free(env);
 	free(stdin_data);
 	if (code != E2B_OK)
 		return e2b_reply_stream_error(conn, r, code, "%s", err);

@@ -374,7 +374,8 @@ static bool python_sdk_takes(const char *token)
 	return hex && !token[4 + hex];
 }
 
-struct e2b_server *e2b_start(struct daemon *d)
+/* The listener on d->cfg.e2b_listen; NULL after a log line. */
+static struct e2b_server *serve(struct daemon *d, unsigned slot)
 {
 	struct e2b_server *s = calloc(1, sizeof(*s));
 	int fd = listen_on(d->cfg.e2b_listen);
@@ -385,6 +386,7 @@ struct e2b_server *e2b_start(struct daemon *d)
 		free(s);
 		return NULL;
 	}
+	s->slot = slot;
 	if (getrandom(s->token_key, sizeof(s->token_key), 0) !=
 	    (ssize_t)sizeof(s->token_key)) {
 		log_error("cannot start the E2B server: no randomness for its "
@@ -420,8 +422,22 @@ struct e2b_server *e2b_start(struct daemon *d)
 	return s;
 }
 
-void e2b_stop(struct e2b_server *s)
+int e2b_start(struct daemon *d, unsigned slot, void **state)
 {
+	*state = NULL;
+	if (!d->cfg.e2b_listen[0])
+		return 0;
+	*state = serve(d, slot);
+	if (!*state)
+		return -1;
+	log_info("serving E2B's API on %s", d->cfg.e2b_listen);
+	return 0;
+}
+
+void e2b_stop(void *server)
+{
+	struct e2b_server *s = server;
+
 	if (!s)
 		return;
 	api_stop(s->http);

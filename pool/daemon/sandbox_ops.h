@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sandbox_ops.h - thawd's service core: the verbs every front end serves
+ * (thaw's own API, pool/daemon/api*.c; E2B's listener, pool/e2b), and the
+ * only door they have into the daemon's state.
+ *
+ *	sandbox_ops.c	create (a handout or a restore of a snapshot, the
+ *			front end's network policy and record, undone
+ *			whole when one fails), views of sandboxes (get,
+ *			list), a lease moved, the network policy, the
+ *			front ends' extension slots
+ *
+ * A sandbox's network policy (API.md, "network") is written to its maps
+ * by sandbox_net_set_policy (netns.h): at create, only when the request
+ * gives one (a clone comes from its pool with its template's), and when a
+ * front end sets another.  A lock orders the writes, so that the
+ * sandbox's record (sandbox.policy, read under the daemon's lock) always
+ * says what its maps hold last, and the daemon's lock is never held
+ * across a map write.
+ *
+ * A front end parses its protocol, calls a verb, and maps what comes back
+ * to its statuses: the verbs return the daemon's own errors (enum
+ * pool_error, daemon.h) with a message naming the sandbox, field or value
+ * in the caller's buffer, as Firecracker's VMM answers its API server.
+ * What a front end shows of a sandbox it gets as a view (struct
+ * sandbox_view), a copy the core takes under the daemon's lock: no front
+ * end reads struct sandbox under that lock itself.  A sandbox a verb takes
+ * or returns is held (sandbox_get()/sandbox_put(), daemon.h).
+ */
+#ifndef THAW_POOL_DAEMON_SANDBOX_OPS_H
+#define THAW_POOL_DAEMON_SANDBOX_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pool/daemon/daemon.h"
+
+/* ---- create -------------------------------------------------------------- */
+
+/*
+ * What a create asks for.  The network policy and the front end's record
+ * come from callbacks run on each sandbox once it is handed out (a
+ * snapshot's template is known only then), before anyone else sees it; a
+ * failure of either undoes that sandbox's create.
+ */
+struct sandbox_create {
+	const struct template_config *template; /* a pool's; NULL: @snapshot */
+	const char *snapshot;			/* restored on demand */
+	uint32_t count;	    /* from a snapshot: 1 to MAX_FORKS; else 1 */
+	uint32_t timeout_s; /* of the lease; 0 from a snapshot: its own */
+	char **env;	    /* KEY=VALUE, taken over (freed in every case) */
+	/*
+	 * The policy for a sandbox of @t (@has_network: it has a network)
+	 * into @out with *@set, or *@set false to keep its template's; a
+	 * pool error (POOL_BAD_REQUEST for what the request asked) after a
+	 * message in @err.  NULL: the template's.
+	 */
+	enum pool_error (*policy)(void *arg, const struct template_config *t,
+				  bool has_network, struct net_policy *out,
+				  bool *set, char *err, size_t errlen);
+	/* Then the front end's record of @c attached (sandbox_ext_attach());
+	 * a pool error after a message.  NULL: none. */
+	enum pool_error (*attach)(void *arg, struct sandbox *c, char *err,
+				  size_t errlen);
+	void *arg;
+};
+
+/*
+ * Creates @req->count sandboxes: handed out from @req->template's pool, or
+ * restored from @req->snapshot (sandboxes_from_snapshot()), each with its
+ * policy written (a policy for one restored without its network is an
+ * error) and its record attached.  POOL_OK with an entry per sandbox in
+ * @out (its sandbox, held, or its error: some made, some not, as a fork's),
+ * or the pool error when none was after a message in @err.
+ */
+enum pool_error sandbox_create(struct daemon *d, struct sandbox_create *req,
+			       struct fork_result *out, char *err,
+			       size_t errlen);
+
+/* ---- a held sandbox --------------------------------------------------------
+ */
+
+/* Its template: the config's, the same for its whole life. */
+const struct template_config *sandbox_template(const struct sandbox *c);
+/* Its lease now ends @timeout_s from now, or (@extend_only) at least
+ * then. */
+void sandbox_set_lease(struct daemon *d, struct sandbox *c, uint32_t timeout_s,
+		       bool extend_only);
+/* Whether its VM cannot be used now: it is paused, or being replaced
+ * (rolled back, paused, resumed); the message (a 409's) in @err then. */
+bool sandbox_busy(struct sandbox *c, char *err, size_t errlen);
+/* Its template's policy into @defaults when it has a network; false with
+ * a message naming the template in @err when it has none. */
+bool sandbox_network_defaults(struct sandbox *c, struct net_policy *defaults,
+			      char *err, size_t errlen);
+/* @policy written to its maps and its record, the write's time to its
+ * template's policy_update_s; POOL_OK, or POOL_FAILED after a message. */
+enum pool_error sandbox_set_policy(struct daemon *d, struct sandbox *c,
+				   const struct net_policy *policy, char *err,
+				   size_t errlen);
+
+/* ---- views: what a front end shows of a sandbox ---------------------------
+ */
+
+/* A sandbox as it was when the view was taken, under the daemon's lock. */
+struct sandbox_view {
+	struct sandbox
+		*c; /* held by the caller (a list's views: by the view) */
+	char id[SANDBOX_ID_LEN + 1];
+	const struct template_config *template; /* the config's: never freed */
+	char snapshot[CATALOG_ID_LEN + 1];	/* its memory's (daemon.h) */
+	int64_t created_ms, expires_ms;		/* CLOCK_REALTIME */
+	const char *state;			/* sandbox_state_name() */
+	bool paused, stopped;
+	char stop_reason[160];
+	pid_t pid; /* its VMM's, 0 without one (paused) */
+	double restore_ms, handout_ms, identity_ms, restore_host_ms,
+		restore_guest_ms, network_ms;
+	struct vmm_restore_phases restore_phases;
+	bool net_made; /* it has a network: @host_address, @policy */
+	uint32_t host_address;
+	struct net_policy policy;
+	void *ext[FRONTENDS_MAX]; /* the front ends' (sandbox_ext()) */
+};
+
+/* Held @c's view into @v. */
+void sandbox_view(struct daemon *d, struct sandbox *c, struct sandbox_view *v);
+/*
+ * Every leased sandbox's view, in the daemon's order, into *@views
+ * (malloc'd; NULL when there are none) of *@n, each holding its sandbox
+ * (sandbox_views_put()); 0 or -ENOMEM.
+ */
+int sandboxes_view(struct daemon *d, struct sandbox_view **views, size_t *n);
+/* Lets go of @views' sandboxes, and frees @views. */
+void sandbox_views_put(struct daemon *d, struct sandbox_view *views, size_t n);
+
+/* ---- a front end's extension slot (frontend.h) -------------------------- */
+
+/* What front end @slot keeps with held @c, NULL for none: it stays while
+ * @c is held (freed only with it), and never changes once attached. */
+void *sandbox_ext(struct daemon *d, struct sandbox *c, unsigned slot);
+/* Attaches @ext to held @c in @slot unless it has one there: returns the
+ * one it has after, @ext or the earlier one (the caller then frees its
+ * own). */
+void *sandbox_ext_attach(struct daemon *d, struct sandbox *c, unsigned slot,
+			 void *ext);
+
+typedef char sandbox_id[SANDBOX_ID_LEN + 1];
+
+/* The ids of the leased sandboxes with an extension in @slot, into *@ids
+ * (malloc'd, NULL when none or out of memory); how many. */
+size_t sandboxes_with_ext(struct daemon *d, unsigned slot, sandbox_id **ids);
+
+#endif
