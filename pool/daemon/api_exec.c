@@ -36,23 +36,6 @@
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-static char **strv_copy(char *const *v)
-{
-	size_t n = 0;
-
-	while (v && v[n])
-		n++;
-	char **copy = calloc(n + 1, sizeof(*copy));
-	for (size_t i = 0; copy && i < n; i++) {
-		copy[i] = strdup(v[i]);
-		if (!copy[i]) {
-			api_free_strv(copy);
-			return NULL;
-		}
-	}
-	return copy;
-}
-
 struct exec_run {
 	struct daemon *d;
 	struct sandbox *sandbox;
@@ -311,108 +294,6 @@ static void exec_stream_free(void *cls)
 	exec_run_free(cls);
 }
 
-int api_parse_exec(json_t *body, const struct sandbox *c,
-		   struct agent_exec_request *req, char ***argv_out,
-		   char ***env_out, void **stdin_out, bool *stream, char *err,
-		   size_t errlen)
-{
-	static const char *const fields[] = { "argv",	"cmd",	 "env",
-					      "cwd",	"stdin", "timeout_s",
-					      "stream", NULL };
-	json_t *argv = json_object_get(body, "argv");
-	json_t *cmd = json_object_get(body, "cmd");
-	json_t *cwd = json_object_get(body, "cwd");
-	json_t *in = json_object_get(body, "stdin");
-	json_t *st = json_object_get(body, "stream");
-	uint32_t timeout_s;
-	size_t n = 0;
-
-	if (!api_known_fields(body, fields, err, errlen) ||
-	    !api_get_uint(body, "timeout_s", 0, MAX_EXEC_TIMEOUT_S, 0,
-			  &timeout_s, err, errlen))
-		return 400;
-	if (!argv == !cmd) {
-		snprintf(err, errlen,
-			 "give exactly one of \"argv\" and \"cmd\"");
-		return 400;
-	}
-	if (argv && (!json_is_array(argv) || !json_array_size(argv))) {
-		snprintf(err, errlen,
-			 "\"argv\" must be a non-empty array of strings");
-		return 400;
-	}
-	if ((cmd && !json_is_string(cmd)) || (cwd && !json_is_string(cwd)) ||
-	    (in && !json_is_string(in)) || (st && !json_is_boolean(st))) {
-		snprintf(
-			err, errlen,
-			"\"cmd\", \"cwd\" and \"stdin\" must be strings, \"stream\" a boolean");
-		return 400;
-	}
-	size_t count = argv ? json_array_size(argv) : 3;
-	char **v = calloc(count + 1, sizeof(*v));
-	if (!v)
-		return 500;
-	*argv_out = v;
-	if (cmd) {
-		v[0] = strdup("/bin/sh");
-		v[1] = strdup("-c");
-		v[2] = strdup(json_string_value(cmd));
-	}
-	for (size_t i = 0; argv && i < count; i++) {
-		json_t *a = json_array_get(argv, i);
-
-		if (!json_is_string(a)) {
-			snprintf(
-				err, errlen,
-				"\"argv\" must be a non-empty array of strings");
-			return 400;
-		}
-		v[i] = strdup(json_string_value(a));
-	}
-	for (size_t i = 0; i < count; i++)
-		if (!v[i])
-			return 500;
-	json_t *env = json_object_get(body, "env");
-	if ((env && !json_is_null(env) && json_object_size(env)) || c->env) {
-		/* The agent replaces its whole environment by ours: start
-		 * from what it would have had. */
-		char *base[] = { GUEST_PATH, "HOME=/root", NULL };
-
-		*env_out = strv_copy(base);
-		n = 2;
-		char **sandbox_env = strv_copy(c->env);
-		for (size_t i = 0; sandbox_env && sandbox_env[i]; i++) {
-			char **grown =
-				realloc(*env_out, (n + 2) * sizeof(char *));
-			if (!grown)
-				break;
-			*env_out = grown;
-			grown[n++] = sandbox_env[i];
-			grown[n] = NULL;
-		}
-		free(sandbox_env);
-		if (!*env_out || !api_add_env(env_out, &n, env, err, errlen))
-			return 400;
-	}
-	if (in) {
-		size_t len;
-		*stdin_out = base64_decode(json_string_value(in),
-					   json_string_length(in), &len);
-		if (!*stdin_out) {
-			snprintf(err, errlen, "\"stdin\" is not base64");
-			return 400;
-		}
-		req->stdin_data = *stdin_out;
-		req->stdin_len = len;
-	}
-	req->argv = v;
-	req->env = *env_out;
-	req->cwd = cwd ? json_string_value(cwd) : NULL;
-	req->timeout_ms = timeout_s * 1000;
-	*stream = !st || json_is_true(st);
-	return 0;
-}
-
 /* stream:false: runs to the end here, then answers in one object. */
 static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 				      struct request *r, struct exec_run *x)
@@ -486,8 +367,9 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 	if (!body)
 		status = 400;
 	else
-		status = api_parse_exec(body, c, &req, &argv, &env, &stdin_data,
-					&stream, err, sizeof(err));
+		status =
+			args_parse_exec(body, sandbox_env(c), &req, &argv, &env,
+					&stdin_data, &stream, err, sizeof(err));
 	struct exec_run *x = status ? NULL : calloc(1, sizeof(*x));
 	if (!status && !x) {
 		snprintf(err, sizeof(err), "out of memory");
@@ -525,8 +407,8 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 		}
 	}
 	json_decref(body);
-	api_free_strv(argv);
-	api_free_strv(env);
+	env_free(argv);
+	env_free(env);
 	free(stdin_data);
 	if (c)
 		sandbox_put(d, c);

@@ -40,6 +40,7 @@
 
 #include "pool/host/agent_client.h"
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_args.h"
 #include "pool/daemon/sandbox_ops.h"
 
 /* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
@@ -207,34 +208,15 @@ void api_body_take(struct daemon *d, struct api_body *b, const char *data,
 		   size_t len);
 /* Frees @b's text and gives its budget back. */
 void api_body_free(struct daemon *d, struct api_body *b);
-/* Checks @body's fields against @allowed (NULL-terminated). */
-bool api_known_fields(json_t *body, const char *const allowed[], char *err,
-		      size_t errlen);
-/* @field as a whole number in [min, max]; absent: @def. */
-bool api_get_uint(json_t *body, const char *field, uint32_t min, uint32_t max,
-		  uint32_t def, uint32_t *out, char *err, size_t errlen);
-/* Appends KEY=VALUE entries of object @env to @v (grown); false on error. */
-bool api_add_env(char ***v, size_t *n, json_t *env, char *err, size_t errlen);
-void api_free_strv(char **v);
 
 /* ---- the routes' request parsing (pure: for the fuzz harness too) ------ */
 
-/*
- * api_exec.c: builds EXEC from @body for sandbox @c (its env comes first);
- * 0, or an HTTP status and a message in @err.  *@argv_out, *@env_out and
- * *@stdin_out are set as they are allocated, also on error: the caller
- * frees them (api_free_strv, free).
- */
-int api_parse_exec(json_t *body, const struct sandbox *c,
-		   struct agent_exec_request *req, char ***argv_out,
-		   char ***env_out, void **stdin_out, bool *stream, char *err,
-		   size_t errlen);
 /* A POST /sandboxes body: its template (config's), lease, env and
  * network policy. */
 struct create_request {
 	const struct template_config *template;
 	uint32_t timeout_s;
-	char **env; /* the caller frees it (api_free_strv), also on error */
+	char **env; /* the caller frees it (env_free), also on error */
 	size_t nr_env;
 	bool has_network; /* "network" given: @network, else the pool's */
 	struct net_policy network;
@@ -262,7 +244,7 @@ struct create_from_request {
 	uint32_t timeout_s; /* 0: the snapshot's template's */
 	uint32_t count;
 	bool counted; /* "count" given: the answer is a list */
-	char **env;   /* the caller frees it (api_free_strv), also on error */
+	char **env;   /* the caller frees it (env_free), also on error */
 	size_t nr_env;
 	json_t *network; /* "network", borrowed from the body; NULL: none */
 };
@@ -278,26 +260,13 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 					 json_t *body);
 /* api_sandboxes.c: the sandbox object of API.md, of a view. */
 json_t *api_sandbox_json(const struct sandbox_view *c, bool detail);
-/* api_sandboxes.c: @ms (CLOCK_REALTIME) as RFC 3339 UTC into @out. */
-void api_format_time(int64_t ms, char *out, size_t len);
 /* api_sandboxes.c: milliseconds to two decimals: JSON readers need not
  * see float noise. */
 double api_hundredths(double ms);
 /* api.c: the error object of API.md for pool error @e, as one entry of a
  * fork's answer holds it. */
 json_t *api_pool_error_json(enum pool_error e, const char *message);
-/* api_sandboxes.c: whether @env's entries fit a sandbox's limits (a 413
- * when not, with a message in @err). */
-bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen);
 
-/*
- * api_sandboxes.c: a "network" object (POST /sandboxes' field, POST
- * /sandboxes/ID/network's body) into @out, what it leaves out from
- * @defaults (the template's); 0, or 400 with a message in @err naming the
- * field and, for a bad CIDR, its text (net_cidr_parse).
- */
-int api_parse_network(json_t *net, const struct net_policy *defaults,
-		      struct net_policy *out, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
  * message in @err. */
 bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,

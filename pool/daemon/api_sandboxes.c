@@ -12,7 +12,7 @@
  * while an exec holds it.
  *
  * A sandbox's network policy (API.md, "network") is checked here
- * (api_parse_network) and written by the service core (sandbox_ops.h):
+ * (args_parse_network) and written by the service core (sandbox_ops.h):
  * at create, only when the request gives one, and by POST
  * /sandboxes/ID/network.  What a route shows of a sandbox is the core's
  * view of it (struct sandbox_view).
@@ -25,16 +25,6 @@
 
 #include "pool/daemon/api_internal.h"
 #include "common/clock.h"
-
-void api_format_time(int64_t ms, char *out, size_t len)
-{
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	char base[32];
-
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", gmtime_r(&s, &tm));
-	snprintf(out, len, "%s.%03dZ", base, (int)(ms % 1000));
-}
 
 double api_hundredths(double ms)
 {
@@ -103,8 +93,8 @@ json_t *api_sandbox_json(const struct sandbox_view *c, bool detail)
 {
 	char created[40], expires[40];
 
-	api_format_time(c->created_ms, created, sizeof(created));
-	api_format_time(c->expires_ms, expires, sizeof(expires));
+	args_format_time(c->created_ms, created, sizeof(created));
+	args_format_time(c->expires_ms, expires, sizeof(expires));
 	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id,
 			      "template", c->template->name, "created", created,
 			      "expires", expires, "restore_ms",
@@ -170,99 +160,6 @@ enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 
 /* ---- sandboxes --------------------------------------------------------- */
 
-/*
- * A sandbox's env is kept for its whole lease and sent with every exec, in
- * one agent frame (1 MiB) with the command: it is bounded well below that.
- */
-#define MAX_ENV_ENTRIES 256
-#define MAX_ENV_BYTES (64u << 10)
-
-bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen)
-{
-	size_t bytes = 0;
-
-	for (size_t i = 0; i < n; i++)
-		bytes += strlen(env[i]) + 1;
-	if (n <= MAX_ENV_ENTRIES && bytes <= MAX_ENV_BYTES)
-		return true;
-	snprintf(err, errlen,
-		 "\"env\" has %zu entries of %zu bytes (as KEY=VALUE): at "
-		 "most %d entries and %u bytes",
-		 n, bytes, MAX_ENV_ENTRIES, MAX_ENV_BYTES);
-	return false;
-}
-
-/* @what ("allow_out") of @net: at most NET_POLICY_MAX_CIDRS CIDRs. */
-static bool parse_cidrs(json_t *net, const char *what, struct net_cidr *out,
-			uint32_t *n, char *err, size_t errlen)
-{
-	json_t *list = json_object_get(net, what), *v;
-	size_t i;
-
-	if (!list)
-		return true;
-	if (!json_is_array(list) ||
-	    json_array_size(list) > NET_POLICY_MAX_CIDRS) {
-		snprintf(err, errlen,
-			 "\"network\": \"%s\" must be an array of at most %d "
-			 "CIDRs (\"A.B.C.D/N\")",
-			 what, NET_POLICY_MAX_CIDRS);
-		return false;
-	}
-	json_array_foreach(list, i, v)
-	{
-		char why[160];
-
-		if (!json_is_string(v)) {
-			snprintf(err, errlen,
-				 "\"network\": \"%s\"[%zu] is not a string",
-				 what, i);
-			return false;
-		}
-		if (net_cidr_parse(json_string_value(v), &out[i], why,
-				   sizeof(why)) < 0) {
-			snprintf(err, errlen, "\"network\": \"%s\"[%zu]: %s",
-				 what, i, why);
-			return false;
-		}
-	}
-	*n = (uint32_t)json_array_size(list);
-	return true;
-}
-
-int api_parse_network(json_t *net, const struct net_policy *defaults,
-		      struct net_policy *out, char *err, size_t errlen)
-{
-	static const char *const fields[] = { "allow_internet", "allow_out",
-					      "deny_out", NULL };
-	json_t *internet = json_object_get(net, "allow_internet");
-	char why[256];
-
-	*out = *defaults;
-	if (!json_is_object(net)) {
-		snprintf(err, errlen, "\"network\" must be an object");
-		return 400;
-	}
-	if (!api_known_fields(net, fields, why, sizeof(why))) {
-		snprintf(err, errlen, "\"network\": %s", why);
-		return 400;
-	}
-	if (internet && !json_is_boolean(internet)) {
-		snprintf(err, errlen,
-			 "\"network\": \"allow_internet\" must be true or "
-			 "false");
-		return 400;
-	}
-	if (internet)
-		out->allow_internet = json_is_true(internet);
-	if (!parse_cidrs(net, "allow_out", out->allow_out, &out->n_allow, err,
-			 errlen) ||
-	    !parse_cidrs(net, "deny_out", out->deny_out, &out->n_deny, err,
-			 errlen))
-		return 400;
-	return 0;
-}
-
 int api_parse_create_network(json_t *body, const struct template_config *t,
 			     bool *has_network, struct net_policy *out,
 			     char *err, size_t errlen)
@@ -282,7 +179,7 @@ int api_parse_create_network(json_t *body, const struct template_config *t,
 	}
 	config_net_policy(t, &defaults);
 	*has_network = true;
-	return api_parse_network(net, &defaults, out, err, errlen);
+	return args_parse_network(net, &defaults, out, err, errlen);
 }
 
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
@@ -302,15 +199,15 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 	if (tmpl)
 		name = json_string_value(tmpl);
 	req->template = config_template(cfg, name);
-	if (!api_known_fields(body, fields, err, errlen) ||
+	if (!args_known_fields(body, fields, err, errlen) ||
 	    (req->template &&
-	     !api_get_uint(body, "timeout_s", 1, req->template->max_timeout_s,
-			   req->template->timeout_s, &req->timeout_s, err,
-			   errlen)) ||
-	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
-			 err, errlen))
+	     !args_get_uint(body, "timeout_s", 1, req->template->max_timeout_s,
+			    req->template->timeout_s, &req->timeout_s, err,
+			    errlen)) ||
+	    !args_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
+			  err, errlen))
 		return 400;
-	if (!api_env_fits(req->env, req->nr_env, err, errlen))
+	if (!args_env_fits(req->env, req->nr_env, err, errlen))
 		return 413;
 	if (!req->template) {
 		snprintf(err, errlen, "no template \"%.200s\"", name);
@@ -351,7 +248,7 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	int status = api_parse_create(body, &d->cfg, &req, err, sizeof(err));
 	json_decref(body);
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 
@@ -412,9 +309,9 @@ bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
 {
 	static const char *const fields[] = { "timeout_s", NULL };
 
-	if (!api_known_fields(body, fields, err, errlen) ||
-	    !api_get_uint(body, "timeout_s", 1, max_timeout_s, 0, timeout_s,
-			  err, errlen))
+	if (!args_known_fields(body, fields, err, errlen) ||
+	    !args_get_uint(body, "timeout_s", 1, max_timeout_s, 0, timeout_s,
+			   err, errlen))
 		return false;
 	if (!*timeout_s) {
 		snprintf(err, errlen, "\"timeout_s\" is required");
@@ -462,8 +359,8 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 		return api_reply_error(conn, r, 409, "%s", err);
 	}
 	json_t *body = api_body_object(r, err, sizeof(err));
-	int status = body ? api_parse_network(body, &defaults, &policy, err,
-					      sizeof(err))
+	int status = body ? args_parse_network(body, &defaults, &policy, err,
+					       sizeof(err))
 			  : 400;
 	json_decref(body);
 	if (!status &&

@@ -49,7 +49,7 @@ static json_t *body_with(struct MHD_Connection *conn, struct request *r,
 	char err[512];
 	json_t *body = api_body_object(r, err, sizeof(err));
 
-	if (body && !api_known_fields(body, allowed, err, sizeof(err))) {
+	if (body && !args_known_fields(body, allowed, err, sizeof(err))) {
 		json_decref(body);
 		body = NULL;
 	}
@@ -109,17 +109,17 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 			 "snapshot's template is its own");
 		return 400;
 	}
-	if (!api_known_fields(body, fields, err, errlen) ||
+	if (!args_known_fields(body, fields, err, errlen) ||
 	    !snapshot_field(body, "snapshot", true, req->snapshot, err,
 			    errlen) ||
-	    !api_get_uint(body, "timeout_s", 1, UINT32_MAX, 0, &req->timeout_s,
-			  err, errlen) ||
-	    !api_get_uint(body, "count", 1, MAX_FORKS, 1, &req->count, err,
-			  errlen) ||
-	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
-			 err, errlen))
+	    !args_get_uint(body, "timeout_s", 1, UINT32_MAX, 0, &req->timeout_s,
+			   err, errlen) ||
+	    !args_get_uint(body, "count", 1, MAX_FORKS, 1, &req->count, err,
+			   errlen) ||
+	    !args_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
+			  err, errlen))
 		return 400;
-	return api_env_fits(req->env, req->nr_env, err, errlen) ? 0 : 413;
+	return args_env_fits(req->env, req->nr_env, err, errlen) ? 0 : 413;
 }
 
 /*
@@ -158,7 +158,7 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 	int status = api_parse_create_from(body, &req, err, sizeof(err));
 
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 	bool has_network = false;
@@ -167,7 +167,7 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 		status = snapshot_network(d, body, req.snapshot, &has_network,
 					  &policy, err, sizeof(err));
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 	struct sandbox_create create = {
@@ -285,8 +285,8 @@ enum MHD_Result api_fork(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return ret;
-	bool ok = api_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
-			       sizeof(err));
+	bool ok = args_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
+				sizeof(err));
 	json_decref(body);
 	enum pool_error e =
 		ok ? sandbox_fork(c, count, &ck, out, err, sizeof(err))
@@ -346,7 +346,7 @@ static json_t *snapshot_json(const struct snapshot_info *s)
 {
 	char created[40];
 
-	api_format_time(s->rec.created_unix * 1000, created, sizeof(created));
+	args_format_time(s->rec.created_unix * 1000, created, sizeof(created));
 	return json_pack("{s:s,s:o,s:o,s:s,s:b,s:s,s:I,s:I,s:i,s:i,s:i}", "id",
 			 s->rec.id, "parent",
 			 s->rec.parent[0] ? json_string(s->rec.parent)

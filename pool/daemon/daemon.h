@@ -307,10 +307,6 @@ enum pool_error {
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen);
 
-/* Frees a NULL-terminated KEY=VALUE list (a sandbox's env); NULL is a
- * no-op. */
-void env_free(char **env);
-
 /* A leased sandbox by id, held; NULL when there is none. */
 struct sandbox *sandbox_get(struct daemon *d, const char *id);
 void sandbox_put(struct daemon *d, struct sandbox *c);

@@ -56,6 +56,7 @@
 #include "pool/host/clone.h"
 #include "common/log.h"
 #include "pool/host/paths.h"
+#include "pool/daemon/sandbox_args.h"
 
 #define REAP_INTERVAL_MS 100
 /* VMM exits taken from the epoll set per wait. */
@@ -165,13 +166,6 @@ struct pool *pool_find(struct daemon *d, const char *template)
 static uint32_t pool_total(const struct pool *pl)
 {
 	return pl->ready + pl->restoring + pl->on_demand + pl->leased;
-}
-
-void env_free(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
 }
 
 static void net_index_put(struct daemon *d, uint32_t index)

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "pool/daemon/sandbox_args.h"
 
 /* ---- create -------------------------------------------------------------- */
 
@@ -90,6 +91,11 @@ enum pool_error sandbox_create(struct daemon *d, struct sandbox_create *req,
 const struct template_config *sandbox_template(const struct sandbox *c)
 {
 	return c->pool->t;
+}
+
+char *const *sandbox_env(const struct sandbox *c)
+{
+	return c->env;
 }
 
 void sandbox_set_lease(struct daemon *d, struct sandbox *c, uint32_t timeout_s,

@@ -84,6 +84,9 @@ enum pool_error sandbox_create(struct daemon *d, struct sandbox_create *req,
 
 /* Its template: the config's, the same for its whole life. */
 const struct template_config *sandbox_template(const struct sandbox *c);
+/* Its env (KEY=VALUE, its create's; NULL for none): the same for its whole
+ * lease. */
+char *const *sandbox_env(const struct sandbox *c);
 /* Its lease now ends @timeout_s from now, or (@extend_only) at least
  * then. */
 void sandbox_set_lease(struct daemon *d, struct sandbox *c, uint32_t timeout_s,

@@ -47,6 +47,7 @@
 
 #include "pool/daemon/api_internal.h"
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_args.h"
 #include "pool/daemon/sandbox_ops.h"
 #include "pool/e2b/e2b.h"
 
@@ -369,7 +370,7 @@ struct e2b_create_request {
 	char template_id[CONFIG_NAME_MAX];	/* as asked */
 	uint32_t timeout_s;
 	char **env; /* envVars as KEY=VALUE: the caller frees it
-		     * (api_free_strv), also on error */
+		     * (env_free), also on error */
 	size_t nr_env;
 	json_t *metadata; /* a new reference, never NULL once parsed */
 	bool internet_given, internet;

@@ -67,7 +67,7 @@
 static bool seconds_field(json_t *body, const char *field, uint32_t max,
 			  uint32_t def, uint32_t *out, char *err, size_t errlen)
 {
-	return api_get_uint(body, field, 1, max, def, out, err, errlen);
+	return args_get_uint(body, field, 1, max, def, out, err, errlen);
 }
 
 /* E2B fields thaw has nothing for, refused when they ask for something. */
@@ -139,7 +139,7 @@ static bool parse_metadata(json_t *body, json_t **out, char *err, size_t errlen)
 
 /*
  * allow_internet_access and network {allowOut, denyOut} as thaw's
- * "network" object (api_parse_network's), NULL when neither is given;
+ * "network" object (args_parse_network's), NULL when neither is given;
  * false with a message for what thaw cannot enforce.
  */
 static bool network_request(json_t *body, struct e2b_create_request *req,
@@ -158,7 +158,7 @@ static bool network_request(json_t *body, struct e2b_create_request *req,
 	}
 	if (net && !json_is_null(net) &&
 	    (!json_is_object(net) ||
-	     !api_known_fields(net, fields, err, errlen))) {
+	     !args_known_fields(net, fields, err, errlen))) {
 		if (json_is_object(net))
 			strncat(err,
 				" in \"network\" (thaw filters by CIDR "
@@ -209,13 +209,13 @@ static int create_limits(json_t *body, struct e2b_create_request *req,
 	json_t *env = json_object_get(body, "envVars");
 
 	if (env && !json_is_null(env) &&
-	    !api_add_env(&req->env, &req->nr_env, env, err, errlen)) {
+	    !args_add_env(&req->env, &req->nr_env, env, err, errlen)) {
 		snprintf(err, errlen,
 			 "\"envVars\" must be an object of string values, "
 			 "names without '='");
 		return 400;
 	}
-	if (!api_env_fits(req->env, req->nr_env, err, errlen))
+	if (!args_env_fits(req->env, req->nr_env, err, errlen))
 		return 413;
 	if (!req->template && catalog_check_id(name, err, errlen) < 0) {
 		snprintf(err, errlen,
@@ -429,8 +429,8 @@ static json_t *sandbox_json(const struct e2b_request *r,
 	const struct template_config *t = v->template;
 	const struct e2b_sandbox *e = record_of(r, v);
 
-	api_format_time(v->created_ms, started, sizeof(started));
-	api_format_time(v->expires_ms, ends, sizeof(ends));
+	args_format_time(v->created_ms, started, sizeof(started));
+	args_format_time(v->expires_ms, ends, sizeof(ends));
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s}", "sandboxID",
 		v->id, "templateID", template_id_of(v, e), "alias", t->name,
@@ -532,7 +532,7 @@ static int network_of(json_t *body, const struct template_config *t,
 		return 0;
 	}
 	config_net_policy(t, &defaults);
-	int status = api_parse_network(net, &defaults, out, err, errlen);
+	int status = args_parse_network(net, &defaults, out, err, errlen);
 	json_decref(net);
 	*set = !status;
 	return status;
@@ -940,8 +940,8 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 
 	if (!c)
 		return ret;
-	bool ok = api_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
-			       sizeof(err)) &&
+	bool ok = args_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
+				sizeof(err)) &&
 		  seconds_field(body, "timeout",
 				sandbox_template(c)->max_timeout_s, 0,
 				&timeout_s, err, sizeof(err));
@@ -1107,7 +1107,7 @@ enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
 	json_t *list = json_array();
 	char started[40];
 
-	api_format_time(
+	args_format_time(
 		realtime_ms() -
 			(int64_t)((monotonic_ns() - d->started_ns) / NS_PER_MS),
 		started, sizeof(started));
