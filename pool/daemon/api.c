@@ -88,7 +88,7 @@ static void free_held_text(void *cls)
 {
 	struct held_text *h = cls;
 
-	api_budget_give(h->d, h->budget);
+	sandbox_budget_give(h->d, h->budget);
 	free(h->text);
 	free(h);
 }
@@ -103,7 +103,7 @@ struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
 		  : NULL;
 
 	if (!resp) {
-		api_budget_give(d, budget);
+		sandbox_budget_give(d, budget);
 		free(text);
 		free(h);
 		return NULL;
@@ -139,21 +139,21 @@ enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
 
 	json_decref(json);
 	if (!text) {
-		api_budget_give(r->d, budget);
+		sandbox_budget_give(r->d, budget);
 		return MHD_NO;
 	}
 	/* One line: curl users see the prompt on its own line. */
 	size_t n = strlen(text);
 	char *line = realloc(text, n + 2);
 	if (!line) {
-		api_budget_give(r->d, budget);
+		sandbox_budget_give(r->d, budget);
 		free(text);
 		return MHD_NO;
 	}
 	memcpy(line + n, "\n", 2);
 	/* Only the text stays: what its making took goes back now. */
 	if (budget > n + 2) {
-		api_budget_give(r->d, budget - (n + 2));
+		sandbox_budget_give(r->d, budget - (n + 2));
 		budget = n + 2;
 	}
 	return reply_text_held(conn, r, status, "application/json", line,
@@ -169,31 +169,6 @@ enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 
 /* Firecracker-style: the pools say what went wrong, the edge says which
  * status that is. */
-unsigned api_pool_status(enum pool_error e)
-{
-	switch (e) {
-	case POOL_OK:
-		return 201;
-	case POOL_FULL:
-		return 429;
-	case POOL_STOPPING:
-	case POOL_OVERLOADED:
-		return 503;
-	case POOL_TIMED_OUT:
-		return 504;
-	case POOL_BAD_REQUEST:
-		return 400;
-	case POOL_NOT_FOUND:
-		return 404;
-	case POOL_CONFLICT:
-		return 409;
-	case POOL_RESTORE_FAILED:
-	case POOL_FAILED:
-		break;
-	}
-	return 500;
-}
-
 /* API.md's error codes, by status. */
 static const char *error_code(unsigned status)
 {
@@ -226,8 +201,9 @@ static const char *error_code(unsigned status)
 json_t *api_pool_error_json(enum pool_error e, const char *message)
 {
 	return json_pack("{s:{s:s,s:s}}", "error", "code",
-			 e == POOL_OVERLOADED ? "overloaded"
-					      : error_code(api_pool_status(e)),
+			 e == POOL_OVERLOADED
+				 ? "overloaded"
+				 : error_code(pool_error_status(e)),
 			 "message", message);
 }
 
@@ -300,7 +276,7 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 				     struct request *r, enum pool_error e,
 				     const char *message)
 {
-	unsigned status = api_pool_status(e);
+	unsigned status = pool_error_status(e);
 	char retry_after[16];
 
 	if (e != POOL_OVERLOADED)
@@ -612,7 +588,7 @@ static void request_finish(struct api_exchange *x)
 
 	/* An upload cut short: closing the connection makes the agent drop
 	 * the half-written file (PROTOCOL.md). */
-	api_close_agent(r->d, &r->agent);
+	sandbox_agent_close(r->d, &r->agent);
 	if (r->sandbox)
 		sandbox_put(r->d, r->sandbox);
 }
@@ -638,7 +614,7 @@ void api_body_take(struct daemon *d, struct api_body *b, const char *data,
 	}
 	uint64_t more = body_budget(b->len + len) - body_budget(b->len);
 
-	if (!api_budget_take(d, more)) {
+	if (!sandbox_budget_take(d, more)) {
 		b->over_budget = true;
 		return;
 	}
@@ -655,7 +631,7 @@ void api_body_take(struct daemon *d, struct api_body *b, const char *data,
 
 void api_body_free(struct daemon *d, struct api_body *b)
 {
-	api_budget_give(d, b->budget_held);
+	sandbox_budget_give(d, b->budget_held);
 	free(b->buf);
 	*b = (struct api_body){ 0 };
 }
@@ -814,7 +790,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 	if (x->body.over_budget) {
 		char err[256];
 
-		api_budget_spent(s->d, err, sizeof(err));
+		sandbox_budget_spent(s->d, err, sizeof(err));
 		return s->protocol->fail(conn, x, 503, err);
 	}
 	return s->protocol->end(conn, x, method);

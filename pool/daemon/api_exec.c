@@ -57,8 +57,8 @@ struct exec_run {
 
 static void exec_run_free(struct exec_run *x)
 {
-	api_close_agent(x->d, &x->agent);
-	api_budget_give(x->d, x->out.cap + x->err.cap);
+	sandbox_agent_close(x->d, &x->agent);
+	sandbox_budget_give(x->d, x->out.cap + x->err.cap);
 	if (x->sandbox)
 		sandbox_put(x->d, x->sandbox);
 	free(x->pending);
@@ -84,13 +84,13 @@ static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 
 		while (cap < t->len + n)
 			cap *= 2;
-		if (!api_budget_take(x->d, cap - t->cap)) {
+		if (!sandbox_budget_take(x->d, cap - t->cap)) {
 			x->over_budget = true;
 			return;
 		}
 		size_t had = t->cap;
 		if (!api_text_reserve(t, cap)) {
-			api_budget_give(x->d, cap - had);
+			sandbox_budget_give(x->d, cap - had);
 			return;
 		}
 	}
@@ -203,7 +203,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	 * and empty ones included; past it the command ends. */
 	if (collecting) {
 		x->wire += THAW_HEADER_SIZE + f.payload_len;
-		if (x->wire > api_frames_allowance(2 * x->max_output, 1))
+		if (x->wire > sandbox_frames_allowance(2 * x->max_output, 1))
 			x->truncated = true;
 		if (x->truncated)
 			return output_cut(x);
@@ -225,7 +225,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 			x->done = true;
 			x->error_status = 503;
 			kill_exec(x);
-			api_budget_spent(x->d, why, sizeof(why));
+			sandbox_budget_spent(x->d, why, sizeof(why));
 			return json_pack("{s:s,s:s}", "type", "error",
 					 "message", why);
 		}
@@ -326,11 +326,11 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 	uint64_t reply_budget =
 		3 * (BASE64_LEN(x->out.len) + BASE64_LEN(x->err.len)) +
 		REPLY_FIELDS_BYTES;
-	if (!api_budget_take(x->d, reply_budget)) {
+	if (!sandbox_budget_take(x->d, reply_budget)) {
 		char why[256];
 
 		exec_run_free(x);
-		api_budget_spent(r->d, why, sizeof(why));
+		sandbox_budget_spent(r->d, why, sizeof(why));
 		return api_reply_error(conn, r, 503, "exec: %s", why);
 	}
 	char *out = base64_encode(x->out.buf, x->out.len);
@@ -386,11 +386,11 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 		uint64_t deadline_ns =
 			req.timeout_ms
 				? monotonic_ns() + req.timeout_ms * NS_PER_MS +
-					  api_guest_patience_ns(d)
+					  sandbox_guest_patience_ns(d)
 				: 0;
-		status = api_connect_agent(x->sandbox, &x->agent,
-					   api_client_fd(conn), err,
-					   sizeof(err));
+		status = pool_error_status(sandbox_agent_open(
+			x->sandbox, &x->agent, api_client_fd(conn), err,
+			sizeof(err)));
 		if (!status) {
 			api_guest_paced(conn, d, deadline_ns);
 			x->agent.watch.deadline_ns = deadline_ns;

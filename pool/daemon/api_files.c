@@ -143,7 +143,7 @@ void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 			 ret == -ETIMEDOUT ? "the guest stopped reading"
 					   : strerror(-ret));
 		/* The guest drops the half-written file. */
-		api_close_agent(d, &r->agent);
+		sandbox_agent_close(d, &r->agent);
 		return;
 	}
 	r->uploaded += len;
@@ -169,8 +169,8 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 	r->sandbox = sandbox_get(d, r->id);
 	if (!r->sandbox)
 		return api_no_sandbox(conn, r);
-	status = api_connect_agent(r->sandbox, &r->agent, api_client_fd(conn),
-				   err, sizeof(err));
+	status = pool_error_status(sandbox_agent_open(
+		r->sandbox, &r->agent, api_client_fd(conn), err, sizeof(err)));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
 	api_guest_stepped(conn, d);
@@ -225,7 +225,7 @@ static void download_free(void *cls)
 {
 	struct download *dl = cls;
 
-	api_close_agent(dl->d, &dl->agent);
+	sandbox_agent_close(dl->d, &dl->agent);
 	sandbox_put(dl->d, dl->sandbox);
 	free(dl->data);
 	free(dl);
@@ -242,7 +242,7 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 
 	/* Each piece comes within the patience. */
 	dl->agent.watch.deadline_ns =
-		monotonic_ns() + api_guest_patience_ns(dl->d);
+		monotonic_ns() + sandbox_guest_patience_ns(dl->d);
 	int ret = agent_next_frame(&dl->agent, &f);
 
 	if (ret < 0) {
@@ -268,8 +268,8 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	/* Padding counts: empty DATA padded with unknown fields must reach
 	 * the limit as data does. */
 	dl->wire += THAW_HEADER_SIZE + f.payload_len;
-	if (dl->wire > api_frames_allowance(dl->d->cfg.max_file_bytes,
-					    MIN_READ_FILE_DATA)) {
+	if (dl->wire > sandbox_frames_allowance(dl->d->cfg.max_file_bytes,
+						MIN_READ_FILE_DATA)) {
 		snprintf(err, errlen,
 			 "the guest sent more than max_file_bytes (%" PRIu64
 			 ") in frames",
@@ -332,7 +332,7 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 			 * hang up on a guest that may still be sending. */
 			log_write(LOG_LEVEL_WARNING, dl->sandbox->id,
 				  "download: %s", err);
-			api_close_agent(dl->d, &dl->agent);
+			sandbox_agent_close(dl->d, &dl->agent);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		dl->done = got == 0;
@@ -360,7 +360,8 @@ int api_download(struct sandbox *c, const char *path, int client_fd,
 				 .sandbox = c,
 				 .status_of = status_of,
 				 .agent = { .fd = -1 } };
-	status = api_connect_agent(c, &dl->agent, client_fd, err, errlen);
+	status = pool_error_status(
+		sandbox_agent_open(c, &dl->agent, client_fd, err, errlen));
 	if (!status && agent_read_file(&dl->agent, FILE_REQUEST_ID, path) < 0) {
 		snprintf(err, errlen, "asking the guest for %s failed", path);
 		status = 500;

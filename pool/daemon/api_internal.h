@@ -15,8 +15,8 @@
  *			from a snapshot; the snapshots' list, get, delete
  *	api_exec.c	running a command in a sandbox, streamed or collected
  *	api_files.c	copying a file into or out of a sandbox
- *	api_agent.c	connecting to a sandbox's agent, waiting on it and on
- *			the HTTP client at once
+ *	api_agent.c	a request waiting on a sandbox's guest: its
+ *			connection's pace, the client's socket
  *	api_metrics.c	/metrics, /health and the requests counted by status
  *	api_conns.c	accepting connections: a cap per uid, a deadline
  *			for each request head
@@ -185,8 +185,6 @@ api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
 /* 404 for the request's sandbox id. */
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
 
-/* The HTTP status of pool error @e (daemon.h). */
-unsigned api_pool_status(enum pool_error e);
 /* Answers pool error @e with its status and @message; an overload with a
  * Retry-After. */
 enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
@@ -280,7 +278,7 @@ int api_file_args(const char *path, const char *mode_arg, uint32_t *mode,
  * api_files.c: a download of @path out of sandbox @c (held: taken over,
  * also on error) for an answer of 200: *@resp streams the file from the
  * guest as the client reads it, never holding it whole.  Or an HTTP
- * status and a message in @err: api_connect_agent()'s, or the agent's
+ * status and a message in @err: sandbox_agent_open()'s, or the agent's
  * errno (ENOENT, EISDIR...) or a failed wait's as @status_of makes it.
  */
 int api_download(struct sandbox *c, const char *path, int client_fd,
@@ -306,41 +304,6 @@ struct text {
 bool api_text_reserve(struct text *t, size_t cap);
 
 /* ---- api_agent.c ------------------------------------------------------- */
-
-/* How long the daemon waits on a guest. */
-uint64_t api_guest_patience_ns(const struct daemon *d);
-
-/*
- * The most one agent connection of a request holds: its frame reader's
- * buffer, a frame on its way to the guest, and an event or a piece of a
- * file on its way to the client.
- */
-#define API_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
-
-/*
- * What the frames carrying @data bytes of a guest's data (a file, an
- * exec's output) may take, whole, if an honest agent puts at least
- * @min_frame_data bytes in each but the last: a guest that pads its frames
- * or sends empty ones reaches the data's limit as one sending data does.
- */
-uint64_t api_frames_allowance(uint64_t data, uint32_t min_frame_data);
-
-/* Takes @bytes from the daemon's memory budget; false when they do not
- * fit.  api_budget_give() returns them. */
-bool api_budget_take(struct daemon *d, uint64_t bytes);
-void api_budget_give(struct daemon *d, uint64_t bytes);
-/* The message of a request refused for the budget (a 503). */
-void api_budget_spent(const struct daemon *d, char *err, size_t errlen);
-
-/* Connects to @c's agent, retrying while the guest is busy, and has its
- * waits end when @client_fd (-1: none) hangs up or the daemon stops; 0,
- * or the HTTP status (500; 503 when the budget is spent; 409 while it is
- * paused or being replaced) and a message in @err.  The connection's budget is
- * held until api_close_agent(). */
-int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
-		      int client_fd, char *err, size_t errlen);
-/* Closes @agent (if open) and gives its budget back. */
-void api_close_agent(struct daemon *d, struct agent_conn *agent);
 
 /*
  * @conn's request now waits on its sandbox's guest, which may stay silent

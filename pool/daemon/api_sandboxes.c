@@ -387,8 +387,8 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	uint64_t start = monotonic_ns();
-	int status = api_connect_agent(c, &agent, api_client_fd(conn), err,
-				       sizeof(err));
+	int status = pool_error_status(sandbox_agent_open(
+		c, &agent, api_client_fd(conn), err, sizeof(err)));
 	if (!status) {
 		char why[256];
 
@@ -400,7 +400,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 				 c->id, why);
 			status = 500;
 		}
-		api_close_agent(d, &agent);
+		sandbox_agent_close(d, &agent);
 	}
 	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
 	sandbox_put(d, c);

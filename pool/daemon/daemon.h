@@ -297,6 +297,8 @@ enum pool_error {
 	POOL_NOT_FOUND,	  /* no such snapshot */
 	POOL_CONFLICT,	  /* in use, paused, busy with another operation */
 	POOL_FAILED,	  /* a checkpoint or a restore failed */
+	/* sandbox_ops.h: the daemon's memory for requests is in use */
+	POOL_NO_MEMORY,
 };
 
 /*

@@ -175,6 +175,35 @@ enum pool_error sandbox_set_policy(struct daemon *d, struct sandbox *c,
 	return POOL_OK;
 }
 
+/* ---- errors at the HTTP edge ----------------------------------------------
+ */
+
+unsigned pool_error_status(enum pool_error e)
+{
+	switch (e) {
+	case POOL_OK:
+		return 0;
+	case POOL_FULL:
+		return 429;
+	case POOL_STOPPING:
+	case POOL_OVERLOADED:
+	case POOL_NO_MEMORY:
+		return 503;
+	case POOL_TIMED_OUT:
+		return 504;
+	case POOL_BAD_REQUEST:
+		return 400;
+	case POOL_NOT_FOUND:
+		return 404;
+	case POOL_CONFLICT:
+		return 409;
+	case POOL_RESTORE_FAILED:
+	case POOL_FAILED:
+		break;
+	}
+	return 500;
+}
+
 /* ---- views ------------------------------------------------------------- */
 
 /* @c's view into @v; under the lock. */

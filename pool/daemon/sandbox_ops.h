@@ -9,6 +9,11 @@
  *			whole when one fails), views of sandboxes (get,
  *			list), a lease moved, the network policy, the
  *			front ends' extension slots
+ *	sandbox_sessions.c  connections to a sandbox's agent, and the
+ *			daemon's memory budget they and every request
+ *			take from
+ *	sandbox_args.c	the request fields both front ends read alike
+ *			(sandbox_args.h)
  *
  * A sandbox's network policy (API.md, "network") is written to its maps
  * by sandbox_net_set_policy (netns.h): at create, only when the request
@@ -103,6 +108,57 @@ bool sandbox_network_defaults(struct sandbox *c, struct net_policy *defaults,
 enum pool_error sandbox_set_policy(struct daemon *d, struct sandbox *c,
 				   const struct net_policy *policy, char *err,
 				   size_t errlen);
+
+/* ---- sessions with its agent (sandbox_sessions.c) ------------------------ */
+
+/* How long the daemon waits on a guest: as long as a restore may take,
+ * its one measure of a guest's pace. */
+uint64_t sandbox_guest_patience_ns(const struct daemon *d);
+
+/*
+ * The most one agent connection of a request holds: its frame reader's
+ * buffer, a frame on its way to the guest, and an event or a piece of a
+ * file on its way to the client.
+ */
+#define SANDBOX_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
+
+/*
+ * What the frames carrying @data bytes of a guest's data (a file, an
+ * exec's output) may take, whole, if an honest agent puts at least
+ * @min_frame_data bytes in each but the last: a guest that pads its frames
+ * or sends empty ones reaches the data's limit as one sending data does.
+ */
+uint64_t sandbox_frames_allowance(uint64_t data, uint32_t min_frame_data);
+
+/* Takes @bytes from the daemon's memory budget (api_memory_budget_bytes);
+ * false when they do not fit.  sandbox_budget_give() returns them. */
+bool sandbox_budget_take(struct daemon *d, uint64_t bytes);
+void sandbox_budget_give(struct daemon *d, uint64_t bytes);
+/* The message of a request refused for the budget (POOL_NO_MEMORY). */
+void sandbox_budget_spent(const struct daemon *d, char *err, size_t errlen);
+
+/*
+ * Connects @agent to held @c's agent, retrying while the guest is busy,
+ * its waits ending when @client_fd (-1: none) hangs up or the daemon
+ * stops; SANDBOX_AGENT_CONN_BYTES of the budget are held until
+ * sandbox_agent_close().  POOL_OK, or after a message in @err:
+ * POOL_NO_MEMORY (the budget is spent), POOL_CONFLICT (paused, or being
+ * replaced), POOL_FAILED (its VMM stopped, its agent does not answer).
+ */
+enum pool_error sandbox_agent_open(struct sandbox *c, struct agent_conn *agent,
+				   int client_fd, char *err, size_t errlen);
+/* Closes @agent (if open) and gives its budget back. */
+void sandbox_agent_close(struct daemon *d, struct agent_conn *agent);
+
+/* ---- errors at the HTTP edge ----------------------------------------------
+ */
+
+/*
+ * The HTTP status both HTTP front ends give error @e (0 for POOL_OK): one
+ * table, so that E2B's listener answers with thaw's statuses; the core
+ * itself never uses it.
+ */
+unsigned pool_error_status(enum pool_error e);
 
 /* ---- views: what a front end shows of a sandbox ---------------------------
  */

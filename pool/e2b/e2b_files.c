@@ -173,9 +173,9 @@ static void upload_free(struct e2b_request *r)
 
 	if (u->pp)
 		MHD_destroy_post_processor(u->pp);
-	api_budget_give(u->d, u->budget);
+	sandbox_budget_give(u->d, u->budget);
 	/* A file still being written is dropped by the agent. */
-	api_close_agent(u->d, &u->agent);
+	sandbox_agent_close(u->d, &u->agent);
 	json_decref(u->written);
 	free(u);
 	r->state = NULL;
@@ -374,8 +374,8 @@ static int upload_setup(struct MHD_Connection *conn, struct e2b_request *r,
 		return 413;
 	}
 	if (kind == E2B_UPLOAD_MULTIPART) {
-		if (!api_budget_take(u->d, E2B_UPLOAD_BUFFER)) {
-			api_budget_spent(u->d, u->err, sizeof(u->err));
+		if (!sandbox_budget_take(u->d, E2B_UPLOAD_BUFFER)) {
+			sandbox_budget_spent(u->d, u->err, sizeof(u->err));
 			return 503;
 		}
 		u->budget = E2B_UPLOAD_BUFFER;
@@ -388,8 +388,9 @@ static int upload_setup(struct MHD_Connection *conn, struct e2b_request *r,
 			return 400;
 		}
 	}
-	status = api_connect_agent(r->sandbox, &u->agent, api_client_fd(conn),
-				   u->err, sizeof(u->err));
+	status = pool_error_status(sandbox_agent_open(r->sandbox, &u->agent,
+						      api_client_fd(conn),
+						      u->err, sizeof(u->err)));
 	if (status)
 		return status;
 	api_guest_stepped(conn, r->d);

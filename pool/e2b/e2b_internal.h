@@ -172,7 +172,7 @@ __attribute__((format(printf, 4, 5))) enum MHD_Result
 e2b_reply_error(struct MHD_Connection *conn, struct e2b_request *r,
 		unsigned status, const char *fmt, ...);
 /* A pool error (daemon.h) as E2B's error, with the status thaw's API
- * gives it (api_pool_status). */
+ * gives it (pool_error_status). */
 enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 				     struct e2b_request *r, enum pool_error e,
 				     const char *message);

@@ -74,9 +74,9 @@ static enum e2b_code call_open(struct MHD_Connection *conn,
 	}
 	if (!with_agent)
 		return E2B_OK;
-	int status =
-		api_connect_agent(r->sandbox, &c->agent, api_client_fd(conn),
-				  c->err, sizeof(c->err));
+	int status = pool_error_status(
+		sandbox_agent_open(r->sandbox, &c->agent, api_client_fd(conn),
+				   c->err, sizeof(c->err)));
 	if (status)
 		return e2b_code_of_status((unsigned)status);
 	api_guest_stepped(conn, r->d);
@@ -89,7 +89,7 @@ static enum MHD_Result call_close(struct MHD_Connection *conn,
 				  struct fs_call *c, enum e2b_code code,
 				  json_t *answer)
 {
-	api_close_agent(c->r->d, &c->agent);
+	sandbox_agent_close(c->r->d, &c->agent);
 	json_decref(c->msg);
 	if (code != E2B_OK) {
 		json_decref(answer);
@@ -242,8 +242,8 @@ static bool listing_add(struct listing *l, const char *s, size_t n)
 			l->code = E2B_RESOURCE_EXHAUSTED;
 			return false;
 		}
-		if (!api_budget_take(d, cap - l->t.cap)) {
-			api_budget_spent(d, l->c->err, sizeof(l->c->err));
+		if (!sandbox_budget_take(d, cap - l->t.cap)) {
+			sandbox_budget_spent(d, l->c->err, sizeof(l->c->err));
 			l->code = E2B_RESOURCE_EXHAUSTED;
 			return false;
 		}
@@ -316,11 +316,11 @@ enum MHD_Result e2b_fs_list_dir(struct MHD_Connection *conn,
 	if (!code && !listing_add(&l, LIST_SUFFIX, strlen(LIST_SUFFIX)))
 		code = l.code;
 	if (code) {
-		api_budget_give(r->d, l.budget);
+		sandbox_budget_give(r->d, l.budget);
 		free(l.t.buf);
 		return call_close(conn, &c, code, NULL);
 	}
-	api_close_agent(r->d, &c.agent);
+	sandbox_agent_close(r->d, &c.agent);
 	json_decref(c.msg);
 	/* The budget goes back once the answer has been sent. */
 	return e2b_reply(conn, r, 200,
@@ -509,7 +509,7 @@ static void watch_free(void *src)
 {
 	struct watch_stream *w = src;
 
-	api_close_agent(w->d, &w->agent);
+	sandbox_agent_close(w->d, &w->agent);
 	free(w);
 }
 
@@ -541,7 +541,7 @@ enum MHD_Result e2b_fs_watch_dir(struct MHD_Connection *conn,
 		code = out_of_memory(&c);
 	json_decref(c.msg);
 	if (code) {
-		api_close_agent(r->d, &c.agent);
+		sandbox_agent_close(r->d, &c.agent);
 		return e2b_reply_stream_error(conn, r, code, "%s", c.err);
 	}
 	*w = (struct watch_stream){ .d = r->d, .agent = c.agent };

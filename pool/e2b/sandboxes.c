@@ -981,7 +981,7 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 			json_array_append_new(
 				list,
 				json_pack("{s:{s:i,s:s}}", "error", "code",
-					  (int)api_pool_status(out[i].error),
+					  (int)pool_error_status(out[i].error),
 					  "message", out[i].message));
 			continue;
 		}

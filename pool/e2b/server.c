@@ -218,7 +218,7 @@ enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 				     struct e2b_request *r, enum pool_error e,
 				     const char *message)
 {
-	return e2b_reply_error(conn, r, api_pool_status(e), "%s", message);
+	return e2b_reply_error(conn, r, pool_error_status(e), "%s", message);
 }
 
 json_t *e2b_body_object(const struct e2b_request *r, char *err, size_t errlen)

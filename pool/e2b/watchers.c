@@ -68,7 +68,7 @@ struct e2b_watchers *watchers_new(struct daemon *d)
 static void watcher_free(struct e2b_watchers *ws, struct watcher *w)
 {
 	/* The agent ends the WATCH with its connection. */
-	api_close_agent(ws->d, &w->agent);
+	sandbox_agent_close(ws->d, &w->agent);
 	free(w);
 }
 
@@ -145,8 +145,9 @@ enum e2b_code watchers_create(struct e2b_watchers *ws, struct sandbox *c,
 		snprintf(err, errlen, "out of memory or randomness");
 		code = E2B_INTERNAL;
 	}
-	int status =
-		code ? 0 : api_connect_agent(c, &w->agent, -1, err, errlen);
+	int status = code ? 0
+			  : pool_error_status(sandbox_agent_open(
+				    c, &w->agent, -1, err, errlen));
 	if (status)
 		code = e2b_code_of_status((unsigned)status);
 	if (!code) {
