@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -132,28 +133,30 @@ static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
 enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 				  struct request *r, struct daemon *d)
 {
-	json_t *list = json_array();
+	struct pool_view *pools;
+	size_t n;
 
-	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->nr_pools; i++) {
-		const struct pool *pl = &d->pools[i];
-		const struct template_config *t = pl->t;
+	if (pools_view(d, &pools, &n) < 0)
+		return api_reply_error(conn, r, 500, "out of memory");
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct pool_view *pl = &pools[i];
+		const struct template_config *t = pl->template;
 
 		json_array_append_new(
 			list,
 			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,"
 				  "s:b}",
-				  "name", t->name, "snapshot", pl->snapshot_id,
+				  "name", t->name, "snapshot", pl->snapshot,
 				  "mem_mib", (int)t->mem_mib, "vcpus",
 				  (int)t->vcpus, "min_ready", (int)t->min_ready,
 				  "max_total", (int)t->max_total, "ready",
 				  (int)pl->ready, "restoring",
-				  (int)(pl->restoring + pl->on_demand),
-				  "leased", (int)pl->leased, "network",
-				  t->network ? "nat" : "none", "allow_internet",
-				  t->allow_internet));
+				  (int)pl->restoring, "leased", (int)pl->leased,
+				  "network", t->network ? "nat" : "none",
+				  "allow_internet", t->allow_internet));
 	}
-	pthread_mutex_unlock(&d->lock);
+	free(pools);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:o}", "templates", list));
 }

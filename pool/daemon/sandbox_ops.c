@@ -273,6 +273,32 @@ void sandbox_views_put(struct daemon *d, struct sandbox_view *views, size_t n)
 	free(views);
 }
 
+int pools_view(struct daemon *d, struct pool_view **views, size_t *n)
+{
+	struct pool_view *v = calloc(d->nr_pools ? d->nr_pools : 1, sizeof(*v));
+
+	*views = v;
+	*n = 0;
+	if (!v)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < d->nr_pools; i++) {
+		const struct pool *pl = &d->pools[i];
+
+		v[i] = (struct pool_view){
+			.template = pl->t,
+			.ready = pl->ready,
+			.restoring = pl->restoring + pl->on_demand,
+			.leased = pl->leased,
+			.handouts = pl->handouts,
+		};
+		memcpy(v[i].snapshot, pl->snapshot_id, sizeof(v[i].snapshot));
+	}
+	*n = d->nr_pools;
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
 /* ---- extension slots ----------------------------------------------------- */
 
 void *sandbox_ext(struct daemon *d, struct sandbox *c, unsigned slot)

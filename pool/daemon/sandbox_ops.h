@@ -195,6 +195,18 @@ int sandboxes_view(struct daemon *d, struct sandbox_view **views, size_t *n);
 /* Lets go of @views' sandboxes, and frees @views. */
 void sandbox_views_put(struct daemon *d, struct sandbox_view *views, size_t n);
 
+/* A template's pool as it was when the view was taken. */
+struct pool_view {
+	const struct template_config *template; /* the config's */
+	char snapshot[CATALOG_ID_LEN + 1];	/* its base */
+	uint32_t ready, restoring, leased;	/* restoring: on demand too */
+	uint64_t handouts;
+};
+
+/* Every pool's view, in the config's order, into *@views (malloc'd) of
+ * *@n; 0 or -ENOMEM. */
+int pools_view(struct daemon *d, struct pool_view **views, size_t *n);
+
 /* ---- a front end's extension slot (frontend.h) -------------------------- */
 
 /* What front end @slot keeps with held @c, NULL for none: it stays while

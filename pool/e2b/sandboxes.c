@@ -1104,24 +1104,27 @@ enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
 				   struct e2b_request *r)
 {
 	struct daemon *d = r->d;
-	json_t *list = json_array();
+	struct pool_view *pools;
+	size_t n;
 	char started[40];
 
+	if (pools_view(d, &pools, &n) < 0)
+		return e2b_reply_error(conn, r, 500, "out of memory");
 	args_format_time(
 		realtime_ms() -
 			(int64_t)((monotonic_ns() - d->started_ns) / NS_PER_MS),
 		started, sizeof(started));
-	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->nr_pools; i++) {
-		const struct pool *pl = &d->pools[i];
-		const struct template_config *t = pl->t;
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct pool_view *pl = &pools[i];
+		const struct template_config *t = pl->template;
 
 		json_array_append_new(
 			list,
 			json_pack("{s:s,s:s,s:[s],s:[s],s:i,s:i,s:i,s:s,s:s,"
 				  "s:b,s:I,s:i,s:s,s:s,s:n,s:n}",
 				  "templateID", t->name, "buildID",
-				  pl->snapshot_id, "aliases", t->name, "names",
+				  pl->snapshot, "aliases", t->name, "names",
 				  t->name, "cpuCount", (int)t->vcpus,
 				  "memoryMB", (int)t->mem_mib, "diskSizeMB", 0,
 				  "envdVersion", E2B_ENVD_VERSION,
@@ -1131,6 +1134,6 @@ enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
 				  "updatedAt", started, "createdBy",
 				  "lastSpawnedAt"));
 	}
-	pthread_mutex_unlock(&d->lock);
+	free(pools);
 	return e2b_reply_json(conn, r, 200, list);
 }
