@@ -3,7 +3,7 @@
  * bench.h - what thaw-bench's scenarios share: the run's settings, how a
  * figure is noted or failed, a daemon's lifetime, running a program.
  *
- * thaw-bench.c reads the command line and calls the scenarios in README's
+ * thaw-bench.c reads the command line and calls the scenarios in a fixed
  * order; each scenario lives with its kin (handouts.c, startup.c, bench_jail.c,
  * network.c, bench_checkpoints.c, bench_memory.c, peers.c), gets the struct
  * bench of the run, and adds its figures to b->report itself.  A scenario never

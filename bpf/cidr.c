@@ -25,7 +25,7 @@ int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 	if (len == 0 || len >= sizeof(addr)) {
 		snprintf(err, errlen, "'%.64s' is not a CIDR (A.B.C.D/N)",
 			 text);
-		return -1;
+		return -EINVAL;
 	}
 	memcpy(addr, text, len);
 	addr[len] = '\0';
@@ -33,7 +33,7 @@ int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 		snprintf(err, errlen,
 			 "'%.64s' is not a CIDR: '%s' is not an IPv4 address",
 			 text, addr);
-		return -1;
+		return -EINVAL;
 	}
 	if (slash) {
 		char *end;
@@ -46,7 +46,7 @@ int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 				 "'%.64s' is not a CIDR: the prefix length "
 				 "must be 0 to 32",
 				 text);
-			return -1;
+			return -EINVAL;
 		}
 	}
 	uint32_t a = ntohl(in.s_addr);
@@ -57,7 +57,7 @@ int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 			err, errlen,
 			"'%.64s' is not a CIDR: address bits past /%lu are set",
 			text, prefix);
-		return -1;
+		return -EINVAL;
 	}
 	out->addr = a;
 	out->prefix = (uint8_t)prefix;

@@ -19,7 +19,7 @@
  * section) is done long before another bpf_policy_update comes round.
  *
  * A sandbox's updates come one at a time (the caller serializes them).
- * Errors: -1 with a message naming the step, map, field or value.
+ * Errors: -errno with a message naming the step, map, field or value.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,7 +49,7 @@ static int check_cidrs(const char *name, const struct net_cidr *c, uint32_t n,
 	if (n > NET_POLICY_MAX_CIDRS) {
 		snprintf(err, errlen, "%s has %u entries, at most %d", name, n,
 			 NET_POLICY_MAX_CIDRS);
-		return -1;
+		return -E2BIG;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t mask = c[i].prefix ? ~0u << (32 - c[i].prefix) : 0;
@@ -59,7 +59,7 @@ static int check_cidrs(const char *name, const struct net_cidr *c, uint32_t n,
 				 "%s[%u]: %#x/%u is not a CIDR (prefix past "
 				 "32 or host bits set)",
 				 name, i, c[i].addr, c[i].prefix);
-			return -1;
+			return -EINVAL;
 		}
 	}
 	return 0;
@@ -89,9 +89,11 @@ static int map_error(struct bpf_map *map, const char *what,
 		     const struct net_cidr *c, uint32_t gen, char *err,
 		     size_t errlen)
 {
+	int e = errno;
+
 	snprintf(err, errlen, "%s %#x/%u in map %s (generation %u): %s", what,
-		 c->addr, c->prefix, bpf_map__name(map), gen, strerror(errno));
-	return -1;
+		 c->addr, c->prefix, bpf_map__name(map), gen, strerror(e));
+	return -e;
 }
 
 /* Turns generation @gen of @map from list @from into list @to, writing
@@ -143,10 +145,12 @@ static int clear_gen(struct bpf_map *map, uint32_t gen, char *err,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (bpf_map_delete_elem(fd, &keys[i]) && errno != ENOENT) {
+			int e = errno;
+
 			snprintf(err, errlen,
 				 "clearing generation %u of map %s: %s", gen,
-				 bpf_map__name(map), strerror(errno));
-			return -1;
+				 bpf_map__name(map), strerror(e));
+			return -e;
 		}
 	}
 	return 0;
@@ -158,9 +162,10 @@ static int write_config(struct bpf_policy *p, char *err, size_t errlen)
 
 	if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.config), &zero,
 				&p->cfg, BPF_ANY)) {
-		snprintf(err, errlen, "writing map config: %s",
-			 strerror(errno));
-		return -1;
+		int e = errno;
+
+		snprintf(err, errlen, "writing map config: %s", strerror(e));
+		return -e;
 	}
 	return 0;
 }
@@ -171,33 +176,40 @@ int bpf_policy_update(struct bpf_policy *p, const struct net_policy *policy,
 	uint32_t gen = (p->cfg.state & POLICY_STATE_GEN) ^ 1;
 	struct bpf_map *allow = p->skel->maps.allow_out;
 	struct bpf_map *deny = p->skel->maps.deny_out;
+	int ret = check_cidrs("allow_out", policy->allow_out, policy->n_allow,
+			      err, errlen);
 
-	if (check_cidrs("allow_out", policy->allow_out, policy->n_allow, err,
-			errlen) ||
-	    check_cidrs("deny_out", policy->deny_out, policy->n_deny, err,
-			errlen))
-		return -1;
-	if (p->idle_unknown) {
-		if (clear_gen(allow, gen, err, errlen) ||
-		    clear_gen(deny, gen, err, errlen))
-			return -1;
-		memset(&p->idle, 0, sizeof(p->idle));
-		p->idle_unknown = false;
+	if (ret == 0)
+		ret = check_cidrs("deny_out", policy->deny_out, policy->n_deny,
+				  err, errlen);
+	if (ret == 0 && p->idle_unknown) {
+		ret = clear_gen(allow, gen, err, errlen);
+		if (ret == 0)
+			ret = clear_gen(deny, gen, err, errlen);
+		if (ret == 0) {
+			memset(&p->idle, 0, sizeof(p->idle));
+			p->idle_unknown = false;
+		}
 	}
+	if (ret < 0)
+		return ret;
 	/* Until both are through, the idle generation is half of each. */
 	p->idle_unknown = true;
-	if (sync_list(allow, gen, p->idle.allow_out, p->idle.n_allow,
-		      policy->allow_out, policy->n_allow, err, errlen) ||
-	    sync_list(deny, gen, p->idle.deny_out, p->idle.n_deny,
-		      policy->deny_out, policy->n_deny, err, errlen))
-		return -1;
+	ret = sync_list(allow, gen, p->idle.allow_out, p->idle.n_allow,
+			policy->allow_out, policy->n_allow, err, errlen);
+	if (ret == 0)
+		ret = sync_list(deny, gen, p->idle.deny_out, p->idle.n_deny,
+				policy->deny_out, policy->n_deny, err, errlen);
+	if (ret < 0)
+		return ret;
 	p->idle = *policy;
 	p->idle_unknown = false;
 	p->cfg.state =
 		gen | (policy->allow_internet ? POLICY_STATE_INTERNET : 0);
-	if (write_config(p, err, errlen)) {
+	ret = write_config(p, err, errlen);
+	if (ret < 0) {
 		p->cfg.state ^= POLICY_STATE_GEN; /* still the old one */
-		return -1;
+		return ret;
 	}
 	p->idle = p->live;
 	p->live = *policy;
@@ -215,15 +227,17 @@ static int fill_maps(struct bpf_policy *p, const struct net_addrs *a,
 			 "net_addrs: %u host addresses (at most %d), pool "
 			 "prefix /%u",
 			 a->n_host_addrs, NET_MAX_HOST_ADDRS, a->pool.prefix);
-		return -1;
+		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < a->n_host_addrs; i++) {
 		if (bpf_map_update_elem(fd, &a->host_addrs[i], &one, BPF_ANY)) {
+			int e = errno;
+
 			snprintf(err, errlen,
 				 "adding host address %#x to map host_addrs: "
 				 "%s",
-				 a->host_addrs[i], strerror(errno));
-			return -1;
+				 a->host_addrs[i], strerror(e));
+			return -e;
 		}
 	}
 	p->cfg = (struct policy_config){
@@ -264,7 +278,7 @@ fail:
 	if_indextoname(ifindex, name);
 	snprintf(err, errlen, "attaching %s to ingress of %s (ifindex %d): %s",
 		 bpf_program__name(prog), name, ifindex, strerror(-r));
-	return -1;
+	return r;
 }
 
 static void tc_remove(int ifindex, bool created)
@@ -288,32 +302,38 @@ int bpf_policy_attach(struct bpf_policy **out, int tap_ifindex,
 	struct bpf_policy *p = calloc(1, sizeof(*p));
 	bool tap_created;
 	bool veth_created;
+	int ret;
 
 	if (!p) {
 		snprintf(err, errlen, "bpf policy: out of memory");
-		return -1;
+		return -ENOMEM;
 	}
 	p->skel = policy_bpf__open();
 	if (!p->skel) {
+		ret = -errno;
 		snprintf(err, errlen, "opening the policy's BPF object: %s",
-			 strerror(errno));
+			 strerror(-ret));
 		free(p);
-		return -1;
+		return ret;
 	}
-	if (policy_bpf__load(p->skel)) {
+	ret = policy_bpf__load(p->skel);
+	if (ret < 0) {
 		snprintf(err, errlen,
 			 "loading the policy's BPF programs and maps: %s",
-			 strerror(errno));
+			 strerror(-ret));
 		goto fail;
 	}
 	/* Maps full before any packet reaches the programs. */
-	if (fill_maps(p, addrs, policy, err, errlen))
+	ret = fill_maps(p, addrs, policy, err, errlen);
+	if (ret < 0)
 		goto fail;
-	if (tc_attach(p->skel->progs.tap_ingress, tap_ifindex, &tap_created,
-		      err, errlen))
+	ret = tc_attach(p->skel->progs.tap_ingress, tap_ifindex, &tap_created,
+			err, errlen);
+	if (ret < 0)
 		goto fail;
-	if (tc_attach(p->skel->progs.veth_ingress, veth_ifindex, &veth_created,
-		      err, errlen)) {
+	ret = tc_attach(p->skel->progs.veth_ingress, veth_ifindex,
+			&veth_created, err, errlen);
+	if (ret < 0) {
 		tc_remove(tap_ifindex, tap_created);
 		goto fail;
 	}
@@ -321,7 +341,7 @@ int bpf_policy_attach(struct bpf_policy **out, int tap_ifindex,
 	return 0;
 fail:
 	bpf_policy_destroy(p);
-	return -1;
+	return ret;
 }
 
 int bpf_policy_counters(struct bpf_policy *p, struct net_counters *out,
@@ -334,20 +354,22 @@ int bpf_policy_counters(struct bpf_policy *p, struct net_counters *out,
 	if (ncpu <= 0) {
 		snprintf(err, errlen, "counting possible CPUs: %s",
 			 strerror(-ncpu));
-		return -1;
+		return ncpu < 0 ? ncpu : -EIO;
 	}
 	v = calloc(ncpu, sizeof(*v));
 	if (!v) {
 		snprintf(err, errlen, "bpf counters: out of memory");
-		return -1;
+		return -ENOMEM;
 	}
 	memset(out, 0, sizeof(*out));
 	for (uint32_t i = 0; i < NET_VERDICTS; i++) {
 		if (bpf_map_lookup_elem(fd, &i, v)) {
+			int e = errno;
+
 			snprintf(err, errlen, "reading map counters[%u]: %s", i,
-				 strerror(errno));
+				 strerror(e));
 			free(v);
-			return -1;
+			return -e;
 		}
 		for (int c = 0; c < ncpu; c++) {
 			out->packets[i] += v[c].packets;

@@ -82,23 +82,23 @@ struct bpf_policy;
 /*
  * Loads the programs and maps, fills them, and attaches them (TC clsact
  * ingress) to the interfaces @tap_ifindex and @veth_ifindex of the calling
- * thread's network namespace.  0, or -1 with @err.
+ * thread's network namespace.  0, or -errno with @err.
  */
 int bpf_policy_attach(struct bpf_policy **out, int tap_ifindex,
 		      int veth_ifindex, const struct net_addrs *addrs,
 		      const struct net_policy *policy, char *err,
 		      size_t errlen);
-/* Replaces the policy: map writes only.  0, or -1 with @err. */
+/* Replaces the policy: map writes only.  0, or -errno with @err. */
 int bpf_policy_update(struct bpf_policy *p, const struct net_policy *policy,
 		      char *err, size_t errlen);
-/* Sums the per-CPU counters into @out.  0, or -1 with @err. */
+/* Sums the per-CPU counters into @out.  0, or -errno with @err. */
 int bpf_policy_counters(struct bpf_policy *p, struct net_counters *out,
 			char *err, size_t errlen);
 /* Releases our references; the programs stay attached until the
  * namespace's interfaces go. */
 void bpf_policy_destroy(struct bpf_policy *p);
 
-/* "A.B.C.D/N" (or "A.B.C.D" = /32) -> @out; 0, or -1 with @err naming
+/* "A.B.C.D/N" (or "A.B.C.D" = /32) -> @out; 0, or -EINVAL with @err naming
  * @text.  Host bits set are an error. */
 int net_cidr_parse(const char *text, struct net_cidr *out, char *err,
 		   size_t errlen);

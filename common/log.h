@@ -24,7 +24,7 @@
  * another writer's bytes come between.  Whatever a message quotes (a
  * guest's console, an agent's error) is made printable() first: one line,
  * UTF-8, no terminal controls.  Libraries do not log: they return an error
- * and its message, and the program decides (see README's Layout).
+ * and its message, and the program decides (see CONTRIBUTING.md, Errors).
  */
 #ifndef THAW_COMMON_LOG_H
 #define THAW_COMMON_LOG_H

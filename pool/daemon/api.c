@@ -1,32 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * api.c - thawd's HTTP server (see api.h): libmicrohttpd, the routing
- * table, the token, request bodies, replies, and the one place where
- * errors become HTTP statuses.  The routes themselves are in api_*.c
+ * api.c - thaw's API (see api.h) as a server of the HTTP engine
+ * (pool/http): the routing table, the token, the request's life around
+ * its route, replies in API.md's shapes, and the one place where errors
+ * become HTTP statuses.  The routes themselves are in api_*.c
  * (api_internal.h lists them); their answers are pool/API.md's.
  *
- * libmicrohttpd calls handle() several times per request: first with no
- * body (we allocate the request's context and check what can be checked
- * from the headers alone: route, method, token, declared length), then
- * once per piece of body, then once more with none, when the route's
- * handler answers.  The E2B server (pool/e2b) is served by the same
- * callback: a struct api_protocol says how its requests begin, take their
- * body, end and fail, as thaw_api does for this API's.  JSON bodies are
- * collected up to max_request_bytes; a file upload is passed on to the guest
- * piece by piece as it arrives (the route's put_piece), so its size is bounded
- * by max_file_bytes, not by our memory.
- *
- * A JSON body is held, then parsed, and jansson's values are far larger
- * than their text (an array of empty objects, "[{},{},...]", takes 84
- * bytes per byte of it with jansson 2.14): a body takes from the memory
- * budget (api_agent.c) its length and JSON_PARSE_BYTES_PER_BYTE times
- * that as it arrives (a 503 when that does not fit), and its parse may
- * allocate no more than that (a 400 past it): jansson's allocator counts
- * what a parse takes, per thread.  The budget is given back once the
- * request ends.
- *
- * Connections are accepted by api_conns.c, not libmicrohttpd: it caps
- * them per uid and gives each request head a deadline.
+ * The engine drives a request through thaw_api below: request_begin() at
+ * the headers decides all that they alone decide (token, route, method)
+ * before any body is read; a route with put_piece streams its body (a file
+ * upload, passed on to the guest piece by piece, bounded by max_file_bytes,
+ * not by our memory), every other body is collected by the engine, up to
+ * max_request_bytes, and the route's handler answers once it is in.  The
+ * engine's limits, memory budget and count of answers are the daemon's
+ * (daemon_http_params(), sandbox_ops.h), shared with the E2B listener's
+ * server.
  *
  * Routes are a table, not a switch: a path and a handler per method, so
  * that "which methods does this path take" (405 and its Allow header) is
@@ -43,37 +31,15 @@
 
 #include "pool/daemon/api_internal.h"
 #include "common/clock.h"
-#include "common/log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-/* What of a body is read after an early answer before it goes anyway:
- * more than a client has in flight when the answer reaches it. */
-#define DRAIN_BYTES (1u << 20)
 
 /* ---- replies ----------------------------------------------------------- */
-
-enum MHD_Result api_answer(struct MHD_Connection *conn, struct api_exchange *x,
-			   struct daemon *d, unsigned status,
-			   struct MHD_Response *resp)
-{
-	if (!resp)
-		return MHD_NO;
-	x->answered = true;
-	api_count_status(d, status);
-	if (x->at_headers && x->body_coming) {
-		x->held = resp;
-		x->held_status = status;
-		return MHD_YES;
-	}
-	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
-}
 
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp)
 {
-	return api_answer(conn, &r->x, r->d, status, resp);
+	return http_answer(conn, &r->x, status, resp);
 }
 
 /* A reply's text, and the budget it holds until libmicrohttpd is done
@@ -135,7 +101,7 @@ enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
 				    struct request *r, unsigned status,
 				    json_t *json, uint64_t budget)
 {
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+	char *text = json ? json_dumps(json, HTTP_JSON_FLAGS) : NULL;
 
 	json_decref(json);
 	if (!text) {
@@ -207,31 +173,6 @@ json_t *api_pool_error_json(enum pool_error e, const char *message)
 			 "message", message);
 }
 
-struct MHD_Response *api_json_response(json_t *json, const char *header,
-				       const char *value)
-{
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
-	char *line = text ? malloc(strlen(text) + 2) : NULL;
-
-	json_decref(json);
-	if (line)
-		sprintf(line, "%s\n", text);
-	free(text);
-	if (!line)
-		return NULL;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(line), line, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(line);
-		return NULL;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
-	if (header)
-		MHD_add_response_header(resp, header, value);
-	return resp;
-}
-
 /*
  * The error object of API.md with @code, and the header @header: @value
  * unless @header is NULL (a 405's Allow, an overload's Retry-After).
@@ -243,9 +184,9 @@ static enum MHD_Result reply_error_with(struct MHD_Connection *conn,
 {
 	return api_reply(
 		conn, r, status,
-		api_json_response(json_pack("{s:{s:s,s:s}}", "error", "code",
-					    code, "message", message),
-				  header, value));
+		http_json_response(json_pack("{s:{s:s,s:s}}", "error", "code",
+					     code, "message", message),
+				   header, value));
 }
 
 /* A route's 503 is passing (the memory budget spent, a daemon restarting):
@@ -299,87 +240,9 @@ enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r)
 
 /* ---- request bodies ---------------------------------------------------- */
 
-/*
- * What a body's parse may allocate, per byte of the body: strings of a
- * few characters (an argv of short words, "[\"ab\",...]") take about 18,
- * so real requests fit; what takes more is refused, not parsed.
- */
-#define JSON_PARSE_BYTES_PER_BYTE 32
-/* ... and beyond that, what any parse may take (a small object's table). */
-#define JSON_PARSE_FLOOR (16u << 10)
-/* What malloc adds to each block it hands out (glibc: a size word, and
- * blocks of 16 bytes). */
-#define MALLOC_BLOCK_OVERHEAD 16
-
-/* The parse under way on this thread: what it may still allocate. */
-static _Thread_local struct {
-	bool counting;
-	bool exceeded;
-	size_t left;
-} json_parse;
-
-/* jansson's allocator: malloc, counted while this thread parses a body. */
-static void *json_parse_malloc(size_t n)
-{
-	if (json_parse.counting) {
-		size_t cost = n + MALLOC_BLOCK_OVERHEAD;
-
-		if (cost > json_parse.left) {
-			json_parse.exceeded = true;
-			return NULL;
-		}
-		json_parse.left -= cost;
-	}
-	return malloc(n);
-}
-
-/* What parsing a body of @len bytes may allocate. */
-static size_t parse_allowance(size_t len)
-{
-	return len * JSON_PARSE_BYTES_PER_BYTE + JSON_PARSE_FLOOR;
-}
-
-/* The budget a body of @len bytes holds while it is kept and parsed. */
-static uint64_t body_budget(size_t len)
-{
-	return len ? len + parse_allowance(len) : 0;
-}
-
-json_t *api_parse_object(const char *text, size_t len, char *err, size_t errlen)
-{
-	json_error_t e;
-	json_t *j;
-
-	if (!len)
-		return json_object();
-	json_parse.counting = true;
-	json_parse.exceeded = false;
-	json_parse.left = parse_allowance(len);
-	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-	json_parse.counting = false;
-	if (!j && json_parse.exceeded) {
-		snprintf(err, errlen,
-			 "the body's JSON takes more than %d bytes of memory "
-			 "per byte to parse (too many small values)",
-			 JSON_PARSE_BYTES_PER_BYTE);
-		return NULL;
-	}
-	if (!j) {
-		snprintf(err, errlen, "malformed JSON at line %d column %d: %s",
-			 e.line, e.column, e.text);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		snprintf(err, errlen, "the body must be a JSON object");
-		json_decref(j);
-		return NULL;
-	}
-	return j;
-}
-
 json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 {
-	return api_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
+	return http_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
 }
 
 /* ---- text buffers ------------------------------------------------------ */
@@ -522,11 +385,11 @@ static bool authorized(struct MHD_Connection *conn, const struct daemon *d)
 }
 
 /*
- * thaw's API as api_serve() drives it: the first call of a request decides
+ * thaw's API as the engine drives it: the first call of a request decides
  * all that the headers alone decide (token, route, method).
  */
 static enum MHD_Result request_begin(struct MHD_Connection *conn,
-				     struct api_exchange *x, void *cls,
+				     struct http_exchange *x, void *cls,
 				     const char *url, const char *method)
 {
 	struct request *r = (struct request *)x;
@@ -558,7 +421,7 @@ static enum MHD_Result request_begin(struct MHD_Connection *conn,
 	return MHD_YES;
 }
 
-static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
+static void request_piece(struct MHD_Connection *conn, struct http_exchange *x,
 			  const char *data, size_t len)
 {
 	struct request *r = (struct request *)x;
@@ -567,7 +430,7 @@ static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
 }
 
 static enum MHD_Result request_end(struct MHD_Connection *conn,
-				   struct api_exchange *x, const char *method)
+				   struct http_exchange *x, const char *method)
 {
 	struct request *r = (struct request *)x;
 
@@ -575,14 +438,14 @@ static enum MHD_Result request_end(struct MHD_Connection *conn,
 }
 
 static enum MHD_Result request_fail(struct MHD_Connection *conn,
-				    struct api_exchange *x, unsigned status,
+				    struct http_exchange *x, unsigned status,
 				    const char *message)
 {
 	return api_reply_error(conn, (struct request *)x, status, "%s",
 			       message);
 }
 
-static void request_finish(struct api_exchange *x)
+static void request_finish(struct http_exchange *x)
 {
 	struct request *r = (struct request *)x;
 
@@ -593,7 +456,7 @@ static void request_finish(struct api_exchange *x)
 		sandbox_put(r->d, r->sandbox);
 }
 
-static const struct api_protocol thaw_api = {
+static const struct http_protocol thaw_api = {
 	.what = "HTTP server",
 	.request_size = sizeof(struct request),
 	.begin = request_begin,
@@ -603,286 +466,10 @@ static const struct api_protocol thaw_api = {
 	.finish = request_finish,
 };
 
-void api_body_take(struct daemon *d, struct api_body *b, const char *data,
-		   size_t len)
+struct http_server *api_start(struct daemon *d, int fd)
 {
-	if (b->too_large || b->over_budget)
-		return;
-	if (b->len + len > d->cfg.max_request_bytes) {
-		b->too_large = true;
-		return;
-	}
-	uint64_t more = body_budget(b->len + len) - body_budget(b->len);
+	struct http_params params;
 
-	if (!sandbox_budget_take(d, more)) {
-		b->over_budget = true;
-		return;
-	}
-	b->budget_held += more;
-	char *grown = realloc(b->buf, b->len + len);
-	if (!grown) {
-		b->too_large = true;
-		return;
-	}
-	memcpy(grown + b->len, data, len);
-	b->buf = grown;
-	b->len += len;
-}
-
-void api_body_free(struct daemon *d, struct api_body *b)
-{
-	sandbox_budget_give(d, b->budget_held);
-	free(b->buf);
-	*b = (struct api_body){ 0 };
-}
-
-/*
- * libmicrohttpd's own errors, whole: the logger keeps a message that spans
- * lines on one.  Its messages end in a newline, ours add one.
- */
-static void log_mhd(void *cls, const char *fmt, va_list ap)
-{
-	/* A connection handed over by MHD_add_connection() is of a type
-	 * libmicrohttpd does not know, so it tries TCP options on it and
-	 * says so each time; a Unix socket has neither Nagle nor corking. */
-	static const char *const not_tcp[] = {
-		"Setting TCP_NODELAY option",
-		"Setting TCP_CORK option",
-		"Failed to push the data from buffers",
-	};
-	char msg[4096];
-	size_t len;
-
-	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	for (size_t i = 0; i < ARRAY_SIZE(not_tcp); i++)
-		if (!strncmp(msg, not_tcp[i], strlen(not_tcp[i])))
-			return;
-	len = strlen(msg);
-	while (len > 0 && msg[len - 1] == '\n')
-		msg[--len] = '\0';
-	log_warning("http: %s", msg);
-}
-
-struct api_server {
-	struct MHD_Daemon *mhd;
-	struct api_conns *conns;
-	struct daemon *d;
-	const struct api_protocol *protocol;
-	void *cls; /* the protocol's begin() gets it */
-};
-
-static enum MHD_Result too_large(struct MHD_Connection *conn,
-				 const struct api_server *s,
-				 struct api_exchange *x)
-{
-	char msg[128];
-
-	snprintf(msg, sizeof(msg),
-		 "the body is larger than max_request_bytes (%" PRIu64 ")",
-		 s->d->cfg.max_request_bytes);
-	return s->protocol->fail(conn, x, 413, msg);
-}
-
-/*
- * Whether the headers (@length: their Content-Length, or NULL) announce a
- * body the client sends without waiting to be told to (Expect:
- * 100-continue), and no larger than what an early answer waits for (a
- * larger one is answered at once: its client is to see the answer before
- * it is done sending).
- */
-static bool body_coming(struct MHD_Connection *conn, const char *length)
-{
-	const char *encoding = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	const char *expect = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-
-	if (expect && !strcasecmp(expect, "100-continue"))
-		return false;
-	if (length) {
-		unsigned long long n = strtoull(length, NULL, 10);
-
-		return n > 0 && n <= DRAIN_BYTES;
-	}
-	return encoding && strcasestr(encoding, "chunked");
-}
-
-/*
- * First call of a request: the protocol's begin(), then the length the
- * headers declare for a body to be collected.  An answer given here while
- * the body is on its way (an error: a wrong token, a route that is not)
- * is held until the body is read, up to DRAIN_BYTES of it: libmicrohttpd
- * would send it and close at once, and closing a socket with unread data
- * resets the connection, which makes the client drop the answer (a
- * client writing its body sees EPIPE, not the 401).
- */
-static enum MHD_Result begin(struct MHD_Connection *conn,
-			     const struct api_server *s, struct api_exchange *x,
-			     const char *url, const char *method)
-{
-	const char *length = MHD_lookup_connection_value(
-		conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-	x->body_coming = body_coming(conn, length);
-	x->at_headers = true;
-	enum MHD_Result ret = s->protocol->begin(conn, x, s->cls, url, method);
-	if (ret == MHD_YES && !x->answered && !x->streamed && length &&
-	    strtoull(length, NULL, 10) > s->d->cfg.max_request_bytes)
-		ret = too_large(conn, s, x);
-	x->at_headers = false;
-	return ret;
-}
-
-/* Queues the answer begin() held. */
-static enum MHD_Result answer_held(struct MHD_Connection *conn,
-				   struct api_exchange *x)
-{
-	enum MHD_Result ret = MHD_queue_response(conn, x->held_status, x->held);
-
-	MHD_destroy_response(x->held);
-	x->held = NULL;
-	return ret;
-}
-
-/*
- * libmicrohttpd's callback for both servers: once at the headers (begin()),
- * once per piece of body, once more at its end, when the protocol's end()
- * answers.
- */
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
-			      const char *url, const char *method,
-			      const char *version, const char *upload_data,
-			      size_t *upload_data_size, void **con_cls)
-{
-	struct api_server *s = cls;
-	struct api_exchange *x = *con_cls;
-
-	(void)version;
-	if (!x) {
-		x = calloc(1, s->protocol->request_size);
-		if (!x)
-			return MHD_NO;
-		*con_cls = x;
-		api_conn_head_in(conn);
-		return begin(conn, s, x, url, method);
-	}
-	if (x->answered) {
-		/* Answered early (an error): the rest of the body is
-		 * dropped, and a held answer goes once it is in. */
-		x->dropped += *upload_data_size;
-		bool in = !*upload_data_size || x->dropped > DRAIN_BYTES;
-		*upload_data_size = 0;
-		return x->held && in ? answer_held(conn, x) : MHD_YES;
-	}
-	if (*upload_data_size) {
-		if (x->streamed)
-			s->protocol->piece(conn, x, upload_data,
-					   *upload_data_size);
-		else
-			api_body_take(s->d, &x->body, upload_data,
-				      *upload_data_size);
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	if (x->body.too_large)
-		return too_large(conn, s, x);
-	if (x->body.over_budget) {
-		char err[256];
-
-		sandbox_budget_spent(s->d, err, sizeof(err));
-		return s->protocol->fail(conn, x, 503, err);
-	}
-	return s->protocol->end(conn, x, method);
-}
-
-static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-		      enum MHD_RequestTerminationCode why)
-{
-	struct api_server *s = cls;
-	struct api_exchange *x = *con_cls;
-
-	(void)why;
-	api_conn_replied(conn);
-	if (!x)
-		return;
-	if (x->held)
-		MHD_destroy_response(x->held);
-	s->protocol->finish(x);
-	api_body_free(s->d, &x->body);
-	free(x);
-	*con_cls = NULL;
-}
-
-/* A libmicrohttpd server of s->d's limits, s->conns accepting for it;
- * started accepting.  NULL on failure. */
-static struct MHD_Daemon *mhd_start(struct api_server *s)
-{
-	const struct daemon_config *cfg = &s->d->cfg;
-
-	/* Both allocators pair with free(): a thread using jansson while
-	 * this changes is unaffected. */
-	json_set_alloc_funcs(json_parse_malloc, free);
-	/* api_conns.c accepts (it knows the peer's uid) and enforces
-	 * max_connections; libmicrohttpd's limit is only a backstop, above
-	 * it (api_conns.c says why). */
-	struct MHD_Daemon *mhd = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION |
-			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-			MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, log_mhd,
-		NULL, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)cfg->max_connections * 2,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s,
-		MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-		MHD_OPTION_NOTIFY_CONNECTION, api_conns_notify, s->conns,
-		MHD_OPTION_END);
-
-	if (mhd && api_conns_start(s->conns, mhd) < 0) {
-		MHD_stop_daemon(mhd);
-		mhd = NULL;
-	}
-	return mhd;
-}
-
-struct api_server *api_serve(struct daemon *d, int fd,
-			     const struct api_protocol *p, void *cls)
-{
-	struct api_server *s = calloc(1, sizeof(*s));
-
-	if (s)
-		s->conns = api_conns_new(&d->cfg, fd);
-	if (!s || !s->conns) {
-		log_error("cannot start the %s: out of memory", p->what);
-		free(s);
-		close(fd);
-		return NULL;
-	}
-	s->d = d;
-	s->protocol = p;
-	s->cls = cls;
-	s->mhd = mhd_start(s);
-	if (!s->mhd) {
-		log_error("cannot start the %s", p->what);
-		api_conns_free(s->conns);
-		free(s);
-		return NULL;
-	}
-	return s;
-}
-
-struct api_server *api_start(struct daemon *d, int fd)
-{
-	return api_serve(d, fd, &thaw_api, d);
-}
-
-void api_stop(struct api_server *s)
-{
-	if (!s)
-		return;
-	api_conns_stop(s->conns);
-	MHD_stop_daemon(s->mhd);
-	api_conns_free(s->conns);
-	free(s);
+	daemon_http_params(d, &params);
+	return http_serve(&params, fd, &thaw_api, d);
 }

@@ -273,7 +273,7 @@ static ssize_t exec_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (!ev)
 			continue;
 		free(x->pending);
-		x->pending = json_dumps(ev, JSON_FLAGS);
+		x->pending = json_dumps(ev, HTTP_JSON_FLAGS);
 		json_decref(ev);
 		if (!x->pending)
 			return MHD_CONTENT_READER_END_WITH_ERROR;

@@ -2,14 +2,14 @@
 /*
  * api_internal.h - what the files of thawd's HTTP API share: pool/daemon/
  * api*.c, and pool/e2b/, the E2B-compatible listener, which serves its own
- * routes with the same connections' limits, memory budget, bodies and
- * agent connections.
+ * routes on the same HTTP engine (pool/http) with the same limits, memory
+ * budget (daemon_http_params()) and agent connections.
  *
  * The API is split the way kvmtool splits a VMM, one file per concern:
  *
- *	api.c		the libmicrohttpd server, the routing table, the
- *			token, request bodies, replies and the mapping of
- *			errors to HTTP statuses
+ *	api.c		the engine's protocol for thaw's API: the routing
+ *			table, the token, request bodies, replies and the
+ *			mapping of errors to HTTP statuses
  *	api_sandboxes.c	create, list, get, delete, timeout, ping; templates
  *	api_snapshots.c	checkpoint, fork, rollback, pause, resume; creates
  *			from a snapshot; the snapshots' list, get, delete
@@ -18,8 +18,6 @@
  *	api_agent.c	a request waiting on a sandbox's guest: its
  *			connection's pace, the client's socket
  *	api_metrics.c	/metrics, /health and the requests counted by status
- *	api_conns.c	accepting connections: a cap per uid, a deadline
- *			for each request head
  *
  * Every route is an api_handler, called once the request's body (if any)
  * is in: it answers through api_reply*() and returns what libmicrohttpd
@@ -42,70 +40,11 @@
 #include "pool/daemon/daemon.h"
 #include "pool/daemon/sandbox_args.h"
 #include "pool/daemon/sandbox_ops.h"
-
-/* One line per value; milliseconds print as 41.7, not 41.700000000000003. */
-#define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
-
-/* A JSON body being collected, and the memory budget it holds. */
-struct api_body {
-	char *buf;
-	size_t len;
-	bool too_large;	  /* past max_request_bytes */
-	bool over_budget; /* the body's budget (api.c) was not there */
-	uint64_t budget_held;
-};
-
-/*
- * What a request in flight on either of the daemon's HTTP servers (thaw's
- * API, E2B's in pool/e2b) has, whatever its routes: the first member of
- * each server's request struct, so that one libmicrohttpd callback (api.c)
- * drives both, and a pointer to it is one to the request (C11 6.7.2.1).
- */
-struct api_exchange {
-	bool answered;	      /* it has its answer (api_answer()) */
-	bool streamed;	      /* its body goes to the server's piece() */
-	struct api_body body; /* otherwise collected here */
-	/* An answer given at the headers while a body is on its way is held
-	 * until that body is read (api.c says why). */
-	bool at_headers;
-	bool body_coming;
-	uint64_t dropped; /* body bytes read after the answer */
-	struct MHD_Response *held;
-	unsigned held_status;
-};
-
-/* Answers @x with @resp (taken; NULL: MHD_NO) and @status, counted in
- * @d's metrics: both servers' replies end here. */
-enum MHD_Result api_answer(struct MHD_Connection *conn, struct api_exchange *x,
-			   struct daemon *d, unsigned status,
-			   struct MHD_Response *resp);
-
-/*
- * A server's side of that callback.  begin() runs at the headers (the
- * request is zeroed; answering there ends it, setting x->streamed sends
- * its body to piece()), end() once the body is in; fail() answers an error
- * in the server's shape; finish() frees what the request holds besides its
- * body, however it ended.
- */
-struct api_protocol {
-	const char *what; /* "E2B server", for the log */
-	size_t request_size;
-	enum MHD_Result (*begin)(struct MHD_Connection *conn,
-				 struct api_exchange *x, void *cls,
-				 const char *url, const char *method);
-	void (*piece)(struct MHD_Connection *conn, struct api_exchange *x,
-		      const char *data, size_t len);
-	enum MHD_Result (*end)(struct MHD_Connection *conn,
-			       struct api_exchange *x, const char *method);
-	enum MHD_Result (*fail)(struct MHD_Connection *conn,
-				struct api_exchange *x, unsigned status,
-				const char *message);
-	void (*finish)(struct api_exchange *x);
-};
+#include "pool/http/http_server.h"
 
 /* One HTTP request's state, from its first handler call to its end. */
 struct request {
-	struct api_exchange x; /* first: api.c's callback drives it */
+	struct http_exchange x; /* first: the engine's callback drives it */
 	struct daemon *d;
 	const struct api_route *route;
 	char id[SANDBOX_ID_LEN + 1];
@@ -156,10 +95,6 @@ const struct api_route *api_parse_route(const char *url,
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp);
-/* A response of @json (taken over) on one line, with the header @header:
- * @value unless @header is NULL; NULL when out of memory. */
-struct MHD_Response *api_json_response(json_t *json, const char *header,
-				       const char *value);
 /* A response of @len bytes of @text (taken over, malloc'd) of content
  * type @type, whose @budget (taken from the daemon's) goes back when it is
  * freed, sent or not; NULL (@text freed, @budget given back) when out of
@@ -196,16 +131,6 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 /* The collected body as a JSON object ("{}" when empty); NULL after a
  * message in @err. */
 json_t *api_body_object(const struct request *r, char *err, size_t errlen);
-/* @text of @len bytes as a JSON object, its parse bounded as a body's
- * (api.c); NULL after a message in @err. */
-json_t *api_parse_object(const char *text, size_t len, char *err,
-			 size_t errlen);
-/* Appends a piece of a body, up to max_request_bytes (b->too_large past
- * it) and what the budget gives (b->over_budget when it does not). */
-void api_body_take(struct daemon *d, struct api_body *b, const char *data,
-		   size_t len);
-/* Frees @b's text and gives its budget back. */
-void api_body_free(struct daemon *d, struct api_body *b);
 
 /* ---- the routes' request parsing (pure: for the fuzz harness too) ------ */
 
@@ -334,43 +259,5 @@ api_handler api_get_health, api_get_metrics;
 /* A piece of a PUT file's body, on its way to the guest. */
 void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 			struct daemon *d, const char *data, size_t len);
-
-/* ---- api_metrics.c ----------------------------------------------------- */
-
-void api_count_status(struct daemon *d, unsigned status);
-
-/* ---- api_conns.c: connections ------------------------------------------ */
-
-struct api_conns;
-
-/* The connections of @cfg's limits, accepted from the listening socket
- * @fd (taken over: api_conns_free() closes it).  NULL when out of
- * memory. */
-struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd);
-/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION, with the api_conns as
- * its closure: ties connections to their slots, frees them. */
-void api_conns_notify(void *cls, struct MHD_Connection *conn,
-		      void **socket_context,
-		      enum MHD_ConnectionNotificationCode toe);
-/*
- * api.c: serves the bound, listening socket @fd (taken over, closed on
- * failure too) with libmicrohttpd, a thread per connection, api_conns.c
- * accepting with @d's limits, its requests @p's (begin() gets @cls).
- * NULL after a log line naming p->what on failure; api_stop() stops it.
- */
-struct api_server *api_serve(struct daemon *d, int fd,
-			     const struct api_protocol *p, void *cls);
-/* Starts accepting for @mhd (MHD_USE_NO_LISTEN_SOCKET).  0 or -1. */
-int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd);
-/* Stops accepting; the connections already in stay. */
-void api_conns_stop(struct api_conns *g);
-/* After MHD_stop_daemon(): no connection is left. */
-void api_conns_free(struct api_conns *g);
-/* A request's head is in (its first handler call): no deadline while it
- * is served. */
-void api_conn_head_in(struct MHD_Connection *conn);
-/* A request ended: the next head is due within header_timeout_s, and
- * the connection may be silent idle_timeout_s again. */
-void api_conn_replied(struct MHD_Connection *conn);
 
 #endif

@@ -9,7 +9,8 @@
  * requests answered so far, and admission (admission.h): whether the
  * daemon admits, why not, and the host readings it decided from - the
  * last ones, taken once a second, not fresh ones per scrape.  Every
- * reply passes through api_count_status (from api_reply), so no route can
+ * reply passes through daemon_count_status (the HTTP engine's, so both
+ * servers'), so no route can
  * forget to be counted.
  *
  * The exception is each handed-out sandbox's network counters (netns.h),
@@ -25,19 +26,6 @@
 
 #include "pool/daemon/api_internal.h"
 #include "common/clock.h"
-
-static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400, 401,
-						    404, 405, 409, 411, 413,
-						    429, 500, 503 };
-
-void api_count_status(struct daemon *d, unsigned status)
-{
-	pthread_mutex_lock(&d->lock);
-	for (int i = 0; i < HTTP_CODES; i++)
-		if (counted_codes[i] == status)
-			d->http_count[i]++;
-	pthread_mutex_unlock(&d->lock);
-}
 
 enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 			       struct daemon *d)
@@ -332,7 +320,7 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 		"# TYPE thaw_http_requests_total counter\n");
 	for (int i = 0; i < HTTP_CODES; i++)
 		put(&t, "thaw_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
-		    counted_codes[i], d->http_count[i]);
+		    daemon_counted_codes[i], d->http_count[i]);
 	put(&t,
 	    "# HELP thaw_api_memory_bytes Memory requests hold, of "
 	    "api_memory_budget_bytes.\n"

@@ -365,6 +365,7 @@ static int init_network(struct daemon *d)
 {
 	struct net_config *net = &d->cfg.net;
 	char err[PATH_MAX + 512];
+	struct net_host_found found;
 	uint32_t slots = 1u << (32 - net->pool.prefix) >> 2;
 
 	for (size_t i = 0; i < d->cfg.nr_templates; i++) {
@@ -391,10 +392,18 @@ static int init_network(struct daemon *d)
 		d->net_free[d->net_nfree] = slots - 1 - d->net_nfree;
 		d->net_nfree++;
 	}
-	if (net_host_setup(net, d->run_dir, err, sizeof(err)) < 0) {
+	if (net_host_setup(net, d->run_dir, &found, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		return -1;
 	}
+	if (found.stale_links || found.stale_pins)
+		log_warning("removed what a previous daemon left: %d host "
+			    "veths (%s*), %d network namespaces",
+			    found.stale_links, net->ifname_prefix,
+			    found.stale_pins);
+	if (found.forwarding_was_off)
+		log_info("net.ipv4.ip_forward was 0; set to 1 for the "
+			 "sandboxes' traffic");
 	return 0;
 }
 
@@ -673,7 +682,7 @@ int thaw_daemon(int argc, char **argv, const struct frontend *frontends,
 {
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
-	struct api_server *server = NULL;
+	struct http_server *server = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
 	sigset_t unblocked;
@@ -760,15 +769,15 @@ stop:
 	log_info("stopping");
 	pools_stopping(&d);
 	stop_frontends(&d);
-	api_stop(server);
+	http_stop(server);
 	if (server)
 		unlink(d.socket_path);
 	pools_stop(&d);
 	if (cgroup_reap_stale(&d.cgroups, err, sizeof(err)) < 0)
 		log_error("%s", err);
 	cgroup_release(&d.cgroups);
-	if (d.network)
-		net_host_teardown(&d.cfg.net);
+	if (d.network && net_host_teardown(&d.cfg.net, err, sizeof(err)) < 0)
+		log_warning("%s", err);
 	rmdir(d.run_dir);
 out:
 	free(d.net_free);

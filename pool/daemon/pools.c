@@ -227,8 +227,8 @@ void sandbox_teardown(struct daemon *d, struct sandbox *c,
 	agent_close(&c->agent);
 	vmm_process_kill(&c->vmm);
 	vmm_process_remove(&c->vmm);
-	if (c->net_made)
-		sandbox_net_destroy(&c->net);
+	if (c->net_made && sandbox_net_destroy(&c->net, err, sizeof(err)) < 0)
+		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);
 	c->net_made = false;
 	if (c->cgroup_made && cgroup_destroy(&c->cg, err, sizeof(err)) < 0)
 		log_write(LOG_LEVEL_WARNING, c->id, "%s", err);

@@ -24,8 +24,7 @@
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-/* ---- fields ----------------------------------------------------------------
- */
+/* ---- fields -------------------------------------------------------------- */
 
 /*
  * Checks @body's fields against @allowed (NULL-terminated); a field that
@@ -112,8 +111,7 @@ void env_free(char **env)
 	free(env);
 }
 
-/* ---- a sandbox's env and network ------------------------------------------
- */
+/* ---- a sandbox's env and network ----------------------------------------- */
 
 /*
  * A sandbox's env is kept for its whole lease and sent with every exec, in
@@ -208,8 +206,7 @@ int args_parse_network(json_t *net, const struct net_policy *defaults,
 	return 0;
 }
 
-/* ---- times ------------------------------------------------------------------
- */
+/* ---- times --------------------------------------------------------------- */
 
 void args_format_time(int64_t ms, char *out, size_t len)
 {
@@ -221,8 +218,7 @@ void args_format_time(int64_t ms, char *out, size_t len)
 	snprintf(out, len, "%s.%03dZ", base, (int)(ms % 1000));
 }
 
-/* ---- a command
- * --------------------------------------------------------------- */
+/* ---- a command ----------------------------------------------------------- */
 
 static char **strv_copy(char *const *v)
 {

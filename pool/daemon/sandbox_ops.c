@@ -85,8 +85,7 @@ enum pool_error sandbox_create(struct daemon *d, struct sandbox_create *req,
 	return req->template ? out[0].error : POOL_OK;
 }
 
-/* ---- a held sandbox --------------------------------------------------------
- */
+/* ---- a held sandbox ------------------------------------------------------ */
 
 const struct template_config *sandbox_template(const struct sandbox *c)
 {
@@ -175,8 +174,7 @@ enum pool_error sandbox_set_policy(struct daemon *d, struct sandbox *c,
 	return POOL_OK;
 }
 
-/* ---- errors at the HTTP edge ----------------------------------------------
- */
+/* ---- errors at the HTTP edge --------------------------------------------- */
 
 unsigned pool_error_status(enum pool_error e)
 {
@@ -204,7 +202,7 @@ unsigned pool_error_status(enum pool_error e)
 	return 500;
 }
 
-/* ---- views ------------------------------------------------------------- */
+/* ---- views --------------------------------------------------------------- */
 
 /* @c's view into @v; under the lock. */
 static void view_locked(struct sandbox *c, struct sandbox_view *v)

@@ -84,8 +84,7 @@ enum pool_error sandbox_create(struct daemon *d, struct sandbox_create *req,
 			       struct fork_result *out, char *err,
 			       size_t errlen);
 
-/* ---- a held sandbox --------------------------------------------------------
- */
+/* ---- a held sandbox ------------------------------------------------------ */
 
 /* Its template: the config's, the same for its whole life. */
 const struct template_config *sandbox_template(const struct sandbox *c);
@@ -150,8 +149,18 @@ enum pool_error sandbox_agent_open(struct sandbox *c, struct agent_conn *agent,
 /* Closes @agent (if open) and gives its budget back. */
 void sandbox_agent_close(struct daemon *d, struct agent_conn *agent);
 
-/* ---- errors at the HTTP edge ----------------------------------------------
- */
+/* ---- the HTTP edge's share ----------------------------------------------- */
+
+struct http_params;
+
+/* The HTTP engine's params (pool/http) for a front end's server: the
+ * config's limits, the daemon's memory budget, its answers counted in the
+ * daemon's metrics (daemon_count_status()). */
+void daemon_http_params(struct daemon *d, struct http_params *params);
+/* Counts an answer of @status in thaw_http_requests_total, by
+ * daemon_counted_codes[]. */
+void daemon_count_status(struct daemon *d, unsigned status);
+extern const unsigned daemon_counted_codes[HTTP_CODES];
 
 /*
  * The HTTP status both HTTP front ends give error @e (0 for POOL_OK): one
@@ -160,8 +169,7 @@ void sandbox_agent_close(struct daemon *d, struct agent_conn *agent);
  */
 unsigned pool_error_status(enum pool_error e);
 
-/* ---- views: what a front end shows of a sandbox ---------------------------
- */
+/* ---- views: what a front end shows of a sandbox -------------------------- */
 
 /* A sandbox as it was when the view was taken, under the daemon's lock. */
 struct sandbox_view {
@@ -207,7 +215,7 @@ struct pool_view {
  * *@n; 0 or -ENOMEM. */
 int pools_view(struct daemon *d, struct pool_view **views, size_t *n);
 
-/* ---- a front end's extension slot (frontend.h) -------------------------- */
+/* ---- a front end's extension slot (frontend.h) --------------------------- */
 
 /* What front end @slot keeps with held @c, NULL for none: it stays while
  * @c is held (freed only with it), and never changes once attached. */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "pool/daemon/sandbox_ops.h"
+#include "pool/http/http_server.h"
 #include "common/clock.h"
 
 /*
@@ -147,4 +148,56 @@ void sandbox_agent_close(struct daemon *d, struct agent_conn *agent)
 	if (agent->fd >= 0)
 		sandbox_budget_give(d, SANDBOX_AGENT_CONN_BYTES);
 	agent_close(agent);
+}
+
+/* ---- the HTTP edge's share ----------------------------------------------- */
+
+const unsigned daemon_counted_codes[HTTP_CODES] = { 200, 201, 204, 400, 401,
+						    404, 405, 409, 411, 413,
+						    429, 500, 503 };
+
+void daemon_count_status(struct daemon *d, unsigned status)
+{
+	pthread_mutex_lock(&d->lock);
+	for (int i = 0; i < HTTP_CODES; i++)
+		if (daemon_counted_codes[i] == status)
+			d->http_count[i]++;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* The engine's callbacks, on the daemon's budget and counters. */
+static bool take_budget(void *d, uint64_t bytes)
+{
+	return sandbox_budget_take(d, bytes);
+}
+
+static void give_budget(void *d, uint64_t bytes)
+{
+	sandbox_budget_give(d, bytes);
+}
+
+static void budget_spent(void *d, char *err, size_t errlen)
+{
+	sandbox_budget_spent(d, err, errlen);
+}
+
+static void count_status(void *d, unsigned status)
+{
+	daemon_count_status(d, status);
+}
+
+void daemon_http_params(struct daemon *d, struct http_params *params)
+{
+	*params = (struct http_params){
+		.max_connections = d->cfg.max_connections,
+		.max_connections_per_uid = d->cfg.max_connections_per_uid,
+		.header_timeout_s = d->cfg.header_timeout_s,
+		.idle_timeout_s = d->cfg.idle_timeout_s,
+		.max_request_bytes = d->cfg.max_request_bytes,
+		.owner = d,
+		.budget_take = take_budget,
+		.budget_give = give_budget,
+		.budget_spent = budget_spent,
+		.count_status = count_status,
+	};
 }

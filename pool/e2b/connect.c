@@ -175,7 +175,7 @@ bool e2b_envelope_open(const char *buf, size_t len, const char **msg,
 
 char *e2b_envelope_make(uint8_t flags, json_t *json, size_t *len)
 {
-	char *text = json ? json_dumps(json, JSON_FLAGS) : NULL;
+	char *text = json ? json_dumps(json, HTTP_JSON_FLAGS) : NULL;
 
 	json_decref(json);
 	if (!text)
@@ -204,7 +204,7 @@ json_t *e2b_connect_request(const struct e2b_request *r, bool streaming,
 	if (streaming && !e2b_envelope_open(r->x.body.buf, r->x.body.len, &msg,
 					    &len, err, errlen))
 		return NULL;
-	return api_parse_object(msg, len, err, errlen);
+	return http_parse_object(msg, len, err, errlen);
 }
 
 json_t *e2b_code_json(enum e2b_code code, const char *message)

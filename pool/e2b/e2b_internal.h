@@ -5,7 +5,7 @@
  * and streams, the sandbox an envd request is for.  e2b.h is the daemon's
  * view of it all.
  *
- *	server.c	the TCP listener (libmicrohttpd, api_conns.c's limits),
+ *	server.c	the TCP listener (the HTTP engine, pool/http),
  *			routing, bodies, the API key, REST replies
  *	envd.c		envd's side of a request: its sandbox (E2b-Sandbox-Id
  *			or the Host header), its access token, its user,
@@ -23,10 +23,11 @@
  *			users) and entry.c (EntryInfo): filesystem.h
  *
  * Every request runs on its own libmicrohttpd thread, as thaw's own API's
- * (api.c): a route's handler is called once the body is in (a JSON body is
- * collected up to max_request_bytes, from the daemon's memory budget), or,
- * for a route with body_begin, at the headers, its body then passed on
- * piece by piece (an upload).  Handlers answer through the e2b_reply_*()
+ * (the HTTP engine drives both): a route's handler is called once the
+ * body is in (a JSON body is collected up to max_request_bytes, from the
+ * daemon's memory budget), or, for a route with body_begin, at the
+ * headers, its body then passed on piece by piece (an upload).  Handlers
+ * answer through the e2b_reply_*()
  * helpers and return what libmicrohttpd expects.  The daemon's own
  * functions (daemon.h) do the work; errors are mapped to E2B's statuses
  * here, at this edge, as api.c maps them for thaw's API.
@@ -50,6 +51,7 @@
 #include "pool/daemon/sandbox_args.h"
 #include "pool/daemon/sandbox_ops.h"
 #include "pool/e2b/e2b.h"
+#include "pool/http/http_server.h"
 
 /*
  * The envd version every sandbox reports (create, connect, get).  The SDK
@@ -90,14 +92,14 @@ struct e2b_server {
 	/* What the sandboxes' access tokens derive from: random, the
 	 * listener's life long (e2b_sandbox_token()). */
 	uint8_t token_key[32];
-	struct api_server *http;
+	struct http_server *http;
 	struct e2b_processes *processes;
 	struct e2b_watchers *watchers; /* filesystem.h */
 };
 
 /* One HTTP request's state, from its first handler call to its end. */
 struct e2b_request {
-	struct api_exchange x; /* first: api.c's callback drives it */
+	struct http_exchange x; /* first: the engine's callback drives it */
 	struct daemon *d;
 	struct e2b_server *server;
 	const struct e2b_route *route;

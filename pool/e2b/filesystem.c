@@ -270,7 +270,7 @@ static int list_each(const struct agent_file_info *info, void *arg)
 		return -1;
 	}
 	json_t *entry = e2b_entry_json(info, path);
-	char *text = entry ? json_dumps(entry, JSON_FLAGS) : NULL;
+	char *text = entry ? json_dumps(entry, HTTP_JSON_FLAGS) : NULL;
 
 	json_decref(entry);
 	if (!text) {

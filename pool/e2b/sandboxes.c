@@ -475,8 +475,7 @@ static enum MHD_Result reply_new_sandbox(struct MHD_Connection *conn,
 	return e2b_reply_json(conn, r, status, put_new_sandbox_json(r, c));
 }
 
-/* ---- what E2B keeps with a sandbox ----------------------------------------
- */
+/* ---- what E2B keeps with a sandbox --------------------------------------- */
 
 /*
  * Gives held @c its E2B record unless it has one: @template_id and
@@ -505,8 +504,7 @@ static int give_record(const struct e2b_request *r, struct sandbox *c,
 	return 0;
 }
 
-/* ---- create ----------------------------------------------------------------
- */
+/* ---- create -------------------------------------------------------------- */
 
 /*
  * The network policy @body asks for, for a sandbox of @t (the template's
@@ -616,8 +614,7 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 	return reply_new_sandbox(conn, r, one.c, 201);
 }
 
-/* ---- lists -----------------------------------------------------------------
- */
+/* ---- lists --------------------------------------------------------------- */
 
 /* Whether record @e has every key -> value of @metadata. */
 static bool metadata_matches(const struct e2b_sandbox *e, json_t *metadata)
@@ -740,8 +737,7 @@ enum MHD_Result e2b_list_sandboxes_v2(struct MHD_Connection *conn,
 	return list_sandboxes(conn, r, true);
 }
 
-/* ---- one sandbox ------------------------------------------------------------
- */
+/* ---- one sandbox --------------------------------------------------------- */
 
 /* The path's sandbox, held; NULL after a 404 answered. */
 static struct sandbox *path_sandbox(struct MHD_Connection *conn,
@@ -1053,8 +1049,7 @@ enum MHD_Result e2b_sandbox_metrics(struct MHD_Connection *conn,
 	return e2b_reply_json(conn, r, 200, json_array());
 }
 
-/* ---- snapshots and templates -----------------------------------------------
- */
+/* ---- snapshots and templates --------------------------------------------- */
 
 enum MHD_Result e2b_list_snapshots(struct MHD_Connection *conn,
 				   struct e2b_request *r)

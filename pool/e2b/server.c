@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * server.c - the E2B listener (e2b.h): a TCP socket on e2b_listen, served
- * by libmicrohttpd as thaw's own API is (api.c), with the same limits:
- * api_conns.c accepts, capping connections (max_connections, and
- * max_connections_per_uid per uid for a client on this host, whose
- * socket's owner the kernel tells, per IP address for a remote one) and
- * giving each request head header_timeout_s;
- * JSON bodies are collected up to max_request_bytes from the memory
- * budget (api_body_take).  Its connections are counted apart from the
- * Unix socket's, so a flood on the TCP port leaves the socket usable.
+ * by the HTTP engine (pool/http) as thaw's own API is, with the same
+ * limits (daemon_http_params()): http_conns.c accepts, capping connections
+ * (max_connections, and max_connections_per_uid per uid for a client on this
+ * host, whose socket's owner the kernel tells, per IP address for a remote one)
+ * and giving each request head header_timeout_s; JSON bodies are collected up
+ * to max_request_bytes from the memory budget (http_server.c).  Its connections
+ * are counted apart from the Unix socket's, so a flood on the TCP port leaves
+ * the socket usable.
  *
  * One table routes both of what E2B's cloud splits between two hosts, the
  * control plane (api.e2b.app, X-API-KEY) and envd (a sandbox's port
  * 49983, X-Access-Token): their paths do not overlap, and the SDK sends
  * both to this one address when E2B_API_URL and E2B_SANDBOX_URL name it.
  *
- * api.c's libmicrohttpd callback drives its requests as it does thaw's
- * own (e2b_api below): request_begin() at the headers (route, method,
+ * The engine's libmicrohttpd callback drives its requests as it does
+ * thaw's own (e2b_api below): request_begin() at the headers (route, method,
  * credentials, the envd sandbox: all that the headers alone decide is
  * answered before any body is read), the route's body_piece() per piece of
  * a streamed body, its handler at the end.
@@ -32,11 +32,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pool/daemon/api.h"
 #include "pool/e2b/e2b_internal.h"
 #include "common/log.h"
 #include "pool/e2b/filesystem.h"
 #include "pool/e2b/processes.h"
+#include "pool/http/http_server.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define LISTEN_BACKLOG 256
@@ -160,7 +160,7 @@ const struct e2b_route *e2b_find_route(const char *method, const char *url,
 enum MHD_Result e2b_reply(struct MHD_Connection *conn, struct e2b_request *r,
 			  unsigned status, struct MHD_Response *resp)
 {
-	return api_answer(conn, &r->x, r->d, status, resp);
+	return http_answer(conn, &r->x, status, resp);
 }
 
 enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
@@ -169,7 +169,7 @@ enum MHD_Result e2b_reply_json_header(struct MHD_Connection *conn,
 				      const char *value)
 {
 	return e2b_reply(conn, r, status,
-			 api_json_response(json, value ? name : NULL, value));
+			 http_json_response(json, value ? name : NULL, value));
 }
 
 enum MHD_Result e2b_reply_json(struct MHD_Connection *conn,
@@ -223,7 +223,7 @@ enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 
 json_t *e2b_body_object(const struct e2b_request *r, char *err, size_t errlen)
 {
-	return api_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
+	return http_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -240,7 +240,7 @@ static bool api_key_valid(struct MHD_Connection *conn, const struct daemon *d)
 
 /* First call of a request: everything the headers alone decide. */
 static enum MHD_Result request_begin(struct MHD_Connection *conn,
-				     struct api_exchange *x, void *cls,
+				     struct http_exchange *x, void *cls,
 				     const char *url, const char *method)
 {
 	struct e2b_request *r = (struct e2b_request *)x;
@@ -273,7 +273,7 @@ static enum MHD_Result request_begin(struct MHD_Connection *conn,
 	return MHD_YES;
 }
 
-static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
+static void request_piece(struct MHD_Connection *conn, struct http_exchange *x,
 			  const char *data, size_t len)
 {
 	struct e2b_request *r = (struct e2b_request *)x;
@@ -282,7 +282,7 @@ static void request_piece(struct MHD_Connection *conn, struct api_exchange *x,
 }
 
 static enum MHD_Result request_end(struct MHD_Connection *conn,
-				   struct api_exchange *x, const char *method)
+				   struct http_exchange *x, const char *method)
 {
 	struct e2b_request *r = (struct e2b_request *)x;
 
@@ -291,7 +291,7 @@ static enum MHD_Result request_end(struct MHD_Connection *conn,
 }
 
 static enum MHD_Result request_fail(struct MHD_Connection *conn,
-				    struct api_exchange *x, unsigned status,
+				    struct http_exchange *x, unsigned status,
 				    const char *message)
 {
 	/* A body too large (413) or over the memory budget (503): on a
@@ -300,7 +300,7 @@ static enum MHD_Result request_fail(struct MHD_Connection *conn,
 			       message);
 }
 
-static void request_finish(struct api_exchange *x)
+static void request_finish(struct http_exchange *x)
 {
 	struct e2b_request *r = (struct e2b_request *)x;
 
@@ -310,7 +310,7 @@ static void request_finish(struct api_exchange *x)
 		sandbox_put(r->d, r->sandbox);
 }
 
-static const struct api_protocol e2b_api = {
+static const struct http_protocol e2b_api = {
 	.what = "E2B server",
 	.request_size = sizeof(struct e2b_request),
 	.begin = request_begin,
@@ -365,7 +365,7 @@ static int listen_on(const char *listen_at)
 }
 
 /* Whether @token is what E2B's Python SDK lets through as an API key:
- * e2b_ and hex digits (README, E2B compatibility). */
+ * e2b_ and hex digits (docs/e2b.md). */
 static bool python_sdk_takes(const char *token)
 {
 	if (strncmp(token, "e2b_", 4))
@@ -412,7 +412,10 @@ static struct e2b_server *serve(struct daemon *d, unsigned slot)
 			    "E2B's Python SDK refuses such an API key before "
 			    "sending it (2.25 to 2.29; later ones unless "
 			    "E2B_VALIDATE_API_KEY=false)");
-	s->http = api_serve(d, fd, &e2b_api, s);
+	struct http_params params;
+
+	daemon_http_params(d, &params);
+	s->http = http_serve(&params, fd, &e2b_api, s);
 	if (!s->http) {
 		processes_free(s->processes);
 		watchers_free(s->watchers);
@@ -440,7 +443,7 @@ void e2b_stop(void *server)
 
 	if (!s)
 		return;
-	api_stop(s->http);
+	http_stop(s->http);
 	processes_free(s->processes);
 	watchers_free(s->watchers);
 	free(s);

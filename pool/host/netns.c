@@ -60,19 +60,50 @@
 #include <nftables/libnftables.h>
 
 #include "common/guest_net.h"
-#include "common/log.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int fail(int e, char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+/* @fmt's message in @err, and -@e: every error here is -errno. */
+static int fail(int e, char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-	return -1;
+	return -e;
+}
+
+/* libnl's error codes are its own: the errno naming the same failure. */
+static int nl_errno(int nlerr)
+{
+	switch (-nlerr) {
+	case NLE_NOMEM:
+		return ENOMEM;
+	case NLE_EXIST:
+		return EEXIST;
+	case NLE_NODEV:
+		return ENODEV;
+	case NLE_OBJ_NOTFOUND:
+		return ENOENT;
+	case NLE_PERM:
+		return EPERM;
+	case NLE_NOACCESS:
+		return EACCES;
+	case NLE_BUSY:
+		return EBUSY;
+	case NLE_AGAIN:
+		return EAGAIN;
+	case NLE_INVAL:
+	case NLE_RANGE:
+		return EINVAL;
+	case NLE_OPNOTSUPP:
+	case NLE_AF_NOSUPPORT:
+		return EOPNOTSUPP;
+	default:
+		return EIO;
+	}
 }
 
 /* The first address of sandbox @index's /30, or 0 past the pool. */
@@ -85,23 +116,24 @@ static uint32_t slot_base(const struct net_config *cfg, uint32_t index)
 	return cfg->pool.addr + index * 4;
 }
 
-static struct nl_sock *route_socket(char *err, size_t errlen, const char *where)
+/* A route netlink socket in *@out (the calling thread's namespace's). */
+static int route_socket(struct nl_sock **out, char *err, size_t errlen,
+			const char *where)
 {
 	struct nl_sock *sock = nl_socket_alloc();
 	int ret;
 
-	if (!sock) {
-		fail(err, errlen, "netlink socket (%s): out of memory", where);
-		return NULL;
-	}
+	if (!sock)
+		return fail(ENOMEM, err, errlen,
+			    "netlink socket (%s): out of memory", where);
 	ret = nl_connect(sock, NETLINK_ROUTE);
 	if (ret < 0) {
-		fail(err, errlen, "netlink socket (%s): %s", where,
-		     nl_geterror(ret));
 		nl_socket_free(sock);
-		return NULL;
+		return fail(nl_errno(ret), err, errlen,
+			    "netlink socket (%s): %s", where, nl_geterror(ret));
 	}
-	return sock;
+	*out = sock;
+	return 0;
 }
 
 /* @addr (host order)/@prefix as libnl's address. */
@@ -128,7 +160,7 @@ static const char *addr_text(uint32_t addr, char buf[INET_ADDRSTRLEN])
  * program bound, for the host's veth end, as the policy lets only ARP
  * between the two veth ends through: a connection the host opens from
  * another of its addresses would otherwise never find the sandbox.  0, or
- * -1 with @err.
+ * -errno with @err.
  */
 static int link_up(struct nl_sock *sock, const char *name,
 		   const unsigned char *mac, bool own_arp_source, char *err,
@@ -160,8 +192,8 @@ static int link_up(struct nl_sock *sock, const char *name,
 	if (change)
 		rtnl_link_put(change);
 	if (ret < 0)
-		return fail(err, errlen, "%s: setting it up: %s", name,
-			    nl_geterror(ret));
+		return fail(nl_errno(ret), err, errlen, "%s: setting it up: %s",
+			    name, nl_geterror(ret));
 	return 0;
 }
 
@@ -184,8 +216,9 @@ static int add_address(struct nl_sock *sock, const char *name, int ifindex,
 	if (a)
 		rtnl_addr_put(a);
 	if (ret < 0)
-		return fail(err, errlen, "%s: address %s/%d: %s", name,
-			    addr_text(addr, text), prefix, nl_geterror(ret));
+		return fail(nl_errno(ret), err, errlen, "%s: address %s/%d: %s",
+			    name, addr_text(addr, text), prefix,
+			    nl_geterror(ret));
 	return 0;
 }
 
@@ -217,7 +250,8 @@ static int add_default_route(struct nl_sock *sock, int ifindex,
 	if (gw)
 		nl_addr_put(gw);
 	if (ret < 0)
-		return fail(err, errlen, "default route via %s: %s",
+		return fail(nl_errno(ret), err, errlen,
+			    "default route via %s: %s",
 			    addr_text(gateway, text), nl_geterror(ret));
 	return 0;
 }
@@ -233,12 +267,13 @@ static int write_sysctl(const char *name, const char *value, char *err,
 	snprintf(path, sizeof(path), "/proc/sys/%s", name);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, "%s: %s", path, strerror(errno));
+		return fail(errno, err, errlen, "%s: %s", path,
+			    strerror(errno));
 	n = write(fd, value, strlen(value));
-	e = errno;
+	e = n < 0 ? errno : EIO;
 	close(fd);
 	if (n != (ssize_t)strlen(value))
-		return fail(err, errlen, "%s = %s: %s", path, value,
+		return fail(e, err, errlen, "%s = %s: %s", path, value,
 			    n < 0 ? strerror(e) : "short write");
 	return 0;
 }
@@ -249,9 +284,11 @@ static int make_tap(uid_t uid, gid_t gid, char *err, size_t errlen)
 	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR };
 	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
 	const char *what = "TUNSETIFF";
+	int ret = 0;
 
 	if (fd < 0)
-		return fail(err, errlen, "/dev/net/tun: %s", strerror(errno));
+		return fail(errno, err, errlen, "/dev/net/tun: %s",
+			    strerror(errno));
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", GUEST_NET_TAP_NAME);
 	if (ioctl(fd, TUNSETIFF, &ifr) == 0) {
 		what = "TUNSETOWNER";
@@ -265,10 +302,10 @@ static int make_tap(uid_t uid, gid_t gid, char *err, size_t errlen)
 		}
 	}
 	if (what)
-		fail(err, errlen, "%s: %s: %s", GUEST_NET_TAP_NAME, what,
-		     strerror(errno));
+		ret = fail(errno, err, errlen, "%s: %s: %s", GUEST_NET_TAP_NAME,
+			   what, strerror(errno));
 	close(fd);
-	return what ? -1 : 0;
+	return ret;
 }
 
 /* veth0 here, its peer @host_name in the namespace of @host_ns. */
@@ -290,7 +327,7 @@ static int make_veth(struct nl_sock *sock, const char *host_name, int host_ns,
 		rtnl_link_veth_release(link);
 	}
 	if (ret < 0)
-		return fail(err, errlen, "veth %s - %s: %s",
+		return fail(nl_errno(ret), err, errlen, "veth %s - %s: %s",
 			    GUEST_NET_VETH_NAME, host_name, nl_geterror(ret));
 	return 0;
 }
@@ -307,34 +344,39 @@ struct ns_job {
 	char *err;
 	size_t errlen;
 	int ret;
+	bool pin_taken; /* the pin was there already: someone else's */
 };
 
-/* tap0, up with its address and MAC: its ifindex, or -1 with @err. */
+/* tap0, up with its address and MAC: its ifindex, or -errno with @err. */
 static int configure_tap(struct ns_job *job, struct nl_sock *sock)
 {
 	static const unsigned char tap_mac[] = GUEST_NET_TAP_MAC;
 	char *err = job->err;
 	size_t errlen = job->errlen;
-	int tap;
+	int tap, ret;
 
 	/* The guest is IPv4-only: no IPv6 addresses, DAD or router
 	 * solicitations on our links (ENOENT: no IPv6 at all). */
-	if (write_sysctl("net/ipv6/conf/default/disable_ipv6", "1", err,
-			 errlen) < 0 &&
-	    errno != ENOENT)
-		return -1;
-	if (make_tap(job->tap_uid, job->tap_gid, err, errlen) < 0)
-		return -1;
+	ret = write_sysctl("net/ipv6/conf/default/disable_ipv6", "1", err,
+			   errlen);
+	if (ret < 0 && ret != -ENOENT)
+		return ret;
+	ret = make_tap(job->tap_uid, job->tap_gid, err, errlen);
+	if (ret < 0)
+		return ret;
 	tap = (int)if_nametoindex(GUEST_NET_TAP_NAME);
 	if (!tap)
-		return fail(err, errlen, "%s vanished: %s", GUEST_NET_TAP_NAME,
-			    strerror(errno));
-	if (link_up(sock, "lo", NULL, false, err, errlen) < 0 ||
-	    add_address(sock, GUEST_NET_TAP_NAME, tap, GUEST_NET_GATEWAY_ADDR,
-			GUEST_NET_PREFIX, err, errlen) < 0 ||
-	    link_up(sock, GUEST_NET_TAP_NAME, tap_mac, false, err, errlen) < 0)
-		return -1;
-	return tap;
+		return fail(errno, err, errlen, "%s vanished: %s",
+			    GUEST_NET_TAP_NAME, strerror(errno));
+	ret = link_up(sock, "lo", NULL, false, err, errlen);
+	if (ret == 0)
+		ret = add_address(sock, GUEST_NET_TAP_NAME, tap,
+				  GUEST_NET_GATEWAY_ADDR, GUEST_NET_PREFIX, err,
+				  errlen);
+	if (ret == 0)
+		ret = link_up(sock, GUEST_NET_TAP_NAME, tap_mac, false, err,
+			      errlen);
+	return ret < 0 ? ret : tap;
 }
 
 /* A sandbox's: tap0, veth0, both veth ends' addresses, the route out,
@@ -345,51 +387,65 @@ static int configure_sandbox(struct ns_job *job, struct nl_sock *host,
 	struct sandbox_net *net = job->net;
 	char *err = job->err;
 	size_t errlen = job->errlen;
-	int tap, veth, host_veth;
+	int tap, veth, host_veth, ret;
 
 	/* Routing between tap0 and veth0; the policy's NAT makes the
 	 * guest's packets come from host_address, veth0's own address,
 	 * which tap0 must accept, and reverse-path filtering must not
 	 * judge (the namespace may inherit the host's settings). */
-	if (write_sysctl("net/ipv4/ip_forward", "1", err, errlen) < 0 ||
-	    write_sysctl("net/ipv4/conf/all/rp_filter", "0", err, errlen) < 0 ||
-	    write_sysctl("net/ipv4/conf/default/rp_filter", "0", err, errlen) <
-		    0)
-		return -1;
+	ret = write_sysctl("net/ipv4/ip_forward", "1", err, errlen);
+	if (ret == 0)
+		ret = write_sysctl("net/ipv4/conf/all/rp_filter", "0", err,
+				   errlen);
+	if (ret == 0)
+		ret = write_sysctl("net/ipv4/conf/default/rp_filter", "0", err,
+				   errlen);
+	if (ret < 0)
+		return ret;
 	tap = configure_tap(job, sock);
-	if (tap < 0 ||
-	    write_sysctl("net/ipv4/conf/" GUEST_NET_TAP_NAME "/accept_local",
-			 "1", err, errlen) < 0 ||
-	    make_veth(sock, net->host_veth, job->host_ns, err, errlen) < 0)
-		return -1;
+	if (tap < 0)
+		return tap;
+	ret = write_sysctl("net/ipv4/conf/" GUEST_NET_TAP_NAME "/accept_local",
+			   "1", err, errlen);
+	if (ret == 0)
+		ret = make_veth(sock, net->host_veth, job->host_ns, err,
+				errlen);
+	if (ret < 0)
+		return ret;
 	veth = (int)if_nametoindex(GUEST_NET_VETH_NAME);
 	if (!veth)
-		return fail(err, errlen, "%s vanished: %s", GUEST_NET_VETH_NAME,
-			    strerror(errno));
+		return fail(errno, err, errlen, "%s vanished: %s",
+			    GUEST_NET_VETH_NAME, strerror(errno));
 	/* A DNS answer, after the policy's NAT, comes in on veth0 from the
 	 * gateway: an address of this namespace's own. */
-	if (write_sysctl("net/ipv4/conf/" GUEST_NET_VETH_NAME "/accept_local",
-			 "1", err, errlen) < 0)
-		return -1;
-	if (add_address(sock, GUEST_NET_VETH_NAME, veth, net->host_address, 30,
-			err, errlen) < 0 ||
-	    link_up(sock, GUEST_NET_VETH_NAME, NULL, false, err, errlen) < 0 ||
-	    add_default_route(sock, veth, job->addrs.host_peer, err, errlen) <
-		    0)
-		return -1;
+	ret = write_sysctl("net/ipv4/conf/" GUEST_NET_VETH_NAME "/accept_local",
+			   "1", err, errlen);
+	if (ret == 0)
+		ret = add_address(sock, GUEST_NET_VETH_NAME, veth,
+				  net->host_address, 30, err, errlen);
+	if (ret == 0)
+		ret = link_up(sock, GUEST_NET_VETH_NAME, NULL, false, err,
+			      errlen);
+	if (ret == 0)
+		ret = add_default_route(sock, veth, job->addrs.host_peer, err,
+					errlen);
+	if (ret < 0)
+		return ret;
 	/* The host's end, through the socket that stayed in its namespace;
 	 * if_nametoindex would look here. */
 	struct rtnl_link *link = NULL;
-	int ret = rtnl_link_get_kernel(host, 0, net->host_veth, &link);
+	ret = rtnl_link_get_kernel(host, 0, net->host_veth, &link);
 	if (ret < 0)
-		return fail(err, errlen, "%s: %s", net->host_veth,
-			    nl_geterror(ret));
+		return fail(nl_errno(ret), err, errlen, "%s: %s",
+			    net->host_veth, nl_geterror(ret));
 	host_veth = rtnl_link_get_ifindex(link);
 	rtnl_link_put(link);
-	if (add_address(host, net->host_veth, host_veth, job->addrs.host_peer,
-			30, err, errlen) < 0 ||
-	    link_up(host, net->host_veth, NULL, true, err, errlen) < 0)
-		return -1;
+	ret = add_address(host, net->host_veth, host_veth, job->addrs.host_peer,
+			  30, err, errlen);
+	if (ret == 0)
+		ret = link_up(host, net->host_veth, NULL, true, err, errlen);
+	if (ret < 0)
+		return ret;
 	return bpf_policy_attach(&net->policy, tap, veth, &job->addrs,
 				 job->policy, err, errlen);
 }
@@ -399,23 +455,26 @@ static void *ns_thread(void *arg)
 	struct ns_job *job = arg;
 	struct nl_sock *host, *sock = NULL;
 
-	job->ret = -1;
-	host = route_socket(job->err, job->errlen, "host");
-	if (!host)
+	job->ret = route_socket(&host, job->err, job->errlen, "host");
+	if (job->ret < 0)
 		return NULL;
 	if (unshare(CLONE_NEWNET) < 0) {
-		fail(job->err, job->errlen, "unshare(CLONE_NEWNET): %s",
-		     strerror(errno));
+		job->ret = fail(errno, job->err, job->errlen,
+				"unshare(CLONE_NEWNET): %s", strerror(errno));
 	} else if (mount("/proc/thread-self/ns/net", job->pin, NULL, MS_BIND,
 			 NULL) < 0) {
-		fail(job->err, job->errlen, "%s: bind mount: %s", job->pin,
-		     strerror(errno));
+		job->ret =
+			fail(errno, job->err, job->errlen, "%s: bind mount: %s",
+			     job->pin, strerror(errno));
 	} else {
-		sock = route_socket(job->err, job->errlen, "sandbox");
-		if (sock && job->net)
+		job->ret =
+			route_socket(&sock, job->err, job->errlen, "sandbox");
+		if (job->ret == 0 && job->net)
 			job->ret = configure_sandbox(job, host, sock);
-		else if (sock)
-			job->ret = configure_tap(job, sock) < 0 ? -1 : 0;
+		else if (job->ret == 0)
+			job->ret = configure_tap(job, sock);
+		if (job->ret > 0) /* tap0's ifindex */
+			job->ret = 0;
 	}
 	if (sock)
 		nl_socket_free(sock);
@@ -424,37 +483,32 @@ static void *ns_thread(void *arg)
 }
 
 /*
- * Creates @job's pin and runs its thread.  0, or -1 with @err, errno being
- * EEXIST when the pin was there already (someone else's).
+ * Creates @job's pin and runs its thread.  0, or -errno with @err;
+ * job->pin_taken when the pin was there already (someone else's).
  */
 static int run_job(struct ns_job *job)
 {
 	pthread_t thread;
 	int fd, e;
 
-	job->ret = -1;
 	fd = open(job->pin, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
 	if (fd < 0) {
-		e = errno;
-		fail(job->err, job->errlen, "%s: %s", job->pin, strerror(e));
-		errno = e;
-		return -1;
+		job->pin_taken = errno == EEXIST;
+		return fail(errno, job->err, job->errlen, "%s: %s", job->pin,
+			    strerror(errno));
 	}
 	close(fd);
 	job->host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (job->host_ns < 0) {
-		fail(job->err, job->errlen, "/proc/self/ns/net: %s",
-		     strerror(errno));
-	} else {
-		e = pthread_create(&thread, NULL, ns_thread, job);
-		if (e)
-			fail(job->err, job->errlen, "namespace thread: %s",
-			     strerror(e));
-		else
-			pthread_join(thread, NULL);
-		close(job->host_ns);
-	}
-	errno = 0;
+	if (job->host_ns < 0)
+		return fail(errno, job->err, job->errlen,
+			    "/proc/self/ns/net: %s", strerror(errno));
+	e = pthread_create(&thread, NULL, ns_thread, job);
+	if (e)
+		job->ret = fail(e, job->err, job->errlen,
+				"namespace thread: %s", strerror(e));
+	else
+		pthread_join(thread, NULL);
+	close(job->host_ns);
 	return job->ret;
 }
 
@@ -469,7 +523,7 @@ static int add_host_address(struct net_addrs *addrs, uint32_t a, char *err,
 		if (addrs->host_addrs[i] == a)
 			return 0;
 	if (addrs->n_host_addrs == NET_MAX_HOST_ADDRS)
-		return fail(err, errlen,
+		return fail(E2BIG, err, errlen,
 			    "the host has more than %d IPv4 addresses outside "
 			    "network_cidr (broadcast ones included): a sandbox "
 			    "could reach those past them, so none is made",
@@ -494,13 +548,14 @@ static int add_interface_address(struct net_addrs *addrs,
 {
 	uint32_t a = ipv4_of(i->ifa_addr);
 	uint32_t mask = i->ifa_netmask ? ipv4_of(i->ifa_netmask) : ~0u;
+	int ret = add_host_address(addrs, a, err, errlen);
 
-	if (add_host_address(addrs, a, err, errlen) < 0)
-		return -1;
-	if (~mask > 1u &&
-	    (add_host_address(addrs, a | ~mask, err, errlen) < 0 ||
-	     add_host_address(addrs, a & mask, err, errlen) < 0))
-		return -1;
+	if (ret == 0 && ~mask > 1u)
+		ret = add_host_address(addrs, a | ~mask, err, errlen);
+	if (ret == 0 && ~mask > 1u)
+		ret = add_host_address(addrs, a & mask, err, errlen);
+	if (ret < 0)
+		return ret;
 	if ((i->ifa_flags & IFF_BROADCAST) && i->ifa_broadaddr &&
 	    i->ifa_broadaddr->sa_family == AF_INET)
 		return add_host_address(addrs, ipv4_of(i->ifa_broadaddr), err,
@@ -511,8 +566,8 @@ static int add_interface_address(struct net_addrs *addrs,
 /*
  * The addresses the host receives as its own, which no guest may reach:
  * every interface's and its subnet's broadcast addresses (a datagram to
- * one reaches the host's sockets as well).  All of them or -1 with @err:
- * a list cut short would let the guest reach the rest.
+ * one reaches the host's sockets as well).  All of them or -errno with
+ * @err: a list cut short would let the guest reach the rest.
  */
 static int host_addresses(struct net_addrs *addrs, char *err, size_t errlen)
 {
@@ -521,7 +576,7 @@ static int host_addresses(struct net_addrs *addrs, char *err, size_t errlen)
 
 	addrs->n_host_addrs = 0;
 	if (getifaddrs(&list) < 0)
-		return fail(err, errlen,
+		return fail(errno, err, errlen,
 			    "the host's addresses (getifaddrs): %s",
 			    strerror(errno));
 	for (i = list; i && ret == 0; i = i->ifa_next)
@@ -545,7 +600,8 @@ void net_pin_remove(const char *path)
 	unlink(path);
 }
 
-/* Deletes host link @name (and so its veth peer); 0 when gone. */
+/* Deletes host link @name (and so its veth peer); 0 when gone, else
+ * libnl's error. */
 static int delete_link(struct nl_sock *sock, const char *name)
 {
 	struct rtnl_link *link = rtnl_link_alloc();
@@ -581,27 +637,34 @@ int sandbox_net_create(struct sandbox_net *net, const struct net_config *cfg,
 			.dns_always = cfg->dns_always,
 		},
 	};
+	int ret;
+
 	memset(net, 0, sizeof(*net));
 	if (!base)
-		return fail(err, errlen,
+		return fail(ENOSPC, err, errlen,
 			    "sandbox %u: past the end of network_cidr's /%u",
 			    index, cfg->pool.prefix);
-	if (host_addresses(&job.addrs, err, errlen) < 0)
-		return -1;
+	ret = host_addresses(&job.addrs, err, errlen);
+	if (ret < 0)
+		return ret;
 	net->index = index;
 	net->host_address = base + 2;
 	snprintf(net->host_veth, sizeof(net->host_veth), "%s%u",
 		 cfg->ifname_prefix, index);
 	if (snprintf(net->netns_path, sizeof(net->netns_path), "%s",
 		     netns_path) >= (int)sizeof(net->netns_path))
-		return fail(err, errlen, "%s: path too long", netns_path);
-	if (run_job(&job) < 0) {
-		if (errno == EEXIST)
+		return fail(ENAMETOOLONG, err, errlen, "%s: path too long",
+			    netns_path);
+	ret = run_job(&job);
+	if (ret < 0) {
+		char ignored[256]; /* the failure's message is the one to keep
+				    */
+
+		if (job.pin_taken)
 			net->netns_path[0] = '\0'; /* not ours */
-		sandbox_net_destroy(net);
-		return -1;
+		sandbox_net_destroy(net, ignored, sizeof(ignored));
 	}
-	return 0;
+	return ret;
 }
 
 int net_tap_namespace(const char *netns_path, uid_t tap_uid, gid_t tap_gid,
@@ -615,11 +678,11 @@ int net_tap_namespace(const char *netns_path, uid_t tap_uid, gid_t tap_gid,
 		.errlen = errlen,
 	};
 
-	if (run_job(&job) == 0)
-		return 0;
-	if (errno != EEXIST)
+	int ret = run_job(&job);
+
+	if (ret < 0 && !job.pin_taken)
 		net_pin_remove(netns_path);
-	return -1;
+	return ret;
 }
 
 int sandbox_net_set_policy(struct sandbox_net *net,
@@ -635,28 +698,30 @@ int sandbox_net_counters(struct sandbox_net *net, struct net_counters *out,
 	return bpf_policy_counters(net->policy, out, err, errlen);
 }
 
-void sandbox_net_destroy(struct sandbox_net *net)
+int sandbox_net_destroy(struct sandbox_net *net, char *err, size_t errlen)
 {
-	char err[256];
-	struct nl_sock *sock;
-	int ret;
+	struct nl_sock *sock = NULL;
+	int ret = 0;
 
 	if (net->policy)
 		bpf_policy_destroy(net->policy);
 	net->policy = NULL;
 	if (net->host_veth[0]) {
-		sock = route_socket(err, sizeof(err), "host");
-		ret = sock ? delete_link(sock, net->host_veth) : -1;
-		if (ret < 0)
-			log_warning("%s: not deleted: %s", net->host_veth,
-				    sock ? nl_geterror(ret) : err);
-		if (sock)
+		ret = route_socket(&sock, err, errlen, "host");
+		if (ret == 0) {
+			ret = delete_link(sock, net->host_veth);
 			nl_socket_free(sock);
+			if (ret < 0)
+				ret = fail(nl_errno(ret), err, errlen,
+					   "%s: not deleted: %s",
+					   net->host_veth, nl_geterror(ret));
+		}
 		net->host_veth[0] = '\0';
 	}
 	if (net->netns_path[0])
 		net_pin_remove(net->netns_path);
 	net->netns_path[0] = '\0';
+	return ret;
 }
 
 /* Host links named @prefix*: a dead daemon's veth ends.  Their count. */
@@ -705,7 +770,7 @@ static int remove_stale_pins(const char *run_dir)
 }
 
 /*
- * Runs nft commands @cmds.  0, or -1 with nft's message in @err.
+ * Runs nft commands @cmds.  0, or -errno with nft's message in @err.
  * libnftables exit()s when it cannot open its netlink socket: a kernel
  * without nfnetlink must be found out here first.
  */
@@ -715,7 +780,7 @@ static int run_nft(const char *cmds, char *err, size_t errlen)
 		socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
 
 	if (probe < 0)
-		return fail(err, errlen,
+		return fail(errno, err, errlen,
 			    "nftables cannot work here: a netfilter netlink "
 			    "socket: %s (load the nfnetlink and nf_tables "
 			    "modules, or give every template network = none)",
@@ -723,22 +788,22 @@ static int run_nft(const char *cmds, char *err, size_t errlen)
 	close(probe);
 
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	int ret;
+	int ret = 0;
 
 	if (!nft)
-		return fail(err, errlen, "nftables: no context");
+		return fail(ENOMEM, err, errlen, "nftables: no context");
 	nft_ctx_buffer_output(nft);
 	nft_ctx_buffer_error(nft);
-	ret = nft_run_cmd_from_buffer(nft, cmds);
-	if (ret)
-		fail(err, errlen, "nftables: %s",
-		     nft_ctx_get_error_buffer(nft));
+	/* nft says what was wrong in text only: EINVAL stands for it. */
+	if (nft_run_cmd_from_buffer(nft, cmds))
+		ret = fail(EINVAL, err, errlen, "nftables: %s",
+			   nft_ctx_get_error_buffer(nft));
 	nft_ctx_free(nft);
-	return ret ? -1 : 0;
+	return ret;
 }
 
-/* Turns on the host's IPv4 forwarding, saying so when it was off. */
-static int host_forwarding(char *err, size_t errlen)
+/* Turns on the host's IPv4 forwarding; *@was_off says it was off. */
+static int host_forwarding(bool *was_off, char *err, size_t errlen)
 {
 	const char *path = "/proc/sys/net/ipv4/ip_forward";
 	char was = '0';
@@ -749,34 +814,28 @@ static int host_forwarding(char *err, size_t errlen)
 			was = '0';
 		close(fd);
 	}
-	if (was == '1')
-		return 0;
-	if (write_sysctl("net/ipv4/ip_forward", "1", err, errlen) < 0)
-		return -1;
-	log_info("net.ipv4.ip_forward was 0; set to 1 for the sandboxes' "
-		 "traffic");
-	return 0;
+	*was_off = was != '1';
+	return *was_off ? write_sysctl("net/ipv4/ip_forward", "1", err, errlen)
+			: 0;
 }
 
-int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
-		   size_t errlen)
+int net_host_setup(const struct net_config *cfg, const char *run_dir,
+		   struct net_host_found *found, char *err, size_t errlen)
 {
 	char cmds[2048], pool[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
 	char dns_rule[128] = "";
-	struct nl_sock *sock = route_socket(err, errlen, "host");
-	int links, pins;
+	struct nl_sock *sock;
+	int ret = route_socket(&sock, err, errlen, "host");
 
-	if (!sock)
-		return -1;
-	links = remove_stale_links(sock, cfg->ifname_prefix);
+	memset(found, 0, sizeof(*found));
+	if (ret < 0)
+		return ret;
+	found->stale_links = remove_stale_links(sock, cfg->ifname_prefix);
 	nl_socket_free(sock);
-	pins = remove_stale_pins(run_dir);
-	if (links || pins)
-		log_warning("removed what a previous daemon left: %d host "
-			    "veths (%s*), %d network namespaces",
-			    links, cfg->ifname_prefix, pins);
-	if (host_forwarding(err, errlen) < 0)
-		return -1;
+	found->stale_pins = remove_stale_pins(run_dir);
+	ret = host_forwarding(&found->forwarding_was_off, err, errlen);
+	if (ret < 0)
+		return ret;
 	if (cfg->n_dns)
 		snprintf(dns_rule, sizeof(dns_rule),
 			 "    iifname \"%s*\" ip daddr %s "
@@ -820,12 +879,11 @@ int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
 	return run_nft(cmds, err, errlen);
 }
 
-void net_host_teardown(const struct net_config *cfg)
+int net_host_teardown(const struct net_config *cfg, char *err, size_t errlen)
 {
-	char cmds[128], err[512];
+	char cmds[128];
 
 	snprintf(cmds, sizeof(cmds), "table ip %s\ndelete table ip %s\n",
 		 cfg->nft_table, cfg->nft_table);
-	if (run_nft(cmds, err, sizeof(err)) < 0)
-		log_warning("%s", err);
+	return run_nft(cmds, err, errlen);
 }

@@ -16,7 +16,9 @@
  * daemon of the same state directory left (host veths with its name prefix,
  * pinned namespaces).
  *
- * Errors: 0, or -1 with a message naming the interface, address or file.
+ * Errors: 0, or -errno with a message naming the interface, address or
+ * file (libnl's and nft's errors mapped to the errno naming them); nothing
+ * here logs: what is worth saying comes back to the caller.
  */
 #ifndef THAW_POOL_NETNS_H
 #define THAW_POOL_NETNS_H
@@ -52,9 +54,16 @@ struct sandbox_net {
 	struct bpf_policy *policy;
 };
 
-int net_host_setup(const struct net_config *cfg, const char *run_dir, char *err,
-		   size_t errlen);
-void net_host_teardown(const struct net_config *cfg);
+/* What net_host_setup() found and changed, for its caller to say. */
+struct net_host_found {
+	int stale_links;	 /* a dead daemon's host veths, removed */
+	int stale_pins;		 /* its pinned namespaces, removed */
+	bool forwarding_was_off; /* net.ipv4.ip_forward, now 1 */
+};
+
+int net_host_setup(const struct net_config *cfg, const char *run_dir,
+		   struct net_host_found *found, char *err, size_t errlen);
+int net_host_teardown(const struct net_config *cfg, char *err, size_t errlen);
 
 /*
  * Makes sandbox @index's namespace at @netns_path with tap0 owned by
@@ -71,8 +80,9 @@ int sandbox_net_set_policy(struct sandbox_net *net,
 			   size_t errlen);
 int sandbox_net_counters(struct sandbox_net *net, struct net_counters *out,
 			 char *err, size_t errlen);
-/* Removes the namespace (and so tap0 and both veth ends) and the pin. */
-void sandbox_net_destroy(struct sandbox_net *net);
+/* Removes the namespace (and so tap0 and both veth ends) and the pin,
+ * all of it even when a step fails (the first failure is returned). */
+int sandbox_net_destroy(struct sandbox_net *net, char *err, size_t errlen);
 
 /*
  * A namespace holding tap0 alone (no way out), pinned at @netns_path: a

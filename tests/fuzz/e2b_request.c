@@ -15,7 +15,7 @@
  * e2b_parse_host() takes the host (a port and id it finds must fit); the
  * body is opened as one Connect envelope (the message must lie inside
  * it), and both the envelope's message and the whole body go through
- * api_parse_object() and e2b_parse_create() against the embedded default
+ * http_parse_object() and e2b_parse_create() against the embedded default
  * config.  Every allocation is freed on every path, as the handlers do.
  */
 #include <stdint.h>
@@ -92,7 +92,7 @@ static void create_body(const char *text, size_t len)
 {
 	struct e2b_create_request req;
 	char err[1024];
-	json_t *body = api_parse_object(text, len, err, sizeof(err));
+	json_t *body = http_parse_object(text, len, err, sizeof(err));
 
 	if (!body)
 		return;

@@ -70,7 +70,7 @@ boot_s=$(((cs - start + 99) / 100))
 echo "agent-in-vm: VMM start to agent ready in $boot_s s" \
 	"(THAW_TEST_BOOT_S; the suite's deadlines scale by it over 5 s)" >&2
 # One test at a time: the claims are each test's own, and on KVM-on-PVM
-# guest processes that preempt each other crash (README, Known limits).
+# guest processes that preempt each other crash (docs/hosts.md, Known limits).
 # --verbose: each test's time in the log (ctest shows it on failure).
 THAW_TEST_BOOT_S=$boot_s THAW_AGENT_VSOCK=$dir/vsock.sock "$test" --jobs 1 --verbose
 status=$?

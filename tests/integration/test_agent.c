@@ -786,7 +786,7 @@ Test(agent, concurrent_execs)
 	struct client cl;
 
 	/*
-	 * A guest bug on KVM-on-PVM, not the agent's (README, Known limits):
+	 * A guest bug on KVM-on-PVM, not the agent's (docs/hosts.md, limits):
 	 * guest user processes that preempt each other crash there, their
 	 * TLS pointer or registers lost (busybox segfaults reading %fs:-0x90;
 	 * 10-14 of 40 with four loops at once, 0 of 40 one at a time).  Ten

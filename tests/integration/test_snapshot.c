@@ -331,7 +331,7 @@ Test(clones, ten_at_once_are_separate_and_share_memory, .timeout = 900)
 	char *argv[] = {
 		THAW, "run", "--from", (char *)snapshot_id(), "--", "sh", "-c",
 		/* No pipelines: on KVM-on-PVM guest processes running at
-		 * once crash now and then (README, Known limits). */
+		 * once crash now and then (docs/hosts.md, Known limits). */
 		"h=$(hostname); echo $h > /mark-$h; echo $h; "
 		"r=$(od -An -tx1 -N16 /dev/urandom); "
 		"(set -- $r; IFS=; echo \"$*\"); "

@@ -95,7 +95,7 @@ static void expect_user_space_works(const char *kernel, const char *vcpus)
 Test(boot, user_space_runs_on_two_vcpus_and_powers_off,
      .timeout = BOOT_TIMEOUT_S + 60)
 {
-	/* README, Known limits: guest processes there crash now and then
+	/* docs/hosts.md, Known limits: guest processes there crash now and then
 	 * (busybox segfaults reading its TLS), which fails the fork count. */
 	if (kvm_is_pvm())
 		cr_skip_test("this host's /dev/kvm is KVM-on-PVM, where thaw's "

@@ -13,7 +13,7 @@
  * with a network made for real (netns.h), which makes interfaces: run
  * test_api under the VM lock (flock /tmp/thaw-vm.lock).  The connection
  * limits are checked on a TCP listener too (the E2B listener's case),
- * where local clients are told apart by uid (peer_uid.c).
+ * where local clients are told apart by uid (http_peer_uid.c).
  *
  * The E2B listener (pool/e2b/) is served the same way, on a loopback port,
  * the sandbox an E2B one (an access token of its own): envd's processes
@@ -52,7 +52,7 @@
 #include "pool/daemon/daemon.h"
 #include "pool/e2b/e2b_internal.h"
 #include "common/io.h"
-#include "pool/daemon/peer_uid.h"
+#include "pool/http/http_peer_uid.h"
 #include "guest/protocol.h"
 
 #define SANDBOX_ID "0123456789abcdef"
@@ -82,7 +82,7 @@ static struct daemon d;
 static struct pool pool;
 static struct template_config tmpl;
 static struct sandbox sandbox;
-static struct api_server *server;
+static struct http_server *server;
 #define DIR_TEMPLATE "/tmp/test_api.XXXXXX"
 static char dir[sizeof(DIR_TEMPLATE)];
 static char api_path[108];
@@ -381,7 +381,7 @@ static void start(const char *config_keys)
 
 static void stop(void)
 {
-	api_stop(server);
+	http_stop(server);
 	shutdown(agent_listen, SHUT_RDWR);
 	pthread_join(agent_thread, NULL);
 	close(agent_listen);
@@ -795,6 +795,7 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 {
 	char pin[PATH_MAX], err[512] = "";
 	struct net_config *net = &d.cfg.net;
+	struct net_host_found found;
 
 	if (geteuid() != 0)
 		cr_skip_test("network namespaces need root");
@@ -804,7 +805,8 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 		 dir + strlen(dir) - 5);
 	snprintf(net->nft_table, sizeof(net->nft_table), "thaw_testapi_%s",
 		 dir + strlen(dir) - 6);
-	cr_assert_eq(net_host_setup(net, dir, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(net_host_setup(net, dir, &found, err, sizeof(err)), 0,
+		     "%s", err);
 	snprintf(pin, sizeof(pin), "%s/%s", dir, NET_PIN_NAME);
 	config_net_policy(&tmpl, &sandbox.policy);
 	cr_assert_eq(sandbox_net_create(&sandbox.net, net, 1, pin, 1879114733u,
@@ -842,8 +844,9 @@ Test(api, a_sandboxs_policy_is_replaced_in_its_maps, .timeout = 60)
 		    "\",verdict=\"pass_internet\"} ");
 
 	sandbox.net_made = false;
-	sandbox_net_destroy(&sandbox.net);
-	net_host_teardown(net);
+	cr_expect_eq(sandbox_net_destroy(&sandbox.net, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_expect_eq(net_host_teardown(net, err, sizeof(err)), 0, "%s", err);
 	tmpl.network = tmpl.allow_internet = false;
 	expect_budget_all_back();
 	stop();
@@ -947,7 +950,7 @@ Test(api, one_uid_holds_at_most_max_connections_per_uid, .timeout = 60)
 /*
  * A connection to the TCP API from a socket bound to the device lo and to
  * the source address 127.0.0.@host: the kernel's exact socket lookup
- * (peer_uid.c) does not find a socket bound to a device.  -1 on failure.
+ * (http_peer_uid.c) does not find a socket bound to a device.  -1 on failure.
  */
 static int connect_api_bound_to_lo(int host)
 {
@@ -1071,7 +1074,7 @@ Test(api, local_tcp_clients_of_unknown_uid_are_one_peer, .timeout = 60)
 }
 
 /*
- * peer_uid_tcp() answers only for the very client socket of a connection:
+ * http_peer_uid_tcp() answers only for the very client socket of a connection:
  * an address and port where no client is, but a listening socket is (the
  * kernel's lookup falls back to listeners), is no one's, as a remote
  * peer's is.  Over IPv6 too, when this host has it.
@@ -1089,13 +1092,13 @@ static void peer_uid_is_a_client_sockets_only(const char *host)
 	cr_assert_geq(client, 0);
 	accepted = accept(listener, (struct sockaddr *)&peer, &len);
 	cr_assert_geq(accepted, 0);
-	cr_expect_eq(peer_uid_tcp(accepted, &peer, &uid), 0);
+	cr_expect_eq(http_peer_uid_tcp(accepted, &peer, &uid), 0);
 	cr_expect_eq(uid, geteuid());
 	/* The "peer" at the listener's own address and port. */
-	cr_expect_eq(peer_uid_tcp(accepted, &api_addr, &uid), -ENOENT);
+	cr_expect_eq(http_peer_uid_tcp(accepted, &api_addr, &uid), -ENOENT);
 	/* Closed: what is left of it (orphaned, FIN_WAIT2) is no one's. */
 	close(client);
-	cr_expect_eq(peer_uid_tcp(accepted, &peer, &uid), -ENOENT);
+	cr_expect_eq(http_peer_uid_tcp(accepted, &peer, &uid), -ENOENT);
 	close(accepted);
 	close(listener);
 }

@@ -923,12 +923,13 @@ Test(bpf_policy, update_applies_to_the_next_packet)
 Test(bpf_policy, bad_policies_refused)
 {
 	policy.n_allow = NET_POLICY_MAX_CIDRS + 1;
-	cr_assert_eq(bpf_policy_update(pol, &policy, err, sizeof(err)), -1);
+	cr_assert_eq(bpf_policy_update(pol, &policy, err, sizeof(err)), -E2BIG);
 	cr_assert(strstr(err, "allow_out has 65 entries"), "%s", err);
 	policy.n_allow = 0;
 	policy.n_deny = 1;
 	policy.deny_out[0] = (struct net_cidr){ A(10, 0, 0, 1), 8 };
-	cr_assert_eq(bpf_policy_update(pol, &policy, err, sizeof(err)), -1);
+	cr_assert_eq(bpf_policy_update(pol, &policy, err, sizeof(err)),
+		     -EINVAL);
 	cr_assert(strstr(err, "deny_out[0]"), "%s", err);
 	/* The policy in force is untouched. */
 	to(PUBLIC, NET_PASS_INTERNET);
@@ -980,7 +981,7 @@ Test(bpf_policy_attach, real_tap_and_veth, .init = own_netns)
 	/* Fails on the veth: the TAP is left as it was. */
 	cr_assert_eq(bpf_policy_attach(&p, tap, 9999, &addrs, &policy, err,
 				       sizeof(err)),
-		     -1);
+		     -ENODEV, "%s", err);
 	cr_assert(strstr(err, "veth_ingress") && strstr(err, "9999"), "%s",
 		  err);
 	cr_assert_eq(system("tc qdisc show dev " GUEST_NET_TAP_NAME

@@ -38,6 +38,8 @@
 
 static char run_dir[] = "/tmp/thaw-test-netns-XXXXXX";
 static struct net_config cfg;
+/* What the last net_host_setup() found (asserted where it matters). */
+static struct net_host_found found;
 static const struct net_policy internet = { .allow_internet = true };
 
 /* @cmd's stdout (at most a few KiB), and its exit status in *@status. */
@@ -229,17 +231,18 @@ static void setup(void)
 		 run_dir + strlen(run_dir) - 5);
 	snprintf(cfg.nft_table, sizeof(cfg.nft_table), "thaw_test_%s",
 		 run_dir + strlen(run_dir) - 6);
-	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(net_host_setup(&cfg, run_dir, &found, err, sizeof(err)), 0,
+		     "%s", err);
 }
 
 static void teardown(void)
 {
+	char err[512] = "";
 	int status;
 
 	if (geteuid() != 0)
 		return;
-	net_host_teardown(&cfg);
+	cr_expect_eq(net_host_teardown(&cfg, err, sizeof(err)), 0, "%s", err);
 	run(&status, "nft list table ip %s 2>/dev/null", cfg.nft_table);
 	cr_expect_neq(status, 0, "table %s left", cfg.nft_table);
 	run(&status, "rm -rf %s", run_dir);
@@ -273,7 +276,7 @@ Test(netns, two_sandboxes_made_and_removed)
 {
 	struct sandbox_net nets[2];
 	double create_ms[2], destroy_ms[2], t0;
-	char pins[2][PATH_MAX], want[128];
+	char pins[2][PATH_MAX], want[128], err[512] = "";
 	int status;
 
 	for (int i = 0; i < 2; i++) {
@@ -323,7 +326,8 @@ Test(netns, two_sandboxes_made_and_removed)
 
 		snprintf(host_veth, sizeof(host_veth), "%s", nets[i].host_veth);
 		t0 = monotonic_ms();
-		sandbox_net_destroy(&nets[i]);
+		cr_expect_eq(sandbox_net_destroy(&nets[i], err, sizeof(err)), 0,
+			     "%s", err);
 		destroy_ms[i] = monotonic_ms() - t0;
 		cr_expect(!host_link_exists(host_veth), "%s left", host_veth);
 		cr_expect(!mounted(pins[i]), "%s still mounted", pins[i]);
@@ -350,11 +354,14 @@ Test(netns, a_dead_daemons_networks_are_removed)
 	cr_assert(mounted(pin));
 	/* The daemon dies: only what it held in its own memory goes. */
 	bpf_policy_destroy(net.policy);
-	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(net_host_setup(&cfg, run_dir, &found, err, sizeof(err)), 0,
+		     "%s", err);
 	cr_expect(!host_link_exists(host_veth), "%s left", host_veth);
 	cr_expect(!mounted(pin), "%s still mounted", pin);
 	cr_expect_neq(access(pin, F_OK), 0, "%s left", pin);
+	/* ... and says so: the daemon logs what was removed. */
+	cr_expect_eq(found.stale_links, 1, "%d stale veths", found.stale_links);
+	cr_expect_eq(found.stale_pins, 1, "%d stale pins", found.stale_pins);
 }
 
 Test(netns, an_index_past_the_pool_is_refused)
@@ -365,7 +372,7 @@ Test(netns, an_index_past_the_pool_is_refused)
 	pin_path(pin, sizeof(pin), 16384); /* a /16 has 16384 /30s */
 	cr_expect_eq(sandbox_net_create(&net, &cfg, 16384, pin, TAP_UID,
 					TAP_GID, &internet, err, sizeof(err)),
-		     -1);
+		     -ENOSPC);
 	cr_expect(strstr(err, "16384"), "%s", err);
 	cr_expect_neq(access(pin, F_OK), 0, "%s made", pin);
 }
@@ -540,7 +547,7 @@ Test(netns_host, the_host_is_unreachable_at_every_address, .init = own_host,
 	close(tap);
 	close(unicast);
 	close(broadcast);
-	sandbox_net_destroy(&net);
+	cr_expect_eq(sandbox_net_destroy(&net, err, sizeof(err)), 0, "%s", err);
 }
 
 /*
@@ -561,8 +568,8 @@ Test(netns_host, the_host_is_unreachable_at_addresses_it_gains_later,
 
 	cfg.n_dns = 1;
 	cfg.dns_servers[0] = resolver;
-	cr_assert_eq(net_host_setup(&cfg, run_dir, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(net_host_setup(&cfg, run_dir, &found, err, sizeof(err)), 0,
+		     "%s", err);
 	run(&status, "ip link add tt_dns type veth peer name tt_dns_peer && "
 		     "ip addr add 198.51.100.53/24 dev tt_dns && "
 		     "ip link set tt_dns_peer up && ip link set tt_dns up");
@@ -596,7 +603,7 @@ Test(netns_host, the_host_is_unreachable_at_addresses_it_gains_later,
 	close(dns);
 	close(late);
 	close(opener);
-	sandbox_net_destroy(&net);
+	cr_expect_eq(sandbox_net_destroy(&net, err, sizeof(err)), 0, "%s", err);
 }
 
 /*
@@ -656,5 +663,5 @@ Test(netns_host, only_the_host_opens_connections_to_a_sandbox, .init = own_host,
 	cr_expect_eq(guest.answered, 2, "the guest answered %d pings",
 		     guest.answered);
 	run(&status, "ip netns del %s", neighbour);
-	sandbox_net_destroy(&net);
+	cr_expect_eq(sandbox_net_destroy(&net, err, sizeof(err)), 0, "%s", err);
 }

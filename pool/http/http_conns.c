@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * api_conns.c - who may hold the API's connections, and for how long
- * without a request (api_internal.h).
+ * http_conns.c - who may hold a server's connections, and for how long
+ * without a request (http_conns.h).
  *
  * libmicrohttpd runs a thread per connection and takes at most
  * max_connections; its own timeout (120 s) counts idle time only.  So
@@ -15,7 +15,7 @@
  *    (127.0.0.1): one of them holding its share would lock the others
  *    out.  So a TCP peer whose socket is on this host (loopback, or an
  *    address of the host's) is its uid too, the socket's owner, asked of
- *    the kernel (peer_uid.c); a remote peer is its IP address (an IPv6
+ *    the kernel (http_peer_uid.c); a remote peer is its IP address (an IPv6
  *    one its /64, which one host usually holds whole), and every local
  *    peer whose uid cannot be read (a socket bound to a device escapes
  *    the kernel's exact lookup, and any user may bind one to lo and
@@ -41,7 +41,7 @@
  * the socket: a shutdown() under the lock never hits a reused descriptor.
  * What a client can make happen again and again (refusals, cut heads) is
  * logged through log_limited(): all on the accept thread, as that needs.
- * libmicrohttpd's own limit is set above ours (api.c): it counts a
+ * libmicrohttpd's own limit is set above ours (http_server.c): it counts a
  * connection until a little after NOTIFY_CLOSED, and a connection it
  * refused for that would never tell us.
  */
@@ -61,15 +61,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "pool/daemon/api_internal.h"
+#include "pool/http/http_conns.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "pool/daemon/peer_uid.h"
+#include "pool/http/http_peer_uid.h"
 
 /* "uid 4294967295 (TCP " and the longest IPv6 address text, with room. */
 #define WHO_MAX 96
 
-struct api_conn {
+struct http_conn {
 	bool used;
 	bool started; /* tied to a libmicrohttpd connection */
 	int fd;
@@ -78,11 +78,11 @@ struct api_conn {
 	 * the log and the 429's message */
 	char who[WHO_MAX];
 	uint64_t head_deadline_ms; /* monotonic; 0: serving a request */
-	struct api_conns *owner;
+	struct http_conns *owner;
 };
 
-struct api_conns {
-	const struct daemon_config *cfg;
+struct http_conns {
+	const struct http_params *params;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
 	int wake_fd; /* wakes the thread: a new deadline, or a stop */
@@ -90,7 +90,7 @@ struct api_conns {
 	pthread_t thread;
 	bool running;
 	pthread_mutex_t lock;
-	struct api_conn *slots; /* cfg->max_connections */
+	struct http_conn *slots; /* params->max_connections */
 	/* Keys IPv6 prefixes: no client can pick one that is another's. */
 	uint64_t prefix_seed;
 };
@@ -100,13 +100,13 @@ static uint64_t now_ms(void)
 	return monotonic_ns() / 1000000;
 }
 
-struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd)
+struct http_conns *http_conns_new(const struct http_params *params, int fd)
 {
-	struct api_conns *g = calloc(1, sizeof(*g));
+	struct http_conns *g = calloc(1, sizeof(*g));
 
 	if (!g)
 		return NULL;
-	g->slots = calloc(cfg->max_connections, sizeof(*g->slots));
+	g->slots = calloc(params->max_connections, sizeof(*g->slots));
 	g->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!g->slots || g->wake_fd < 0) {
 		if (g->wake_fd >= 0)
@@ -120,7 +120,7 @@ struct api_conns *api_conns_new(const struct daemon_config *cfg, int fd)
 	if (getrandom(&g->prefix_seed, sizeof(g->prefix_seed), GRND_NONBLOCK) !=
 	    sizeof(g->prefix_seed))
 		g->prefix_seed = 0;
-	g->cfg = cfg;
+	g->params = params;
 	g->listen_fd = fd;
 	pthread_mutex_init(&g->lock, NULL);
 	return g;
@@ -167,29 +167,30 @@ static void refuse(int fd, unsigned status, const char *reason,
 }
 
 /* Takes a slot for @fd of @peer (@who), or refuses it (and closes @fd). */
-static struct api_conn *admit(struct api_conns *g, int fd, uint64_t peer,
-			      const char *who)
+static struct http_conn *admit(struct http_conns *g, int fd, uint64_t peer,
+			       const char *who)
 {
-	struct api_conn *free_slot = NULL;
+	struct http_conn *free_slot = NULL;
 	uint32_t mine = 0;
 	char msg[WHO_MAX + 128];
 
 	pthread_mutex_lock(&g->lock);
-	for (uint32_t i = 0; i < g->cfg->max_connections; i++) {
-		struct api_conn *s = &g->slots[i];
+	for (uint32_t i = 0; i < g->params->max_connections; i++) {
+		struct http_conn *s = &g->slots[i];
 
 		if (!s->used)
 			free_slot = free_slot ? free_slot : s;
 		else if (s->peer == peer)
 			mine++;
 	}
-	if (free_slot && mine < g->cfg->max_connections_per_uid) {
-		*free_slot = (struct api_conn){
+	if (free_slot && mine < g->params->max_connections_per_uid) {
+		*free_slot = (struct http_conn){
 			.used = true,
 			.fd = fd,
 			.peer = peer,
 			.head_deadline_ms =
-				now_ms() + g->cfg->header_timeout_s * 1000ull,
+				now_ms() +
+				g->params->header_timeout_s * 1000ull,
 			.owner = g,
 		};
 		snprintf(free_slot->who, sizeof(free_slot->who), "%s", who);
@@ -198,11 +199,11 @@ static struct api_conn *admit(struct api_conns *g, int fd, uint64_t peer,
 	if (!free_slot) {
 		snprintf(msg, sizeof(msg),
 			 "all %u connections (max_connections) are in use",
-			 g->cfg->max_connections);
+			 g->params->max_connections);
 		refuse(fd, 503, "Service Unavailable", "unavailable", "1", msg);
 		return NULL;
 	}
-	if (mine >= g->cfg->max_connections_per_uid) {
+	if (mine >= g->params->max_connections_per_uid) {
 		snprintf(msg, sizeof(msg),
 			 "%s has %u connections open, the most one peer may "
 			 "(max_connections_per_uid)",
@@ -216,13 +217,13 @@ static struct api_conn *admit(struct api_conns *g, int fd, uint64_t peer,
 
 /* Shuts the connections past their head deadline; the next deadline, or
  * 0 when none is pending. */
-static uint64_t enforce_deadlines(struct api_conns *g)
+static uint64_t enforce_deadlines(struct http_conns *g)
 {
 	uint64_t now = now_ms(), next = 0;
 
 	pthread_mutex_lock(&g->lock);
-	for (uint32_t i = 0; i < g->cfg->max_connections; i++) {
-		struct api_conn *s = &g->slots[i];
+	for (uint32_t i = 0; i < g->params->max_connections; i++) {
+		struct http_conn *s = &g->slots[i];
 
 		/* Before NOTIFY_STARTED the socket may be one libmicrohttpd
 		 * could not take and closed (out of memory): never touched. */
@@ -233,7 +234,7 @@ static uint64_t enforce_deadlines(struct api_conns *g)
 				    "http: closing a connection of %s: no "
 				    "whole request head within %u s "
 				    "(header_timeout_s)",
-				    s->who, g->cfg->header_timeout_s);
+				    s->who, g->params->header_timeout_s);
 			shutdown(s->fd, SHUT_RDWR);
 			s->head_deadline_ms = 0;
 		} else if (!next || s->head_deadline_ms < next) {
@@ -311,11 +312,11 @@ static void unmapped(const struct sockaddr_storage *addr,
 /*
  * Who @fd's peer (@addr) is, for max_connections_per_uid (the top of the
  * file): a uid, a Unix socket's (SO_PEERCRED) or a local TCP client
- * socket's (peer_uid.c); all local TCP peers of unknown uid together; or
+ * socket's (http_peer_uid.c); all local TCP peers of unknown uid together; or
  * a remote TCP peer's IPv4 address or IPv6 /64.  False when it cannot be
  * read.
  */
-static bool peer_of(struct api_conns *g, int fd,
+static bool peer_of(struct http_conns *g, int fd,
 		    const struct sockaddr_storage *addr, uint64_t *peer,
 		    char *who, size_t len)
 {
@@ -343,7 +344,7 @@ static bool peer_of(struct api_conns *g, int fd,
 		inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
 	else
 		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-	err = peer_uid_tcp(fd, addr, &uid);
+	err = http_peer_uid_tcp(fd, addr, &uid);
 	if (!err) {
 		*peer = uid;
 		snprintf(who, len, "uid %u (TCP %s)", (unsigned)uid, text);
@@ -373,7 +374,7 @@ static bool peer_of(struct api_conns *g, int fd,
 	return true;
 }
 
-static void accept_one(struct api_conns *g)
+static void accept_one(struct http_conns *g)
 {
 	struct sockaddr_storage addr;
 	socklen_t addrlen = sizeof(addr);
@@ -396,7 +397,7 @@ static void accept_one(struct api_conns *g)
 		close(fd);
 		return;
 	}
-	struct api_conn *s = admit(g, fd, peer, who);
+	struct http_conn *s = admit(g, fd, peer, who);
 	if (!s)
 		return;
 	/* It closes @fd whatever happens. */
@@ -411,7 +412,7 @@ static void accept_one(struct api_conns *g)
 	pthread_mutex_unlock(&g->lock);
 }
 
-static void wake(struct api_conns *g)
+static void wake(struct http_conns *g)
 {
 	uint64_t one = 1;
 
@@ -423,7 +424,7 @@ static void wake(struct api_conns *g)
 
 static void *accept_main(void *arg)
 {
-	struct api_conns *g = arg;
+	struct http_conns *g = arg;
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = g->listen_fd, .events = POLLIN },
@@ -449,7 +450,7 @@ static void *accept_main(void *arg)
 	}
 }
 
-int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd)
+int http_conns_start(struct http_conns *g, struct MHD_Daemon *mhd)
 {
 	int err;
 
@@ -464,7 +465,7 @@ int api_conns_start(struct api_conns *g, struct MHD_Daemon *mhd)
 	return 0;
 }
 
-void api_conns_stop(struct api_conns *g)
+void http_conns_stop(struct http_conns *g)
 {
 	if (!g || !g->running)
 		return;
@@ -474,11 +475,11 @@ void api_conns_stop(struct api_conns *g)
 	g->running = false;
 }
 
-void api_conns_free(struct api_conns *g)
+void http_conns_free(struct http_conns *g)
 {
 	if (!g)
 		return;
-	api_conns_stop(g);
+	http_conns_stop(g);
 	close(g->listen_fd);
 	close(g->wake_fd);
 	pthread_mutex_destroy(&g->lock);
@@ -486,19 +487,20 @@ void api_conns_free(struct api_conns *g)
 	free(g);
 }
 
-void api_conns_notify(void *cls, struct MHD_Connection *conn,
-		      void **socket_context,
-		      enum MHD_ConnectionNotificationCode toe)
+void http_conns_notify(void *cls, struct MHD_Connection *conn,
+		       void **socket_context,
+		       enum MHD_ConnectionNotificationCode toe)
 {
-	struct api_conns *g = cls;
-	struct api_conn *s = *socket_context;
+	struct http_conns *g = cls;
+	struct http_conn *s = *socket_context;
 
 	pthread_mutex_lock(&g->lock);
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *info = MHD_get_connection_info(
 			conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		for (uint32_t i = 0; info && i < g->cfg->max_connections; i++) {
+		for (uint32_t i = 0; info && i < g->params->max_connections;
+		     i++) {
 			s = &g->slots[i];
 			if (s->used && !s->started &&
 			    s->fd == info->connect_fd) {
@@ -520,7 +522,7 @@ void api_conns_notify(void *cls, struct MHD_Connection *conn,
 }
 
 /* The slot of @conn, or NULL (not ours: never, once started). */
-static struct api_conn *slot_of(struct MHD_Connection *conn)
+static struct http_conn *slot_of(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *info = MHD_get_connection_info(
 		conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -528,9 +530,9 @@ static struct api_conn *slot_of(struct MHD_Connection *conn)
 	return info ? info->socket_context : NULL;
 }
 
-void api_conn_head_in(struct MHD_Connection *conn)
+void http_conn_head_in(struct MHD_Connection *conn)
 {
-	struct api_conn *s = slot_of(conn);
+	struct http_conn *s = slot_of(conn);
 
 	if (!s)
 		return;
@@ -539,19 +541,20 @@ void api_conn_head_in(struct MHD_Connection *conn)
 	pthread_mutex_unlock(&s->owner->lock);
 }
 
-void api_conn_replied(struct MHD_Connection *conn)
+void http_conn_replied(struct MHD_Connection *conn)
 {
-	struct api_conn *s = slot_of(conn);
+	struct http_conn *s = slot_of(conn);
 
 	if (!s)
 		return;
-	/* Paced by its client again: api_guest_paced() may have lifted the
-	 * silence limit for the request that ended. */
+	/* Paced by its client again: the request that ended may have lifted
+	 * its silence limit (MHD_CONNECTION_OPTION_TIMEOUT) while it waited
+	 * on something slower than its client. */
 	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
-				  (unsigned)s->owner->cfg->idle_timeout_s);
+				  (unsigned)s->owner->params->idle_timeout_s);
 	pthread_mutex_lock(&s->owner->lock);
 	s->head_deadline_ms =
-		now_ms() + s->owner->cfg->header_timeout_s * 1000ull;
+		now_ms() + s->owner->params->header_timeout_s * 1000ull;
 	pthread_mutex_unlock(&s->owner->lock);
 	/* The accept thread may be asleep until a later deadline, or with
 	 * none. */

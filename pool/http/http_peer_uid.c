@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * peer_uid.c - which uid holds the client end of a local TCP connection
- * (peer_uid.h), so that local clients of a TCP listener are told apart
- * as SO_PEERCRED tells a Unix socket's apart (api_conns.c).
+ * http_peer_uid.c - which uid holds the client end of a local TCP connection
+ * (http_peer_uid.h), so that local clients of a TCP listener are told apart
+ * as SO_PEERCRED tells a Unix socket's apart (http_conns.c).
  *
  * When a client connects over loopback, or to one of this host's own
  * addresses, its socket lives in this network namespace, and the kernel
@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pool/daemon/peer_uid.h"
+#include "pool/http/http_peer_uid.h"
 
 /* One end of a TCP connection as inet_diag_sockid holds it: network byte
  * order, an IPv4 address in the first word. */
@@ -152,7 +152,7 @@ static int ask(int nl, const struct endpoint *client,
 	return 0;
 }
 
-int peer_uid_tcp(int fd, const struct sockaddr_storage *peer, uid_t *uid)
+int http_peer_uid_tcp(int fd, const struct sockaddr_storage *peer, uid_t *uid)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * peer_uid.h - the uid owning the client socket of an accepted TCP
- * connection, when that socket is on this host (peer_uid.c says how).
+ * http_peer_uid.h - the uid owning the client socket of an accepted TCP
+ * connection, when that socket is on this host (http_peer_uid.c says how).
  */
-#ifndef THAW_PEER_UID_H
-#define THAW_PEER_UID_H
+#ifndef THAW_POOL_HTTP_HTTP_PEER_UID_H
+#define THAW_POOL_HTTP_HTTP_PEER_UID_H
 
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -16,6 +16,6 @@
  * remote peer, or one that closed its socket already), another negative
  * errno when the kernel cannot be asked.
  */
-int peer_uid_tcp(int fd, const struct sockaddr_storage *peer, uid_t *uid);
+int http_peer_uid_tcp(int fd, const struct sockaddr_storage *peer, uid_t *uid);
 
 #endif
