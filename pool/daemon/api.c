@@ -42,43 +42,6 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 	return http_answer(conn, &r->x, status, resp);
 }
 
-/* A reply's text, and the budget it holds until libmicrohttpd is done
- * with it. */
-struct held_text {
-	struct daemon *d;
-	char *text;
-	uint64_t budget;
-};
-
-static void free_held_text(void *cls)
-{
-	struct held_text *h = cls;
-
-	sandbox_budget_give(h->d, h->budget);
-	free(h->text);
-	free(h);
-}
-
-struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
-				       const char *type, uint64_t budget)
-{
-	struct held_text *h = malloc(sizeof(*h));
-	struct MHD_Response *resp =
-		h ? MHD_create_response_from_buffer_with_free_callback_cls(
-			    len, text, free_held_text, h)
-		  : NULL;
-
-	if (!resp) {
-		sandbox_budget_give(d, budget);
-		free(text);
-		free(h);
-		return NULL;
-	}
-	*h = (struct held_text){ .d = d, .text = text, .budget = budget };
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	return resp;
-}
-
 /* api_reply_text() whose @budget (taken from the daemon's) is given back
  * when the reply is freed, sent or not. */
 static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
@@ -88,7 +51,7 @@ static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
 {
 	return api_reply(
 		conn, r, status,
-		api_held_response(r->d, text, strlen(text), type, budget));
+		http_held_response(&r->x, text, strlen(text), type, budget));
 }
 
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
@@ -243,21 +206,6 @@ enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r)
 json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 {
 	return http_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
-}
-
-/* ---- text buffers ------------------------------------------------------ */
-
-bool api_text_reserve(struct text *t, size_t cap)
-{
-	char *grown = realloc(t->buf, cap);
-
-	if (!grown) {
-		t->failed = true;
-		return false;
-	}
-	t->buf = grown;
-	t->cap = cap;
-	return true;
 }
 
 /* ---- routing ----------------------------------------------------------- */

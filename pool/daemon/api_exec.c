@@ -45,7 +45,7 @@ struct exec_run {
 	char *pending;
 	size_t pending_len, pending_off;
 	/* collected (stream:false) */
-	struct text out, err;
+	struct http_text out, err;
 	uint64_t max_output;
 	bool truncated;
 	uint64_t wire;	  /* whole frames read, padding included */
@@ -70,7 +70,7 @@ static void exec_run_free(struct exec_run *x)
 
 /* Appends up to the output limit and the budget; what is cut is
  * remembered. */
-static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
+static void collect(struct exec_run *x, struct http_text *t, const uint8_t *p,
 		    size_t n)
 {
 	if (t->len + n > x->max_output) {
@@ -89,7 +89,7 @@ static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 			return;
 		}
 		size_t had = t->cap;
-		if (!api_text_reserve(t, cap)) {
+		if (!http_text_reserve(t, cap)) {
 			sandbox_budget_give(x->d, cap - had);
 			return;
 		}
@@ -389,10 +389,10 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 					  sandbox_guest_patience_ns(d)
 				: 0;
 		status = pool_error_status(sandbox_agent_open(
-			x->sandbox, &x->agent, api_client_fd(conn), err,
+			x->sandbox, &x->agent, http_client_fd(conn), err,
 			sizeof(err)));
 		if (!status) {
-			api_guest_paced(conn, d, deadline_ns);
+			http_paced(conn, d->cfg.idle_timeout_s, deadline_ns);
 			x->agent.watch.deadline_ns = deadline_ns;
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
 

@@ -170,10 +170,10 @@ enum MHD_Result api_put_file_begin(struct MHD_Connection *conn,
 	if (!r->sandbox)
 		return api_no_sandbox(conn, r);
 	status = pool_error_status(sandbox_agent_open(
-		r->sandbox, &r->agent, api_client_fd(conn), err, sizeof(err)));
+		r->sandbox, &r->agent, http_client_fd(conn), err, sizeof(err)));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);
-	api_guest_stepped(conn, d);
+	http_paced(conn, d->cfg.idle_timeout_s, sandbox_guest_deadline_ns(d));
 	return MHD_YES;
 }
 
@@ -241,8 +241,7 @@ static int next_data(struct download *dl, char *err, size_t errlen, int *status)
 	struct thaw_msg m;
 
 	/* Each piece comes within the patience. */
-	dl->agent.watch.deadline_ns =
-		monotonic_ns() + sandbox_guest_patience_ns(dl->d);
+	dl->agent.watch.deadline_ns = sandbox_guest_deadline_ns(dl->d);
 	int ret = agent_next_frame(&dl->agent, &f);
 
 	if (ret < 0) {
@@ -406,8 +405,8 @@ enum MHD_Result api_get_file(struct MHD_Connection *conn, struct request *r,
 	struct sandbox *c = sandbox_get(d, r->id);
 	if (!c)
 		return api_no_sandbox(conn, r);
-	api_guest_stepped(conn, d);
-	status = api_download(c, path, api_client_fd(conn), file_status, &resp,
+	http_paced(conn, d->cfg.idle_timeout_s, sandbox_guest_deadline_ns(d));
+	status = api_download(c, path, http_client_fd(conn), file_status, &resp,
 			      err, sizeof(err));
 	if (status)
 		return api_reply_error(conn, r, status, "%s", err);

@@ -15,8 +15,6 @@
  *			from a snapshot; the snapshots' list, get, delete
  *	api_exec.c	running a command in a sandbox, streamed or collected
  *	api_files.c	copying a file into or out of a sandbox
- *	api_agent.c	a request waiting on a sandbox's guest: its
- *			connection's pace, the client's socket
  *	api_metrics.c	/metrics, /health and the requests counted by status
  *
  * Every route is an api_handler, called once the request's body (if any)
@@ -95,12 +93,6 @@ const struct api_route *api_parse_route(const char *url,
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp);
-/* A response of @len bytes of @text (taken over, malloc'd) of content
- * type @type, whose @budget (taken from the daemon's) goes back when it is
- * freed, sent or not; NULL (@text freed, @budget given back) when out of
- * memory. */
-struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
-				       const char *type, uint64_t budget);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);
@@ -217,33 +209,6 @@ int api_download(struct sandbox *c, const char *path, int client_fd,
 int api_send_file_piece(struct agent_conn *agent, uint32_t id, bool *open,
 			const char *path, uint32_t mode, const char *user,
 			const char *data, size_t len);
-
-/* A growing text buffer: Prometheus output, an exec's collected output. */
-struct text {
-	char *buf;
-	size_t len, cap;
-	bool failed;
-};
-
-/* Grows @t's buffer to @cap bytes; false (and t->failed) without memory. */
-bool api_text_reserve(struct text *t, size_t cap);
-
-/* ---- api_agent.c ------------------------------------------------------- */
-
-/*
- * @conn's request now waits on its sandbox's guest, which may stay silent
- * far longer than idle_timeout_s (a command printing nothing, an emulated
- * guest): until the request completes, its connection is closed for
- * silence only past @deadline_ns (0: never; the agent's waits, the
- * client's hang-up and the lease still end it) plus idle_timeout_s.
- */
-void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
-		     uint64_t deadline_ns);
-/* api_guest_paced() for a request each of whose guest steps may take the
- * guest's patience (a file copied, a ping, a file operation). */
-void api_guest_stepped(struct MHD_Connection *conn, const struct daemon *d);
-/* The HTTP client's socket, -1 when libmicrohttpd does not say. */
-int api_client_fd(struct MHD_Connection *conn);
 
 /* ---- the routes -------------------------------------------------------- */
 

@@ -52,10 +52,10 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 }
 
 /* Prometheus text: appends printf output to @t, growing it. */
-static void put(struct text *t, const char *fmt, ...)
+static void put(struct http_text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void put(struct text *t, const char *fmt, ...)
+static void put(struct http_text *t, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -68,12 +68,12 @@ static void put(struct text *t, const char *fmt, ...)
 			t->len += n;
 			return;
 		}
-		if (!api_text_reserve(t, t->cap ? t->cap * 2 : 8192))
+		if (!http_text_reserve(t, t->cap ? t->cap * 2 : 8192))
 			return;
 	}
 }
 
-static void put_histogram(struct text *t, const char *name,
+static void put_histogram(struct http_text *t, const char *name,
 			  const char *template, const struct histogram *h)
 {
 	uint64_t cumulative = 0;
@@ -125,7 +125,7 @@ static const struct {
 };
 
 /* Each family of pool_histograms, a histogram per template. */
-static void put_pool_histograms(struct text *t, const struct daemon *d)
+static void put_pool_histograms(struct http_text *t, const struct daemon *d)
 {
 	for (size_t h = 0;
 	     h < sizeof(pool_histograms) / sizeof(pool_histograms[0]); h++) {
@@ -156,7 +156,7 @@ static void put_pool_histograms(struct text *t, const struct daemon *d)
 	} while (0)
 
 /* Admission's state and what it read; call locked. */
-static void put_admission(struct text *t, const struct daemon *d)
+static void put_admission(struct http_text *t, const struct daemon *d)
 {
 	const struct host_reading *h = &d->admission.host;
 	double now_ms = monotonic_ms();
@@ -212,8 +212,8 @@ _Static_assert(sizeof(verdict_names) / sizeof(verdict_names[0]) == NET_VERDICTS,
 	       "a name per verdict");
 
 /* One network counter of every sandbox in @held whose read worked. */
-static void put_net_family(struct text *t, const char *name, const char *help,
-			   struct sandbox *const *held,
+static void put_net_family(struct http_text *t, const char *name,
+			   const char *help, struct sandbox *const *held,
 			   const struct net_counters *counts, const bool *ok,
 			   size_t n, size_t field)
 {
@@ -230,7 +230,7 @@ static void put_net_family(struct text *t, const char *name, const char *help,
 }
 
 /* The handed-out sandboxes' network counters; see the top of the file. */
-static void put_network(struct text *t, struct daemon *d)
+static void put_network(struct http_text *t, struct daemon *d)
 {
 	struct sandbox **held = NULL;
 	struct net_counters *counts = NULL;
@@ -280,7 +280,7 @@ static void put_network(struct text *t, struct daemon *d)
 enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 				struct daemon *d)
 {
-	struct text t = { 0 };
+	struct http_text t = { 0 };
 
 	pthread_mutex_lock(&d->lock);
 	POOL_METRIC(&t, d, "thaw_pool_ready", "gauge",

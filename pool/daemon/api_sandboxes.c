@@ -391,11 +391,12 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 		return api_no_sandbox(conn, r);
 	uint64_t start = monotonic_ns();
 	int status = pool_error_status(sandbox_agent_open(
-		c, &agent, api_client_fd(conn), err, sizeof(err)));
+		c, &agent, http_client_fd(conn), err, sizeof(err)));
 	if (!status) {
 		char why[256];
 
-		api_guest_stepped(conn, d);
+		http_paced(conn, d->cfg.idle_timeout_s,
+			   sandbox_guest_deadline_ns(d));
 		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
 			snprintf(err, sizeof(err),
 				 "sandbox %s: its agent does not answer a "

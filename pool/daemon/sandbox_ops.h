@@ -114,6 +114,10 @@ enum pool_error sandbox_set_policy(struct daemon *d, struct sandbox *c,
  * its one measure of a guest's pace. */
 uint64_t sandbox_guest_patience_ns(const struct daemon *d);
 
+/* Now plus that patience: when one step of a guest (a file copied, a
+ * ping, a frame) is due. */
+uint64_t sandbox_guest_deadline_ns(const struct daemon *d);
+
 /*
  * The most one agent connection of a request holds: its frame reader's
  * buffer, a frame on its way to the guest, and an event or a piece of a

@@ -35,6 +35,11 @@ uint64_t sandbox_guest_patience_ns(const struct daemon *d)
 	return d->cfg.restore_timeout_s * 1000ull * NS_PER_MS;
 }
 
+uint64_t sandbox_guest_deadline_ns(const struct daemon *d)
+{
+	return monotonic_ns() + sandbox_guest_patience_ns(d);
+}
+
 /* @flag, one the daemon's lock guards. */
 static bool flag_of(struct daemon *d, const bool *flag)
 {
@@ -123,7 +128,7 @@ enum pool_error sandbox_agent_open(struct sandbox *c, struct agent_conn *agent,
 	 * (-EAGAIN, seen under concurrent handouts): retried until the
 	 * deadline, unless its VMM dies or the daemon stops. */
 	const struct agent_wait wait = {
-		.deadline_ns = monotonic_ns() + sandbox_guest_patience_ns(d),
+		.deadline_ns = sandbox_guest_deadline_ns(d),
 		.give_up = give_up_connecting,
 		.arg = c,
 	};

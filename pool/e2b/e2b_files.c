@@ -133,9 +133,10 @@ enum MHD_Result e2b_files_get(struct MHD_Connection *conn,
 	if (!c)
 		return e2b_reply_error(conn, r, 502, "sandbox %s is gone",
 				       r->sandbox->id);
-	api_guest_stepped(conn, r->d);
-	status = api_download(c, path, api_client_fd(conn), files_status, &resp,
-			      err, sizeof(err));
+	http_paced(conn, r->d->cfg.idle_timeout_s,
+		   sandbox_guest_deadline_ns(r->d));
+	status = api_download(c, path, http_client_fd(conn), files_status,
+			      &resp, err, sizeof(err));
 	if (status == 404)
 		snprintf(err, sizeof(err), "path '%.900s' does not exist",
 			 path);
@@ -389,11 +390,12 @@ static int upload_setup(struct MHD_Connection *conn, struct e2b_request *r,
 		}
 	}
 	status = pool_error_status(sandbox_agent_open(r->sandbox, &u->agent,
-						      api_client_fd(conn),
+						      http_client_fd(conn),
 						      u->err, sizeof(u->err)));
 	if (status)
 		return status;
-	api_guest_stepped(conn, r->d);
+	http_paced(conn, r->d->cfg.idle_timeout_s,
+		   sandbox_guest_deadline_ns(r->d));
 	if (kind == E2B_UPLOAD_RAW)
 		begin_file(u, NULL);
 	return u->status;

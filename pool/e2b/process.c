@@ -180,7 +180,7 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	json_t *kept = kept_config(process);
 	code = kept ? processes_start(r->server->processes, r->sandbox, &req,
 				      kept, tag ? json_string_value(tag) : NULL,
-				      api_client_fd(conn), &events, err,
+				      http_client_fd(conn), &events, err,
 				      sizeof(err))
 		    : E2B_RESOURCE_EXHAUSTED;
 	if (!kept)

@@ -559,7 +559,7 @@ static enum e2b_code exec_started(struct e2b_process *p,
 					     : E2B_UNAVAILABLE;
 		}
 		p->agent.watch.deadline_ns =
-			monotonic_ns() + sandbox_guest_patience_ns(p->owner->d);
+			sandbox_guest_deadline_ns(p->owner->d);
 		ret = agent_next_frame(&p->agent, &f);
 		p->agent.watch.deadline_ns = 0;
 		if (ret < 0) {
@@ -775,7 +775,7 @@ static int ask(struct e2b_process *p,
 	       const void *arg, char *err, size_t errlen)
 {
 	struct e2b_processes *ps = p->owner;
-	uint64_t deadline = monotonic_ns() + sandbox_guest_patience_ns(ps->d);
+	uint64_t deadline = sandbox_guest_deadline_ns(ps->d);
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
 			       .tv_nsec = (long)(deadline % 1000000000ull) };
 	int ret = -ESRCH;
@@ -875,8 +875,7 @@ enum e2b_code processes_stdin(struct e2b_process *p, const void *data,
 			      size_t len, bool close, char *err, size_t errlen)
 {
 	const uint8_t *bytes = data;
-	uint64_t deadline =
-		monotonic_ns() + sandbox_guest_patience_ns(p->owner->d);
+	uint64_t deadline = sandbox_guest_deadline_ns(p->owner->d);
 	size_t off = 0;
 	int ret;
 

@@ -9,7 +9,7 @@
  * most E2B_WATCHER_BATCH of them, and E2B_WATCHER_BATCH_BYTES of names;
  * the rest stay in the guest and the socket for the next poll), so what a
  * watcher costs the daemon is its connection, taken from the memory
- * budget as every request's is (api_agent.c).  A guest whose events pile
+ * budget as every request's is (sandbox_sessions.c).  A guest whose events pile
  * up unread is the agent's to bound: it says so with an OVERFLOW, which
  * fails the watcher as fsnotify's overflow fails envd's.
  *
