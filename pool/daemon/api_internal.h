@@ -191,25 +191,6 @@ bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
 int api_file_args(const char *path, const char *mode_arg, uint32_t *mode,
 		  char *err, size_t errlen);
 
-/*
- * api_files.c: a download of @path out of sandbox @c (held: taken over,
- * also on error) for an answer of 200: *@resp streams the file from the
- * guest as the client reads it, never holding it whole.  Or an HTTP
- * status and a message in @err: sandbox_agent_open()'s, or the agent's
- * errno (ENOENT, EISDIR...) or a failed wait's as @status_of makes it.
- */
-int api_download(struct sandbox *c, const char *path, int client_fd,
-		 int (*status_of)(int err), struct MHD_Response **resp,
-		 char *err, size_t errlen);
-/*
- * api_files.c: @len bytes of WRITE_FILE @id to @agent, begun (its PATH,
- * MODE and USER sent) unless *@open, in AGENT_WRITE_CHUNK frames; *@open
- * set once it is.  0 or agent_write_file_as()'s error.
- */
-int api_send_file_piece(struct agent_conn *agent, uint32_t id, bool *open,
-			const char *path, uint32_t mode, const char *user,
-			const char *data, size_t len);
-
 /* ---- the routes -------------------------------------------------------- */
 
 api_handler api_create_sandbox, api_list_sandboxes, api_get_sandbox,

@@ -297,8 +297,10 @@ enum pool_error {
 	POOL_NOT_FOUND,	  /* no such snapshot */
 	POOL_CONFLICT,	  /* in use, paused, busy with another operation */
 	POOL_FAILED,	  /* a checkpoint or a restore failed */
-	/* sandbox_ops.h: the daemon's memory for requests is in use */
-	POOL_NO_MEMORY,
+	/* sandbox_ops.h: */
+	POOL_NO_MEMORY,	  /* the daemon's memory for requests is in use */
+	POOL_TOO_LARGE,	  /* a guest sent more than a limit allows */
+	POOL_GUEST_ERROR, /* the guest's errno: the front end maps it */
 };
 
 /*

@@ -195,6 +195,9 @@ unsigned pool_error_status(enum pool_error e)
 		return 404;
 	case POOL_CONFLICT:
 		return 409;
+	case POOL_TOO_LARGE:
+		return 413;
+	case POOL_GUEST_ERROR: /* a front end maps its errno, not this */
 	case POOL_RESTORE_FAILED:
 	case POOL_FAILED:
 		break;

@@ -12,6 +12,7 @@
  *	sandbox_sessions.c  connections to a sandbox's agent, and the
  *			daemon's memory budget they and every request
  *			take from
+ *	sandbox_files.c	a file out of a sandbox, or into it, over its agent
  *	sandbox_args.c	the request fields both front ends read alike
  *			(sandbox_args.h)
  *
@@ -152,6 +153,41 @@ enum pool_error sandbox_agent_open(struct sandbox *c, struct agent_conn *agent,
 				   int client_fd, char *err, size_t errlen);
 /* Closes @agent (if open) and gives its budget back. */
 void sandbox_agent_close(struct daemon *d, struct agent_conn *agent);
+
+/* ---- files, over its agent (sandbox_files.c) ----------------------------- */
+
+/*
+ * @len bytes of WRITE_FILE @id to @agent, begun (its PATH, MODE and USER
+ * sent) unless *@open, in AGENT_WRITE_CHUNK frames; *@open set once it
+ * is.  0 or agent_write_file_as()'s error.
+ */
+int sandbox_file_write(struct agent_conn *agent, uint32_t id, bool *open,
+		       const char *path, uint32_t mode, const char *user,
+		       const char *data, size_t len);
+
+struct sandbox_download;
+
+/*
+ * A download of @path out of held @c (taken over, also on error): its
+ * agent connected (@client_fd watched), READ_FILE asked, the first answer
+ * read.  POOL_OK with *@out; or after a message in @err:
+ * sandbox_agent_open()'s errors, POOL_TOO_LARGE (the guest sent more
+ * than max_file_bytes), POOL_FAILED, or POOL_GUEST_ERROR with the
+ * agent's errno (ENOENT, EISDIR...) or a failed wait's (ETIMEDOUT,
+ * ESHUTDOWN...) in *@guest_errno.
+ */
+enum pool_error sandbox_download_open(struct sandbox *c, const char *path,
+				      int client_fd,
+				      struct sandbox_download **out,
+				      int *guest_errno, char *err,
+				      size_t errlen);
+/* Up to @max bytes of the file into @buf: how many, 0 at its end, -1 when
+ * it fails (logged: a front end's answer is under way by then).  @dl is a
+ * struct sandbox_download, untyped to be a stream's source as it is
+ * (http_stream_response()). */
+ssize_t sandbox_download_read(void *dl, char *buf, size_t max);
+/* Lets go of download @dl, its connection and its sandbox. */
+void sandbox_download_close(void *dl);
 
 /* ---- the HTTP edge's share ----------------------------------------------- */
 

@@ -3,7 +3,7 @@
  * e2b_files.c - envd's GET and POST /files (filesystem.h): a file out of the
  * sandbox, and files into it, with E2B's ?path= and ?username=.
  *
- * A download is thaw's own (api_files.c's api_download): the agent's
+ * A download is the service core's (sandbox_files.c), as thaw's: the agent's
  * READ_FILE streamed to the client as it reads, never held whole, its
  * first frame read before the headers so that a missing file is envd's
  * 404 and a directory its 400.
@@ -120,7 +120,8 @@ enum MHD_Result e2b_files_get(struct MHD_Connection *conn,
 			      struct e2b_request *r)
 {
 	char user[E2B_USER_MAX + 1], path[E2B_PATH_MAX + 1], err[1024];
-	struct MHD_Response *resp;
+	struct sandbox_download *dl;
+	int guest_errno;
 	int status =
 		e2b_files_args(query(conn, "path"), query(conn, "username"),
 			       user, path, err, sizeof(err));
@@ -135,13 +136,22 @@ enum MHD_Result e2b_files_get(struct MHD_Connection *conn,
 				       r->sandbox->id);
 	http_paced(conn, r->d->cfg.idle_timeout_s,
 		   sandbox_guest_deadline_ns(r->d));
-	status = api_download(c, path, http_client_fd(conn), files_status,
-			      &resp, err, sizeof(err));
+	enum pool_error e =
+		sandbox_download_open(c, path, http_client_fd(conn), &dl,
+				      &guest_errno, err, sizeof(err));
+	if (e != POOL_OK)
+		status = e == POOL_GUEST_ERROR ? files_status(guest_errno)
+					       : (int)pool_error_status(e);
 	if (status == 404)
 		snprintf(err, sizeof(err), "path '%.900s' does not exist",
 			 path);
 	if (status)
-		return e2b_reply_error(conn, r, status, "%s", err);
+		return e2b_reply_error(conn, r, (unsigned)status, "%s", err);
+	struct MHD_Response *resp = http_stream_response(
+		sandbox_download_read, sandbox_download_close, dl,
+		"application/octet-stream");
+	if (!resp)
+		return e2b_reply_error(conn, r, 500, "out of memory");
 	return e2b_reply(conn, r, 200, resp);
 }
 
@@ -261,8 +271,8 @@ static void write_data(struct upload *u, const char *data, size_t len)
 		return;
 	}
 	u->file_bytes += len;
-	int ret = api_send_file_piece(&u->agent, u->request_id, &u->open,
-				      u->file, UPLOAD_MODE, u->user, data, len);
+	int ret = sandbox_file_write(&u->agent, u->request_id, &u->open,
+				     u->file, UPLOAD_MODE, u->user, data, len);
 	if (ret < 0)
 		agent_fail(u, ret,
 			   ret == -ETIMEDOUT ? "the guest stopped reading"

@@ -139,6 +139,52 @@ struct MHD_Response *http_held_response(const struct http_exchange *x,
 	return resp;
 }
 
+/* What a streamed response reads from, and frees. */
+struct stream_source {
+	ssize_t (*read)(void *arg, char *buf, size_t max);
+	void (*free)(void *arg);
+	void *arg;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_source *src = cls;
+	ssize_t n = src->read(src->arg, buf, max);
+
+	(void)pos;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n ? n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_source *src = cls;
+
+	src->free(src->arg);
+	free(src);
+}
+
+struct MHD_Response *
+http_stream_response(ssize_t (*read)(void *arg, char *buf, size_t max),
+		     void (*free_arg)(void *arg), void *arg, const char *type)
+{
+	struct stream_source *src = malloc(sizeof(*src));
+	struct MHD_Response *resp = src ? MHD_create_response_from_callback(
+						  MHD_SIZE_UNKNOWN, 256 * 1024,
+						  stream_read, src, stream_free)
+					: NULL;
+
+	if (!resp) {
+		free(src);
+		free_arg(arg);
+		return NULL;
+	}
+	*src = (struct stream_source){ read, free_arg, arg };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return resp;
+}
+
 bool http_text_reserve(struct http_text *t, size_t cap)
 {
 	char *grown = realloc(t->buf, cap);

@@ -143,6 +143,16 @@ struct MHD_Response *http_held_response(const struct http_exchange *x,
 					char *text, size_t len,
 					const char *type, uint64_t budget);
 
+/*
+ * A response of content type @type whose body @read() produces as the
+ * client takes it: up to @max bytes into @buf, returning how many, 0 at
+ * the end, or < 0 to cut the body short; @free_arg(@arg) once it is done,
+ * sent or not, and also when NULL is returned (out of memory).
+ */
+struct MHD_Response *
+http_stream_response(ssize_t (*read)(void *arg, char *buf, size_t max),
+		     void (*free_arg)(void *arg), void *arg, const char *type);
+
 /* A reply's text being built: Prometheus output, an exec's collected
  * output, a directory's listing. */
 struct http_text {
