@@ -52,8 +52,9 @@
  * restorer threads, which run struct daemon_job's.
  *
  * Errors: the functions here return their own codes (pool_handout() an
- * enum pool_error, with its message in the caller's buffer); only the API
- * (api.c) turns them into HTTP statuses.
+ * enum pool_error, with its message in the caller's buffer); only the
+ * front ends turn them into HTTP statuses (pool_error_status(),
+ * sandbox_ops.h).
  */
 #ifndef THAW_POOL_DAEMON_DAEMON_H
 #define THAW_POOL_DAEMON_DAEMON_H
@@ -311,13 +312,6 @@ enum pool_error {
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen);
 
-/* A leased sandbox by id, held; NULL when there is none. */
-struct sandbox *sandbox_get(struct daemon *d, const char *id);
-void sandbox_put(struct daemon *d, struct sandbox *c);
-
-/* Releases leased sandbox @id (DELETE); false when there is none. */
-bool sandbox_release(struct daemon *d, const char *id);
-
 /*
  * Runs @jobs[0..@n) on the restorer threads, in parallel, and returns once
  * each is done.  No lock held.
@@ -349,79 +343,8 @@ void sandbox_watch(struct daemon *d, struct sandbox *c);
 /* Its "state" (API.md): running, stopped or paused; under the lock. */
 const char *sandbox_state_name(const struct sandbox *c);
 
-/* ---- checkpoints.c ---- */
+/* ---- checkpoints.c (its verbs: sandbox_ops.h) ---- */
 
-/* At most this many sandboxes restored by one request (a fork's count). */
-#define MAX_FORKS 64
-
-/* A checkpoint written (API.md's answer to POST .../checkpoint). */
-struct checkpoint_result {
-	char snapshot[CATALOG_ID_LEN + 1];
-	char parent[CATALOG_ID_LEN + 1];
-	uint64_t dirty_bytes;
-	bool full; /* its memory is whole, not a diff of its parent's */
-	unsigned depth;
-	double pause_ms, total_ms;
-};
-
-/* One sandbox of a fork: @c (held: sandbox_put() it), or @error and
- * @message. */
-struct fork_result {
-	struct sandbox *c;
-	enum pool_error error;
-	char message[512];
-};
-
-/*
- * Each returns POOL_OK, or its error after a message in @err.  @c is held
- * by the caller.
- *
- * sandbox_checkpoint(): writes a checkpoint of running @c, whose memory
- * then derives from it.  sandboxes_from_snapshot(): @n sandboxes of
- * snapshot @snapshot_id restored in parallel (leased for @timeout_s, 0:
- * the template's, each with a copy of @env); every one gets its entry in
- * @out, POOL_OK meaning at least one was made.  sandbox_fork(): a
- * checkpoint of @c into @ck, then @n sandboxes of it with @c's env.
- * sandbox_rollback(): @c's VM replaced by a restore of @snapshot_id (of
- * @c's template), under the same id, lease and network address.
- * sandbox_pause(): a checkpoint into @ck, then @c's VM stopped and its
- * cgroup and network freed.  sandbox_resume(): @c restored from its pause
- * checkpoint.
- */
-enum pool_error sandbox_checkpoint(struct sandbox *c,
-				   struct checkpoint_result *ck, char *err,
-				   size_t errlen);
-enum pool_error sandboxes_from_snapshot(struct daemon *d,
-					const char *snapshot_id, uint32_t n,
-					uint32_t timeout_s, char *const *env,
-					struct fork_result *out, char *err,
-					size_t errlen);
-enum pool_error sandbox_fork(struct sandbox *c, uint32_t n,
-			     struct checkpoint_result *ck,
-			     struct fork_result *out, char *err, size_t errlen);
-enum pool_error sandbox_rollback(struct sandbox *c, const char *snapshot_id,
-				 char *err, size_t errlen);
-enum pool_error sandbox_pause(struct sandbox *c, struct checkpoint_result *ck,
-			      char *err, size_t errlen);
-enum pool_error sandbox_resume(struct sandbox *c, char *err, size_t errlen);
-
-/* A snapshot as GET /snapshots shows it. */
-struct snapshot_info {
-	struct snapshot_record rec;
-	uint32_t live_users;  /* live clones: sandboxes, paused ones too */
-	const char *template; /* the pool serving its template, or NULL */
-	bool base;	      /* a pool's base snapshot */
-};
-
-/* Every snapshot of the catalog into *@out (malloc'd) of *@n; or one,
- * @id, when it is not NULL (POOL_NOT_FOUND when there is none). */
-enum pool_error snapshots_list(struct daemon *d, const char *id,
-			       struct snapshot_info **out, size_t *n, char *err,
-			       size_t errlen);
-/* Removes snapshot @id, entry then files; POOL_CONFLICT while it has
- * children or live clones, or is a pool's base. */
-enum pool_error snapshot_remove(struct daemon *d, const char *id, char *err,
-				size_t errlen);
 /* The daemon's start: what killed checkpoints left is removed. */
 void snapshots_collect(struct daemon *d);
 

@@ -39,6 +39,7 @@
  * once, and a ready clone that did so is replaced, never handed out.
  */
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_ops.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -15,6 +15,9 @@
  *	sandbox_files.c	a file out of a sandbox, or into it, over its agent
  *	sandbox_args.c	the request fields both front ends read alike
  *			(sandbox_args.h)
+ *	pools.c, checkpoints.c  get and delete; checkpoint, fork, rollback,
+ *			pause, resume and the snapshots (their verbs are
+ *			declared here, the rest of those files in daemon.h)
  *
  * A sandbox's network policy (API.md, "network") is written to its maps
  * by sandbox_net_set_policy (netns.h): at create, only when the request
@@ -31,7 +34,7 @@
  * What a front end shows of a sandbox it gets as a view (struct
  * sandbox_view), a copy the core takes under the daemon's lock: no front
  * end reads struct sandbox under that lock itself.  A sandbox a verb takes
- * or returns is held (sandbox_get()/sandbox_put(), daemon.h).
+ * or returns is held (sandbox_get()/sandbox_put()).
  */
 #ifndef THAW_POOL_DAEMON_SANDBOX_OPS_H
 #define THAW_POOL_DAEMON_SANDBOX_OPS_H
@@ -43,6 +46,88 @@
 
 #include "pool/daemon/daemon.h"
 
+/* ---- get, delete (pools.c) ----------------------------------------------- */
+
+/* A leased sandbox by id, held; NULL when there is none. */
+struct sandbox *sandbox_get(struct daemon *d, const char *id);
+void sandbox_put(struct daemon *d, struct sandbox *c);
+
+/* Releases leased sandbox @id (DELETE); false when there is none. */
+bool sandbox_release(struct daemon *d, const char *id);
+
+/* ---- checkpoint, fork, rollback, pause, resume; snapshots (checkpoints.c) */
+
+/* At most this many sandboxes restored by one request (a fork's count). */
+#define MAX_FORKS 64
+
+/* A checkpoint written (API.md's answer to POST .../checkpoint). */
+struct checkpoint_result {
+	char snapshot[CATALOG_ID_LEN + 1];
+	char parent[CATALOG_ID_LEN + 1];
+	uint64_t dirty_bytes;
+	bool full; /* its memory is whole, not a diff of its parent's */
+	unsigned depth;
+	double pause_ms, total_ms;
+};
+
+/* One sandbox of a fork: @c (held: sandbox_put() it), or @error and
+ * @message. */
+struct fork_result {
+	struct sandbox *c;
+	enum pool_error error;
+	char message[512];
+};
+
+/*
+ * Each returns POOL_OK, or its error after a message in @err.  @c is held
+ * by the caller.
+ *
+ * sandbox_checkpoint(): writes a checkpoint of running @c, whose memory
+ * then derives from it.  sandboxes_from_snapshot(): @n sandboxes of
+ * snapshot @snapshot_id restored in parallel (leased for @timeout_s, 0:
+ * the template's, each with a copy of @env); every one gets its entry in
+ * @out, POOL_OK meaning at least one was made.  sandbox_fork(): a
+ * checkpoint of @c into @ck, then @n sandboxes of it with @c's env.
+ * sandbox_rollback(): @c's VM replaced by a restore of @snapshot_id (of
+ * @c's template), under the same id, lease and network address.
+ * sandbox_pause(): a checkpoint into @ck, then @c's VM stopped and its
+ * cgroup and network freed.  sandbox_resume(): @c restored from its pause
+ * checkpoint.
+ */
+enum pool_error sandbox_checkpoint(struct sandbox *c,
+				   struct checkpoint_result *ck, char *err,
+				   size_t errlen);
+enum pool_error sandboxes_from_snapshot(struct daemon *d,
+					const char *snapshot_id, uint32_t n,
+					uint32_t timeout_s, char *const *env,
+					struct fork_result *out, char *err,
+					size_t errlen);
+enum pool_error sandbox_fork(struct sandbox *c, uint32_t n,
+			     struct checkpoint_result *ck,
+			     struct fork_result *out, char *err, size_t errlen);
+enum pool_error sandbox_rollback(struct sandbox *c, const char *snapshot_id,
+				 char *err, size_t errlen);
+enum pool_error sandbox_pause(struct sandbox *c, struct checkpoint_result *ck,
+			      char *err, size_t errlen);
+enum pool_error sandbox_resume(struct sandbox *c, char *err, size_t errlen);
+
+/* A snapshot as GET /snapshots shows it. */
+struct snapshot_info {
+	struct snapshot_record rec;
+	uint32_t live_users;  /* live clones: sandboxes, paused ones too */
+	const char *template; /* the pool serving its template, or NULL */
+	bool base;	      /* a pool's base snapshot */
+};
+
+/* Every snapshot of the catalog into *@out (malloc'd) of *@n; or one,
+ * @id, when it is not NULL (POOL_NOT_FOUND when there is none). */
+enum pool_error snapshots_list(struct daemon *d, const char *id,
+			       struct snapshot_info **out, size_t *n, char *err,
+			       size_t errlen);
+/* Removes snapshot @id, entry then files; POOL_CONFLICT while it has
+ * children or live clones, or is a pool's base. */
+enum pool_error snapshot_remove(struct daemon *d, const char *id, char *err,
+				size_t errlen);
 /* ---- create -------------------------------------------------------------- */
 
 /*

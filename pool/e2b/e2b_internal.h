@@ -28,9 +28,10 @@
  * daemon's memory budget), or, for a route with body_begin, at the
  * headers, its body then passed on piece by piece (an upload).  Handlers
  * answer through the e2b_reply_*()
- * helpers and return what libmicrohttpd expects.  The daemon's own
- * functions (daemon.h) do the work; errors are mapped to E2B's statuses
- * here, at this edge, as api.c maps them for thaw's API.
+ * helpers and return what libmicrohttpd expects.  The service core's
+ * verbs (pool/daemon/sandbox_ops.h) do the work, and nothing of thaw's
+ * own API is called; errors are mapped to E2B's statuses here, at this
+ * edge, as api.c maps them for thaw's API.
  *
  * Control-plane routes need the `X-API-KEY` header to be the daemon's
  * token; envd routes the `X-Access-Token` of their sandbox (handed out by
@@ -46,8 +47,6 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "pool/daemon/api_internal.h"
-#include "pool/daemon/daemon.h"
 #include "pool/daemon/sandbox_args.h"
 #include "pool/daemon/sandbox_ops.h"
 #include "pool/e2b/e2b.h"
