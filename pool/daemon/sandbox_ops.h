@@ -128,6 +128,7 @@ enum pool_error snapshots_list(struct daemon *d, const char *id,
  * children or live clones, or is a pool's base. */
 enum pool_error snapshot_remove(struct daemon *d, const char *id, char *err,
 				size_t errlen);
+
 /* ---- create -------------------------------------------------------------- */
 
 /*

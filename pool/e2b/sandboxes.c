@@ -37,7 +37,7 @@
  * E2B features thaw has no counterpart for are refused when asked for,
  * never silently dropped: autoPause, autoResume, volumeMounts, mcp, iam,
  * an egress proxy or domain rules.  Errors are E2B's {"code", "message"}
- * with the status thaw's API would give (a pool error's, api.c).
+ * with the status thaw's API would give (a pool error's: pool_error_status()).
  */
 #include <ctype.h>
 #include <stdio.h>
