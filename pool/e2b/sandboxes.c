@@ -507,17 +507,17 @@ static int give_record(const struct e2b_request *r, struct sandbox *c,
 /* ---- create -------------------------------------------------------------- */
 
 /*
- * The network policy @body asks for, for a sandbox of @t (the template's
- * when it asks for none and @reset) into @out with *@set; 0, or 400 with
- * a message in @err.  Nothing to set for a sandbox without a network:
- * allow_internet_access false holds there.
+ * The network policy @body asks for, what it leaves out from @defaults
+ * (its template's; the whole of them when it asks for none and @reset),
+ * into @out with *@set; 0, or 400 with a message in @err.  Nothing to set
+ * for a sandbox without a network (@defaults NULL): allow_internet_access
+ * false holds there.
  */
-static int network_of(json_t *body, const struct template_config *t,
-		      bool has_network, bool reset, struct net_policy *out,
-		      bool *set, char *err, size_t errlen)
+static int network_of(json_t *body, const struct net_policy *defaults,
+		      bool reset, struct net_policy *out, bool *set, char *err,
+		      size_t errlen)
 {
 	struct e2b_create_request req;
-	struct net_policy defaults;
 	json_t *net;
 
 	*set = false;
@@ -525,12 +525,11 @@ static int network_of(json_t *body, const struct template_config *t,
 		return 400;
 	if (!net && reset)
 		net = json_object();
-	if (!net || !has_network) {
+	if (!net || !defaults) {
 		json_decref(net);
 		return 0;
 	}
-	config_net_policy(t, &defaults);
-	int status = args_parse_network(net, &defaults, out, err, errlen);
+	int status = args_parse_network(net, defaults, out, err, errlen);
 	json_decref(net);
 	*set = !status;
 	return status;
@@ -548,9 +547,12 @@ static enum pool_error create_policy(void *arg, const struct template_config *t,
 				     bool *set, char *err, size_t errlen)
 {
 	const struct create_call *call = arg;
+	struct net_policy defaults;
 
-	return network_of(call->body, t, has_network, false, out, set, err,
-			  errlen)
+	if (has_network)
+		config_net_policy(t, &defaults);
+	return network_of(call->body, has_network ? &defaults : NULL, false,
+			  out, set, err, errlen)
 		       ? POOL_BAD_REQUEST
 		       : POOL_OK;
 }
@@ -1022,8 +1024,8 @@ enum MHD_Result e2b_update_network(struct MHD_Connection *conn,
 	int status = 409;
 	if (sandbox_network_defaults(c, &defaults, err, sizeof(err)) &&
 	    !sandbox_busy(c, err, sizeof(err)))
-		status = network_of(create, sandbox_template(c), true, true,
-				    &policy, &set, err, sizeof(err));
+		status = network_of(create, &defaults, true, &policy, &set, err,
+				    sizeof(err));
 	if (!status && set &&
 	    sandbox_set_policy(r->d, c, &policy, err, sizeof(err)) != POOL_OK)
 		status = 500;
