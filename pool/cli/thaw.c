@@ -18,6 +18,7 @@
 #include "pool/host/netns.h"
 #include "pool/cli/thaw.h"
 #include "pool/daemon/thawd.h"
+#include "pool/e2b/e2b.h"
 #include "pool/host/vmm_process.h"
 
 bool machine_option(struct machine_options *m, int opt, const char *arg)
@@ -131,6 +132,10 @@ static const char usage[] =
 	"  cp SRC DST                      copy a file to or from a sandbox (ID:/path)\n"
 	"Run 'thaw COMMAND --help' for a command's options.\n";
 
+/* The front ends thawd serves besides its own API (frontend.h): each
+ * starts only if the config asks for it (E2B: e2b_listen). */
+static const struct frontend daemon_frontends[] = { E2B_FRONTEND };
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -142,7 +147,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "snapshot"))
 		return thaw_snapshot(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "daemon"))
-		return thaw_daemon(argc - 1, argv + 1);
+		return thaw_daemon(argc - 1, argv + 1, daemon_frontends,
+				   sizeof(daemon_frontends) /
+					   sizeof(daemon_frontends[0]));
 	if (!strcmp(argv[1], "sandbox"))
 		return thaw_sandbox(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "exec"))

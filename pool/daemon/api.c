@@ -13,7 +13,8 @@
  * not by our memory), every other body is collected by the engine, up to
  * max_request_bytes, and the route's handler answers once it is in.  The
  * engine's limits, memory budget and count of answers are the daemon's
- * (api_http_params()), shared with the E2B listener's server.
+ * (daemon_http_params(), sandbox_ops.h), shared with the E2B listener's
+ * server.
  *
  * Routes are a table, not a switch: a path and a handler per method, so
  * that "which methods does this path take" (405 and its Allow header) is
@@ -41,43 +42,6 @@ enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 	return http_answer(conn, &r->x, status, resp);
 }
 
-/* A reply's text, and the budget it holds until libmicrohttpd is done
- * with it. */
-struct held_text {
-	struct daemon *d;
-	char *text;
-	uint64_t budget;
-};
-
-static void free_held_text(void *cls)
-{
-	struct held_text *h = cls;
-
-	api_budget_give(h->d, h->budget);
-	free(h->text);
-	free(h);
-}
-
-struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
-				       const char *type, uint64_t budget)
-{
-	struct held_text *h = malloc(sizeof(*h));
-	struct MHD_Response *resp =
-		h ? MHD_create_response_from_buffer_with_free_callback_cls(
-			    len, text, free_held_text, h)
-		  : NULL;
-
-	if (!resp) {
-		api_budget_give(d, budget);
-		free(text);
-		free(h);
-		return NULL;
-	}
-	*h = (struct held_text){ .d = d, .text = text, .budget = budget };
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	return resp;
-}
-
 /* api_reply_text() whose @budget (taken from the daemon's) is given back
  * when the reply is freed, sent or not. */
 static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
@@ -87,7 +51,7 @@ static enum MHD_Result reply_text_held(struct MHD_Connection *conn,
 {
 	return api_reply(
 		conn, r, status,
-		api_held_response(r->d, text, strlen(text), type, budget));
+		http_held_response(&r->x, text, strlen(text), type, budget));
 }
 
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
@@ -104,21 +68,21 @@ enum MHD_Result api_reply_json_held(struct MHD_Connection *conn,
 
 	json_decref(json);
 	if (!text) {
-		api_budget_give(r->d, budget);
+		sandbox_budget_give(r->d, budget);
 		return MHD_NO;
 	}
 	/* One line: curl users see the prompt on its own line. */
 	size_t n = strlen(text);
 	char *line = realloc(text, n + 2);
 	if (!line) {
-		api_budget_give(r->d, budget);
+		sandbox_budget_give(r->d, budget);
 		free(text);
 		return MHD_NO;
 	}
 	memcpy(line + n, "\n", 2);
 	/* Only the text stays: what its making took goes back now. */
 	if (budget > n + 2) {
-		api_budget_give(r->d, budget - (n + 2));
+		sandbox_budget_give(r->d, budget - (n + 2));
 		budget = n + 2;
 	}
 	return reply_text_held(conn, r, status, "application/json", line,
@@ -134,31 +98,6 @@ enum MHD_Result api_reply_json(struct MHD_Connection *conn, struct request *r,
 
 /* Firecracker-style: the pools say what went wrong, the edge says which
  * status that is. */
-unsigned api_pool_status(enum pool_error e)
-{
-	switch (e) {
-	case POOL_OK:
-		return 201;
-	case POOL_FULL:
-		return 429;
-	case POOL_STOPPING:
-	case POOL_OVERLOADED:
-		return 503;
-	case POOL_TIMED_OUT:
-		return 504;
-	case POOL_BAD_REQUEST:
-		return 400;
-	case POOL_NOT_FOUND:
-		return 404;
-	case POOL_CONFLICT:
-		return 409;
-	case POOL_RESTORE_FAILED:
-	case POOL_FAILED:
-		break;
-	}
-	return 500;
-}
-
 /* API.md's error codes, by status. */
 static const char *error_code(unsigned status)
 {
@@ -191,8 +130,9 @@ static const char *error_code(unsigned status)
 json_t *api_pool_error_json(enum pool_error e, const char *message)
 {
 	return json_pack("{s:{s:s,s:s}}", "error", "code",
-			 e == POOL_OVERLOADED ? "overloaded"
-					      : error_code(api_pool_status(e)),
+			 e == POOL_OVERLOADED
+				 ? "overloaded"
+				 : error_code(pool_error_status(e)),
 			 "message", message);
 }
 
@@ -240,7 +180,7 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 				     struct request *r, enum pool_error e,
 				     const char *message)
 {
-	unsigned status = api_pool_status(e);
+	unsigned status = pool_error_status(e);
 	char retry_after[16];
 
 	if (e != POOL_OVERLOADED)
@@ -266,106 +206,6 @@ enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r)
 json_t *api_body_object(const struct request *r, char *err, size_t errlen)
 {
 	return http_parse_object(r->x.body.buf, r->x.body.len, err, errlen);
-}
-
-/*
- * Checks @body's fields against @allowed (NULL-terminated); a field that
- * is not there is a typo a user would want to hear about.
- */
-bool api_known_fields(json_t *body, const char *const allowed[], char *err,
-		      size_t errlen)
-{
-	const char *key;
-	json_t *value;
-
-	json_object_foreach(body, key, value)
-	{
-		bool known = false;
-
-		for (int i = 0; allowed[i]; i++)
-			known |= !strcmp(key, allowed[i]);
-		if (!known) {
-			snprintf(err, errlen, "unknown field \"%s\"", key);
-			return false;
-		}
-	}
-	return true;
-}
-
-/* @field as a whole number in [min, max]; absent: @def. */
-bool api_get_uint(json_t *body, const char *field, uint32_t min, uint32_t max,
-		  uint32_t def, uint32_t *out, char *err, size_t errlen)
-{
-	json_t *v = json_object_get(body, field);
-
-	*out = def;
-	if (!v || json_is_null(v))
-		return true;
-	if (!json_is_integer(v) || json_integer_value(v) < min ||
-	    json_integer_value(v) > max) {
-		snprintf(err, errlen,
-			 "\"%s\" must be a whole number from %u to %u", field,
-			 min, max);
-		return false;
-	}
-	*out = (uint32_t)json_integer_value(v);
-	return true;
-}
-
-void api_free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* Appends KEY=VALUE entries of object @env to @v (grown); false on error. */
-bool api_add_env(char ***v, size_t *n, json_t *env, char *err, size_t errlen)
-{
-	const char *key;
-	json_t *value;
-
-	if (!env || json_is_null(env))
-		return true;
-	if (!json_is_object(env)) {
-		snprintf(err, errlen,
-			 "\"env\" must be an object of string values");
-		return false;
-	}
-	json_object_foreach(env, key, value)
-	{
-		if (!json_is_string(value) || !key[0] || strchr(key, '=')) {
-			snprintf(
-				err, errlen,
-				"\"env\": \"%s\" must be a name without '=' with a string value",
-				key);
-			return false;
-		}
-		char **grown = realloc(*v, (*n + 2) * sizeof(**v));
-		if (!grown)
-			return false;
-		*v = grown;
-		if (asprintf(&grown[*n], "%s=%s", key,
-			     json_string_value(value)) < 0)
-			return false;
-		grown[++*n] = NULL;
-	}
-	return true;
-}
-
-/* ---- text buffers ------------------------------------------------------ */
-
-bool api_text_reserve(struct text *t, size_t cap)
-{
-	char *grown = realloc(t->buf, cap);
-
-	if (!grown) {
-		t->failed = true;
-		return false;
-	}
-	t->buf = grown;
-	t->cap = cap;
-	return true;
 }
 
 /* ---- routing ----------------------------------------------------------- */
@@ -559,7 +399,7 @@ static void request_finish(struct http_exchange *x)
 
 	/* An upload cut short: closing the connection makes the agent drop
 	 * the half-written file (PROTOCOL.md). */
-	api_close_agent(r->d, &r->agent);
+	sandbox_agent_close(r->d, &r->agent);
 	if (r->sandbox)
 		sandbox_put(r->d, r->sandbox);
 }
@@ -574,46 +414,10 @@ static const struct http_protocol thaw_api = {
 	.finish = request_finish,
 };
 
-/* The engine's callbacks, on the daemon's budget and counters. */
-static bool take_budget(void *d, uint64_t bytes)
-{
-	return api_budget_take(d, bytes);
-}
-
-static void give_budget(void *d, uint64_t bytes)
-{
-	api_budget_give(d, bytes);
-}
-
-static void budget_spent(void *d, char *err, size_t errlen)
-{
-	api_budget_spent(d, err, errlen);
-}
-
-static void count_status(void *d, unsigned status)
-{
-	api_count_status(d, status);
-}
-
-struct http_params api_http_params(struct daemon *d)
-{
-	return (struct http_params){
-		.max_connections = d->cfg.max_connections,
-		.max_connections_per_uid = d->cfg.max_connections_per_uid,
-		.header_timeout_s = d->cfg.header_timeout_s,
-		.idle_timeout_s = d->cfg.idle_timeout_s,
-		.max_request_bytes = d->cfg.max_request_bytes,
-		.owner = d,
-		.budget_take = take_budget,
-		.budget_give = give_budget,
-		.budget_spent = budget_spent,
-		.count_status = count_status,
-	};
-}
-
 struct http_server *api_start(struct daemon *d, int fd)
 {
-	struct http_params params = api_http_params(d);
+	struct http_params params;
 
+	daemon_http_params(d, &params);
 	return http_serve(&params, fd, &thaw_api, d);
 }

@@ -36,23 +36,6 @@
 #define GUEST_PATH \
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-static char **strv_copy(char *const *v)
-{
-	size_t n = 0;
-
-	while (v && v[n])
-		n++;
-	char **copy = calloc(n + 1, sizeof(*copy));
-	for (size_t i = 0; copy && i < n; i++) {
-		copy[i] = strdup(v[i]);
-		if (!copy[i]) {
-			api_free_strv(copy);
-			return NULL;
-		}
-	}
-	return copy;
-}
-
 struct exec_run {
 	struct daemon *d;
 	struct sandbox *sandbox;
@@ -62,7 +45,7 @@ struct exec_run {
 	char *pending;
 	size_t pending_len, pending_off;
 	/* collected (stream:false) */
-	struct text out, err;
+	struct http_text out, err;
 	uint64_t max_output;
 	bool truncated;
 	uint64_t wire;	  /* whole frames read, padding included */
@@ -74,8 +57,8 @@ struct exec_run {
 
 static void exec_run_free(struct exec_run *x)
 {
-	api_close_agent(x->d, &x->agent);
-	api_budget_give(x->d, x->out.cap + x->err.cap);
+	sandbox_agent_close(x->d, &x->agent);
+	sandbox_budget_give(x->d, x->out.cap + x->err.cap);
 	if (x->sandbox)
 		sandbox_put(x->d, x->sandbox);
 	free(x->pending);
@@ -87,7 +70,7 @@ static void exec_run_free(struct exec_run *x)
 
 /* Appends up to the output limit and the budget; what is cut is
  * remembered. */
-static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
+static void collect(struct exec_run *x, struct http_text *t, const uint8_t *p,
 		    size_t n)
 {
 	if (t->len + n > x->max_output) {
@@ -101,13 +84,13 @@ static void collect(struct exec_run *x, struct text *t, const uint8_t *p,
 
 		while (cap < t->len + n)
 			cap *= 2;
-		if (!api_budget_take(x->d, cap - t->cap)) {
+		if (!sandbox_budget_take(x->d, cap - t->cap)) {
 			x->over_budget = true;
 			return;
 		}
 		size_t had = t->cap;
-		if (!api_text_reserve(t, cap)) {
-			api_budget_give(x->d, cap - had);
+		if (!http_text_reserve(t, cap)) {
+			sandbox_budget_give(x->d, cap - had);
 			return;
 		}
 	}
@@ -220,7 +203,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 	 * and empty ones included; past it the command ends. */
 	if (collecting) {
 		x->wire += THAW_HEADER_SIZE + f.payload_len;
-		if (x->wire > api_frames_allowance(2 * x->max_output, 1))
+		if (x->wire > sandbox_frames_allowance(2 * x->max_output, 1))
 			x->truncated = true;
 		if (x->truncated)
 			return output_cut(x);
@@ -242,7 +225,7 @@ static json_t *next_exec_event(struct exec_run *x, bool collecting)
 			x->done = true;
 			x->error_status = 503;
 			kill_exec(x);
-			api_budget_spent(x->d, why, sizeof(why));
+			sandbox_budget_spent(x->d, why, sizeof(why));
 			return json_pack("{s:s,s:s}", "type", "error",
 					 "message", why);
 		}
@@ -311,108 +294,6 @@ static void exec_stream_free(void *cls)
 	exec_run_free(cls);
 }
 
-int api_parse_exec(json_t *body, const struct sandbox *c,
-		   struct agent_exec_request *req, char ***argv_out,
-		   char ***env_out, void **stdin_out, bool *stream, char *err,
-		   size_t errlen)
-{
-	static const char *const fields[] = { "argv",	"cmd",	 "env",
-					      "cwd",	"stdin", "timeout_s",
-					      "stream", NULL };
-	json_t *argv = json_object_get(body, "argv");
-	json_t *cmd = json_object_get(body, "cmd");
-	json_t *cwd = json_object_get(body, "cwd");
-	json_t *in = json_object_get(body, "stdin");
-	json_t *st = json_object_get(body, "stream");
-	uint32_t timeout_s;
-	size_t n = 0;
-
-	if (!api_known_fields(body, fields, err, errlen) ||
-	    !api_get_uint(body, "timeout_s", 0, MAX_EXEC_TIMEOUT_S, 0,
-			  &timeout_s, err, errlen))
-		return 400;
-	if (!argv == !cmd) {
-		snprintf(err, errlen,
-			 "give exactly one of \"argv\" and \"cmd\"");
-		return 400;
-	}
-	if (argv && (!json_is_array(argv) || !json_array_size(argv))) {
-		snprintf(err, errlen,
-			 "\"argv\" must be a non-empty array of strings");
-		return 400;
-	}
-	if ((cmd && !json_is_string(cmd)) || (cwd && !json_is_string(cwd)) ||
-	    (in && !json_is_string(in)) || (st && !json_is_boolean(st))) {
-		snprintf(
-			err, errlen,
-			"\"cmd\", \"cwd\" and \"stdin\" must be strings, \"stream\" a boolean");
-		return 400;
-	}
-	size_t count = argv ? json_array_size(argv) : 3;
-	char **v = calloc(count + 1, sizeof(*v));
-	if (!v)
-		return 500;
-	*argv_out = v;
-	if (cmd) {
-		v[0] = strdup("/bin/sh");
-		v[1] = strdup("-c");
-		v[2] = strdup(json_string_value(cmd));
-	}
-	for (size_t i = 0; argv && i < count; i++) {
-		json_t *a = json_array_get(argv, i);
-
-		if (!json_is_string(a)) {
-			snprintf(
-				err, errlen,
-				"\"argv\" must be a non-empty array of strings");
-			return 400;
-		}
-		v[i] = strdup(json_string_value(a));
-	}
-	for (size_t i = 0; i < count; i++)
-		if (!v[i])
-			return 500;
-	json_t *env = json_object_get(body, "env");
-	if ((env && !json_is_null(env) && json_object_size(env)) || c->env) {
-		/* The agent replaces its whole environment by ours: start
-		 * from what it would have had. */
-		char *base[] = { GUEST_PATH, "HOME=/root", NULL };
-
-		*env_out = strv_copy(base);
-		n = 2;
-		char **sandbox_env = strv_copy(c->env);
-		for (size_t i = 0; sandbox_env && sandbox_env[i]; i++) {
-			char **grown =
-				realloc(*env_out, (n + 2) * sizeof(char *));
-			if (!grown)
-				break;
-			*env_out = grown;
-			grown[n++] = sandbox_env[i];
-			grown[n] = NULL;
-		}
-		free(sandbox_env);
-		if (!*env_out || !api_add_env(env_out, &n, env, err, errlen))
-			return 400;
-	}
-	if (in) {
-		size_t len;
-		*stdin_out = base64_decode(json_string_value(in),
-					   json_string_length(in), &len);
-		if (!*stdin_out) {
-			snprintf(err, errlen, "\"stdin\" is not base64");
-			return 400;
-		}
-		req->stdin_data = *stdin_out;
-		req->stdin_len = len;
-	}
-	req->argv = v;
-	req->env = *env_out;
-	req->cwd = cwd ? json_string_value(cwd) : NULL;
-	req->timeout_ms = timeout_s * 1000;
-	*stream = !st || json_is_true(st);
-	return 0;
-}
-
 /* stream:false: runs to the end here, then answers in one object. */
 static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 				      struct request *r, struct exec_run *x)
@@ -445,11 +326,11 @@ static enum MHD_Result exec_collected(struct MHD_Connection *conn,
 	uint64_t reply_budget =
 		3 * (BASE64_LEN(x->out.len) + BASE64_LEN(x->err.len)) +
 		REPLY_FIELDS_BYTES;
-	if (!api_budget_take(x->d, reply_budget)) {
+	if (!sandbox_budget_take(x->d, reply_budget)) {
 		char why[256];
 
 		exec_run_free(x);
-		api_budget_spent(r->d, why, sizeof(why));
+		sandbox_budget_spent(r->d, why, sizeof(why));
 		return api_reply_error(conn, r, 503, "exec: %s", why);
 	}
 	char *out = base64_encode(x->out.buf, x->out.len);
@@ -486,8 +367,9 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 	if (!body)
 		status = 400;
 	else
-		status = api_parse_exec(body, c, &req, &argv, &env, &stdin_data,
-					&stream, err, sizeof(err));
+		status =
+			args_parse_exec(body, sandbox_env(c), &req, &argv, &env,
+					&stdin_data, &stream, err, sizeof(err));
 	struct exec_run *x = status ? NULL : calloc(1, sizeof(*x));
 	if (!status && !x) {
 		snprintf(err, sizeof(err), "out of memory");
@@ -504,13 +386,13 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 		uint64_t deadline_ns =
 			req.timeout_ms
 				? monotonic_ns() + req.timeout_ms * NS_PER_MS +
-					  api_guest_patience_ns(d)
+					  sandbox_guest_patience_ns(d)
 				: 0;
-		status = api_connect_agent(x->sandbox, &x->agent,
-					   api_client_fd(conn), err,
-					   sizeof(err));
+		status = pool_error_status(sandbox_agent_open(
+			x->sandbox, &x->agent, http_client_fd(conn), err,
+			sizeof(err)));
 		if (!status) {
-			api_guest_paced(conn, d, deadline_ns);
+			http_paced(conn, d->cfg.idle_timeout_s, deadline_ns);
 			x->agent.watch.deadline_ns = deadline_ns;
 			int sent = agent_exec(&x->agent, EXEC_REQUEST_ID, &req);
 
@@ -525,8 +407,8 @@ enum MHD_Result api_exec(struct MHD_Connection *conn, struct request *r,
 		}
 	}
 	json_decref(body);
-	api_free_strv(argv);
-	api_free_strv(env);
+	env_free(argv);
+	env_free(env);
 	free(stdin_data);
 	if (c)
 		sandbox_put(d, c);

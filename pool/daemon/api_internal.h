@@ -3,7 +3,7 @@
  * api_internal.h - what the files of thawd's HTTP API share: pool/daemon/
  * api*.c, and pool/e2b/, the E2B-compatible listener, which serves its own
  * routes on the same HTTP engine (pool/http) with the same limits, memory
- * budget (api_http_params()) and agent connections.
+ * budget (daemon_http_params()) and agent connections.
  *
  * The API is split the way kvmtool splits a VMM, one file per concern:
  *
@@ -15,8 +15,6 @@
  *			from a snapshot; the snapshots' list, get, delete
  *	api_exec.c	running a command in a sandbox, streamed or collected
  *	api_files.c	copying a file into or out of a sandbox
- *	api_agent.c	connecting to a sandbox's agent, waiting on it and on
- *			the HTTP client at once
  *	api_metrics.c	/metrics, /health and the requests counted by status
  *
  * Every route is an api_handler, called once the request's body (if any)
@@ -38,6 +36,8 @@
 
 #include "pool/host/agent_client.h"
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_args.h"
+#include "pool/daemon/sandbox_ops.h"
 #include "pool/http/http_server.h"
 
 /* One HTTP request's state, from its first handler call to its end. */
@@ -93,12 +93,6 @@ const struct api_route *api_parse_route(const char *url,
 /* Queues @resp (taken over; NULL: MHD_NO) with @status, and counts it. */
 enum MHD_Result api_reply(struct MHD_Connection *conn, struct request *r,
 			  unsigned status, struct MHD_Response *resp);
-/* A response of @len bytes of @text (taken over, malloc'd) of content
- * type @type, whose @budget (taken from the daemon's) goes back when it is
- * freed, sent or not; NULL (@text freed, @budget given back) when out of
- * memory. */
-struct MHD_Response *api_held_response(struct daemon *d, char *text, size_t len,
-				       const char *type, uint64_t budget);
 /* Answers with @text (taken over, malloc'd) of content type @type. */
 enum MHD_Result api_reply_text(struct MHD_Connection *conn, struct request *r,
 			       unsigned status, const char *type, char *text);
@@ -118,8 +112,6 @@ api_reply_error(struct MHD_Connection *conn, struct request *r, unsigned status,
 /* 404 for the request's sandbox id. */
 enum MHD_Result api_no_sandbox(struct MHD_Connection *conn, struct request *r);
 
-/* The HTTP status of pool error @e (daemon.h). */
-unsigned api_pool_status(enum pool_error e);
 /* Answers pool error @e with its status and @message; an overload with a
  * Retry-After. */
 enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
@@ -131,34 +123,15 @@ enum MHD_Result api_reply_pool_error(struct MHD_Connection *conn,
 /* The collected body as a JSON object ("{}" when empty); NULL after a
  * message in @err. */
 json_t *api_body_object(const struct request *r, char *err, size_t errlen);
-/* Checks @body's fields against @allowed (NULL-terminated). */
-bool api_known_fields(json_t *body, const char *const allowed[], char *err,
-		      size_t errlen);
-/* @field as a whole number in [min, max]; absent: @def. */
-bool api_get_uint(json_t *body, const char *field, uint32_t min, uint32_t max,
-		  uint32_t def, uint32_t *out, char *err, size_t errlen);
-/* Appends KEY=VALUE entries of object @env to @v (grown); false on error. */
-bool api_add_env(char ***v, size_t *n, json_t *env, char *err, size_t errlen);
-void api_free_strv(char **v);
 
 /* ---- the routes' request parsing (pure: for the fuzz harness too) ------ */
 
-/*
- * api_exec.c: builds EXEC from @body for sandbox @c (its env comes first);
- * 0, or an HTTP status and a message in @err.  *@argv_out, *@env_out and
- * *@stdin_out are set as they are allocated, also on error: the caller
- * frees them (api_free_strv, free).
- */
-int api_parse_exec(json_t *body, const struct sandbox *c,
-		   struct agent_exec_request *req, char ***argv_out,
-		   char ***env_out, void **stdin_out, bool *stream, char *err,
-		   size_t errlen);
 /* A POST /sandboxes body: its template (config's), lease, env and
  * network policy. */
 struct create_request {
 	const struct template_config *template;
 	uint32_t timeout_s;
-	char **env; /* the caller frees it (api_free_strv), also on error */
+	char **env; /* the caller frees it (env_free), also on error */
 	size_t nr_env;
 	bool has_network; /* "network" given: @network, else the pool's */
 	struct net_policy network;
@@ -170,11 +143,11 @@ struct create_request {
 int api_parse_create_network(json_t *body, const struct template_config *t,
 			     bool *has_network, struct net_policy *out,
 			     char *err, size_t errlen);
-/* api_sandboxes.c: @policy written for @c, just handed out (held); 0, or
- * -1 with a message in @err (the caller releases @c). */
-int api_handout_policy(struct daemon *d, struct sandbox *c,
-		       const struct net_policy *policy, char *err,
-		       size_t errlen);
+/* api_sandboxes.c: a create's sandbox_create.policy (sandbox_ops.h) giving
+ * the policy @arg points to, parsed from the request. */
+enum pool_error api_given_policy(void *arg, const struct template_config *t,
+				 bool has_network, struct net_policy *out,
+				 bool *set, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes against @cfg's templates; 0,
  * or 400/404 with a message in @err.  One with a "snapshot" is
  * api_parse_create_from()'s. */
@@ -186,7 +159,7 @@ struct create_from_request {
 	uint32_t timeout_s; /* 0: the snapshot's template's */
 	uint32_t count;
 	bool counted; /* "count" given: the answer is a list */
-	char **env;   /* the caller frees it (api_free_strv), also on error */
+	char **env;   /* the caller frees it (env_free), also on error */
 	size_t nr_env;
 	json_t *network; /* "network", borrowed from the body; NULL: none */
 };
@@ -200,34 +173,15 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 					 struct request *r, struct daemon *d,
 					 json_t *body);
-/* api_sandboxes.c: the sandbox object of API.md; call with the daemon
- * locked. */
-json_t *api_sandbox_json(const struct sandbox *c, bool detail);
-/* api_sandboxes.c: @ms (CLOCK_REALTIME) as RFC 3339 UTC into @out. */
-void api_format_time(int64_t ms, char *out, size_t len);
+/* api_sandboxes.c: the sandbox object of API.md, of a view. */
+json_t *api_sandbox_json(const struct sandbox_view *c, bool detail);
 /* api_sandboxes.c: milliseconds to two decimals: JSON readers need not
  * see float noise. */
 double api_hundredths(double ms);
 /* api.c: the error object of API.md for pool error @e, as one entry of a
  * fork's answer holds it. */
 json_t *api_pool_error_json(enum pool_error e, const char *message);
-/* api_sandboxes.c: whether @env's entries fit a sandbox's limits (a 413
- * when not, with a message in @err). */
-bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen);
 
-/*
- * api_sandboxes.c: a "network" object (POST /sandboxes' field, POST
- * /sandboxes/ID/network's body) into @out, what it leaves out from
- * @defaults (the template's); 0, or 400 with a message in @err naming the
- * field and, for a bad CIDR, its text (net_cidr_parse).
- */
-int api_parse_network(json_t *net, const struct net_policy *defaults,
-		      struct net_policy *out, char *err, size_t errlen);
-/* api_sandboxes.c: writes @policy to held sandbox @c's maps and its
- * record, the write's time to its template's policy_update_s; 0, or -1
- * with a message in @err. */
-int api_set_policy(struct daemon *d, struct sandbox *c,
-		   const struct net_policy *policy, char *err, size_t errlen);
 /* api_sandboxes.c: @body of POST /sandboxes/ID/timeout; false with a
  * message in @err. */
 bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
@@ -236,90 +190,6 @@ bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
  * NULL: 0644); 0, or 400 with a message in @err. */
 int api_file_args(const char *path, const char *mode_arg, uint32_t *mode,
 		  char *err, size_t errlen);
-
-/*
- * api_files.c: a download of @path out of sandbox @c (held: taken over,
- * also on error) for an answer of 200: *@resp streams the file from the
- * guest as the client reads it, never holding it whole.  Or an HTTP
- * status and a message in @err: api_connect_agent()'s, or the agent's
- * errno (ENOENT, EISDIR...) or a failed wait's as @status_of makes it.
- */
-int api_download(struct sandbox *c, const char *path, int client_fd,
-		 int (*status_of)(int err), struct MHD_Response **resp,
-		 char *err, size_t errlen);
-/*
- * api_files.c: @len bytes of WRITE_FILE @id to @agent, begun (its PATH,
- * MODE and USER sent) unless *@open, in AGENT_WRITE_CHUNK frames; *@open
- * set once it is.  0 or agent_write_file_as()'s error.
- */
-int api_send_file_piece(struct agent_conn *agent, uint32_t id, bool *open,
-			const char *path, uint32_t mode, const char *user,
-			const char *data, size_t len);
-
-/* A growing text buffer: Prometheus output, an exec's collected output. */
-struct text {
-	char *buf;
-	size_t len, cap;
-	bool failed;
-};
-
-/* Grows @t's buffer to @cap bytes; false (and t->failed) without memory. */
-bool api_text_reserve(struct text *t, size_t cap);
-
-/* ---- api_agent.c ------------------------------------------------------- */
-
-/* How long the daemon waits on a guest. */
-uint64_t api_guest_patience_ns(const struct daemon *d);
-
-/*
- * The most one agent connection of a request holds: its frame reader's
- * buffer, a frame on its way to the guest, and an event or a piece of a
- * file on its way to the client.
- */
-#define API_AGENT_CONN_BYTES (3ull * THAW_MAX_FRAME)
-
-/*
- * What the frames carrying @data bytes of a guest's data (a file, an
- * exec's output) may take, whole, if an honest agent puts at least
- * @min_frame_data bytes in each but the last: a guest that pads its frames
- * or sends empty ones reaches the data's limit as one sending data does.
- */
-uint64_t api_frames_allowance(uint64_t data, uint32_t min_frame_data);
-
-/* Takes @bytes from the daemon's memory budget; false when they do not
- * fit.  api_budget_give() returns them. */
-bool api_budget_take(struct daemon *d, uint64_t bytes);
-void api_budget_give(struct daemon *d, uint64_t bytes);
-/* The message of a request refused for the budget (a 503). */
-void api_budget_spent(const struct daemon *d, char *err, size_t errlen);
-
-/* Connects to @c's agent, retrying while the guest is busy, and has its
- * waits end when @client_fd (-1: none) hangs up or the daemon stops; 0,
- * or the HTTP status (500; 503 when the budget is spent; 409 while it is
- * paused or being replaced) and a message in @err.  The connection's budget is
- * held until api_close_agent(). */
-int api_connect_agent(struct sandbox *c, struct agent_conn *agent,
-		      int client_fd, char *err, size_t errlen);
-/* Whether @c's VM cannot be used now: it is paused, or being replaced
- * (rolled back, paused, resumed); the 409's message in @err then. */
-bool api_sandbox_busy(struct sandbox *c, char *err, size_t errlen);
-/* Closes @agent (if open) and gives its budget back. */
-void api_close_agent(struct daemon *d, struct agent_conn *agent);
-
-/*
- * @conn's request now waits on its sandbox's guest, which may stay silent
- * far longer than idle_timeout_s (a command printing nothing, an emulated
- * guest): until the request completes, its connection is closed for
- * silence only past @deadline_ns (0: never; the agent's waits, the
- * client's hang-up and the lease still end it) plus idle_timeout_s.
- */
-void api_guest_paced(struct MHD_Connection *conn, const struct daemon *d,
-		     uint64_t deadline_ns);
-/* api_guest_paced() for a request each of whose guest steps may take the
- * guest's patience (a file copied, a ping, a file operation). */
-void api_guest_stepped(struct MHD_Connection *conn, const struct daemon *d);
-/* The HTTP client's socket, -1 when libmicrohttpd does not say. */
-int api_client_fd(struct MHD_Connection *conn);
 
 /* ---- the routes -------------------------------------------------------- */
 
@@ -335,16 +205,5 @@ api_handler api_get_health, api_get_metrics;
 /* A piece of a PUT file's body, on its way to the guest. */
 void api_put_file_piece(struct MHD_Connection *conn, struct request *r,
 			struct daemon *d, const char *data, size_t len);
-
-/* ---- api_metrics.c ----------------------------------------------------- */
-
-void api_count_status(struct daemon *d, unsigned status);
-
-/* ---- api.c: the server -------------------------------------------------- */
-
-/* The HTTP engine's parameters for a server of @d: the config's limits,
- * the daemon's memory budget and its count of answers by status, which
- * thaw's API and the E2B listener share. */
-struct http_params api_http_params(struct daemon *d);
 
 #endif

@@ -9,7 +9,8 @@
  * requests answered so far, and admission (admission.h): whether the
  * daemon admits, why not, and the host readings it decided from - the
  * last ones, taken once a second, not fresh ones per scrape.  Every
- * reply passes through api_count_status (from api_reply), so no route can
+ * reply passes through daemon_count_status (the HTTP engine's, so both
+ * servers'), so no route can
  * forget to be counted.
  *
  * The exception is each handed-out sandbox's network counters (netns.h),
@@ -25,19 +26,6 @@
 
 #include "pool/daemon/api_internal.h"
 #include "common/clock.h"
-
-static const unsigned counted_codes[HTTP_CODES] = { 200, 201, 204, 400, 401,
-						    404, 405, 409, 411, 413,
-						    429, 500, 503 };
-
-void api_count_status(struct daemon *d, unsigned status)
-{
-	pthread_mutex_lock(&d->lock);
-	for (int i = 0; i < HTTP_CODES; i++)
-		if (counted_codes[i] == status)
-			d->http_count[i]++;
-	pthread_mutex_unlock(&d->lock);
-}
 
 enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 			       struct daemon *d)
@@ -64,10 +52,10 @@ enum MHD_Result api_get_health(struct MHD_Connection *conn, struct request *r,
 }
 
 /* Prometheus text: appends printf output to @t, growing it. */
-static void put(struct text *t, const char *fmt, ...)
+static void put(struct http_text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void put(struct text *t, const char *fmt, ...)
+static void put(struct http_text *t, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -80,12 +68,12 @@ static void put(struct text *t, const char *fmt, ...)
 			t->len += n;
 			return;
 		}
-		if (!api_text_reserve(t, t->cap ? t->cap * 2 : 8192))
+		if (!http_text_reserve(t, t->cap ? t->cap * 2 : 8192))
 			return;
 	}
 }
 
-static void put_histogram(struct text *t, const char *name,
+static void put_histogram(struct http_text *t, const char *name,
 			  const char *template, const struct histogram *h)
 {
 	uint64_t cumulative = 0;
@@ -137,7 +125,7 @@ static const struct {
 };
 
 /* Each family of pool_histograms, a histogram per template. */
-static void put_pool_histograms(struct text *t, const struct daemon *d)
+static void put_pool_histograms(struct http_text *t, const struct daemon *d)
 {
 	for (size_t h = 0;
 	     h < sizeof(pool_histograms) / sizeof(pool_histograms[0]); h++) {
@@ -168,7 +156,7 @@ static void put_pool_histograms(struct text *t, const struct daemon *d)
 	} while (0)
 
 /* Admission's state and what it read; call locked. */
-static void put_admission(struct text *t, const struct daemon *d)
+static void put_admission(struct http_text *t, const struct daemon *d)
 {
 	const struct host_reading *h = &d->admission.host;
 	double now_ms = monotonic_ms();
@@ -224,8 +212,8 @@ _Static_assert(sizeof(verdict_names) / sizeof(verdict_names[0]) == NET_VERDICTS,
 	       "a name per verdict");
 
 /* One network counter of every sandbox in @held whose read worked. */
-static void put_net_family(struct text *t, const char *name, const char *help,
-			   struct sandbox *const *held,
+static void put_net_family(struct http_text *t, const char *name,
+			   const char *help, struct sandbox *const *held,
 			   const struct net_counters *counts, const bool *ok,
 			   size_t n, size_t field)
 {
@@ -242,7 +230,7 @@ static void put_net_family(struct text *t, const char *name, const char *help,
 }
 
 /* The handed-out sandboxes' network counters; see the top of the file. */
-static void put_network(struct text *t, struct daemon *d)
+static void put_network(struct http_text *t, struct daemon *d)
 {
 	struct sandbox **held = NULL;
 	struct net_counters *counts = NULL;
@@ -292,7 +280,7 @@ static void put_network(struct text *t, struct daemon *d)
 enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 				struct daemon *d)
 {
-	struct text t = { 0 };
+	struct http_text t = { 0 };
 
 	pthread_mutex_lock(&d->lock);
 	POOL_METRIC(&t, d, "thaw_pool_ready", "gauge",
@@ -332,7 +320,7 @@ enum MHD_Result api_get_metrics(struct MHD_Connection *conn, struct request *r,
 		"# TYPE thaw_http_requests_total counter\n");
 	for (int i = 0; i < HTTP_CODES; i++)
 		put(&t, "thaw_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
-		    counted_codes[i], d->http_count[i]);
+		    daemon_counted_codes[i], d->http_count[i]);
 	put(&t,
 	    "# HELP thaw_api_memory_bytes Memory requests hold, of "
 	    "api_memory_budget_bytes.\n"

@@ -12,31 +12,20 @@
  * while an exec holds it.
  *
  * A sandbox's network policy (API.md, "network") is checked here
- * (api_parse_network) and written to its maps by sandbox_net_set_policy
- * (netns.h): at create, only when the request gives one (a clone comes
- * from its pool with its template's), and by POST /sandboxes/ID/network.
- * policy_lock orders the writes, so that the sandbox's record
- * (sandbox.policy, read under the daemon's lock) always says what its maps
- * hold last, and the daemon's lock is never held across a map write.
+ * (args_parse_network) and written by the service core (sandbox_ops.h):
+ * at create, only when the request gives one, and by POST
+ * /sandboxes/ID/network.  What a route shows of a sandbox is the core's
+ * view of it (struct sandbox_view).
  */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "pool/daemon/api_internal.h"
 #include "common/clock.h"
-
-void api_format_time(int64_t ms, char *out, size_t len)
-{
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	char base[32];
-
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", gmtime_r(&s, &tm));
-	snprintf(out, len, "%s.%03dZ", base, (int)(ms % 1000));
-}
 
 double api_hundredths(double ms)
 {
@@ -44,7 +33,7 @@ double api_hundredths(double ms)
 }
 
 /* The sandbox's "restore" object of API.md: restore_ms in phases. */
-static json_t *restore_phases_json(const struct sandbox *c)
+static json_t *restore_phases_json(const struct sandbox_view *c)
 {
 	const struct vmm_restore_phases *p = &c->restore_phases;
 
@@ -84,15 +73,15 @@ static json_t *cidrs_json(const struct net_cidr *cidrs, uint32_t n)
 }
 
 /* The sandbox's "network" of API.md: its policy and host address, or null
- * without a network; call with the daemon locked. */
-static json_t *network_json(const struct sandbox *c)
+ * without a network. */
+static json_t *network_json(const struct sandbox_view *c)
 {
 	struct in_addr in;
 	char host[INET_ADDRSTRLEN];
 
 	if (!c->net_made)
 		return json_null();
-	in.s_addr = htonl(c->net.host_address);
+	in.s_addr = htonl(c->host_address);
 	inet_ntop(AF_INET, &in, host, sizeof(host));
 	return json_pack(
 		"{s:b,s:o,s:o,s:s}", "allow_internet", c->policy.allow_internet,
@@ -101,29 +90,27 @@ static json_t *network_json(const struct sandbox *c)
 		"host_address", host);
 }
 
-json_t *api_sandbox_json(const struct sandbox *c, bool detail)
+json_t *api_sandbox_json(const struct sandbox_view *c, bool detail)
 {
 	char created[40], expires[40];
 
-	api_format_time(c->created_ms, created, sizeof(created));
-	api_format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
-					      realtime_ms()),
-			expires, sizeof(expires));
-	json_t *j = json_pack(
-		"{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id, "template",
-		c->pool->t->name, "created", created, "expires", expires,
-		"restore_ms", api_hundredths(c->restore_ms), "restore",
-		restore_phases_json(c), "handout_ms",
-		api_hundredths(c->handout_ms), "state", sandbox_state_name(c));
+	args_format_time(c->created_ms, created, sizeof(created));
+	args_format_time(c->expires_ms, expires, sizeof(expires));
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:f,s:o,s:f,s:s}", "id", c->id,
+			      "template", c->template->name, "created", created,
+			      "expires", expires, "restore_ms",
+			      api_hundredths(c->restore_ms), "restore",
+			      restore_phases_json(c), "handout_ms",
+			      api_hundredths(c->handout_ms), "state", c->state);
 	if (j) {
 		json_object_set_new(j, "network", network_json(c));
-		json_object_set_new(j, "snapshot", json_string(c->snapshot_id));
+		json_object_set_new(j, "snapshot", json_string(c->snapshot));
 	}
 	/* A paused sandbox has no VMM. */
 	if (j && detail) {
 		json_object_set_new(j, "pid",
-				    c->vmm.pid > 0 ? json_integer(c->vmm.pid)
-						   : json_null());
+				    c->pid > 0 ? json_integer(c->pid)
+					       : json_null());
 		if (c->stopped)
 			json_object_set_new(j, "stop_reason",
 					    json_string(c->stop_reason));
@@ -136,136 +123,45 @@ static enum MHD_Result send_sandbox(struct MHD_Connection *conn,
 				    struct request *r, struct sandbox *c,
 				    unsigned status, bool detail)
 {
-	pthread_mutex_lock(&r->d->lock);
-	json_t *j = api_sandbox_json(c, detail);
-	pthread_mutex_unlock(&r->d->lock);
+	struct sandbox_view v;
+
+	sandbox_view(r->d, c, &v);
 	sandbox_put(r->d, c);
-	return api_reply_json(conn, r, status, j);
+	return api_reply_json(conn, r, status, api_sandbox_json(&v, detail));
 }
 
 enum MHD_Result api_get_templates(struct MHD_Connection *conn,
 				  struct request *r, struct daemon *d)
 {
-	json_t *list = json_array();
+	struct pool_view *pools;
+	size_t n;
 
-	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->nr_pools; i++) {
-		const struct pool *pl = &d->pools[i];
-		const struct template_config *t = pl->t;
+	if (pools_view(d, &pools, &n) < 0)
+		return api_reply_error(conn, r, 500, "out of memory");
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct pool_view *pl = &pools[i];
+		const struct template_config *t = pl->template;
 
 		json_array_append_new(
 			list,
 			json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,"
 				  "s:b}",
-				  "name", t->name, "snapshot", pl->snapshot_id,
+				  "name", t->name, "snapshot", pl->snapshot,
 				  "mem_mib", (int)t->mem_mib, "vcpus",
 				  (int)t->vcpus, "min_ready", (int)t->min_ready,
 				  "max_total", (int)t->max_total, "ready",
 				  (int)pl->ready, "restoring",
-				  (int)(pl->restoring + pl->on_demand),
-				  "leased", (int)pl->leased, "network",
-				  t->network ? "nat" : "none", "allow_internet",
-				  t->allow_internet));
+				  (int)pl->restoring, "leased", (int)pl->leased,
+				  "network", t->network ? "nat" : "none",
+				  "allow_internet", t->allow_internet));
 	}
-	pthread_mutex_unlock(&d->lock);
+	free(pools);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:o}", "templates", list));
 }
 
 /* ---- sandboxes --------------------------------------------------------- */
-
-/*
- * A sandbox's env is kept for its whole lease and sent with every exec, in
- * one agent frame (1 MiB) with the command: it is bounded well below that.
- */
-#define MAX_ENV_ENTRIES 256
-#define MAX_ENV_BYTES (64u << 10)
-
-bool api_env_fits(char *const *env, size_t n, char *err, size_t errlen)
-{
-	size_t bytes = 0;
-
-	for (size_t i = 0; i < n; i++)
-		bytes += strlen(env[i]) + 1;
-	if (n <= MAX_ENV_ENTRIES && bytes <= MAX_ENV_BYTES)
-		return true;
-	snprintf(err, errlen,
-		 "\"env\" has %zu entries of %zu bytes (as KEY=VALUE): at "
-		 "most %d entries and %u bytes",
-		 n, bytes, MAX_ENV_ENTRIES, MAX_ENV_BYTES);
-	return false;
-}
-
-/* @what ("allow_out") of @net: at most NET_POLICY_MAX_CIDRS CIDRs. */
-static bool parse_cidrs(json_t *net, const char *what, struct net_cidr *out,
-			uint32_t *n, char *err, size_t errlen)
-{
-	json_t *list = json_object_get(net, what), *v;
-	size_t i;
-
-	if (!list)
-		return true;
-	if (!json_is_array(list) ||
-	    json_array_size(list) > NET_POLICY_MAX_CIDRS) {
-		snprintf(err, errlen,
-			 "\"network\": \"%s\" must be an array of at most %d "
-			 "CIDRs (\"A.B.C.D/N\")",
-			 what, NET_POLICY_MAX_CIDRS);
-		return false;
-	}
-	json_array_foreach(list, i, v)
-	{
-		char why[160];
-
-		if (!json_is_string(v)) {
-			snprintf(err, errlen,
-				 "\"network\": \"%s\"[%zu] is not a string",
-				 what, i);
-			return false;
-		}
-		if (net_cidr_parse(json_string_value(v), &out[i], why,
-				   sizeof(why)) < 0) {
-			snprintf(err, errlen, "\"network\": \"%s\"[%zu]: %s",
-				 what, i, why);
-			return false;
-		}
-	}
-	*n = (uint32_t)json_array_size(list);
-	return true;
-}
-
-int api_parse_network(json_t *net, const struct net_policy *defaults,
-		      struct net_policy *out, char *err, size_t errlen)
-{
-	static const char *const fields[] = { "allow_internet", "allow_out",
-					      "deny_out", NULL };
-	json_t *internet = json_object_get(net, "allow_internet");
-	char why[256];
-
-	*out = *defaults;
-	if (!json_is_object(net)) {
-		snprintf(err, errlen, "\"network\" must be an object");
-		return 400;
-	}
-	if (!api_known_fields(net, fields, why, sizeof(why))) {
-		snprintf(err, errlen, "\"network\": %s", why);
-		return 400;
-	}
-	if (internet && !json_is_boolean(internet)) {
-		snprintf(err, errlen,
-			 "\"network\": \"allow_internet\" must be true or "
-			 "false");
-		return 400;
-	}
-	if (internet)
-		out->allow_internet = json_is_true(internet);
-	if (!parse_cidrs(net, "allow_out", out->allow_out, &out->n_allow, err,
-			 errlen) ||
-	    !parse_cidrs(net, "deny_out", out->deny_out, &out->n_deny, err,
-			 errlen))
-		return 400;
-	return 0;
-}
 
 int api_parse_create_network(json_t *body, const struct template_config *t,
 			     bool *has_network, struct net_policy *out,
@@ -286,7 +182,7 @@ int api_parse_create_network(json_t *body, const struct template_config *t,
 	}
 	config_net_policy(t, &defaults);
 	*has_network = true;
-	return api_parse_network(net, &defaults, out, err, errlen);
+	return args_parse_network(net, &defaults, out, err, errlen);
 }
 
 int api_parse_create(json_t *body, const struct daemon_config *cfg,
@@ -306,15 +202,15 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 	if (tmpl)
 		name = json_string_value(tmpl);
 	req->template = config_template(cfg, name);
-	if (!api_known_fields(body, fields, err, errlen) ||
+	if (!args_known_fields(body, fields, err, errlen) ||
 	    (req->template &&
-	     !api_get_uint(body, "timeout_s", 1, req->template->max_timeout_s,
-			   req->template->timeout_s, &req->timeout_s, err,
-			   errlen)) ||
-	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
-			 err, errlen))
+	     !args_get_uint(body, "timeout_s", 1, req->template->max_timeout_s,
+			    req->template->timeout_s, &req->timeout_s, err,
+			    errlen)) ||
+	    !args_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
+			  err, errlen))
 		return 400;
-	if (!api_env_fits(req->env, req->nr_env, err, errlen))
+	if (!args_env_fits(req->env, req->nr_env, err, errlen))
 		return 413;
 	if (!req->template) {
 		snprintf(err, errlen, "no template \"%.200s\"", name);
@@ -324,46 +220,16 @@ int api_parse_create(json_t *body, const struct daemon_config *cfg,
 					&req->network, err, errlen);
 }
 
-/* Orders policy writes: see the top of the file. */
-static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int api_set_policy(struct daemon *d, struct sandbox *c,
-		   const struct net_policy *policy, char *err, size_t errlen)
+enum pool_error api_given_policy(void *arg, const struct template_config *t,
+				 bool has_network, struct net_policy *out,
+				 bool *set, char *err, size_t errlen)
 {
-	char why[256];
-	int ret;
+	const struct net_policy *given = arg;
 
-	pthread_mutex_lock(&policy_lock);
-	double started_ms = monotonic_ms();
-	ret = sandbox_net_set_policy(&c->net, policy, why, sizeof(why));
-	if (ret == 0) {
-		double took_ms = monotonic_ms() - started_ms;
-
-		pthread_mutex_lock(&d->lock);
-		c->policy = *policy;
-		histogram_add(&c->pool->policy_update_s, took_ms / 1e3);
-		pthread_mutex_unlock(&d->lock);
-	}
-	pthread_mutex_unlock(&policy_lock);
-	if (ret < 0)
-		snprintf(err, errlen,
-			 "sandbox %s: cannot set its network "
-			 "policy: %s",
-			 c->id, why);
-	return ret;
-}
-
-int api_handout_policy(struct daemon *d, struct sandbox *c,
-		       const struct net_policy *policy, char *err,
-		       size_t errlen)
-{
-	/* A clone restored without its network cannot be handed out with a
-	 * policy it would not enforce. */
-	if (!c->net_made) {
-		snprintf(err, errlen, "sandbox %s has no network", c->id);
-		return -1;
-	}
-	return api_set_policy(d, c, policy, err, errlen);
+	(void)t, (void)has_network, (void)err, (void)errlen;
+	*out = *given;
+	*set = true;
+	return POOL_OK;
 }
 
 enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
@@ -385,34 +251,38 @@ enum MHD_Result api_create_sandbox(struct MHD_Connection *conn,
 	int status = api_parse_create(body, &d->cfg, &req, err, sizeof(err));
 	json_decref(body);
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 
-	struct pool *pl = pool_find(d, req.template->name);
-	struct sandbox *c;
-	enum pool_error e =
-		pool_handout(pl, req.timeout_s, req.env, &c, err, sizeof(err));
+	struct fork_result one;
+	struct sandbox_create create = {
+		.template = req.template,
+		.timeout_s = req.timeout_s,
+		.env = req.env,
+		.policy = req.has_network ? api_given_policy : NULL,
+		.arg = &req.network,
+	};
+	enum pool_error e = sandbox_create(d, &create, &one, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
-	if (req.has_network &&
-	    api_handout_policy(d, c, &req.network, err, sizeof(err)) < 0) {
-		sandbox_release(d, c->id);
-		sandbox_put(d, c);
-		return api_reply_error(conn, r, 500, "%s", err);
-	}
-	return send_sandbox(conn, r, c, 201, false);
+	return send_sandbox(conn, r, one.c, 201, false);
 }
 
 enum MHD_Result api_list_sandboxes(struct MHD_Connection *conn,
 				   struct request *r, struct daemon *d)
 {
 	json_t *list = json_array();
+	struct sandbox_view *views;
+	size_t n;
 
-	pthread_mutex_lock(&d->lock);
-	for (const struct sandbox *c = d->leased; c; c = c->next)
-		json_array_append_new(list, api_sandbox_json(c, false));
-	pthread_mutex_unlock(&d->lock);
+	if (sandboxes_view(d, &views, &n) < 0) {
+		json_decref(list);
+		return api_reply_error(conn, r, 500, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, api_sandbox_json(&views[i], false));
+	sandbox_views_put(d, views, n);
 	return api_reply_json(conn, r, 200,
 			      json_pack("{s:o}", "sandboxes", list));
 }
@@ -442,9 +312,9 @@ bool api_parse_timeout(json_t *body, uint32_t max_timeout_s,
 {
 	static const char *const fields[] = { "timeout_s", NULL };
 
-	if (!api_known_fields(body, fields, err, errlen) ||
-	    !api_get_uint(body, "timeout_s", 1, max_timeout_s, 0, timeout_s,
-			  err, errlen))
+	if (!args_known_fields(body, fields, err, errlen) ||
+	    !args_get_uint(body, "timeout_s", 1, max_timeout_s, 0, timeout_s,
+			   err, errlen))
 		return false;
 	if (!*timeout_s) {
 		snprintf(err, errlen, "\"timeout_s\" is required");
@@ -463,16 +333,15 @@ enum MHD_Result api_set_timeout(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	json_t *body = api_body_object(r, err, sizeof(err));
-	bool ok = body && api_parse_timeout(body, c->pool->t->max_timeout_s,
-					    &timeout_s, err, sizeof(err));
+	bool ok = body &&
+		  api_parse_timeout(body, sandbox_template(c)->max_timeout_s,
+				    &timeout_s, err, sizeof(err));
 	json_decref(body);
 	if (!ok) {
 		sandbox_put(d, c);
 		return api_reply_error(conn, r, 400, "%s", err);
 	}
-	pthread_mutex_lock(&d->lock);
-	c->expires_ns = lease_deadline_ns(monotonic_ns(), timeout_s);
-	pthread_mutex_unlock(&d->lock);
+	sandbox_set_lease(d, c, timeout_s, false);
 	return send_sandbox(conn, r, c, 200, true);
 }
 
@@ -487,25 +356,18 @@ enum MHD_Result api_set_network(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return api_no_sandbox(conn, r);
-	if (api_sandbox_busy(c, err, sizeof(err))) {
+	if (sandbox_busy(c, err, sizeof(err)) ||
+	    !sandbox_network_defaults(c, &defaults, err, sizeof(err))) {
 		sandbox_put(d, c);
 		return api_reply_error(conn, r, 409, "%s", err);
 	}
-	if (!c->net_made) {
-		snprintf(err, sizeof(err),
-			 "sandbox %s has no network (template \"%s\": network "
-			 "= none)",
-			 c->id, c->pool->t->name);
-		sandbox_put(d, c);
-		return api_reply_error(conn, r, 409, "%s", err);
-	}
-	config_net_policy(c->pool->t, &defaults);
 	json_t *body = api_body_object(r, err, sizeof(err));
-	int status = body ? api_parse_network(body, &defaults, &policy, err,
-					      sizeof(err))
+	int status = body ? args_parse_network(body, &defaults, &policy, err,
+					       sizeof(err))
 			  : 400;
 	json_decref(body);
-	if (!status && api_set_policy(d, c, &policy, err, sizeof(err)) < 0)
+	if (!status &&
+	    sandbox_set_policy(d, c, &policy, err, sizeof(err)) != POOL_OK)
 		status = 500;
 	if (status) {
 		sandbox_put(d, c);
@@ -528,12 +390,13 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 	if (!c)
 		return api_no_sandbox(conn, r);
 	uint64_t start = monotonic_ns();
-	int status = api_connect_agent(c, &agent, api_client_fd(conn), err,
-				       sizeof(err));
+	int status = pool_error_status(sandbox_agent_open(
+		c, &agent, http_client_fd(conn), err, sizeof(err)));
 	if (!status) {
 		char why[256];
 
-		api_guest_stepped(conn, d);
+		http_paced(conn, d->cfg.idle_timeout_s,
+			   sandbox_guest_deadline_ns(d));
 		if (agent_ping(&agent, 1, why, sizeof(why)) < 0) {
 			snprintf(err, sizeof(err),
 				 "sandbox %s: its agent does not answer a "
@@ -541,7 +404,7 @@ enum MHD_Result api_ping_sandbox(struct MHD_Connection *conn, struct request *r,
 				 c->id, why);
 			status = 500;
 		}
-		api_close_agent(d, &agent);
+		sandbox_agent_close(d, &agent);
 	}
 	double agent_ms = (double)(monotonic_ns() - start) / 1e6;
 	sandbox_put(d, c);

@@ -49,7 +49,7 @@ static json_t *body_with(struct MHD_Connection *conn, struct request *r,
 	char err[512];
 	json_t *body = api_body_object(r, err, sizeof(err));
 
-	if (body && !api_known_fields(body, allowed, err, sizeof(err))) {
+	if (body && !args_known_fields(body, allowed, err, sizeof(err))) {
 		json_decref(body);
 		body = NULL;
 	}
@@ -72,11 +72,11 @@ static json_t *checkpoint_json(const struct checkpoint_result *ck)
 /* Held sandbox @c's object (detail), and lets go of it. */
 static json_t *sandbox_put_json(struct daemon *d, struct sandbox *c)
 {
-	pthread_mutex_lock(&d->lock);
-	json_t *j = api_sandbox_json(c, true);
-	pthread_mutex_unlock(&d->lock);
+	struct sandbox_view v;
+
+	sandbox_view(d, c, &v);
 	sandbox_put(d, c);
-	return j;
+	return api_sandbox_json(&v, true);
 }
 
 /* One entry per sandbox of @out (@n): its object or its error; the
@@ -109,17 +109,17 @@ int api_parse_create_from(json_t *body, struct create_from_request *req,
 			 "snapshot's template is its own");
 		return 400;
 	}
-	if (!api_known_fields(body, fields, err, errlen) ||
+	if (!args_known_fields(body, fields, err, errlen) ||
 	    !snapshot_field(body, "snapshot", true, req->snapshot, err,
 			    errlen) ||
-	    !api_get_uint(body, "timeout_s", 1, UINT32_MAX, 0, &req->timeout_s,
-			  err, errlen) ||
-	    !api_get_uint(body, "count", 1, MAX_FORKS, 1, &req->count, err,
-			  errlen) ||
-	    !api_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
-			 err, errlen))
+	    !args_get_uint(body, "timeout_s", 1, UINT32_MAX, 0, &req->timeout_s,
+			   err, errlen) ||
+	    !args_get_uint(body, "count", 1, MAX_FORKS, 1, &req->count, err,
+			   errlen) ||
+	    !args_add_env(&req->env, &req->nr_env, json_object_get(body, "env"),
+			  err, errlen))
 		return 400;
-	return api_env_fits(req->env, req->nr_env, err, errlen) ? 0 : 413;
+	return args_env_fits(req->env, req->nr_env, err, errlen) ? 0 : 413;
 }
 
 /*
@@ -158,7 +158,7 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 	int status = api_parse_create_from(body, &req, err, sizeof(err));
 
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
 	bool has_network = false;
@@ -167,24 +167,20 @@ enum MHD_Result api_create_from_snapshot(struct MHD_Connection *conn,
 		status = snapshot_network(d, body, req.snapshot, &has_network,
 					  &policy, err, sizeof(err));
 	if (status) {
-		api_free_strv(req.env);
+		env_free(req.env);
 		return api_reply_error(conn, r, status, "%s", err);
 	}
-	enum pool_error e = sandboxes_from_snapshot(d, req.snapshot, req.count,
-						    req.timeout_s, req.env, out,
-						    err, sizeof(err));
-	api_free_strv(req.env);
+	struct sandbox_create create = {
+		.snapshot = req.snapshot,
+		.count = req.count,
+		.timeout_s = req.timeout_s,
+		.env = req.env,
+		.policy = has_network ? api_given_policy : NULL,
+		.arg = &policy,
+	};
+	enum pool_error e = sandbox_create(d, &create, out, err, sizeof(err));
 	if (e != POOL_OK)
 		return api_reply_pool_error(conn, r, e, err);
-	for (uint32_t i = 0; has_network && i < req.count; i++)
-		if (out[i].c &&
-		    api_handout_policy(d, out[i].c, &policy, out[i].message,
-				       sizeof(out[i].message)) < 0) {
-			sandbox_release(d, out[i].c->id);
-			sandbox_put(d, out[i].c);
-			out[i].c = NULL;
-			out[i].error = POOL_FAILED;
-		}
 	if (!req.counted && !out[0].c)
 		return api_reply_pool_error(conn, r, out[0].error,
 					    out[0].message);
@@ -289,8 +285,8 @@ enum MHD_Result api_fork(struct MHD_Connection *conn, struct request *r,
 
 	if (!c)
 		return ret;
-	bool ok = api_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
-			       sizeof(err));
+	bool ok = args_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
+				sizeof(err));
 	json_decref(body);
 	enum pool_error e =
 		ok ? sandbox_fork(c, count, &ck, out, err, sizeof(err))
@@ -350,7 +346,7 @@ static json_t *snapshot_json(const struct snapshot_info *s)
 {
 	char created[40];
 
-	api_format_time(s->rec.created_unix * 1000, created, sizeof(created));
+	args_format_time(s->rec.created_unix * 1000, created, sizeof(created));
 	return json_pack("{s:s,s:o,s:o,s:s,s:b,s:s,s:I,s:I,s:i,s:i,s:i}", "id",
 			 s->rec.id, "parent",
 			 s->rec.parent[0] ? json_string(s->rec.parent)

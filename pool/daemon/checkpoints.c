@@ -38,6 +38,7 @@
  * and returns a pool error that api_snapshots.c maps to a status.
  */
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_ops.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -49,7 +49,6 @@
 #include "pool/daemon/api.h"
 #include "common/clock.h"
 #include "guest/kernel/default_kernel.h"
-#include "pool/e2b/e2b.h"
 #include "snapshot/host_cpu.h"
 #include "pool/host/interrupt.h"
 #include "common/log.h"
@@ -662,17 +661,39 @@ fail:
 	return -1;
 }
 
-int thaw_daemon(int argc, char **argv)
+/* Starts each of @d's front ends; -1 once one cannot start. */
+static int start_frontends(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nr_frontends; i++)
+		if (d->frontends[i].start(d, (unsigned)i,
+					  &d->frontend_state[i]) < 0)
+			return -1;
+	return 0;
+}
+
+/* Stops those started, last first. */
+static void stop_frontends(struct daemon *d)
+{
+	for (size_t i = d->nr_frontends; i-- > 0;)
+		d->frontends[i].stop(d->frontend_state[i]);
+}
+
+int thaw_daemon(int argc, char **argv, const struct frontend *frontends,
+		size_t nr_frontends)
 {
 	struct daemon_options o = { 0 };
 	struct daemon d = { 0 };
 	struct http_server *server = NULL;
-	struct e2b_server *e2b = NULL;
 	char err[1024];
 	int status = 1, lock = -1, fd;
 	sigset_t unblocked;
 
 	log_set_program("thawd");
+	if (nr_frontends > FRONTENDS_MAX) {
+		log_error("%zu front ends: at most %d have a slot in a sandbox",
+			  nr_frontends, FRONTENDS_MAX);
+		return 2;
+	}
 	int parsed = parse_options(argc, argv, &o);
 	if (parsed >= 0)
 		return parsed;
@@ -700,6 +721,8 @@ int thaw_daemon(int argc, char **argv)
 	pthread_mutex_init(&d.catalog_lock, NULL);
 	monotonic_cond_init(&d.work);
 	d.vmm_exits = -1;
+	d.frontends = frontends;
+	d.nr_frontends = nr_frontends;
 	d.started_ns = monotonic_ns();
 	thaw_catch_signals();
 	raise_open_file_limit(&d.cfg);
@@ -739,18 +762,14 @@ int thaw_daemon(int argc, char **argv)
 	if (!server)
 		goto stop;
 	log_info("serving on %s", d.socket_path);
-	if (d.cfg.e2b_listen[0]) {
-		e2b = e2b_start(&d);
-		if (!e2b)
-			goto stop;
-		log_info("serving E2B's API on %s", d.cfg.e2b_listen);
-	}
+	if (start_frontends(&d) < 0)
+		goto stop;
 	thaw_wait_for_interrupt(&unblocked);
 	status = 0;
 stop:
 	log_info("stopping");
 	pools_stopping(&d);
-	e2b_stop(e2b);
+	stop_frontends(&d);
 	http_stop(server);
 	if (server)
 		unlink(d.socket_path);

@@ -13,8 +13,12 @@
  *	checkpoints.c	checkpoint, fork, rollback, pause and resume of a
  *			leased sandbox; sandboxes restored on demand from
  *			any snapshot; the snapshots' list and removal
+ *	sandbox_ops.c	the service core: the verbs every front end serves
+ *			(sandbox_ops.h), and its only door into this state
  *	api*.c		the HTTP API of pool/API.md (api.h; api_internal.h
- *			says which file serves what)
+ *			says which file serves what), a front end of the
+ *			core; other front ends (pool/e2b) are wired in by
+ *			the program through a table (frontend.h)
  *
  * A sandbox is what the API hands out: struct sandbox, one restored clone
  * of a snapshot ("clone" names the same thing from the snapshot's side:
@@ -48,8 +52,9 @@
  * restorer threads, which run struct daemon_job's.
  *
  * Errors: the functions here return their own codes (pool_handout() an
- * enum pool_error, with its message in the caller's buffer); only the API
- * (api.c) turns them into HTTP statuses.
+ * enum pool_error, with its message in the caller's buffer); only the
+ * front ends turn them into HTTP statuses (pool_error_status(),
+ * sandbox_ops.h).
  */
 #ifndef THAW_POOL_DAEMON_DAEMON_H
 #define THAW_POOL_DAEMON_DAEMON_H
@@ -64,6 +69,7 @@
 #include "snapshot/catalog.h"
 #include "pool/host/cgroup.h"
 #include "pool/daemon/config.h"
+#include "pool/daemon/frontend.h"
 #include "pool/host/vmm_process.h"
 
 #define SANDBOX_ID_LEN CATALOG_ID_LEN
@@ -145,10 +151,11 @@ struct sandbox {
 	 * took it to its destroy, across a pause and a rollback, so that its
 	 * host address stays. */
 	bool net_index_held;
-	/* What the E2B listener (pool/e2b/) keeps with a sandbox it made
-	 * or connected to: its template's E2B name, metadata, envd access
-	 * token.  NULL otherwise; set under the lock, freed with it. */
-	struct e2b_sandbox *e2b;
+	/* What each front end (frontend.h) keeps with it, by the front
+	 * end's slot: E2B's record of a sandbox it made or connected to.
+	 * NULL otherwise; set once under the lock (sandbox_ext_attach()),
+	 * freed with it by the front end's sandbox_free(). */
+	void *ext[FRONTENDS_MAX];
 	struct sandbox *next;
 };
 
@@ -259,6 +266,12 @@ struct daemon {
 	 * stack, lowest on top. */
 	bool network;
 	uint32_t *net_free, net_nfree;
+
+	/* The front ends the program wired in (thaw_daemon()), each's
+	 * state once started; a front end's slot is its index. */
+	const struct frontend *frontends;
+	size_t nr_frontends;
+	void *frontend_state[FRONTENDS_MAX];
 };
 
 /* pools.c */
@@ -285,6 +298,10 @@ enum pool_error {
 	POOL_NOT_FOUND,	  /* no such snapshot */
 	POOL_CONFLICT,	  /* in use, paused, busy with another operation */
 	POOL_FAILED,	  /* a checkpoint or a restore failed */
+	/* sandbox_ops.h: */
+	POOL_NO_MEMORY,	  /* the daemon's memory for requests is in use */
+	POOL_TOO_LARGE,	  /* a guest sent more than a limit allows */
+	POOL_GUEST_ERROR, /* the guest's errno: the front end maps it */
 };
 
 /*
@@ -294,13 +311,6 @@ enum pool_error {
  */
 enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 			     struct sandbox **out, char *err, size_t errlen);
-
-/* A leased sandbox by id, held; NULL when there is none. */
-struct sandbox *sandbox_get(struct daemon *d, const char *id);
-void sandbox_put(struct daemon *d, struct sandbox *c);
-
-/* Releases leased sandbox @id (DELETE); false when there is none. */
-bool sandbox_release(struct daemon *d, const char *id);
 
 /*
  * Runs @jobs[0..@n) on the restorer threads, in parallel, and returns once
@@ -333,79 +343,8 @@ void sandbox_watch(struct daemon *d, struct sandbox *c);
 /* Its "state" (API.md): running, stopped or paused; under the lock. */
 const char *sandbox_state_name(const struct sandbox *c);
 
-/* ---- checkpoints.c ---- */
+/* ---- checkpoints.c (its verbs: sandbox_ops.h) ---- */
 
-/* At most this many sandboxes restored by one request (a fork's count). */
-#define MAX_FORKS 64
-
-/* A checkpoint written (API.md's answer to POST .../checkpoint). */
-struct checkpoint_result {
-	char snapshot[CATALOG_ID_LEN + 1];
-	char parent[CATALOG_ID_LEN + 1];
-	uint64_t dirty_bytes;
-	bool full; /* its memory is whole, not a diff of its parent's */
-	unsigned depth;
-	double pause_ms, total_ms;
-};
-
-/* One sandbox of a fork: @c (held: sandbox_put() it), or @error and
- * @message. */
-struct fork_result {
-	struct sandbox *c;
-	enum pool_error error;
-	char message[512];
-};
-
-/*
- * Each returns POOL_OK, or its error after a message in @err.  @c is held
- * by the caller.
- *
- * sandbox_checkpoint(): writes a checkpoint of running @c, whose memory
- * then derives from it.  sandboxes_from_snapshot(): @n sandboxes of
- * snapshot @snapshot_id restored in parallel (leased for @timeout_s, 0:
- * the template's, each with a copy of @env); every one gets its entry in
- * @out, POOL_OK meaning at least one was made.  sandbox_fork(): a
- * checkpoint of @c into @ck, then @n sandboxes of it with @c's env.
- * sandbox_rollback(): @c's VM replaced by a restore of @snapshot_id (of
- * @c's template), under the same id, lease and network address.
- * sandbox_pause(): a checkpoint into @ck, then @c's VM stopped and its
- * cgroup and network freed.  sandbox_resume(): @c restored from its pause
- * checkpoint.
- */
-enum pool_error sandbox_checkpoint(struct sandbox *c,
-				   struct checkpoint_result *ck, char *err,
-				   size_t errlen);
-enum pool_error sandboxes_from_snapshot(struct daemon *d,
-					const char *snapshot_id, uint32_t n,
-					uint32_t timeout_s, char *const *env,
-					struct fork_result *out, char *err,
-					size_t errlen);
-enum pool_error sandbox_fork(struct sandbox *c, uint32_t n,
-			     struct checkpoint_result *ck,
-			     struct fork_result *out, char *err, size_t errlen);
-enum pool_error sandbox_rollback(struct sandbox *c, const char *snapshot_id,
-				 char *err, size_t errlen);
-enum pool_error sandbox_pause(struct sandbox *c, struct checkpoint_result *ck,
-			      char *err, size_t errlen);
-enum pool_error sandbox_resume(struct sandbox *c, char *err, size_t errlen);
-
-/* A snapshot as GET /snapshots shows it. */
-struct snapshot_info {
-	struct snapshot_record rec;
-	uint32_t live_users;  /* live clones: sandboxes, paused ones too */
-	const char *template; /* the pool serving its template, or NULL */
-	bool base;	      /* a pool's base snapshot */
-};
-
-/* Every snapshot of the catalog into *@out (malloc'd) of *@n; or one,
- * @id, when it is not NULL (POOL_NOT_FOUND when there is none). */
-enum pool_error snapshots_list(struct daemon *d, const char *id,
-			       struct snapshot_info **out, size_t *n, char *err,
-			       size_t errlen);
-/* Removes snapshot @id, entry then files; POOL_CONFLICT while it has
- * children or live clones, or is a pool's base. */
-enum pool_error snapshot_remove(struct daemon *d, const char *id, char *err,
-				size_t errlen);
 /* The daemon's start: what killed checkpoints left is removed. */
 void snapshots_collect(struct daemon *d);
 

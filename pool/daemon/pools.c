@@ -39,6 +39,7 @@
  * once, and a ready clone that did so is replaced, never handed out.
  */
 #include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_ops.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -54,9 +55,9 @@
 #include "pool/host/agent_client.h"
 #include "common/clock.h"
 #include "pool/host/clone.h"
-#include "pool/e2b/e2b.h"
 #include "common/log.h"
 #include "pool/host/paths.h"
+#include "pool/daemon/sandbox_args.h"
 
 #define REAP_INTERVAL_MS 100
 /* VMM exits taken from the epoll set per wait. */
@@ -168,13 +169,6 @@ static uint32_t pool_total(const struct pool *pl)
 	return pl->ready + pl->restoring + pl->on_demand + pl->leased;
 }
 
-static void free_env(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
-}
-
 static void net_index_put(struct daemon *d, uint32_t index)
 {
 	pthread_mutex_lock(&d->lock);
@@ -256,8 +250,10 @@ void sandbox_destroy(struct daemon *d, struct sandbox *c)
 	sandbox_teardown(d, c, false);
 	if (c->net_index_held)
 		net_index_put(d, c->net.index);
-	free_env(c->env);
-	e2b_sandbox_free(c->e2b);
+	env_free(c->env);
+	for (size_t i = 0; i < d->nr_frontends; i++)
+		if (c->ext[i])
+			d->frontends[i].sandbox_free(c->ext[i]);
 	free(c);
 }
 
@@ -737,7 +733,7 @@ enum pool_error pool_handout(struct pool *pl, uint32_t timeout_s, char **env,
 	pthread_mutex_unlock(&d->lock);
 	destroy_all(d, dropped);
 	pthread_cond_destroy(&w.wake);
-	free_env(w.env); /* when no sandbox took it */
+	env_free(w.env); /* when no sandbox took it */
 	if (w.got)
 		log_write(LOG_LEVEL_INFO, w.got->id,
 			  "handout template %s in %.2f ms (restore %.1f ms)",

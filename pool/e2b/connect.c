@@ -419,7 +419,7 @@ enum MHD_Result e2b_reply_stream(struct MHD_Connection *conn,
 	*st = (struct stream){
 		.ops = ops,
 		.src = src,
-		.client_fd = api_client_fd(conn),
+		.client_fd = http_client_fd(conn),
 		.keepalive_ns = ping_s * 1000 * NS_PER_MS,
 		.keepalive_due = now + ping_s * 1000 * NS_PER_MS,
 		.deadline_ns = timeout_ms ? now + timeout_ms * NS_PER_MS : 0,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * e2b.h - the daemon's E2B-compatible listener: what pool/daemon/ sees of
- * pool/e2b/ (e2b_internal.h is the rest).
+ * pool/e2b/ (e2b_internal.h is the rest): a front end (frontend.h) the
+ * program wires in, E2B_FRONTEND.
  *
  * With `e2b_listen = HOST:PORT` in the config, thawd serves on that TCP
  * address what E2B's cloud serves its SDKs: the control plane's REST API
@@ -15,28 +16,34 @@
 #ifndef THAW_POOL_E2B_E2B_H
 #define THAW_POOL_E2B_E2B_H
 
-struct daemon;
-struct sandbox;
-struct e2b_server;
-struct e2b_sandbox;
+#include "pool/daemon/frontend.h"
 
 /*
- * Listens on d->cfg.e2b_listen and serves; NULL after a log line when it
- * cannot (the address is taken, out of memory).  Call it once the pools
- * run, as the Unix socket's server is started.
+ * With d->cfg.e2b_listen set, listens there and serves, keeping what it
+ * keeps with a sandbox in extension slot @slot, into *@state (the server);
+ * without, *@state is NULL.  0, or -1 after a log line when it cannot
+ * (the address is taken, out of memory).  The daemon calls it once the
+ * pools run, as the Unix socket's server is started.
  */
-struct e2b_server *e2b_start(struct daemon *d);
+int e2b_start(struct daemon *d, unsigned slot, void **state);
 
 /*
  * Stops accepting, waits for every connection's thread and for every
- * process started through envd to let go of its sandbox.  Call it after
- * pools_stopping() (the daemon's stop flag ends every wait on a guest)
- * and before pools_stop().  NULL is a no-op.
+ * process started through envd to let go of its sandbox.  The daemon calls
+ * it after pools_stopping() (the daemon's stop flag ends every wait on a
+ * guest) and before pools_stop().  NULL is a no-op.
  */
-void e2b_stop(struct e2b_server *s);
+void e2b_stop(void *server);
 
-/* What E2B keeps with a sandbox (sandbox.e2b), freed with it by
- * sandbox_destroy(); NULL is a no-op. */
-void e2b_sandbox_free(struct e2b_sandbox *e);
+/* What E2B keeps with a sandbox (its extension, struct e2b_sandbox),
+ * freed with it. */
+void e2b_sandbox_free(void *ext);
+
+/* The E2B listener as the daemon's front end (frontend.h). */
+#define E2B_FRONTEND                                                 \
+	{                                                            \
+		.name = "E2B", .start = e2b_start, .stop = e2b_stop, \
+		.sandbox_free = e2b_sandbox_free,                    \
+	}
 
 #endif

@@ -3,7 +3,7 @@
  * e2b_files.c - envd's GET and POST /files (filesystem.h): a file out of the
  * sandbox, and files into it, with E2B's ?path= and ?username=.
  *
- * A download is thaw's own (api_files.c's api_download): the agent's
+ * A download is the service core's (sandbox_files.c), as thaw's: the agent's
  * READ_FILE streamed to the client as it reads, never held whole, its
  * first frame read before the headers so that a missing file is envd's
  * 404 and a directory its 400.
@@ -120,7 +120,8 @@ enum MHD_Result e2b_files_get(struct MHD_Connection *conn,
 			      struct e2b_request *r)
 {
 	char user[E2B_USER_MAX + 1], path[E2B_PATH_MAX + 1], err[1024];
-	struct MHD_Response *resp;
+	struct sandbox_download *dl;
+	int guest_errno;
 	int status =
 		e2b_files_args(query(conn, "path"), query(conn, "username"),
 			       user, path, err, sizeof(err));
@@ -133,14 +134,24 @@ enum MHD_Result e2b_files_get(struct MHD_Connection *conn,
 	if (!c)
 		return e2b_reply_error(conn, r, 502, "sandbox %s is gone",
 				       r->sandbox->id);
-	api_guest_stepped(conn, r->d);
-	status = api_download(c, path, api_client_fd(conn), files_status, &resp,
-			      err, sizeof(err));
+	http_paced(conn, r->d->cfg.idle_timeout_s,
+		   sandbox_guest_deadline_ns(r->d));
+	enum pool_error e =
+		sandbox_download_open(c, path, http_client_fd(conn), &dl,
+				      &guest_errno, err, sizeof(err));
+	if (e != POOL_OK)
+		status = e == POOL_GUEST_ERROR ? files_status(guest_errno)
+					       : (int)pool_error_status(e);
 	if (status == 404)
 		snprintf(err, sizeof(err), "path '%.900s' does not exist",
 			 path);
 	if (status)
-		return e2b_reply_error(conn, r, status, "%s", err);
+		return e2b_reply_error(conn, r, (unsigned)status, "%s", err);
+	struct MHD_Response *resp = http_stream_response(
+		sandbox_download_read, sandbox_download_close, dl,
+		"application/octet-stream");
+	if (!resp)
+		return e2b_reply_error(conn, r, 500, "out of memory");
 	return e2b_reply(conn, r, 200, resp);
 }
 
@@ -173,9 +184,9 @@ static void upload_free(struct e2b_request *r)
 
 	if (u->pp)
 		MHD_destroy_post_processor(u->pp);
-	api_budget_give(u->d, u->budget);
+	sandbox_budget_give(u->d, u->budget);
 	/* A file still being written is dropped by the agent. */
-	api_close_agent(u->d, &u->agent);
+	sandbox_agent_close(u->d, &u->agent);
 	json_decref(u->written);
 	free(u);
 	r->state = NULL;
@@ -260,8 +271,8 @@ static void write_data(struct upload *u, const char *data, size_t len)
 		return;
 	}
 	u->file_bytes += len;
-	int ret = api_send_file_piece(&u->agent, u->request_id, &u->open,
-				      u->file, UPLOAD_MODE, u->user, data, len);
+	int ret = sandbox_file_write(&u->agent, u->request_id, &u->open,
+				     u->file, UPLOAD_MODE, u->user, data, len);
 	if (ret < 0)
 		agent_fail(u, ret,
 			   ret == -ETIMEDOUT ? "the guest stopped reading"
@@ -374,8 +385,8 @@ static int upload_setup(struct MHD_Connection *conn, struct e2b_request *r,
 		return 413;
 	}
 	if (kind == E2B_UPLOAD_MULTIPART) {
-		if (!api_budget_take(u->d, E2B_UPLOAD_BUFFER)) {
-			api_budget_spent(u->d, u->err, sizeof(u->err));
+		if (!sandbox_budget_take(u->d, E2B_UPLOAD_BUFFER)) {
+			sandbox_budget_spent(u->d, u->err, sizeof(u->err));
 			return 503;
 		}
 		u->budget = E2B_UPLOAD_BUFFER;
@@ -388,11 +399,13 @@ static int upload_setup(struct MHD_Connection *conn, struct e2b_request *r,
 			return 400;
 		}
 	}
-	status = api_connect_agent(r->sandbox, &u->agent, api_client_fd(conn),
-				   u->err, sizeof(u->err));
+	status = pool_error_status(sandbox_agent_open(r->sandbox, &u->agent,
+						      http_client_fd(conn),
+						      u->err, sizeof(u->err)));
 	if (status)
 		return status;
-	api_guest_stepped(conn, r->d);
+	http_paced(conn, r->d->cfg.idle_timeout_s,
+		   sandbox_guest_deadline_ns(r->d));
 	if (kind == E2B_UPLOAD_RAW)
 		begin_file(u, NULL);
 	return u->status;

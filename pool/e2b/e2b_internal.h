@@ -28,9 +28,10 @@
  * daemon's memory budget), or, for a route with body_begin, at the
  * headers, its body then passed on piece by piece (an upload).  Handlers
  * answer through the e2b_reply_*()
- * helpers and return what libmicrohttpd expects.  The daemon's own
- * functions (daemon.h) do the work; errors are mapped to E2B's statuses
- * here, at this edge, as api.c maps them for thaw's API.
+ * helpers and return what libmicrohttpd expects.  The service core's
+ * verbs (pool/daemon/sandbox_ops.h) do the work, and nothing of thaw's
+ * own API is called; errors are mapped to E2B's statuses here, at this
+ * edge, as api.c maps them for thaw's API.
  *
  * Control-plane routes need the `X-API-KEY` header to be the daemon's
  * token; envd routes the `X-Access-Token` of their sandbox (handed out by
@@ -46,8 +47,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "pool/daemon/api_internal.h"
-#include "pool/daemon/daemon.h"
+#include "pool/daemon/sandbox_args.h"
+#include "pool/daemon/sandbox_ops.h"
 #include "pool/e2b/e2b.h"
 #include "pool/http/http_server.h"
 
@@ -71,7 +72,8 @@
 /* A path's {id}: E2B's ids are short; ours are SANDBOX_ID_LEN. */
 #define E2B_PATH_ID_MAX 64
 
-/* What E2B keeps with a sandbox (sandbox.e2b), under the daemon's lock. */
+/* What E2B keeps with a sandbox (its extension: e2b_record()); never
+ * changed once attached. */
 struct e2b_sandbox {
 	char template_id[CONFIG_NAME_MAX]; /* as asked: "base" stays "base" */
 	char access_token[E2B_TOKEN_LEN + 1];
@@ -85,6 +87,7 @@ struct e2b_watchers;
 
 struct e2b_server {
 	struct daemon *d;
+	unsigned slot; /* its extension slot in a sandbox (frontend.h) */
 	/* What the sandboxes' access tokens derive from: random, the
 	 * listener's life long (e2b_sandbox_token()). */
 	uint8_t token_key[32];
@@ -170,7 +173,7 @@ __attribute__((format(printf, 4, 5))) enum MHD_Result
 e2b_reply_error(struct MHD_Connection *conn, struct e2b_request *r,
 		unsigned status, const char *fmt, ...);
 /* A pool error (daemon.h) as E2B's error, with the status thaw's API
- * gives it (api_pool_status). */
+ * gives it (pool_error_status). */
 enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 				     struct e2b_request *r, enum pool_error e,
 				     const char *message);
@@ -368,7 +371,7 @@ struct e2b_create_request {
 	char template_id[CONFIG_NAME_MAX];	/* as asked */
 	uint32_t timeout_s;
 	char **env; /* envVars as KEY=VALUE: the caller frees it
-		     * (api_free_strv), also on error */
+		     * (env_free), also on error */
 	size_t nr_env;
 	json_t *metadata; /* a new reference, never NULL once parsed */
 	bool internet_given, internet;

@@ -106,10 +106,10 @@ int e2b_new_token(char out[E2B_TOKEN_LEN + 1])
 	return 0;
 }
 
-void e2b_sandbox_free(struct e2b_sandbox *e)
+void e2b_sandbox_free(void *ext)
 {
-	if (!e)
-		return;
+	struct e2b_sandbox *e = ext;
+
 	json_decref(e->metadata);
 	explicit_bzero(e->access_token, sizeof(e->access_token));
 	free(e);
@@ -252,22 +252,13 @@ static struct sandbox *sandbox_of_signature(struct MHD_Connection *conn,
 					    const struct e2b_request *r,
 					    const char *method)
 {
-	typedef char sandbox_id[SANDBOX_ID_LEN + 1];
 	struct url_signature sig;
 	sandbox_id *ids = NULL;
-	size_t nr_ids = 0, found = SIZE_MAX;
+	size_t found = SIZE_MAX;
 
 	if (!url_signature_of(conn, r, method, &sig))
 		return NULL;
-	pthread_mutex_lock(&r->d->lock);
-	for (struct sandbox *c = r->d->leased; c; c = c->next)
-		nr_ids += c->e2b != NULL;
-	ids = nr_ids ? malloc(nr_ids * sizeof(*ids)) : NULL;
-	size_t n = 0;
-	for (struct sandbox *c = ids ? r->d->leased : NULL; c; c = c->next)
-		if (c->e2b)
-			memcpy(ids[n++], c->id, sizeof(*ids));
-	pthread_mutex_unlock(&r->d->lock);
+	size_t n = sandboxes_with_ext(r->d, r->server->slot, &ids);
 	for (size_t i = 0; i < n; i++) {
 		char token[E2B_TOKEN_LEN + 1];
 
@@ -339,9 +330,7 @@ static enum verdict credentials(struct MHD_Connection *conn,
 		return REFUSED;
 	struct sandbox *c = sandbox_get(r->d, id);
 	e2b_sandbox_token(r->server, id, secret);
-	pthread_mutex_lock(&r->d->lock);
-	bool tokened = c && c->e2b;
-	pthread_mutex_unlock(&r->d->lock);
+	bool tokened = c && sandbox_ext(r->d, c, r->server->slot);
 	if (token) {
 		own = e2b_secret_equal(token, secret);
 		daemons = e2b_secret_equal(token, daemon_token);
@@ -454,7 +443,7 @@ enum MHD_Result e2b_health(struct MHD_Connection *conn, struct e2b_request *r)
 {
 	char err[512];
 
-	if (api_sandbox_busy(r->sandbox, err, sizeof(err)))
+	if (sandbox_busy(r->sandbox, err, sizeof(err)))
 		return e2b_reply_error(conn, r, 502, "%s", err);
 	return e2b_reply_empty(conn, r, 204);
 }

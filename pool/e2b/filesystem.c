@@ -8,16 +8,16 @@
  * A call reads its request message (connect.c), its user (the
  * Authorization header, envd.c), resolves its paths as envd does
  * (fspath.c) and does its work on an agent connection of its own, closed
- * when it answers, as thaw's own API does (api_agent.c): every wait on the
- * guest is bounded by the daemon's patience and ends when the client
- * hangs up or the daemon stops.  The agent's errno becomes envd's Connect
- * code (e2b_code_of_errno: ENOENT not_found, EEXIST already_exists, a
- * directory expected invalid_argument...), the way E2B's SDK reads them:
- * not_found is its FileNotFoundError, already_exists makes makeDir()
- * answer false.  What envd does beyond the syscall, this does too: MakeDir
- * says already_exists for a directory that is there and invalid_argument
- * for a file; Move makes the destination's missing directories (owned by
- * the user) first; Remove of nothing is no error (Go's os.RemoveAll).
+ * when it answers, as thaw's own API does (sandbox_sessions.c): every wait on
+ * the guest is bounded by the daemon's patience and ends when the client hangs
+ * up or the daemon stops.  The agent's errno becomes envd's Connect code
+ * (e2b_code_of_errno: ENOENT not_found, EEXIST already_exists, a directory
+ * expected invalid_argument...), the way E2B's SDK reads them: not_found is its
+ * FileNotFoundError, already_exists makes makeDir() answer false.  What envd
+ * does beyond the syscall, this does too: MakeDir says already_exists for a
+ * directory that is there and invalid_argument for a file; Move makes the
+ * destination's missing directories (owned by the user) first; Remove of
+ * nothing is no error (Go's os.RemoveAll).
  *
  * ListDir's answer is one JSON message, which a hostile guest (a tree of
  * THAW_LIST_MAX_ENTRIES long names) could make large: it is written as
@@ -74,12 +74,13 @@ static enum e2b_code call_open(struct MHD_Connection *conn,
 	}
 	if (!with_agent)
 		return E2B_OK;
-	int status =
-		api_connect_agent(r->sandbox, &c->agent, api_client_fd(conn),
-				  c->err, sizeof(c->err));
+	int status = pool_error_status(
+		sandbox_agent_open(r->sandbox, &c->agent, http_client_fd(conn),
+				   c->err, sizeof(c->err)));
 	if (status)
 		return e2b_code_of_status((unsigned)status);
-	api_guest_stepped(conn, r->d);
+	http_paced(conn, r->d->cfg.idle_timeout_s,
+		   sandbox_guest_deadline_ns(r->d));
 	return E2B_OK;
 }
 
@@ -89,7 +90,7 @@ static enum MHD_Result call_close(struct MHD_Connection *conn,
 				  struct fs_call *c, enum e2b_code code,
 				  json_t *answer)
 {
-	api_close_agent(c->r->d, &c->agent);
+	sandbox_agent_close(c->r->d, &c->agent);
 	json_decref(c->msg);
 	if (code != E2B_OK) {
 		json_decref(answer);
@@ -216,7 +217,7 @@ static enum e2b_code depth_field(struct fs_call *c, uint32_t *depth)
 struct listing {
 	struct fs_call *c;
 	const char *dir;
-	struct text t;
+	struct http_text t;
 	uint64_t budget; /* taken for t's buffer */
 	size_t entries;
 	enum e2b_code code;
@@ -242,13 +243,13 @@ static bool listing_add(struct listing *l, const char *s, size_t n)
 			l->code = E2B_RESOURCE_EXHAUSTED;
 			return false;
 		}
-		if (!api_budget_take(d, cap - l->t.cap)) {
-			api_budget_spent(d, l->c->err, sizeof(l->c->err));
+		if (!sandbox_budget_take(d, cap - l->t.cap)) {
+			sandbox_budget_spent(d, l->c->err, sizeof(l->c->err));
 			l->code = E2B_RESOURCE_EXHAUSTED;
 			return false;
 		}
 		l->budget += cap - l->t.cap;
-		if (!api_text_reserve(&l->t, cap)) {
+		if (!http_text_reserve(&l->t, cap)) {
 			l->code = out_of_memory(l->c);
 			return false;
 		}
@@ -316,16 +317,16 @@ enum MHD_Result e2b_fs_list_dir(struct MHD_Connection *conn,
 	if (!code && !listing_add(&l, LIST_SUFFIX, strlen(LIST_SUFFIX)))
 		code = l.code;
 	if (code) {
-		api_budget_give(r->d, l.budget);
+		sandbox_budget_give(r->d, l.budget);
 		free(l.t.buf);
 		return call_close(conn, &c, code, NULL);
 	}
-	api_close_agent(r->d, &c.agent);
+	sandbox_agent_close(r->d, &c.agent);
 	json_decref(c.msg);
 	/* The budget goes back once the answer has been sent. */
 	return e2b_reply(conn, r, 200,
-			 api_held_response(r->d, l.t.buf, l.t.len,
-					   "application/json", l.budget));
+			 http_held_response(&r->x, l.t.buf, l.t.len,
+					    "application/json", l.budget));
 }
 
 /* ---- MakeDir, Move, Remove ---------------------------------------------- */
@@ -509,7 +510,7 @@ static void watch_free(void *src)
 {
 	struct watch_stream *w = src;
 
-	api_close_agent(w->d, &w->agent);
+	sandbox_agent_close(w->d, &w->agent);
 	free(w);
 }
 
@@ -541,7 +542,7 @@ enum MHD_Result e2b_fs_watch_dir(struct MHD_Connection *conn,
 		code = out_of_memory(&c);
 	json_decref(c.msg);
 	if (code) {
-		api_close_agent(r->d, &c.agent);
+		sandbox_agent_close(r->d, &c.agent);
 		return e2b_reply_stream_error(conn, r, code, "%s", c.err);
 	}
 	*w = (struct watch_stream){ .d = r->d, .agent = c.agent };

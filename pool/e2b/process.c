@@ -15,7 +15,7 @@
  *
  * A command becomes the agent's EXEC: argv is cmd and args, the
  * environment thaw's exec gives (PATH, the sandbox's envVars) with the
- * request's envs over it, built by api_parse_exec() as for thaw's own
+ * request's envs over it, built by args_parse_exec() as for thaw's own
  * POST /sandboxes/ID/exec, so both APIs run a command alike.  It runs as
  * the request's user (E2B's default, "user", unless the SDK's `user`
  * option names another), whose HOME, USER and LOGNAME the agent sets,
@@ -31,7 +31,7 @@
 #include "common/base64.h"
 #include "pool/e2b/processes.h"
 
-/* thaw's exec environment's HOME (api_parse_exec), root's. */
+/* thaw's exec environment's HOME (args_parse_exec), root's. */
 /* Arguments of one command at most (the agent's frame bounds their text). */
 #define MAX_ARGS 4096
 #define ROOT_HOME "HOME=/root"
@@ -103,7 +103,7 @@ static json_t *exec_body(json_t *process, char *err, size_t errlen)
 
 /*
  * Runs @req as @user: the agent sets the user's HOME unless the
- * environment has one, so api_parse_exec()'s root HOME goes (the request's
+ * environment has one, so args_parse_exec()'s root HOME goes (the request's
  * own stays), and the command starts in the user's home unless it says.
  * @home has room for the cwd.
  */
@@ -168,8 +168,9 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	exec = exec_body(process, err, sizeof(err));
 	if (!exec)
 		goto out;
-	int status = api_parse_exec(exec, r->sandbox, &req, &argv, &env,
-				    &stdin_data, &stream, err, sizeof(err));
+	int status =
+		args_parse_exec(exec, sandbox_env(r->sandbox), &req, &argv,
+				&env, &stdin_data, &stream, err, sizeof(err));
 	if (status) {
 		code = e2b_code_of_status((unsigned)status);
 		goto out;
@@ -179,7 +180,7 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 	json_t *kept = kept_config(process);
 	code = kept ? processes_start(r->server->processes, r->sandbox, &req,
 				      kept, tag ? json_string_value(tag) : NULL,
-				      api_client_fd(conn), &events, err,
+				      http_client_fd(conn), &events, err,
 				      sizeof(err))
 		    : E2B_RESOURCE_EXHAUSTED;
 	if (!kept)
@@ -188,8 +189,8 @@ enum MHD_Result e2b_process_start(struct MHD_Connection *conn,
 out:
 	json_decref(exec);
 	json_decref(body);
-	api_free_strv(argv);
-	api_free_strv(env);
+	env_free(argv);
+	env_free(env);
 	free(stdin_data);
 	if (code != E2B_OK)
 		return e2b_reply_stream_error(conn, r, code, "%s", err);

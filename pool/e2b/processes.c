@@ -63,7 +63,7 @@
 /* What one process reserves besides its agent connection (its queue), so
  * that both together are the CONFIG_E2B_PROCESS_BYTES the config's
  * e2b_max_processes counts with. */
-#define PROCESS_BUDGET (CONFIG_E2B_PROCESS_BYTES - API_AGENT_CONN_BYTES)
+#define PROCESS_BUDGET (CONFIG_E2B_PROCESS_BYTES - SANDBOX_AGENT_CONN_BYTES)
 _Static_assert(PROCESS_BUDGET + (64 << 10) >= E2B_PROCESS_QUEUE_BYTES,
 	       "a process's reservation covers its queue, bar the headers");
 
@@ -167,7 +167,7 @@ static void process_unref_locked(struct e2b_processes *ps,
 		p->head = e->next;
 		event_free(e);
 	}
-	api_budget_give(ps->d, PROCESS_BUDGET);
+	sandbox_budget_give(ps->d, PROCESS_BUDGET);
 	process_free(p);
 }
 
@@ -402,7 +402,7 @@ static void *pump_main(void *arg)
 			break;
 	}
 	pthread_mutex_lock(&p->write_lock);
-	api_close_agent(d, &p->agent);
+	sandbox_agent_close(d, &p->agent);
 	pthread_mutex_unlock(&p->write_lock);
 	sandbox_put(d, p->sandbox);
 	pthread_mutex_lock(&ps->lock);
@@ -559,7 +559,7 @@ static enum e2b_code exec_started(struct e2b_process *p,
 					     : E2B_UNAVAILABLE;
 		}
 		p->agent.watch.deadline_ns =
-			monotonic_ns() + api_guest_patience_ns(p->owner->d);
+			sandbox_guest_deadline_ns(p->owner->d);
 		ret = agent_next_frame(&p->agent, &f);
 		p->agent.watch.deadline_ns = 0;
 		if (ret < 0) {
@@ -635,8 +635,8 @@ static bool reserve(struct e2b_processes *ps, struct e2b_process *p,
 			 "the most it may (e2b_max_processes = %u in its "
 			 "config): wait for one to end",
 			 ps->count, d->cfg.e2b_max_processes);
-	else if (!api_budget_take(d, PROCESS_BUDGET))
-		api_budget_spent(d, err, errlen);
+	else if (!sandbox_budget_take(d, PROCESS_BUDGET))
+		sandbox_budget_spent(d, err, errlen);
 	else
 		reserved = true;
 	if (reserved) {
@@ -675,7 +675,8 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 		process_free(p);
 		return E2B_RESOURCE_EXHAUSTED;
 	}
-	int status = api_connect_agent(c, &p->agent, -1, err, errlen);
+	int status = pool_error_status(
+		sandbox_agent_open(c, &p->agent, -1, err, errlen));
 	if (status) {
 		processes_put(ps, p);
 		return e2b_code_of_status((unsigned)status);
@@ -693,7 +694,7 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 			snprintf(err, errlen, "the sandbox went away");
 			code = E2B_UNAVAILABLE;
 		}
-		api_close_agent(d, &p->agent);
+		sandbox_agent_close(d, &p->agent);
 		processes_put(ps, p);
 		return code;
 	}
@@ -711,7 +712,7 @@ enum e2b_code processes_start(struct e2b_processes *ps, struct sandbox *c,
 		/* As if its agent went away: the stream ends with that. */
 		log_error("e2b: cannot start a process's reader: %s",
 			  strerror(ret));
-		api_close_agent(d, &p->agent);
+		sandbox_agent_close(d, &p->agent);
 		sandbox_put(d, p->sandbox);
 		pthread_mutex_lock(&ps->lock);
 		p->sandbox = NULL;
@@ -774,7 +775,7 @@ static int ask(struct e2b_process *p,
 	       const void *arg, char *err, size_t errlen)
 {
 	struct e2b_processes *ps = p->owner;
-	uint64_t deadline = monotonic_ns() + api_guest_patience_ns(ps->d);
+	uint64_t deadline = sandbox_guest_deadline_ns(ps->d);
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
 			       .tv_nsec = (long)(deadline % 1000000000ull) };
 	int ret = -ESRCH;
@@ -874,7 +875,7 @@ enum e2b_code processes_stdin(struct e2b_process *p, const void *data,
 			      size_t len, bool close, char *err, size_t errlen)
 {
 	const uint8_t *bytes = data;
-	uint64_t deadline = monotonic_ns() + api_guest_patience_ns(p->owner->d);
+	uint64_t deadline = sandbox_guest_deadline_ns(p->owner->d);
 	size_t off = 0;
 	int ret;
 

@@ -37,7 +37,7 @@
  * E2B features thaw has no counterpart for are refused when asked for,
  * never silently dropped: autoPause, autoResume, volumeMounts, mcp, iam,
  * an egress proxy or domain rules.  Errors are E2B's {"code", "message"}
- * with the status thaw's API would give (a pool error's, api.c).
+ * with the status thaw's API would give (a pool error's: pool_error_status()).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -67,7 +67,7 @@
 static bool seconds_field(json_t *body, const char *field, uint32_t max,
 			  uint32_t def, uint32_t *out, char *err, size_t errlen)
 {
-	return api_get_uint(body, field, 1, max, def, out, err, errlen);
+	return args_get_uint(body, field, 1, max, def, out, err, errlen);
 }
 
 /* E2B fields thaw has nothing for, refused when they ask for something. */
@@ -139,7 +139,7 @@ static bool parse_metadata(json_t *body, json_t **out, char *err, size_t errlen)
 
 /*
  * allow_internet_access and network {allowOut, denyOut} as thaw's
- * "network" object (api_parse_network's), NULL when neither is given;
+ * "network" object (args_parse_network's), NULL when neither is given;
  * false with a message for what thaw cannot enforce.
  */
 static bool network_request(json_t *body, struct e2b_create_request *req,
@@ -158,7 +158,7 @@ static bool network_request(json_t *body, struct e2b_create_request *req,
 	}
 	if (net && !json_is_null(net) &&
 	    (!json_is_object(net) ||
-	     !api_known_fields(net, fields, err, errlen))) {
+	     !args_known_fields(net, fields, err, errlen))) {
 		if (json_is_object(net))
 			strncat(err,
 				" in \"network\" (thaw filters by CIDR "
@@ -209,13 +209,13 @@ static int create_limits(json_t *body, struct e2b_create_request *req,
 	json_t *env = json_object_get(body, "envVars");
 
 	if (env && !json_is_null(env) &&
-	    !api_add_env(&req->env, &req->nr_env, env, err, errlen)) {
+	    !args_add_env(&req->env, &req->nr_env, env, err, errlen)) {
 		snprintf(err, errlen,
 			 "\"envVars\" must be an object of string values, "
 			 "names without '='");
 		return 400;
 	}
-	if (!api_env_fits(req->env, req->nr_env, err, errlen))
+	if (!args_env_fits(req->env, req->nr_env, err, errlen))
 		return 413;
 	if (!req->template && catalog_check_id(name, err, errlen) < 0) {
 		snprintf(err, errlen,
@@ -393,54 +393,77 @@ int e2b_parse_list_query(const char *state, const char *metadata,
 
 /* ---- answers ------------------------------------------------------------- */
 
-/* What the answers show; call with the daemon locked. */
-static const char *template_id_of(const struct sandbox *c)
+/* What E2B keeps with @v's sandbox, NULL for one it never made or
+ * connected to. */
+static const struct e2b_sandbox *record_of(const struct e2b_request *r,
+					   const struct sandbox_view *v)
 {
-	return c->e2b ? c->e2b->template_id : c->pool->t->name;
+	return v->ext[r->server->slot];
 }
 
-/* The Sandbox object (create, resume, connect, a fork); under the lock. */
-static json_t *new_sandbox_json(const struct sandbox *c)
+/* The templateID the answers show. */
+static const char *template_id_of(const struct sandbox_view *v,
+				  const struct e2b_sandbox *e)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", c->id,
-			 "templateID", template_id_of(c), "alias",
-			 c->pool->t->name, "clientID", CLIENT_ID, "envdVersion",
-			 E2B_ENVD_VERSION, "envdAccessToken",
-			 c->e2b ? c->e2b->access_token : "", "domain");
+	return e ? e->template_id : v->template->name;
 }
 
-/* ListedSandbox, or with @detail SandboxDetail; under the lock. */
-static json_t *sandbox_json(const struct sandbox *c, bool detail)
+/* The Sandbox object (create, resume, connect, a fork). */
+static json_t *new_sandbox_json(const struct e2b_request *r,
+				const struct sandbox_view *v)
+{
+	const struct e2b_sandbox *e = record_of(r, v);
+
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", v->id,
+			 "templateID", template_id_of(v, e), "alias",
+			 v->template->name, "clientID", CLIENT_ID,
+			 "envdVersion", E2B_ENVD_VERSION, "envdAccessToken",
+			 e ? e->access_token : "", "domain");
+}
+
+/* ListedSandbox, or with @detail SandboxDetail. */
+static json_t *sandbox_json(const struct e2b_request *r,
+			    const struct sandbox_view *v, bool detail)
 {
 	char started[40], ends[40];
-	const struct template_config *t = c->pool->t;
+	const struct template_config *t = v->template;
+	const struct e2b_sandbox *e = record_of(r, v);
 
-	api_format_time(c->created_ms, started, sizeof(started));
-	api_format_time(lease_expires_wall_ms(c->expires_ns, monotonic_ns(),
-					      realtime_ms()),
-			ends, sizeof(ends));
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s}",
-			      "sandboxID", c->id, "templateID",
-			      template_id_of(c), "alias", t->name, "clientID",
-			      CLIENT_ID, "cpuCount", (int)t->vcpus, "memoryMB",
-			      (int)t->mem_mib, "diskSizeMB", 0, "envdVersion",
-			      E2B_ENVD_VERSION, "startedAt", started, "endAt",
-			      ends, "state", c->paused ? "paused" : "running");
+	args_format_time(v->created_ms, started, sizeof(started));
+	args_format_time(v->expires_ms, ends, sizeof(ends));
+	json_t *j = json_pack(
+		"{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s}", "sandboxID",
+		v->id, "templateID", template_id_of(v, e), "alias", t->name,
+		"clientID", CLIENT_ID, "cpuCount", (int)t->vcpus, "memoryMB",
+		(int)t->mem_mib, "diskSizeMB", 0, "envdVersion",
+		E2B_ENVD_VERSION, "startedAt", started, "endAt", ends, "state",
+		v->paused ? "paused" : "running");
 	/* Never changed once made: shared, not copied. */
 	if (j)
 		json_object_set_new(j, "metadata",
-				    c->e2b ? json_incref(c->e2b->metadata)
-					   : json_object());
+				    e ? json_incref(e->metadata)
+				      : json_object());
 	if (j && detail) {
 		json_object_set_new(j, "domain", json_null());
-		if (c->e2b)
+		if (e)
 			json_object_set_new(j, "envdAccessToken",
-					    json_string(c->e2b->access_token));
+					    json_string(e->access_token));
 		json_object_set_new(j, "allowInternetAccess",
-				    c->e2b && c->e2b->internet_given
-					    ? json_boolean(c->e2b->internet)
+				    e && e->internet_given
+					    ? json_boolean(e->internet)
 					    : json_null());
 	}
+	return j;
+}
+
+/* Held @c's Sandbox object, and lets go of it. */
+static json_t *put_new_sandbox_json(struct e2b_request *r, struct sandbox *c)
+{
+	struct sandbox_view v;
+
+	sandbox_view(r->d, c, &v);
+	json_t *j = new_sandbox_json(r, &v);
+	sandbox_put(r->d, c);
 	return j;
 }
 
@@ -449,15 +472,10 @@ static enum MHD_Result reply_new_sandbox(struct MHD_Connection *conn,
 					 struct e2b_request *r,
 					 struct sandbox *c, unsigned status)
 {
-	pthread_mutex_lock(&r->d->lock);
-	json_t *j = new_sandbox_json(c);
-	pthread_mutex_unlock(&r->d->lock);
-	sandbox_put(r->d, c);
-	return e2b_reply_json(conn, r, status, j);
+	return e2b_reply_json(conn, r, status, put_new_sandbox_json(r, c));
 }
 
-/* ---- what E2B keeps with a sandbox ----------------------------------------
- */
+/* ---- what E2B keeps with a sandbox --------------------------------------- */
 
 /*
  * Gives held @c its E2B record unless it has one: @template_id and
@@ -468,7 +486,6 @@ static int give_record(const struct e2b_request *r, struct sandbox *c,
 		       const char *template_id, json_t *metadata,
 		       bool internet_given, bool internet)
 {
-	struct daemon *d = r->d;
 	struct e2b_sandbox *e = calloc(1, sizeof(*e));
 
 	if (!e)
@@ -482,64 +499,76 @@ static int give_record(const struct e2b_request *r, struct sandbox *c,
 		free(e);
 		return -1;
 	}
-	pthread_mutex_lock(&d->lock);
-	bool had = c->e2b != NULL;
-	if (!had)
-		c->e2b = e;
-	pthread_mutex_unlock(&d->lock);
-	if (had)
+	if (sandbox_ext_attach(r->d, c, r->server->slot, e) != e)
 		e2b_sandbox_free(e);
 	return 0;
 }
 
-/* ---- create ----------------------------------------------------------------
- */
+/* ---- create -------------------------------------------------------------- */
 
-/* The network policy @body asks for (the template's when it asks for
- * none and @reset), written to held @c's maps. */
-static int apply_network(struct daemon *d, struct sandbox *c, json_t *body,
-			 bool reset, char *err, size_t errlen)
+/*
+ * The network policy @body asks for, what it leaves out from @defaults
+ * (its template's; the whole of them when it asks for none and @reset),
+ * into @out with *@set; 0, or 400 with a message in @err.  Nothing to set
+ * for a sandbox without a network (@defaults NULL): allow_internet_access
+ * false holds there.
+ */
+static int network_of(json_t *body, const struct net_policy *defaults,
+		      bool reset, struct net_policy *out, bool *set, char *err,
+		      size_t errlen)
 {
 	struct e2b_create_request req;
-	struct net_policy defaults, policy;
 	json_t *net;
 
+	*set = false;
 	if (!network_request(body, &req, &net, err, errlen))
 		return 400;
 	if (!net && reset)
 		net = json_object();
-	if (!net)
-		return 0;
-	if (!c->net_made) {
+	if (!net || !defaults) {
 		json_decref(net);
-		return 0; /* no network: allow_internet_access false holds */
+		return 0;
 	}
-	config_net_policy(c->pool->t, &defaults);
-	int status = api_parse_network(net, &defaults, &policy, err, errlen);
+	int status = args_parse_network(net, defaults, out, err, errlen);
 	json_decref(net);
-	if (!status && api_set_policy(d, c, &policy, err, errlen) < 0)
-		status = 500;
+	*set = !status;
 	return status;
 }
 
-/* A sandbox of snapshot @req->template_id (POST /sandboxes/{id}/snapshots
- * made it). */
-static enum pool_error create_from_snapshot(struct daemon *d,
-					    struct e2b_create_request *req,
-					    struct sandbox **out, char *err,
-					    size_t errlen)
-{
-	struct fork_result one;
-	enum pool_error e =
-		sandboxes_from_snapshot(d, req->template_id, 1, req->timeout_s,
-					req->env, &one, err, errlen);
+/* A create's request, for its sandbox_create callbacks. */
+struct create_call {
+	const struct e2b_request *r;
+	json_t *body;
+	const struct e2b_create_request *req;
+};
 
-	if (e == POOL_OK && !one.c) {
-		e = one.error;
-		snprintf(err, errlen, "%s", one.message);
+static enum pool_error create_policy(void *arg, const struct template_config *t,
+				     bool has_network, struct net_policy *out,
+				     bool *set, char *err, size_t errlen)
+{
+	const struct create_call *call = arg;
+	struct net_policy defaults;
+
+	if (has_network)
+		config_net_policy(t, &defaults);
+	return network_of(call->body, has_network ? &defaults : NULL, false,
+			  out, set, err, errlen)
+		       ? POOL_BAD_REQUEST
+		       : POOL_OK;
+}
+
+static enum pool_error create_record(void *arg, struct sandbox *c, char *err,
+				     size_t errlen)
+{
+	const struct create_call *call = arg;
+	const struct e2b_create_request *req = call->req;
+
+	if (give_record(call->r, c, req->template_id, req->metadata,
+			req->internet_given, req->internet) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return POOL_FAILED;
 	}
-	*out = e == POOL_OK ? one.c : NULL;
-	return e;
+	return POOL_OK;
 }
 
 enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
@@ -547,9 +576,8 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 {
 	struct e2b_create_request req = { 0 };
 	struct daemon *d = r->d;
-	struct sandbox *c = NULL;
+	struct fork_result one;
 	char err[1024];
-	enum pool_error e;
 	json_t *body = e2b_body_object(r, err, sizeof(err));
 	uint32_t def = strncmp(r->route->path, "/v2/", 4) ? CREATE_TIMEOUT_V1_S
 							  : CREATE_TIMEOUT_V2_S;
@@ -559,52 +587,46 @@ enum MHD_Result e2b_create_sandbox(struct MHD_Connection *conn,
 
 	if (status) {
 		json_decref(body);
-		api_free_strv(req.env);
+		env_free(req.env);
 		json_decref(req.metadata);
 		return e2b_reply_error(conn, r, status, "%s", err);
 	}
-	if (req.template) {
-		e = pool_handout(pool_find(d, req.template->name),
-				 req.timeout_s, req.env, &c, err, sizeof(err));
-		req.env = NULL; /* taken over */
-	} else {
-		e = create_from_snapshot(d, &req, &c, err, sizeof(err));
-	}
-	api_free_strv(req.env);
-	if (e != POOL_OK) {
-		json_decref(body);
-		json_decref(req.metadata);
-		return e2b_reply_pool_error(conn, r, e, err);
-	}
-	status = apply_network(d, c, body, false, err, sizeof(err));
-	if (!status && give_record(r, c, req.template_id, req.metadata,
-				   req.internet_given, req.internet) < 0) {
-		snprintf(err, sizeof(err), "out of memory");
-		status = 500;
+	/* Its templateID is a template's, or a snapshot's
+	 * (POST /sandboxes/{id}/snapshots made it). */
+	struct create_call call = { .r = r, .body = body, .req = &req };
+	struct sandbox_create create = {
+		.template = req.template,
+		.snapshot = req.template_id,
+		.count = 1,
+		.timeout_s = req.timeout_s,
+		.env = req.env,
+		.policy = create_policy,
+		.attach = create_record,
+		.arg = &call,
+	};
+	enum pool_error e = sandbox_create(d, &create, &one, err, sizeof(err));
+	if (e == POOL_OK && !one.c) {
+		e = one.error;
+		snprintf(err, sizeof(err), "%s", one.message);
 	}
 	json_decref(body);
 	json_decref(req.metadata);
-	if (status) {
-		sandbox_release(d, c->id);
-		sandbox_put(d, c);
-		return e2b_reply_error(conn, r, status, "%s", err);
-	}
-	return reply_new_sandbox(conn, r, c, 201);
+	if (e != POOL_OK)
+		return e2b_reply_pool_error(conn, r, e, err);
+	return reply_new_sandbox(conn, r, one.c, 201);
 }
 
-/* ---- lists -----------------------------------------------------------------
- */
+/* ---- lists --------------------------------------------------------------- */
 
-/* Whether @c has every key -> value of @metadata; under the lock. */
-static bool metadata_matches(const struct sandbox *c, json_t *metadata)
+/* Whether record @e has every key -> value of @metadata. */
+static bool metadata_matches(const struct e2b_sandbox *e, json_t *metadata)
 {
 	const char *key;
 	json_t *want;
 
 	json_object_foreach(metadata, key, want)
 	{
-		json_t *have =
-			c->e2b ? json_object_get(c->e2b->metadata, key) : NULL;
+		json_t *have = e ? json_object_get(e->metadata, key) : NULL;
 
 		if (!have || !json_equal(have, want))
 			return false;
@@ -626,18 +648,21 @@ static int by_sandbox_id(const void *a, const void *b)
  * The sandboxes @q selects, in id order, after its next_token and at most
  * its limit (0: all); *@more set when some were left out.
  */
-static json_t *select_sandboxes(struct daemon *d,
+static json_t *select_sandboxes(const struct e2b_request *r,
 				const struct e2b_list_query *q, bool *more)
 {
 	json_t **found = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0, cap = 0, nr_views = 0;
+	struct sandbox_view *views = NULL;
 
 	*more = false;
-	pthread_mutex_lock(&d->lock);
-	for (const struct sandbox *c = d->leased; c; c = c->next) {
-		if ((c->paused ? !q->paused : !q->running) ||
-		    strcmp(c->id, q->next_token) <= 0 ||
-		    !metadata_matches(c, q->metadata))
+	sandboxes_view(r->d, &views, &nr_views);
+	for (size_t i = 0; i < nr_views; i++) {
+		const struct sandbox_view *v = &views[i];
+
+		if ((v->paused ? !q->paused : !q->running) ||
+		    strcmp(v->id, q->next_token) <= 0 ||
+		    !metadata_matches(record_of(r, v), q->metadata))
 			continue;
 		if (n == cap) {
 			size_t grown_cap = cap ? 2 * cap : 16;
@@ -648,9 +673,9 @@ static json_t *select_sandboxes(struct daemon *d,
 			found = grown;
 			cap = grown_cap;
 		}
-		found[n++] = sandbox_json(c, false);
+		found[n++] = sandbox_json(r, v, false);
 	}
-	pthread_mutex_unlock(&d->lock);
+	sandbox_views_put(r->d, views, nr_views);
 	if (n) /* found is NULL when nothing was */
 		qsort(found, n, sizeof(*found), by_sandbox_id);
 	json_t *list = json_array();
@@ -690,7 +715,7 @@ static enum MHD_Result list_sandboxes(struct MHD_Connection *conn,
 	}
 	if (!paged)
 		q.limit = 0;
-	json_t *list = select_sandboxes(r->d, &q, &more);
+	json_t *list = select_sandboxes(r, &q, &more);
 	const char *last = json_string_value(json_object_get(
 		json_array_get(list, json_array_size(list) - 1), "sandboxID"));
 	char next[SANDBOX_ID_LEN + 1] = "";
@@ -714,8 +739,7 @@ enum MHD_Result e2b_list_sandboxes_v2(struct MHD_Connection *conn,
 	return list_sandboxes(conn, r, true);
 }
 
-/* ---- one sandbox ------------------------------------------------------------
- */
+/* ---- one sandbox --------------------------------------------------------- */
 
 /* The path's sandbox, held; NULL after a 404 answered. */
 static struct sandbox *path_sandbox(struct MHD_Connection *conn,
@@ -760,9 +784,10 @@ enum MHD_Result e2b_get_sandbox(struct MHD_Connection *conn,
 
 	if (!c)
 		return ret;
-	pthread_mutex_lock(&r->d->lock);
-	json_t *j = sandbox_json(c, true);
-	pthread_mutex_unlock(&r->d->lock);
+	struct sandbox_view v;
+
+	sandbox_view(r->d, c, &v);
+	json_t *j = sandbox_json(r, &v, true);
 	sandbox_put(r->d, c);
 	return e2b_reply_json(conn, r, 200, j);
 }
@@ -774,19 +799,6 @@ enum MHD_Result e2b_kill_sandbox(struct MHD_Connection *conn,
 		return e2b_reply_error(conn, r, 404, "sandbox \"%s\" not found",
 				       r->id);
 	return e2b_reply_empty(conn, r, 204);
-}
-
-/* Sets held @c's lease to end @timeout_s from now, or only moves it later
- * (@extend_only). */
-static void set_lease(struct daemon *d, struct sandbox *c, uint32_t timeout_s,
-		      bool extend_only)
-{
-	uint64_t ends = lease_deadline_ns(monotonic_ns(), timeout_s);
-
-	pthread_mutex_lock(&d->lock);
-	if (!extend_only || ends > c->expires_ns)
-		c->expires_ns = ends;
-	pthread_mutex_unlock(&d->lock);
 }
 
 /* POST .../timeout {timeout} and .../refreshes {duration}. */
@@ -802,7 +814,8 @@ static enum MHD_Result lease_route(struct MHD_Connection *conn,
 
 	if (!c)
 		return ret;
-	uint32_t max = refresh ? REFRESH_MAX_S : c->pool->t->max_timeout_s;
+	uint32_t max =
+		refresh ? REFRESH_MAX_S : sandbox_template(c)->max_timeout_s;
 	bool ok = seconds_field(body, field, max, refresh ? 60 : 0, &seconds,
 				err, sizeof(err));
 	json_decref(body);
@@ -811,7 +824,7 @@ static enum MHD_Result lease_route(struct MHD_Connection *conn,
 		ok = false;
 	}
 	if (ok)
-		set_lease(r->d, c, seconds, refresh);
+		sandbox_set_lease(r->d, c, seconds, refresh);
 	sandbox_put(r->d, c);
 	if (!ok)
 		return e2b_reply_error(conn, r, 400, "%s", err);
@@ -875,21 +888,22 @@ static enum MHD_Result resume_route(struct MHD_Connection *conn,
 
 	if (!c)
 		return ret;
-	bool ok = seconds_field(body, "timeout", c->pool->t->max_timeout_s, 0,
+	bool ok = seconds_field(body, "timeout",
+				sandbox_template(c)->max_timeout_s, 0,
 				&timeout_s, err, sizeof(err));
 	json_decref(body);
 	if (!ok) {
 		sandbox_put(r->d, c);
 		return e2b_reply_error(conn, r, 400, "%s", err);
 	}
-	pthread_mutex_lock(&r->d->lock);
-	bool paused = c->paused;
-	pthread_mutex_unlock(&r->d->lock);
+	struct sandbox_view v;
+	sandbox_view(r->d, c, &v);
+	bool paused = v.paused;
 	enum pool_error e = POOL_OK;
 	if (paused || !connect)
 		e = sandbox_resume(c, err, sizeof(err));
 	if (e == POOL_OK &&
-	    give_record(r, c, c->pool->t->name, NULL, false, false) < 0) {
+	    give_record(r, c, v.template->name, NULL, false, false) < 0) {
 		snprintf(err, sizeof(err), "out of memory");
 		e = POOL_FAILED;
 	}
@@ -898,7 +912,7 @@ static enum MHD_Result resume_route(struct MHD_Connection *conn,
 		return e2b_reply_pool_error(conn, r, e, err);
 	}
 	if (timeout_s)
-		set_lease(r->d, c, timeout_s, connect);
+		sandbox_set_lease(r->d, c, timeout_s, connect);
 	return reply_new_sandbox(conn, r, c, connect && !paused ? 200 : 201);
 }
 
@@ -924,20 +938,23 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 
 	if (!c)
 		return ret;
-	bool ok = api_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
-			       sizeof(err)) &&
-		  seconds_field(body, "timeout", c->pool->t->max_timeout_s, 0,
+	bool ok = args_get_uint(body, "count", 1, MAX_FORKS, 1, &count, err,
+				sizeof(err)) &&
+		  seconds_field(body, "timeout",
+				sandbox_template(c)->max_timeout_s, 0,
 				&timeout_s, err, sizeof(err));
 	json_decref(body);
 	if (!ok) {
 		sandbox_put(r->d, c);
 		return e2b_reply_error(conn, r, 400, "%s", err);
 	}
-	pthread_mutex_lock(&r->d->lock);
+	struct sandbox_view v;
+	sandbox_view(r->d, c, &v);
+	const struct e2b_sandbox *record = record_of(r, &v);
 	char template_id[CONFIG_NAME_MAX];
-	snprintf(template_id, sizeof(template_id), "%s", template_id_of(c));
-	json_t *metadata = c->e2b ? json_deep_copy(c->e2b->metadata) : NULL;
-	pthread_mutex_unlock(&r->d->lock);
+	snprintf(template_id, sizeof(template_id), "%s",
+		 template_id_of(&v, record));
+	json_t *metadata = record ? json_deep_copy(record->metadata) : NULL;
 	enum pool_error e = sandbox_fork(c, count, &ck, out, err, sizeof(err));
 	sandbox_put(r->d, c);
 	/* Once checkpointed, every fork has its entry, made or not. */
@@ -962,17 +979,15 @@ enum MHD_Result e2b_fork(struct MHD_Connection *conn, struct e2b_request *r)
 			json_array_append_new(
 				list,
 				json_pack("{s:{s:i,s:s}}", "error", "code",
-					  (int)api_pool_status(out[i].error),
+					  (int)pool_error_status(out[i].error),
 					  "message", out[i].message));
 			continue;
 		}
 		if (timeout_s)
-			set_lease(r->d, f, timeout_s, false);
-		pthread_mutex_lock(&r->d->lock);
-		json_t *j = new_sandbox_json(f);
-		pthread_mutex_unlock(&r->d->lock);
-		sandbox_put(r->d, f);
-		json_array_append_new(list, json_pack("{s:o}", "sandbox", j));
+			sandbox_set_lease(r->d, f, timeout_s, false);
+		json_array_append_new(list,
+				      json_pack("{s:o}", "sandbox",
+						put_new_sandbox_json(r, f)));
 	}
 	json_decref(metadata);
 	return e2b_reply_json(conn, r, 201, list);
@@ -1004,16 +1019,16 @@ enum MHD_Result e2b_update_network(struct MHD_Connection *conn,
 	json_t *create = json_pack("{s:o}", "network", net);
 	if (create && internet)
 		json_object_set(create, "allow_internet_access", internet);
+	struct net_policy defaults, policy;
+	bool set;
 	int status = 409;
-	if (!c->net_made)
-		snprintf(err, sizeof(err),
-			 "sandbox %s has no network (template \"%s\": "
-			 "network = none)",
-			 c->id, c->pool->t->name);
-	else if (api_sandbox_busy(c, err, sizeof(err)))
-		status = 409;
-	else
-		status = apply_network(r->d, c, create, true, err, sizeof(err));
+	if (sandbox_network_defaults(c, &defaults, err, sizeof(err)) &&
+	    !sandbox_busy(c, err, sizeof(err)))
+		status = network_of(create, &defaults, true, &policy, &set, err,
+				    sizeof(err));
+	if (!status && set &&
+	    sandbox_set_policy(r->d, c, &policy, err, sizeof(err)) != POOL_OK)
+		status = 500;
 	json_decref(create);
 	json_decref(body);
 	sandbox_put(r->d, c);
@@ -1036,8 +1051,7 @@ enum MHD_Result e2b_sandbox_metrics(struct MHD_Connection *conn,
 	return e2b_reply_json(conn, r, 200, json_array());
 }
 
-/* ---- snapshots and templates -----------------------------------------------
- */
+/* ---- snapshots and templates --------------------------------------------- */
 
 enum MHD_Result e2b_list_snapshots(struct MHD_Connection *conn,
 				   struct e2b_request *r)
@@ -1087,24 +1101,27 @@ enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
 				   struct e2b_request *r)
 {
 	struct daemon *d = r->d;
-	json_t *list = json_array();
+	struct pool_view *pools;
+	size_t n;
 	char started[40];
 
-	api_format_time(
+	if (pools_view(d, &pools, &n) < 0)
+		return e2b_reply_error(conn, r, 500, "out of memory");
+	args_format_time(
 		realtime_ms() -
 			(int64_t)((monotonic_ns() - d->started_ns) / NS_PER_MS),
 		started, sizeof(started));
-	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->nr_pools; i++) {
-		const struct pool *pl = &d->pools[i];
-		const struct template_config *t = pl->t;
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct pool_view *pl = &pools[i];
+		const struct template_config *t = pl->template;
 
 		json_array_append_new(
 			list,
 			json_pack("{s:s,s:s,s:[s],s:[s],s:i,s:i,s:i,s:s,s:s,"
 				  "s:b,s:I,s:i,s:s,s:s,s:n,s:n}",
 				  "templateID", t->name, "buildID",
-				  pl->snapshot_id, "aliases", t->name, "names",
+				  pl->snapshot, "aliases", t->name, "names",
 				  t->name, "cpuCount", (int)t->vcpus,
 				  "memoryMB", (int)t->mem_mib, "diskSizeMB", 0,
 				  "envdVersion", E2B_ENVD_VERSION,
@@ -1114,6 +1131,6 @@ enum MHD_Result e2b_list_templates(struct MHD_Connection *conn,
 				  "updatedAt", started, "createdBy",
 				  "lastSpawnedAt"));
 	}
-	pthread_mutex_unlock(&d->lock);
+	free(pools);
 	return e2b_reply_json(conn, r, 200, list);
 }

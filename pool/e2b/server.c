@@ -2,7 +2,7 @@
 /*
  * server.c - the E2B listener (e2b.h): a TCP socket on e2b_listen, served
  * by the HTTP engine (pool/http) as thaw's own API is, with the same
- * limits (api_http_params()): http_conns.c accepts, capping connections
+ * limits (daemon_http_params()): http_conns.c accepts, capping connections
  * (max_connections, and max_connections_per_uid per uid for a client on this
  * host, whose socket's owner the kernel tells, per IP address for a remote one)
  * and giving each request head header_timeout_s; JSON bodies are collected up
@@ -218,7 +218,7 @@ enum MHD_Result e2b_reply_pool_error(struct MHD_Connection *conn,
 				     struct e2b_request *r, enum pool_error e,
 				     const char *message)
 {
-	return e2b_reply_error(conn, r, api_pool_status(e), "%s", message);
+	return e2b_reply_error(conn, r, pool_error_status(e), "%s", message);
 }
 
 json_t *e2b_body_object(const struct e2b_request *r, char *err, size_t errlen)
@@ -374,7 +374,8 @@ static bool python_sdk_takes(const char *token)
 	return hex && !token[4 + hex];
 }
 
-struct e2b_server *e2b_start(struct daemon *d)
+/* The listener on d->cfg.e2b_listen; NULL after a log line. */
+static struct e2b_server *serve(struct daemon *d, unsigned slot)
 {
 	struct e2b_server *s = calloc(1, sizeof(*s));
 	int fd = listen_on(d->cfg.e2b_listen);
@@ -385,6 +386,7 @@ struct e2b_server *e2b_start(struct daemon *d)
 		free(s);
 		return NULL;
 	}
+	s->slot = slot;
 	if (getrandom(s->token_key, sizeof(s->token_key), 0) !=
 	    (ssize_t)sizeof(s->token_key)) {
 		log_error("cannot start the E2B server: no randomness for its "
@@ -410,7 +412,9 @@ struct e2b_server *e2b_start(struct daemon *d)
 			    "E2B's Python SDK refuses such an API key before "
 			    "sending it (2.25 to 2.29; later ones unless "
 			    "E2B_VALIDATE_API_KEY=false)");
-	struct http_params params = api_http_params(d);
+	struct http_params params;
+
+	daemon_http_params(d, &params);
 	s->http = http_serve(&params, fd, &e2b_api, s);
 	if (!s->http) {
 		processes_free(s->processes);
@@ -421,8 +425,22 @@ struct e2b_server *e2b_start(struct daemon *d)
 	return s;
 }
 
-void e2b_stop(struct e2b_server *s)
+int e2b_start(struct daemon *d, unsigned slot, void **state)
 {
+	*state = NULL;
+	if (!d->cfg.e2b_listen[0])
+		return 0;
+	*state = serve(d, slot);
+	if (!*state)
+		return -1;
+	log_info("serving E2B's API on %s", d->cfg.e2b_listen);
+	return 0;
+}
+
+void e2b_stop(void *server)
+{
+	struct e2b_server *s = server;
+
 	if (!s)
 		return;
 	http_stop(s->http);

@@ -9,7 +9,7 @@
  * most E2B_WATCHER_BATCH of them, and E2B_WATCHER_BATCH_BYTES of names;
  * the rest stay in the guest and the socket for the next poll), so what a
  * watcher costs the daemon is its connection, taken from the memory
- * budget as every request's is (api_agent.c).  A guest whose events pile
+ * budget as every request's is (sandbox_sessions.c).  A guest whose events pile
  * up unread is the agent's to bound: it says so with an OVERFLOW, which
  * fails the watcher as fsnotify's overflow fails envd's.
  *
@@ -68,7 +68,7 @@ struct e2b_watchers *watchers_new(struct daemon *d)
 static void watcher_free(struct e2b_watchers *ws, struct watcher *w)
 {
 	/* The agent ends the WATCH with its connection. */
-	api_close_agent(ws->d, &w->agent);
+	sandbox_agent_close(ws->d, &w->agent);
 	free(w);
 }
 
@@ -145,8 +145,9 @@ enum e2b_code watchers_create(struct e2b_watchers *ws, struct sandbox *c,
 		snprintf(err, errlen, "out of memory or randomness");
 		code = E2B_INTERNAL;
 	}
-	int status =
-		code ? 0 : api_connect_agent(c, &w->agent, -1, err, errlen);
+	int status = code ? 0
+			  : pool_error_status(sandbox_agent_open(
+				    c, &w->agent, -1, err, errlen));
 	if (status)
 		code = e2b_code_of_status((unsigned)status);
 	if (!code) {

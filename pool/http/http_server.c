@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "pool/http/http_conns.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -95,6 +96,130 @@ struct MHD_Response *http_json_response(json_t *json, const char *header,
 	if (header)
 		MHD_add_response_header(resp, header, value);
 	return resp;
+}
+
+/* A reply's text, and the budget it holds until libmicrohttpd is done
+ * with it. */
+struct held_text {
+	const struct http_params *params;
+	char *text;
+	uint64_t budget;
+};
+
+static void free_held_text(void *cls)
+{
+	struct held_text *h = cls;
+
+	h->params->budget_give(h->params->owner, h->budget);
+	free(h->text);
+	free(h);
+}
+
+struct MHD_Response *http_held_response(const struct http_exchange *x,
+					char *text, size_t len,
+					const char *type, uint64_t budget)
+{
+	const struct http_params *params = &x->server->params;
+	struct held_text *h = malloc(sizeof(*h));
+	struct MHD_Response *resp =
+		h ? MHD_create_response_from_buffer_with_free_callback_cls(
+			    len, text, free_held_text, h)
+		  : NULL;
+
+	if (!resp) {
+		params->budget_give(params->owner, budget);
+		free(text);
+		free(h);
+		return NULL;
+	}
+	*h = (struct held_text){ .params = params,
+				 .text = text,
+				 .budget = budget };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return resp;
+}
+
+/* What a streamed response reads from, and frees. */
+struct stream_source {
+	ssize_t (*read)(void *arg, char *buf, size_t max);
+	void (*free)(void *arg);
+	void *arg;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_source *src = cls;
+	ssize_t n = src->read(src->arg, buf, max);
+
+	(void)pos;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n ? n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_source *src = cls;
+
+	src->free(src->arg);
+	free(src);
+}
+
+struct MHD_Response *
+http_stream_response(ssize_t (*read)(void *arg, char *buf, size_t max),
+		     void (*free_arg)(void *arg), void *arg, const char *type)
+{
+	struct stream_source *src = malloc(sizeof(*src));
+	struct MHD_Response *resp = src ? MHD_create_response_from_callback(
+						  MHD_SIZE_UNKNOWN, 256 * 1024,
+						  stream_read, src, stream_free)
+					: NULL;
+
+	if (!resp) {
+		free(src);
+		free_arg(arg);
+		return NULL;
+	}
+	*src = (struct stream_source){ read, free_arg, arg };
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return resp;
+}
+
+bool http_text_reserve(struct http_text *t, size_t cap)
+{
+	char *grown = realloc(t->buf, cap);
+
+	if (!grown) {
+		t->failed = true;
+		return false;
+	}
+	t->buf = grown;
+	t->cap = cap;
+	return true;
+}
+
+int http_client_fd(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+		conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return info ? info->connect_fd : -1;
+}
+
+void http_paced(struct MHD_Connection *conn, unsigned idle_timeout_s,
+		uint64_t deadline_ns)
+{
+	uint64_t now = monotonic_ns();
+	unsigned limit_s = 0; /* none */
+
+	if (deadline_ns) {
+		uint64_t left_s = deadline_ns > now ? (deadline_ns - now) /
+							      NS_PER_MS / 1000
+						    : 0;
+
+		limit_s = (unsigned)(left_s + idle_timeout_s);
+	}
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, limit_s);
 }
 
 /* ---- request bodies ---------------------------------------------------- */

@@ -135,6 +135,48 @@ enum MHD_Result http_answer(struct MHD_Connection *conn,
 struct MHD_Response *http_json_response(json_t *json, const char *header,
 					const char *value);
 
+/* A response of @len bytes of @text (taken over, malloc'd) of content
+ * type @type for @x, whose @budget (taken from its server's) goes back
+ * when it is freed, sent or not; NULL (@text freed, @budget given back)
+ * when out of memory. */
+struct MHD_Response *http_held_response(const struct http_exchange *x,
+					char *text, size_t len,
+					const char *type, uint64_t budget);
+
+/*
+ * A response of content type @type whose body @read() produces as the
+ * client takes it: up to @max bytes into @buf, returning how many, 0 at
+ * the end, or < 0 to cut the body short; @free_arg(@arg) once it is done,
+ * sent or not, and also when NULL is returned (out of memory).
+ */
+struct MHD_Response *
+http_stream_response(ssize_t (*read)(void *arg, char *buf, size_t max),
+		     void (*free_arg)(void *arg), void *arg, const char *type);
+
+/* A reply's text being built: Prometheus output, an exec's collected
+ * output, a directory's listing. */
+struct http_text {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+/* Grows @t's buffer to @cap bytes; false (and t->failed) without memory. */
+bool http_text_reserve(struct http_text *t, size_t cap);
+
+/* @conn's socket, -1 when libmicrohttpd does not say: what a wait on a
+ * guest watches for the client's hang-up. */
+int http_client_fd(struct MHD_Connection *conn);
+
+/*
+ * @conn's request now waits on something that may stay silent far longer
+ * than @idle_timeout_s (a guest printing nothing, an emulated guest):
+ * until the request completes, its connection is closed for silence only
+ * past @deadline_ns (monotonic; 0: never) plus @idle_timeout_s.
+ */
+void http_paced(struct MHD_Connection *conn, unsigned idle_timeout_s,
+		uint64_t deadline_ns);
+
 /* @text of @len bytes as a JSON object ("{}" when empty), its parse
  * bounded as a body's (http_server.c); NULL after a message in @err. */
 json_t *http_parse_object(const char *text, size_t len, char *err,

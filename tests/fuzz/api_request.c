@@ -9,9 +9,9 @@
  * '=' (libmicrohttpd's job, done simply here: no unescaping) and its first
  * path= and mode= go to api_file_args(), as the files routes do; the body
  * goes through api_body_object() and then every endpoint's validation:
- * api_parse_exec() (a sandbox with and without a create-time environment,
+ * args_parse_exec() (a sandbox with and without a create-time environment,
  * by the path's length), api_parse_create(), api_parse_create_from(),
- * api_parse_timeout() and api_parse_network() (the body of POST
+ * api_parse_timeout() and args_parse_network() (the body of POST
  * /sandboxes/ID/network, and a create's "network"). Every allocation is freed
  * on every path, as the handlers do.
  */
@@ -61,8 +61,8 @@ static void exec_body(json_t *body, bool sandbox_env)
 	void *stdin_data = NULL;
 	bool stream;
 
-	if (!api_parse_exec(body, &c, &req, &argv, &envp, &stdin_data, &stream,
-			    err, sizeof(err))) {
+	if (!args_parse_exec(body, c.env, &req, &argv, &envp, &stdin_data,
+			     &stream, err, sizeof(err))) {
 		json_t *t = json_object_get(body, "timeout_s");
 
 		if (!req.argv || !req.argv[0])
@@ -72,8 +72,8 @@ static void exec_body(json_t *body, bool sandbox_env)
 		    req.timeout_ms != json_integer_value(t) * 1000)
 			abort();
 	}
-	api_free_strv(argv);
-	api_free_strv(envp);
+	env_free(argv);
+	env_free(envp);
 	free(stdin_data);
 }
 
@@ -120,7 +120,7 @@ static void create_body(json_t *body)
 	     req.has_network != (net && !json_is_null(net)) ||
 	     (req.has_network && !policy_ok(&req.network))))
 		abort();
-	api_free_strv(req.env);
+	env_free(req.env);
 }
 
 /* POST /sandboxes with a "snapshot": an id, a count in bounds. */
@@ -134,7 +134,7 @@ static void create_from_body(json_t *body)
 	     strspn(req.snapshot, "0123456789abcdef") != SANDBOX_ID_LEN ||
 	     req.count < 1 || req.count > MAX_FORKS))
 		abort();
-	api_free_strv(req.env);
+	env_free(req.env);
 }
 
 /* POST /sandboxes/ID/network, the default template's defaults. */
@@ -144,7 +144,7 @@ static void network_body(json_t *body)
 	struct net_policy p;
 	char err[512];
 
-	if (!api_parse_network(body, &defaults, &p, err, sizeof(err)) &&
+	if (!args_parse_network(body, &defaults, &p, err, sizeof(err)) &&
 	    (!policy_ok(&p) ||
 	     p.allow_internet !=
 		     !json_is_false(json_object_get(body, "allow_internet"))))

@@ -99,7 +99,7 @@ static void create_body(const char *text, size_t len)
 	if (!e2b_parse_create(body, &cfg, 300, &req, err, sizeof(err)) &&
 	    (!req.metadata || !req.timeout_s))
 		abort();
-	api_free_strv(req.env);
+	env_free(req.env);
 	json_decref(req.metadata);
 	json_decref(body);
 }

@@ -1195,6 +1195,8 @@ Test(api, a_request_head_trickled_in_is_cut_at_header_timeout_s, .timeout = 60)
 #define UNKNOWN_ID "fedcba9876543210" /* as long as SANDBOX_ID */
 #define START_PATH "/process.Process/Start"
 
+/* The E2B listener's extension slot in a sandbox (frontend.h). */
+#define E2B_TEST_SLOT 0
 static struct e2b_server *e2b;
 static int e2b_port;
 static struct e2b_sandbox e2b_of_sandbox;
@@ -1214,18 +1216,20 @@ static void start_e2b(const char *config_keys)
 		 "token = " DAEMON_TOKEN "\ne2b_listen = 127.0.0.1:%d\n%s",
 		 e2b_port, config_keys);
 	start(keys);
-	sandbox.e2b = &e2b_of_sandbox;
+	sandbox.ext[E2B_TEST_SLOT] = &e2b_of_sandbox;
 	other = (struct sandbox){ .id = "00000000000000ff",
 				  .pool = &pool,
 				  .state = SANDBOX_LEASED,
 				  .refs = 1,
 				  .agent = { .fd = -1 },
-				  .e2b = &e2b_of_other,
+				  .ext = { [E2B_TEST_SLOT] = &e2b_of_other },
 				  .stopped = true,
 				  .next = &sandbox };
 	snprintf(other.vmm.vsock, sizeof(other.vmm.vsock), "%s/none.sock", dir);
 	d.leased = &other;
-	e2b = e2b_start(&d);
+	void *server;
+	cr_assert_eq(e2b_start(&d, E2B_TEST_SLOT, &server), 0);
+	e2b = server;
 	cr_assert_not_null(e2b);
 	/* As a create gives them. */
 	e2b_sandbox_token(e2b, sandbox.id, e2b_of_sandbox.access_token);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_api_parse.c - what thawd makes of request bodies and query
- * arguments without a server (api_parse_exec, api_file_args): the inputs
+ * arguments without a server (args_parse_exec, api_file_args): the inputs
  * the api_request fuzz harness found wrong, and their neighbours; the
- * network policy (api_parse_network) alone and in a create.
+ * network policy (args_parse_network) alone and in a create.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -14,7 +14,7 @@
 
 #include "pool/daemon/api_internal.h"
 
-/* api_parse_exec on @text for a sandbox without an environment: its
+/* args_parse_exec on @text for a sandbox without an environment: its
  * status, the request in @req. */
 static int parse(const char *text, struct agent_exec_request *req, char *err,
 		 size_t errlen)
@@ -27,10 +27,10 @@ static int parse(const char *text, struct agent_exec_request *req, char *err,
 
 	cr_assert(body, "%s", text);
 	*req = (struct agent_exec_request){ 0 };
-	int status = api_parse_exec(body, &c, req, &argv, &env, &stdin_data,
-				    &stream, err, errlen);
-	api_free_strv(argv);
-	api_free_strv(env);
+	int status = args_parse_exec(body, c.env, req, &argv, &env, &stdin_data,
+				     &stream, err, errlen);
+	env_free(argv);
+	env_free(env);
 	free(stdin_data);
 	json_decref(body);
 	return status;
@@ -73,7 +73,7 @@ Test(api_parse, file_args)
 	cr_expect_eq(api_file_args(NULL, NULL, &mode, err, sizeof(err)), 400);
 }
 
-/* api_parse_network on @text with @defaults; its status. */
+/* args_parse_network on @text with @defaults; its status. */
 static int parse_net(const char *text, const struct net_policy *defaults,
 		     struct net_policy *out, char *err, size_t errlen)
 {
@@ -81,7 +81,7 @@ static int parse_net(const char *text, const struct net_policy *defaults,
 
 	cr_assert(net, "%s", text);
 	err[0] = '\0';
-	int status = api_parse_network(net, defaults, out, err, errlen);
+	int status = args_parse_network(net, defaults, out, err, errlen);
 	json_decref(net);
 	return status;
 }
@@ -173,12 +173,12 @@ Test(api_parse, network_lists_hold_at_most_the_maps_size)
 	}
 	json_t *net =
 		json_pack("{s:O,s:O}", "allow_out", list, "deny_out", list);
-	cr_expect_eq(api_parse_network(net, &defaults, &p, err, sizeof(err)), 0,
-		     "%s", err);
+	cr_expect_eq(args_parse_network(net, &defaults, &p, err, sizeof(err)),
+		     0, "%s", err);
 	cr_expect_eq(p.n_allow, NET_POLICY_MAX_CIDRS);
 	cr_expect_eq(p.n_deny, NET_POLICY_MAX_CIDRS);
 	json_array_append_new(list, json_string("10.1.0.0/16"));
-	cr_expect_eq(api_parse_network(net, &defaults, &p, err, sizeof(err)),
+	cr_expect_eq(args_parse_network(net, &defaults, &p, err, sizeof(err)),
 		     400);
 	cr_expect(strstr(err, "at most 64"), "%s", err);
 	json_decref(net);
@@ -237,5 +237,5 @@ Test(api_parse, create_takes_a_network)
 	body = json_loads("{\"template\":\"offline\"}", 0, NULL);
 	cr_expect_eq(api_parse_create(body, &cfg, &req, err, sizeof(err)), 0);
 	json_decref(body);
-	api_free_strv(req.env);
+	env_free(req.env);
 }

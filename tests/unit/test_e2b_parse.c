@@ -296,7 +296,7 @@ static int create(const char *text, struct e2b_create_request *req, char *err,
 
 static void free_create(struct e2b_create_request *req)
 {
-	api_free_strv(req->env);
+	env_free(req->env);
 	json_decref(req->metadata);
 }
 
