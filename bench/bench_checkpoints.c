@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * bench_checkpoints.c - what an RL trainer's operations cost (issue 16's
- * Measure): a checkpoint of a running sandbox against the megabytes its
+ * bench_checkpoints.c - what an RL trainer's operations cost:
+ * a checkpoint of a running sandbox against the megabytes its
  * guest wrote, forks of one checkpoint (time until all are ready, and
  * whether their memory stays shared), rollbacks, and restores from a chain
  * of checkpoints beside a restore from the template.
@@ -41,7 +41,7 @@
 #define TEMPLATE "rollout"
 #define CHAIN_DEPTH 4
 #define GUEST_WAIT_S 3600 /* a guest writing 128 MiB in an emulator */
-#define GOAL_NOTE "issue 16's goals on VMX/SVM"
+#define GOAL_NOTE "the goals on VMX/SVM"
 
 /* `sh -c @script` in @id, waited for; 0 or -1 with @err. */
 static int guest_sh(struct thaw_client *c, const char *id, const char *script,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * bench_jail.c - what the VMM's jail costs (issue 13's Measure): restores on
+ * bench_jail.c - what the VMM's jail costs: restores on
  * demand and warm handouts with every VMM jailed, then with jail = false.
  *
  * The jail is built while a VMM starts (its namespaces, a root of its own,
@@ -116,7 +116,7 @@ static void jail_report_warm(struct bench *b, const struct jail_mode *m)
 }
 
 /*
- * P50 of @jailed - P50 of @unjailed as figure @name, against issue 13's
+ * P50 of @jailed - P50 of @unjailed as figure @name, against the jail's
  * @goal; a failure when either has no samples.
  */
 static void jail_difference(struct bench *b, const char *name,
@@ -134,7 +134,7 @@ static void jail_difference(struct bench *b, const char *name,
 	samples_summarize(unjailed, &off);
 	bench_note(
 		b, text, sizeof(text),
-		"P50 jailed %.2f ms - P50 --no-jail %.2f ms; issue 13's goal: %s",
+		"P50 jailed %.2f ms - P50 --no-jail %.2f ms; the jail's goal: %s",
 		on.p50, off.p50, goal);
 	report_add_value(b->report, GROUP, name, "ms", on.p50 - off.p50, text);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * network.c - what a sandbox's network costs (issue 15's Measure): its
+ * network.c - what a sandbox's network costs: its
  * setup per clone, warm handouts with network = nat beside network = none,
  * guest -> host TCP throughput and round trips, and policy updates.
  *
@@ -66,7 +66,7 @@
 #define SINK_PORT 5001
 #define ECHO_PORT 5002
 #define GUEST_WAIT_S 600 /* a guest command, or a connection from one */
-#define GOAL_NOTE "issue 15's goals on VMX/SVM"
+#define GOAL_NOTE "the goals on VMX/SVM"
 #define LIST_MAX 64 /* CIDRs in a policy's list, at most (pool/API.md) */
 
 /* ---- the sink's namespace ----------------------------------------------- */

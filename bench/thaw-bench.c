@@ -28,7 +28,7 @@
  * report.  The scenarios live with their kin, behind bench.h: handouts.c
  * (warm pool, on demand, sustained restores), startup.c (cold boot, the
  * VMM floor, first exec), bench_jail.c (jailed against --no-jail), network.c
- * (a sandbox's network), bench_checkpoints.c (issue 16's RL operations),
+ * (a sandbox's network), bench_checkpoints.c (RL operations),
  * bench_memory.c (memory per idle clone, density), e2b.c (E2B's SDK beside
  * thaw's own API) and peers.c (thaw against gVisor and bubblewrap).
  */

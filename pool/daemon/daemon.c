@@ -442,7 +442,7 @@ static int clean_leftovers(struct daemon *d)
 }
 
 /*
- * Once per start: snapshots from before issue 14 keep their 0755/0644
+ * Once per start: snapshots from before memory was private keep 0755/0644
  * modes (guest memory anyone on the host may read) until this takes them
  * back.  A failure is logged and costs nothing else.
  */

@@ -286,7 +286,7 @@ static void expect_nothing_inherited(pid_t vmm)
 	free(env);
 }
 
-/* What issue 13 asks of every jailed VMM, read from the host. */
+/* What the jail promises of every VMM, read from the host. */
 static void expect_jailed(pid_t vmm, unsigned long long *uid_out)
 {
 	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff",
@@ -384,7 +384,7 @@ static void control_line(pid_t vmm, const char *line, char *reply, size_t len)
 }
 
 /*
- * Issue 13: a VMM that makes a system call outside its filter dies by
+ * A VMM that makes a system call outside its filter dies by
  * SIGSYS; the daemon says which call and fails that sandbox alone.
  */
 Test(jail, a_forbidden_system_call_fails_only_its_sandbox, .timeout = 900)

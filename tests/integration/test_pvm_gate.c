@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * test_pvm_gate.c - issue 33's feasibility gate, kept as a regression test:
+ * test_pvm_gate.c - the PVM feasibility gate, kept as a regression test:
  * thaw-vmm starts a PVM guest (integration/pvm_guest/, a few hundred lines
  * built with this test) on a KVM-on-PVM host, and the guest's kernel runs
  * natively there instead of in KVM's instruction emulator, and takes every
