@@ -225,11 +225,30 @@ static bool same_namespace(pid_t a, pid_t b, const char *ns)
 #define TUN_MAJOR 10
 #define TUN_MINOR 200
 
+/* The fd @vmm was told to report on (its --ready-fd), or -1. */
+static int report_fd(pid_t vmm)
+{
+	char path[64];
+	size_t len;
+	int fd = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)vmm);
+	char *args = slurp(path, &len);
+	for (size_t i = 0; args && i < len; i += strlen(args + i) + 1)
+		if (!strcmp(args + i, "--ready-fd") &&
+		    i + strlen(args + i) + 1 < len)
+			fd = atoi(args + i + strlen(args + i) + 1);
+	free(args);
+	return fd;
+}
+
 /*
  * A jailed VMM holds only what it opened for itself (KVM's objects, its
- * sockets, eventfds, its TAP, its snapshot's files, /proc/self/pagemap)
- * and its two logs, and has no environment (but sanitizer options): nothing its
- * supervisor or the supervisor's caller had open or set.
+ * sockets, eventfds, its TAP, its snapshot's files, /proc/self/pagemap),
+ * its two logs and the pipe it reports on to its supervisor (its
+ * --ready-fd, a pipe and nothing else), and has no environment (but
+ * sanitizer options): nothing else its supervisor or the supervisor's
+ * caller had open or set.
  */
 static void expect_nothing_inherited(pid_t vmm)
 {
@@ -241,6 +260,7 @@ static void expect_nothing_inherited(pid_t vmm)
 	struct dirent *e;
 	struct stat st;
 	size_t len;
+	int report = report_fd(vmm);
 
 	cr_assert(vmm_run_dir(vmm, run, sizeof(run), sock, sizeof(sock)));
 	snprintf(pagemap, sizeof(pagemap), "/proc/%d/pagemap", (int)vmm);
@@ -266,6 +286,8 @@ static void expect_nothing_inherited(pid_t vmm)
 			 (!strcmp(link + len, "/vmm.log") ||
 			  !strcmp(link + len, "/console.log"));
 		known |= !strcmp(link, pagemap);
+		known |= atoi(e->d_name) == report &&
+			 !strncmp(link, "pipe:[", 6);
 		/* The sandbox's TAP, opened in its namespace before the jail's
 		 * mounts: named by the device, whose path the host may not
 		 * see (devtmpfs shows "/net/tun"). */
