@@ -46,8 +46,8 @@ static void record_stats(struct criterion_global_stats *stats)
 }
 
 CR_SECTION_("cr_poa")
-f_report_hook thaw_skips_stats_hook = (f_report_hook)
-	record_stats CR_SECTION_SUFFIX_;
+f_report_hook thaw_skips_stats_hook =
+	(f_report_hook)record_stats CR_SECTION_SUFFIX_;
 
 int main(int argc, char *argv[])
 {
