@@ -793,10 +793,11 @@ Test(agent, concurrent_execs)
 	 * shells at once always hit it.
 	 */
 	if (vm_vsock && kvm_is_pvm())
-		cr_skip_test("KVM-on-PVM: concurrent guest processes crash "
-			     "(thaw's guest kernel on PVM, README Known "
-			     "limits); runs on VMX/SVM and in the emulated "
-			     "host");
+		cr_skip_test(
+			"KVM-on-PVM: concurrent guest processes crash "
+			"(thaw's guest kernel on PVM, docs/hosts.md, Known "
+			"limits); runs on VMX/SVM and in the emulated "
+			"host");
 
 	/* Below the frame deadline, so a serial agent fails here, clearly. */
 	snprintf(limit, sizeof(limit), "%d", scaled_s(RECV_TIMEOUT_S) / 2);

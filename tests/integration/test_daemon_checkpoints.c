@@ -258,7 +258,7 @@ Test(checkpoints, rollback_to_the_template_and_forks_of_it, .timeout = 900)
 
 /*
  * Both keep a shell loop running while they exec: on KVM-on-PVM, guest
- * processes that run beside each other crash (README, Known limits: a
+ * processes that run beside each other crash (docs/hosts.md, Known limits: a
  * fresh process reads its TLS pointer back as 0; seen on a freshly
  * booted guest too, never checkpointed).  They run on VMX/SVM and in
  * nested-kvm.sh's emulated host; the checkpoint's own claims (a running
@@ -269,7 +269,7 @@ static void skip_on_pvm(void)
 {
 	if (kvm_is_pvm())
 		cr_skip_test("KVM-on-PVM: concurrent guest processes crash "
-			     "(README, Known limits)");
+			     "(docs/hosts.md, Known limits)");
 }
 
 Test(checkpoints, rollback_restores_files_and_processes, .timeout = 1200)

@@ -99,10 +99,11 @@ Test(boot, user_space_runs_on_two_vcpus_and_powers_off,
 	/* docs/hosts.md, Known limits: guest processes there crash now and then
 	 * (busybox segfaults reading its TLS), which fails the fork count. */
 	if (kvm_is_pvm())
-		cr_skip_test("this host's /dev/kvm is KVM-on-PVM, where thaw's "
-			     "guest loses a process's TLS pointer now and then "
-			     "(README, Known limits); runs on VMX/SVM and in "
-			     "the emulated host");
+		cr_skip_test(
+			"this host's /dev/kvm is KVM-on-PVM, where thaw's "
+			"guest loses a process's TLS pointer now and then "
+			"(docs/hosts.md, Known limits); runs on VMX/SVM and in "
+			"the emulated host");
 	expect_user_space_works(THAW_TEST_IMAGES "/vmlinux", "2");
 }
 
