@@ -22,13 +22,6 @@
 #define STOP_LIMIT_S 120
 #define CALL_TIMEOUT_S 600
 
-static void pause_ms(long ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&t, NULL);
-}
-
 /* @spec's config text for @templates into @text (malloc'd), or -ENOMEM. */
 static int config_text(const struct thawd *d, const char *kernel,
 		       const char *initrd,
@@ -168,7 +161,7 @@ int thawd_wait_ready(struct thaw_client *c, const char *name, long ready,
 				 name, t.ready, t.restoring, limit_s, ready);
 			return -1;
 		}
-		pause_ms(20);
+		sleep_ms(20);
 	}
 }
 

@@ -4,6 +4,7 @@
  */
 #include "common/clock.h"
 
+#include <errno.h>
 #include <time.h>
 
 uint64_t monotonic_ns(void)
@@ -17,6 +18,15 @@ uint64_t monotonic_ns(void)
 double monotonic_ms(void)
 {
 	return monotonic_ns() / 1e6;
+}
+
+void sleep_ms(double ms)
+{
+	struct timespec t = { (time_t)(ms / 1e3),
+			      (long)((ms - (time_t)(ms / 1e3) * 1e3) * 1e6) };
+
+	while (ms > 0 && nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
 }
 
 int64_t realtime_ms(void)

@@ -17,6 +17,10 @@ uint64_t monotonic_ns(void);
 /* The same clock in milliseconds, for phase timings. */
 double monotonic_ms(void);
 
+/* Sleeps @ms milliseconds (nothing for 0 or less), whatever signals
+ * arrive meanwhile. */
+void sleep_ms(double ms);
+
 /* Milliseconds since the epoch on CLOCK_REALTIME. */
 int64_t realtime_ms(void);
 

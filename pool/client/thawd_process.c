@@ -40,14 +40,6 @@ static double now_s(void)
 	return monotonic_ns() / 1e9;
 }
 
-static void pause_ms(long ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&t, &t) < 0 && errno == EINTR)
-		;
-}
-
 static int write_config(const struct thawd_process_spec *s, char *err,
 			size_t errlen)
 {
@@ -243,7 +235,7 @@ int thawd_process_start(struct thawd_process *p,
 		}
 		if (now_s() - start > limit)
 			break;
-		pause_ms(POLL_MS);
+		sleep_ms(POLL_MS);
 	}
 	thawd_process_kill(p);
 	thawd_process_log_tail(p, tail, sizeof(tail));
@@ -287,7 +279,7 @@ int thawd_process_wait(struct thawd_process *p, double limit_s)
 		}
 		if (now_s() - start >= limit_s)
 			return -ETIMEDOUT;
-		pause_ms(limit_s < 1 ? 10 : 50);
+		sleep_ms(limit_s < 1 ? 10 : 50);
 	}
 }
 

@@ -66,10 +66,7 @@ double process_cpu_s(pid_t pid)
 
 void sleep_s(double s)
 {
-	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
-
-	while (s > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	sleep_ms(s * 1e3);
 }
 
 char *slurp(const char *path, size_t *len)
